@@ -1,0 +1,179 @@
+//===- executor.cc - Reference executor for graphs ------------------------===//
+#include "graph/exec/executor.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/ops/op_registry.h"
+#include "graph/support/status.h"
+
+namespace kiln {
+namespace {
+
+std::string DescribeTensor(const Tensor& t) {
+  return absl::StrCat(DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "]");
+}
+
+// Values used by `g` (and graphs nested in it) that `g` does not define.
+void CollectFreeValues(const Graph& g, absl::flat_hash_set<const Value*>& out) {
+  for (Node* n : g.nodes()) {
+    for (Value* v : n->inputs())
+      if (v && v->owner() != &g) out.insert(v);
+    for (Graph* sub : n->subgraphs()) {
+      absl::flat_hash_set<const Value*> inner;
+      CollectFreeValues(*sub, inner);
+      for (const Value* v : inner)
+        if (v->owner() != &g) out.insert(v);
+    }
+  }
+  for (Value* v : g.outputs())
+    if (v->owner() != &g) out.insert(v);
+}
+
+}  // namespace
+
+absl::Status CheckTensorMatchesType(const Tensor& t, const Type& type, absl::string_view what) {
+  if (!type.is_tensor()) return absl::OkStatus();
+  bool ok = type.dtype() == DType::kUndefined || t.dtype() == type.dtype();
+  const Shape& s = type.shape();
+  if (ok && s.ranked()) {
+    ok = s.rank() == t.rank();
+    for (int i = 0; ok && i < s.rank(); ++i)
+      if (s[i].is_static() && s[i].value() != t.dim(i)) ok = false;
+  }
+  if (!ok)
+    return InvalidArgument(what, " expects ", type.ToString(), " but got ", DescribeTensor(t));
+  return absl::OkStatus();
+}
+
+struct Executor::Impl {
+  ExecOptions options;
+
+  // What to do for one node: its definition, its inputs (by value), and the
+  // values of this graph whose last use it is.
+  struct Step {
+    const Node* node;
+    const OpDef* def;
+    std::vector<const Value*> free_after;
+    // Outer values used by the node's subgraphs, resolved when it runs.
+    bool has_subgraphs = false;
+  };
+  struct Plan {
+    std::vector<Step> steps;
+  };
+  absl::flat_hash_map<const Graph*, std::unique_ptr<Plan>> plans;
+
+  using Env = absl::flat_hash_map<const Value*, Tensor>;
+
+  absl::StatusOr<const Plan*> GetPlan(const Graph& g) {
+    auto it = plans.find(&g);
+    if (it != plans.end()) return it->second.get();
+    auto plan = std::make_unique<Plan>();
+    absl::flat_hash_map<const Value*, size_t> last_use;
+    std::vector<Node*> nodes = g.NodeList();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      Node* n = nodes[i];
+      const OpDef* def = OpRegistry::Global().Find(*n);
+      if (!def || !def->kernel)
+        return Unimplemented("node '", n->name(), "' (", n->QualifiedOp(), "): no reference kernel for this op");
+      Step step{n, def, {}, !n->subgraphs().empty()};
+      plan->steps.push_back(std::move(step));
+      for (Value* v : n->inputs())
+        if (v && v->owner() == &g) last_use[v] = i;
+      for (Graph* sub : n->subgraphs()) {
+        absl::flat_hash_set<const Value*> free;
+        CollectFreeValues(*sub, free);
+        for (const Value* v : free)
+          if (v->owner() == &g) last_use[v] = i;
+      }
+    }
+    absl::flat_hash_set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
+    // Deterministic order of frees does not matter for results; keep it cheap.
+    for (const auto& [v, i] : last_use)
+      if (!outputs.contains(v) && !v->is_constant()) plan->steps[i].free_after.push_back(v);
+    const Plan* raw = plan.get();
+    plans[&g] = std::move(plan);
+    return raw;
+  }
+
+  absl::StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, std::vector<Tensor> inputs,
+                                               std::vector<const Env*> outer) {
+    if (inputs.size() != g.inputs().size())
+      return InvalidArgument("graph '", g.name(), "' takes ", g.inputs().size(), " inputs but ",
+                             inputs.size(), " were given");
+    KILN_ASSIGN_OR_RETURN(const Plan* plan, GetPlan(g));
+    Env env;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Value* in = g.inputs()[i];
+      if (options.check_types)
+        KILN_RETURN_IF_ERROR(CheckTensorMatchesType(inputs[i], in->type(), absl::StrCat("input '", in->name(), "'")));
+      env[in] = std::move(inputs[i]);
+    }
+    outer.push_back(&env);
+    auto lookup = [&](const Value* v) -> const Tensor* {
+      if (v->is_constant()) return v->constant().defined() ? &v->constant() : nullptr;
+      for (auto it = outer.rbegin(); it != outer.rend(); ++it) {
+        auto f = (*it)->find(v);
+        if (f != (*it)->end()) return &f->second;
+      }
+      return nullptr;
+    };
+    for (const Step& step : plan->steps) {
+      const Node& n = *step.node;
+      std::vector<const Tensor*> ins;
+      ins.reserve(n.num_inputs());
+      for (Value* v : n.inputs()) {
+        if (!v) {
+          ins.push_back(nullptr);
+          continue;
+        }
+        const Tensor* t = lookup(v);
+        if (!t)
+          return Internal("node '", n.name(), "' (", n.QualifiedOp(), "): input '", v->name(),
+                          "' has no value (elided constant or a value used before it is defined)");
+        ins.push_back(t);
+      }
+      SubgraphRunner runner;
+      if (step.has_subgraphs) {
+        runner = [this, outer](const Graph& sub, std::vector<Tensor> sub_inputs) {
+          return RunGraph(sub, std::move(sub_inputs), outer);
+        };
+      }
+      KernelContext ctx(n, std::move(ins), std::move(runner));
+      absl::Status s = step.def->kernel(ctx);
+      if (!s.ok()) return s;
+      for (int i = 0; i < n.num_outputs(); ++i) {
+        Tensor& t = ctx.output(i);
+        const Value* out = n.output(i);
+        if (!t.defined()) {
+          if (out->has_uses())
+            return Internal(ctx.NodeLabel(), ": kernel did not produce output ", i);
+          continue;
+        }
+        if (options.check_types) {
+          absl::Status c = CheckTensorMatchesType(t, out->type(), absl::StrCat("output '", out->name(), "'"));
+          if (!c.ok()) return Internal(ctx.NodeLabel(), ": kernel result disagrees with inferred type: ", c.message());
+        }
+        env[out] = std::move(t);
+      }
+      for (const Value* v : step.free_after) env.erase(v);
+    }
+    std::vector<Tensor> results;
+    for (const Value* v : g.outputs()) {
+      const Tensor* t = lookup(v);
+      if (!t) return Internal("graph output '", v->name(), "' was not computed");
+      results.push_back(*t);
+    }
+    return results;
+  }
+};
+
+Executor::Executor(ExecOptions options) : impl_(std::make_unique<Impl>()) { impl_->options = options; }
+Executor::~Executor() = default;
+
+absl::StatusOr<std::vector<Tensor>> Executor::Run(const Graph& graph, std::vector<Tensor> inputs) {
+  return impl_->RunGraph(graph, std::move(inputs), {});
+}
+
+}  // namespace kiln

@@ -1,0 +1,346 @@
+//===- graph.cc - The kiln graph IR: Graph, Node, Value -------------------===//
+#include "graph/ir/graph.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace kiln {
+
+//===----------------------------------------------------------------------===//
+// Value
+//===----------------------------------------------------------------------===//
+
+void Value::RemoveUse(const Use& u) {
+  for (size_t i = 0; i < uses_.size(); ++i) {
+    if (uses_[i].user == u.user && uses_[i].index == u.index && uses_[i].graph == u.graph) {
+      uses_[i] = uses_.back();
+      uses_.pop_back();
+      return;
+    }
+  }
+  assert(false && "removing a use that is not recorded");
+}
+
+void Value::ReplaceAllUsesWith(Value* other) {
+  assert(other != this && "replacing a value with itself");
+  std::vector<Use> uses = std::move(uses_);
+  uses_.clear();
+  for (const Use& u : uses) {
+    if (u.user) {
+      u.user->inputs_[u.index] = other;  // Value is a friend of Node
+    } else {
+      u.graph->outputs_[u.index] = other;
+    }
+    other->uses_.push_back(u);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Node
+//===----------------------------------------------------------------------===//
+
+std::string Node::QualifiedOp() const {
+  return domain_.empty() ? op_ : absl::StrCat(domain_, ".", op_);
+}
+
+void Node::SetInput(int i, Value* v) {
+  if (i >= num_inputs()) inputs_.resize(i + 1, nullptr);
+  if (inputs_[i]) inputs_[i]->RemoveUse({this, i, nullptr});
+  inputs_[i] = v;
+  if (v) v->uses_.push_back({this, i, nullptr});
+}
+
+void Node::AddInput(Value* v) { SetInput(num_inputs(), v); }
+
+void Node::RemoveTrailingInputs(int new_count) {
+  for (int i = num_inputs() - 1; i >= new_count; --i) {
+    if (inputs_[i]) inputs_[i]->RemoveUse({this, i, nullptr});
+  }
+  if (new_count < num_inputs()) inputs_.resize(new_count);
+}
+
+const Attribute* Node::attr(absl::string_view name) const {
+  auto it = attrs_.find(std::string(name));
+  return it == attrs_.end() ? nullptr : &it->second;
+}
+
+int64_t Node::GetInt(absl::string_view name, int64_t dflt) const {
+  const Attribute* a = attr(name);
+  return a && a->kind() == AttrKind::kInt ? a->i() : dflt;
+}
+
+float Node::GetFloat(absl::string_view name, float dflt) const {
+  const Attribute* a = attr(name);
+  if (!a) return dflt;
+  if (a->kind() == AttrKind::kFloat) return a->f();
+  if (a->kind() == AttrKind::kInt) return static_cast<float>(a->i());
+  return dflt;
+}
+
+std::string Node::GetString(absl::string_view name, absl::string_view dflt) const {
+  const Attribute* a = attr(name);
+  return a && a->kind() == AttrKind::kString ? a->s() : std::string(dflt);
+}
+
+std::vector<int64_t> Node::GetInts(absl::string_view name, std::vector<int64_t> dflt) const {
+  const Attribute* a = attr(name);
+  if (!a) return dflt;
+  if (a->kind() == AttrKind::kInts) return a->ints();
+  if (a->kind() == AttrKind::kInt) return {a->i()};
+  return dflt;
+}
+
+std::vector<float> Node::GetFloats(absl::string_view name, std::vector<float> dflt) const {
+  const Attribute* a = attr(name);
+  if (!a) return dflt;
+  if (a->kind() == AttrKind::kFloats) return a->floats();
+  if (a->kind() == AttrKind::kFloat) return {a->f()};
+  return dflt;
+}
+
+std::vector<Graph*> Node::subgraphs() const {
+  std::vector<Graph*> out;
+  for (const auto& [name, a] : attrs_)
+    for (const auto& g : a.graphs()) out.push_back(g.get());
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Graph
+//===----------------------------------------------------------------------===//
+
+Graph::Graph(std::string name, Graph* parent) : name_(std::move(name)), parent_(parent) {}
+
+Graph::~Graph() {
+  // Subgraphs may hold uses of this graph's values; drop nodes (and with them
+  // their attributes) before the values they refer to.
+  while (!nodes_.empty()) {
+    Node* n = nodes_.back().get();
+    for (int i = 0; i < n->num_inputs(); ++i)
+      if (n->inputs_[i] && n->inputs_[i]->owner_ != this) n->inputs_[i]->RemoveUse({n, i, nullptr});
+    for (Value* o : n->outputs_) o->uses_.clear();
+    nodes_.pop_back();
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    if (outputs_[i] && outputs_[i]->owner_ != this) outputs_[i]->RemoveUse({nullptr, static_cast<int>(i), this});
+}
+
+Graph* Graph::Root() {
+  Graph* g = this;
+  while (g->parent_) g = g->parent_;
+  return g;
+}
+
+Value* Graph::NewValue(std::string name, Value::Kind kind) {
+  if (name.empty()) name = UniqueName("v");
+  auto v = std::make_unique<Value>();
+  v->kind_ = kind;
+  v->name_ = std::move(name);
+  v->owner_ = this;
+  Value* raw = v.get();
+  values_.push_back(std::move(v));
+  raw->self_ = std::prev(values_.end());
+  by_name_[raw->name_] = raw;
+  return raw;
+}
+
+Value* Graph::AddInput(std::string name, Type type) {
+  Value* v = NewValue(std::move(name), Value::Kind::kInput);
+  v->type_ = std::move(type);
+  inputs_.push_back(v);
+  return v;
+}
+
+Value* Graph::AddConstant(std::string name, Tensor data) {
+  Value* v = NewValue(std::move(name), Value::Kind::kConstant);
+  v->type_ = Type::Tensor(data.dtype(), Shape::Static(data.dims()));
+  v->constant_ = std::move(data);
+  return v;
+}
+
+Value* Graph::AddElidedConstant(std::string name, Type type) {
+  Value* v = NewValue(std::move(name), Value::Kind::kConstant);
+  v->type_ = std::move(type);
+  return v;
+}
+
+void Graph::AddOutput(Value* v) {
+  outputs_.push_back(v);
+  v->uses_.push_back({nullptr, static_cast<int>(outputs_.size() - 1), this});
+}
+
+void Graph::SetOutput(int i, Value* v) {
+  if (outputs_[i]) outputs_[i]->RemoveUse({nullptr, i, this});
+  outputs_[i] = v;
+  v->uses_.push_back({nullptr, i, this});
+}
+
+void Graph::ClearOutputs() {
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    outputs_[i]->RemoveUse({nullptr, static_cast<int>(i), this});
+  outputs_.clear();
+}
+
+void Graph::RemoveInput(int i) {
+  Value* v = inputs_[i];
+  assert(!v->has_uses() && "removing a graph input that is still used");
+  inputs_.erase(inputs_.begin() + i);
+  by_name_.erase(v->name_);
+  values_.erase(v->self_);
+}
+
+Node* Graph::AddNode(absl::string_view op, std::vector<Value*> inputs,
+                     std::vector<std::string> output_names, absl::string_view domain,
+                     Node* before) {
+  auto n = std::make_unique<Node>();
+  n->op_ = std::string(op);
+  n->domain_ = std::string(domain);
+  n->owner_ = this;
+  Node* raw = n.get();
+  auto pos = before ? before->self_ : nodes_.end();
+  raw->self_ = nodes_.insert(pos, std::move(n));
+  for (Value* v : inputs) raw->AddInput(v);
+  for (size_t i = 0; i < output_names.size(); ++i) {
+    Value* out = NewValue(std::move(output_names[i]), Value::Kind::kNodeOutput);
+    out->producer_ = raw;
+    out->producer_index_ = static_cast<int>(i);
+    raw->outputs_.push_back(out);
+  }
+  return raw;
+}
+
+Node* Graph::AddNode(absl::string_view op, std::vector<Value*> inputs, int num_outputs,
+                     absl::string_view domain, Node* before) {
+  return AddNode(op, std::move(inputs), std::vector<std::string>(num_outputs), domain, before);
+}
+
+void Graph::EraseNode(Node* n) {
+  assert(n->owner_ == this && "erasing a node of another graph");
+  for (Value* o : n->outputs_) {
+    assert(!o->has_uses() && "erasing a node whose outputs are still used");
+    by_name_.erase(o->name_);
+    values_.erase(o->self_);
+  }
+  n->RemoveTrailingInputs(0);
+  nodes_.erase(n->self_);
+}
+
+void Graph::EraseValue(Value* v) {
+  assert(!v->has_uses() && v->kind_ == Value::Kind::kConstant && "erasing a used or non-constant value");
+  by_name_.erase(v->name_);
+  values_.erase(v->self_);
+}
+
+void Graph::MoveNode(Node* n, Node* before) {
+  auto pos = before ? before->self_ : nodes_.end();
+  nodes_.splice(pos, nodes_, n->self_);
+}
+
+std::vector<Node*> Graph::NodeList() const {
+  std::vector<Node*> out;
+  out.reserve(nodes_.size());
+  for (const auto& n : nodes_) out.push_back(n.get());
+  return out;
+}
+
+std::vector<Value*> Graph::Constants() const {
+  std::vector<Value*> out;
+  for (const auto& v : values_)
+    if (v->kind_ == Value::Kind::kConstant) out.push_back(v.get());
+  return out;
+}
+
+std::vector<Value*> Graph::Values() const {
+  std::vector<Value*> out;
+  out.reserve(values_.size());
+  for (const auto& v : values_) out.push_back(v.get());
+  return out;
+}
+
+bool Graph::NameInUse(absl::string_view name) const {
+  return Lookup(name) != nullptr;
+}
+
+std::string Graph::UniqueName(absl::string_view hint) {
+  Graph* root = Root();
+  for (;;) {
+    std::string name = absl::StrCat(hint, ".", root->next_name_++);
+    if (!NameInUse(name)) return name;
+  }
+}
+
+Value* Graph::Lookup(absl::string_view name) const {
+  for (const Graph* g = this; g; g = g->parent_) {
+    auto it = g->by_name_.find(name);
+    if (it != g->by_name_.end()) return it->second;
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
+  auto g = std::make_unique<Graph>(name_, parent);
+  absl::flat_hash_map<const Value*, Value*> map;
+  auto remap = [&](Value* v) -> Value* {
+    if (!v) return nullptr;
+    auto it = map.find(v);
+    if (it != map.end()) return it->second;
+    // A value of an enclosing graph: bind by name in the new enclosing graph,
+    // which holds a copy of it when the whole nest is being cloned.
+    if (parent)
+      if (Value* outer = parent->Lookup(v->name_)) return outer;
+    return v;
+  };
+  // Recreate values in creation order so names and order are preserved.
+  for (const auto& v : values_) {
+    if (v->kind_ == Value::Kind::kInput) continue;
+    if (v->kind_ == Value::Kind::kConstant) {
+      Value* c = g->NewValue(v->name_, Value::Kind::kConstant);
+      c->type_ = v->type_;
+      c->constant_ = v->constant_;
+      map[v.get()] = c;
+    }
+  }
+  for (Value* in : inputs_) map[in] = g->AddInput(in->name_, in->type_);
+  for (const auto& n : nodes_) {
+    std::vector<Value*> ins;
+    for (Value* v : n->inputs_) ins.push_back(remap(v));
+    std::vector<std::string> names;
+    for (Value* o : n->outputs_) names.push_back(o->name_);
+    Node* c = g->AddNode(n->op_, std::move(ins), std::move(names), n->domain_);
+    c->name_ = n->name_;
+    for (const auto& [k, a] : n->attrs_) c->attrs_.emplace(k, a.Clone(g.get()));
+    for (size_t i = 0; i < n->outputs_.size(); ++i) {
+      c->outputs_[i]->type_ = n->outputs_[i]->type_;
+      map[n->outputs_[i]] = c->outputs_[i];
+    }
+  }
+  for (Value* o : outputs_) g->AddOutput(remap(o));
+  g->next_name_ = next_name_;
+  return g;
+}
+
+//===----------------------------------------------------------------------===//
+// Model
+//===----------------------------------------------------------------------===//
+
+int64_t Model::OpsetFor(absl::string_view domain) const {
+  std::string d(domain);
+  if (d == "ai.onnx") d = "";
+  auto it = opsets.find(d);
+  return it == opsets.end() ? 0 : it->second;
+}
+
+Model Model::Clone() const {
+  Model m;
+  m.ir_version = ir_version;
+  m.producer_name = producer_name;
+  m.producer_version = producer_version;
+  m.opsets = opsets;
+  m.graph = graph->Clone();
+  return m;
+}
+
+}  // namespace kiln

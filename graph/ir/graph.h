@@ -1,0 +1,227 @@
+//===- graph.h - The kiln graph IR: Graph, Node, Value ----------*- C++ -*-===//
+//
+// kiln's graph IR is SSA: every Value has at most one producer (a Node output,
+// a graph input, or a constant) and any number of uses. A Graph owns its
+// values and an ordered list of nodes; nested graphs (the bodies of If, Loop
+// and Scan) are owned by node attributes and may use values of the graphs
+// that enclose them. A Model is the top-level graph plus ONNX metadata.
+//
+// Node order is the execution order the verifier checks (every input is
+// defined before its use). Iteration order never depends on pointer values,
+// so everything printed from a graph is deterministic.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "graph/ir/attribute.h"
+#include "graph/ir/tensor.h"
+#include "graph/ir/type.h"
+
+namespace kiln {
+
+class Graph;
+class Node;
+
+// One use of a value: input `index` of `user`, or, when `user` is null,
+// output `index` of graph `graph`.
+struct Use {
+  Node* user = nullptr;
+  int index = 0;
+  Graph* graph = nullptr;
+};
+
+class Value {
+ public:
+  enum class Kind : uint8_t { kInput, kConstant, kNodeOutput };
+
+  Kind kind() const { return kind_; }
+  const std::string& name() const { return name_; }
+  const Type& type() const { return type_; }
+  void set_type(Type t) { type_ = std::move(t); }
+  Graph* owner() const { return owner_; }
+
+  Node* producer() const { return producer_; }
+  int producer_index() const { return producer_index_; }
+  bool is_input() const { return kind_ == Kind::kInput; }
+  bool is_constant() const { return kind_ == Kind::kConstant; }
+  // The data of a constant. A constant parsed from text whose bytes were
+  // elided has a type but an undefined tensor.
+  const Tensor& constant() const { return constant_; }
+  void set_constant(Tensor t) { constant_ = std::move(t); }
+
+  const std::vector<Use>& uses() const { return uses_; }
+  bool has_uses() const { return !uses_.empty(); }
+  // Redirects every use (node inputs and graph outputs) to `other`.
+  void ReplaceAllUsesWith(Value* other);
+
+ private:
+  friend class Graph;
+  friend class Node;
+  Kind kind_ = Kind::kInput;
+  std::string name_;
+  Type type_;
+  Graph* owner_ = nullptr;
+  Node* producer_ = nullptr;
+  int producer_index_ = 0;
+  Tensor constant_;
+  std::vector<Use> uses_;
+  std::list<std::unique_ptr<Value>>::iterator self_;
+  void RemoveUse(const Use& u);
+};
+
+class Node {
+ public:
+  const std::string& op() const { return op_; }
+  const std::string& domain() const { return domain_; }
+  // "Conv", or "com.microsoft.FusedMatMul" for another domain.
+  std::string QualifiedOp() const;
+  const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+  Graph* owner() const { return owner_; }
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  // Null for an omitted optional input.
+  Value* input(int i) const { return i < num_inputs() ? inputs_[i] : nullptr; }
+  Value* output(int i) const { return outputs_[i]; }
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  void SetInput(int i, Value* v);
+  void AddInput(Value* v);
+  void RemoveTrailingInputs(int new_count);
+
+  // Attributes, sorted by name.
+  const std::map<std::string, Attribute>& attrs() const { return attrs_; }
+  bool has_attr(absl::string_view name) const { return attrs_.count(std::string(name)) != 0; }
+  const Attribute* attr(absl::string_view name) const;
+  void SetAttr(std::string name, Attribute a) { attrs_[std::move(name)] = std::move(a); }
+  void RemoveAttr(absl::string_view name) { attrs_.erase(std::string(name)); }
+  int64_t GetInt(absl::string_view name, int64_t dflt) const;
+  float GetFloat(absl::string_view name, float dflt) const;
+  std::string GetString(absl::string_view name, absl::string_view dflt) const;
+  std::vector<int64_t> GetInts(absl::string_view name, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> GetFloats(absl::string_view name, std::vector<float> dflt = {}) const;
+  // Subgraphs held by attributes, in attribute-name order.
+  std::vector<Graph*> subgraphs() const;
+
+ private:
+  friend class Graph;
+  friend class Value;
+  std::string op_, domain_, name_;
+  Graph* owner_ = nullptr;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  std::map<std::string, Attribute> attrs_;
+  std::list<std::unique_ptr<Node>>::iterator self_;
+};
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "main", Graph* parent = nullptr);
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+  // The graph enclosing this one (for subgraphs), and the node holding it.
+  Graph* parent() const { return parent_; }
+  void set_parent(Graph* p) { parent_ = p; }
+
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  Value* AddInput(std::string name, Type type);
+  Value* AddConstant(std::string name, Tensor data);
+  // Constant whose type is known but whose bytes are not (elided in text).
+  Value* AddElidedConstant(std::string name, Type type);
+  void AddOutput(Value* v);
+  void SetOutput(int i, Value* v);
+  void ClearOutputs();
+  void RemoveInput(int i);  // the input must have no uses
+
+  // Creates a node at the end (or before `before`) with `num_outputs` fresh
+  // output values named from `output_names` (generated when empty).
+  Node* AddNode(absl::string_view op, std::vector<Value*> inputs,
+                std::vector<std::string> output_names, absl::string_view domain = "",
+                Node* before = nullptr);
+  Node* AddNode(absl::string_view op, std::vector<Value*> inputs, int num_outputs,
+                absl::string_view domain = "", Node* before = nullptr);
+  // Erases a node whose outputs have no uses.
+  void EraseNode(Node* n);
+  // Erases a constant or input-less value with no uses.
+  void EraseValue(Value* v);
+  // Moves `n` to just before `before` (or to the end).
+  void MoveNode(Node* n, Node* before);
+
+  class NodeRange {
+   public:
+    using It = std::list<std::unique_ptr<Node>>::const_iterator;
+    struct Iter {
+      It it;
+      Node* operator*() const { return it->get(); }
+      Iter& operator++() { ++it; return *this; }
+      bool operator!=(const Iter& o) const { return it != o.it; }
+      bool operator==(const Iter& o) const { return it == o.it; }
+    };
+    NodeRange(It b, It e) : b_(b), e_(e) {}
+    Iter begin() const { return {b_}; }
+    Iter end() const { return {e_}; }
+   private:
+    It b_, e_;
+  };
+  NodeRange nodes() const { return {nodes_.begin(), nodes_.end()}; }
+  // Snapshot of the node list, safe to iterate while erasing.
+  std::vector<Node*> NodeList() const;
+  size_t num_nodes() const { return nodes_.size(); }
+  // Every constant, in creation order.
+  std::vector<Value*> Constants() const;
+  // Every value owned by this graph, in creation order.
+  std::vector<Value*> Values() const;
+
+  // Names are unique across a graph and the graphs nested in it.
+  bool NameInUse(absl::string_view name) const;
+  std::string UniqueName(absl::string_view hint);
+  // Looks a value up by name here and in enclosing graphs.
+  Value* Lookup(absl::string_view name) const;
+
+  // Deep copy. Values of enclosing graphs used by the copy stay as they are.
+  std::unique_ptr<Graph> Clone(Graph* parent = nullptr) const;
+
+ private:
+  friend class Value;
+  Value* NewValue(std::string name, Value::Kind kind);
+  Graph* Root();
+
+  std::string name_;
+  Graph* parent_ = nullptr;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  std::list<std::unique_ptr<Node>> nodes_;
+  std::list<std::unique_ptr<Value>> values_;
+  absl::flat_hash_map<std::string, Value*> by_name_;
+  uint64_t next_name_ = 0;
+};
+
+// The top-level graph and its ONNX metadata.
+struct Model {
+  int64_t ir_version = 8;
+  std::string producer_name;
+  std::string producer_version;
+  // Operator set versions by domain ("" is the default ONNX domain).
+  std::map<std::string, int64_t> opsets;
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>();
+
+  int64_t OpsetFor(absl::string_view domain) const;
+  Model Clone() const;
+};
+
+}  // namespace kiln

@@ -1,0 +1,145 @@
+//===- tensor.cc - Dense host tensors with shared storage ----------------===//
+#include "graph/ir/tensor.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "graph/ir/dtype_dispatch.h"
+
+namespace kiln {
+
+int64_t NumElements(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+struct Tensor::Storage {
+  void* bytes = nullptr;
+  std::vector<std::string> strings;
+  ~Storage() { std::free(bytes); }
+};
+
+Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+  numel_ = NumElements(dims_);
+  assert(numel_ >= 0 && "negative dimension in Tensor");
+  storage_ = std::make_shared<Storage>();
+  if (dtype == DType::kString) {
+    storage_->strings.resize(numel_);
+  } else {
+    size_t n = nbytes();
+    size_t alloc = (n + 63) / 64 * 64;
+    if (alloc == 0) alloc = 64;
+    storage_->bytes = std::aligned_alloc(64, alloc);
+    if (!storage_->bytes) throw std::bad_alloc();
+    std::memset(storage_->bytes, 0, alloc);
+  }
+}
+
+void* Tensor::raw() {
+  if (!storage_) return nullptr;
+  return dtype_ == DType::kString ? static_cast<void*>(storage_->strings.data()) : storage_->bytes;
+}
+
+const void* Tensor::raw() const {
+  if (!storage_) return nullptr;
+  return dtype_ == DType::kString ? static_cast<const void*>(storage_->strings.data())
+                                  : storage_->bytes;
+}
+
+Tensor Tensor::Reshaped(Dims dims) const {
+  assert(NumElements(dims) == numel_ && "Reshaped changes the element count");
+  Tensor t = *this;
+  t.dims_ = std::move(dims);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  if (!defined()) return Tensor();
+  Tensor t(dtype_, dims_);
+  if (dtype_ == DType::kString) {
+    t.storage_->strings = storage_->strings;
+  } else {
+    std::memcpy(t.raw(), raw(), nbytes());
+  }
+  return t;
+}
+
+bool Tensor::Equals(const Tensor& o) const {
+  if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
+  if (dtype_ == DType::kString) return storage_->strings == o.storage_->strings;
+  return nbytes() == 0 || std::memcmp(raw(), o.raw(), nbytes()) == 0;
+}
+
+double Tensor::GetDouble(int64_t i) const {
+  return DispatchAll(dtype_, [&]<typename T>() -> double { return ToDouble(data<T>()[i]); });
+}
+
+int64_t Tensor::GetInt(int64_t i) const {
+  return DispatchAll(dtype_, [&]<typename T>() -> int64_t {
+    if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(data<T>()[i]);
+    else return static_cast<int64_t>(ToDouble(data<T>()[i]));
+  });
+}
+
+uint64_t Tensor::Hash() const {
+  if (dtype_ == DType::kString)
+    return absl::HashOf(static_cast<int>(dtype_), dims_, storage_->strings);
+  absl::string_view b(static_cast<const char*>(raw()), nbytes());
+  return absl::HashOf(static_cast<int>(dtype_), dims_, b);
+}
+
+Tensor CastTensor(const Tensor& t, DType to) {
+  if (t.dtype() == to) return t.Clone();
+  Tensor out(to, t.dims());
+  int64_t n = t.numel();
+  if (t.dtype() == DType::kString) {
+    const std::string* src = t.data<std::string>();
+    DispatchNumeric(to, [&]<typename U>() {
+      U* dst = out.data<U>();
+      for (int64_t i = 0; i < n; ++i) {
+        double v = 0;
+        const std::string& s = src[i];
+        if (s == "INF" || s == "inf" || s == "+INF" || s == "+inf" || s == "Infinity")
+          v = INFINITY;
+        else if (s == "-INF" || s == "-inf" || s == "-Infinity")
+          v = -INFINITY;
+        else if (s == "NaN" || s == "nan" || s == "NAN")
+          v = NAN;
+        else if (!absl::SimpleAtod(s, &v))
+          v = 0;
+        dst[i] = FromDouble<U>(v);
+      }
+    });
+    return out;
+  }
+  if (to == DType::kString) {
+    std::string* dst = out.data<std::string>();
+    DispatchNumeric(t.dtype(), [&]<typename T>() {
+      const T* src = t.data<T>();
+      for (int64_t i = 0; i < n; ++i) {
+        double v = ToDouble(src[i]);
+        if (std::isnan(v)) dst[i] = "NaN";
+        else if (std::isinf(v)) dst[i] = v > 0 ? "INF" : "-INF";
+        else if constexpr (std::is_integral_v<T>) dst[i] = absl::StrCat(src[i]);
+        else dst[i] = absl::StrCat(static_cast<float>(v));
+      }
+    });
+    return out;
+  }
+  DispatchNumeric(t.dtype(), [&]<typename T>() {
+    const T* src = t.data<T>();
+    DispatchNumeric(to, [&]<typename U>() {
+      U* dst = out.data<U>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = ConvertElement<U>(src[i]);
+    });
+  });
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,96 @@
+//===- type.h - Shapes and value types --------------------------*- C++ -*-===//
+//
+// A Dim is a static extent, a named symbolic extent (from ONNX dim_param), or
+// unknown. A Shape is a list of dims, or "unranked". A Type is what a Value
+// carries: a tensor type (dtype + shape), a sequence of tensors, or an
+// optional of either.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/ir/dtype.h"
+
+namespace kiln {
+
+class Dim {
+ public:
+  Dim() = default;                                    // unknown
+  Dim(int64_t v) : value_(v) {}                       // static (v >= 0)
+  static Dim Symbol(std::string name) { Dim d; d.symbol_ = std::move(name); return d; }
+
+  bool is_static() const { return value_ >= 0; }
+  bool is_symbolic() const { return value_ < 0 && !symbol_.empty(); }
+  bool is_unknown() const { return value_ < 0 && symbol_.empty(); }
+  int64_t value() const { return value_; }
+  const std::string& symbol() const { return symbol_; }
+
+  bool operator==(const Dim& o) const { return value_ == o.value_ && symbol_ == o.symbol_; }
+  std::string ToString() const;  // "7", "batch", "?"
+
+ private:
+  int64_t value_ = -1;
+  std::string symbol_;
+};
+
+class Shape {
+ public:
+  Shape() = default;  // unranked
+  Shape(std::vector<Dim> dims) : ranked_(true), dims_(std::move(dims)) {}
+  static Shape Static(const std::vector<int64_t>& dims);
+  static Shape Scalar() { return Shape(std::vector<Dim>{}); }
+
+  bool ranked() const { return ranked_; }
+  int rank() const { return static_cast<int>(dims_.size()); }
+  const std::vector<Dim>& dims() const { return dims_; }
+  std::vector<Dim>& dims() { return dims_; }
+  const Dim& operator[](int i) const { return dims_[i]; }
+  bool is_static() const;
+  // Requires is_static().
+  std::vector<int64_t> StaticDims() const;
+  // Product of dims, or -1 when not static.
+  int64_t NumElements() const;
+
+  bool operator==(const Shape& o) const { return ranked_ == o.ranked_ && dims_ == o.dims_; }
+  std::string ToString() const;  // "[2,batch,?]" or "[*]" when unranked
+
+ private:
+  bool ranked_ = false;
+  std::vector<Dim> dims_;
+};
+
+class Type {
+ public:
+  enum class Kind : uint8_t { kNone, kTensor, kSequence, kOptional };
+
+  Type() = default;  // kNone: not yet inferred
+  static Type Tensor(DType dtype, Shape shape = Shape());
+  static Type Sequence(Type element);
+  static Type Optional(Type element);
+
+  Kind kind() const { return kind_; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  bool is_tensor() const { return kind_ == Kind::kTensor; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  Shape& mutable_shape() { return shape_; }
+  // Element type of a sequence or optional.
+  const Type& element() const { return *element_; }
+
+  bool operator==(const Type& o) const;
+  bool operator!=(const Type& o) const { return !(*this == o); }
+  // "f32[1,3,224,224]", "seq<f32[*]>", "opt<i64[]>", "?"
+  std::string ToString() const;
+
+ private:
+  Kind kind_ = Kind::kNone;
+  DType dtype_ = DType::kUndefined;
+  Shape shape_;
+  std::shared_ptr<const Type> element_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+//===- op_table.cc - The table of operator families -----------------------===//
+#include "graph/ops/op_table.h"
+
+#include "graph/ops/op_registry.h"
+
+namespace kiln {
+
+void RegisterAllOps(OpRegistry& r) {
+  RegisterElementwiseOps(r);
+  RegisterReductionOps(r);
+  RegisterNormalizationOps(r);
+  RegisterMatMulOps(r);
+  RegisterConvOps(r);
+  RegisterShapeOps(r);
+  RegisterMovementOps(r);
+  RegisterGeneratorOps(r);
+  RegisterControlFlowOps(r);
+  RegisterRecurrentOps(r);
+  RegisterMiscOps(r);
+}
+
+}  // namespace kiln
