@@ -44,6 +44,22 @@ std::optional<DType> ParseDType(absl::string_view name) {
 
 size_t DTypeSize(DType t) { return kInfo[static_cast<size_t>(t)].size; }
 
+static constexpr std::array<DType, 17> kOnnxOrder = {
+    DType::kUndefined, DType::kF32, DType::kU8, DType::kI8, DType::kU16, DType::kI16,
+    DType::kI32, DType::kI64, DType::kString, DType::kBool, DType::kF16, DType::kF64,
+    DType::kU32, DType::kU64, DType::kC64, DType::kC128, DType::kBF16};
+
+std::optional<DType> DTypeFromOnnx(int64_t onnx_type) {
+  if (onnx_type <= 0 || onnx_type >= static_cast<int64_t>(kOnnxOrder.size())) return std::nullopt;
+  return kOnnxOrder[onnx_type];
+}
+
+int DTypeToOnnx(DType t) {
+  for (size_t i = 0; i < kOnnxOrder.size(); ++i)
+    if (kOnnxOrder[i] == t) return static_cast<int>(i);
+  return 0;
+}
+
 bool IsFloat(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF64;
 }

@@ -37,6 +37,11 @@ bool IsInteger(DType t);   // signed or unsigned integers (not bool)
 bool IsSigned(DType t);    // signed integers and floats
 bool IsNumeric(DType t);   // floats, integers and bool
 
+// Conversion to and from ONNX's TensorProto.DataType numbers, which attributes
+// such as Cast's `to` carry.
+std::optional<DType> DTypeFromOnnx(int64_t onnx_type);
+int DTypeToOnnx(DType t);
+
 template <typename T> constexpr DType DTypeOf();
 template <> constexpr DType DTypeOf<float>() { return DType::kF32; }
 template <> constexpr DType DTypeOf<double>() { return DType::kF64; }
