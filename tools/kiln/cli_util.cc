@@ -1,0 +1,52 @@
+//===- cli_util.cc - Shared pieces of the kiln driver ---------------------===//
+#include "tools/kiln/cli_util.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/onnx/importer.h"
+#include "graph/ir/parser.h"
+#include "graph/ops/shape_inference.h"
+
+namespace kiln::cli {
+
+std::vector<std::string>& RepeatedInputs() {
+  static std::vector<std::string> inputs;
+  return inputs;
+}
+
+int Fail(const absl::Status& status) { return Fail(std::string(status.message())); }
+
+int Fail(const std::string& message) {
+  std::string one_line = message;
+  for (char& c : one_line)
+    if (c == '\n') c = ' ';
+  std::cerr << "kiln: error: " << one_line << "\n";
+  return 1;
+}
+
+absl::StatusOr<Model> LoadModel(const std::string& path) {
+  if (absl::EndsWith(path, ".kir")) {
+    std::ifstream f(path);
+    if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    BlobStore blobs;
+    std::string blob_path = path + ".blobs";
+    std::error_code ec;
+    if (std::filesystem::exists(blob_path, ec)) {
+      absl::Status s = LoadBlobStore(blob_path, &blobs);
+      if (!s.ok()) return s;
+    }
+    return ParseModel(ss.str(), path, &blobs);
+  }
+  if (absl::EndsWith(path, ".onnx")) return onnx_import::ImportFile(path);
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": unknown model format (expected .onnx or .kir)"));
+}
+
+}  // namespace kiln::cli

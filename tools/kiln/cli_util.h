@@ -1,0 +1,35 @@
+//===- cli_util.h - Shared pieces of the kiln driver ------------*- C++ -*-===//
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
+
+namespace kiln::cli {
+
+// A subcommand: its name, one-line summary, full help text and entry point.
+// `args` are the positional arguments left after flag parsing.
+struct Command {
+  const char* name;
+  const char* summary;
+  const char* help;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+const std::vector<Command>& Commands();
+
+// Values of the repeatable `--input NAME=FILE` flag, in order.
+std::vector<std::string>& RepeatedInputs();
+
+// Prints "kiln: error: MESSAGE" on stderr and returns the exit code 1.
+int Fail(const absl::Status& status);
+int Fail(const std::string& message);
+
+// Loads a model from .onnx (imported) or .kir (parsed, with its .blobs side
+// file when present).
+absl::StatusOr<Model> LoadModel(const std::string& path);
+
+}  // namespace kiln::cli

@@ -1,0 +1,80 @@
+//===- cmd_conformance.cc - `kiln conformance` ----------------------------===//
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "graph/exec/executor.h"
+#include "graph/ir/parser.h"
+#include "graph/ir/printer.h"
+#include "tools/conformance/conformance.h"
+#include "tools/kiln/cli_util.h"
+
+ABSL_FLAG(std::string, target, "reference", "Target to run on: reference, npusim or cuda.");
+ABSL_FLAG(std::string, filter, "", "Regular expression selecting tests by 'suite/test_name'.");
+ABSL_FLAG(std::string, data_dir, "/usr/share/libonnx-testdata/data", "Root of the ONNX backend test data.");
+ABSL_FLAG(bool, verbose, false, "Also print the tests that pass.");
+ABSL_FLAG(bool, isolate, true, "Run each test in its own process (a crash fails one test, not the run).");
+ABSL_FLAG(bool, check_roundtrip, true, "Check that print -> parse -> print of each imported graph is exact.");
+ABSL_FLAG(int, timeout, 300, "Seconds allowed per test when isolated.");
+
+namespace kiln::cli {
+
+extern const Command kConformanceCommand;
+const Command kConformanceCommand = {
+    "conformance", "run the ONNX backend test data on a target",
+    R"(usage: kiln conformance [--target=reference|npusim|cuda] [--filter=REGEX] [flags]
+
+Runs every model of the ONNX backend test data (node, pytorch-converted,
+pytorch-operator, simple) on the target, compares each output with the
+expected one (rtol 1e-3, atol 1e-7), prints one line per failing or skipped
+test with the reason, and as its last line `N passed, N failed, N skipped`.
+Exits non-zero when a test fails.
+
+flags:
+  --target=NAME        reference (the host reference executor); default reference
+  --filter=REGEX       only tests whose 'suite/test_name' matches
+  --data_dir=DIR       test data root; default /usr/share/libonnx-testdata/data
+  --verbose            also print passing tests
+  --noisolate          run tests in-process (faster, but a crash ends the run)
+  --nocheck_roundtrip  skip the .kir print/parse/print check of each model
+  --timeout=SECONDS    per-test limit when isolated; default 300
+)",
+    [](const std::vector<std::string>& args) -> int {
+      if (!args.empty()) return Fail("conformance takes no positional arguments");
+      std::string target = absl::GetFlag(FLAGS_target);
+      ModelRunner runner;
+      if (target == "reference") {
+        runner = [](const Model& m, std::vector<Tensor> inputs) {
+          Executor exec;
+          return exec.Run(*m.graph, std::move(inputs));
+        };
+      } else {
+        return Fail("target '" + target + "' is not available in this build (available: reference)");
+      }
+      ConformanceOptions options;
+      options.data_dir = absl::GetFlag(FLAGS_data_dir);
+      options.filter = absl::GetFlag(FLAGS_filter);
+      options.verbose = absl::GetFlag(FLAGS_verbose);
+      options.isolate = absl::GetFlag(FLAGS_isolate);
+      options.timeout_seconds = absl::GetFlag(FLAGS_timeout);
+      options.progress = isatty(STDERR_FILENO);
+      if (absl::GetFlag(FLAGS_check_roundtrip)) {
+        options.extra_model_check = [](const Model& m) -> absl::Status {
+          PrintOptions po;
+          po.inline_all_constants = true;
+          std::string first = PrintModel(m, po);
+          auto parsed = ParseModel(first, "<printed>");
+          if (!parsed.ok()) return absl::InternalError(absl::StrCat("round trip: the printed graph does not parse: ",
+                                                                    parsed.status().message()));
+          std::string second = PrintModel(*parsed, po);
+          if (first != second) return absl::InternalError("round trip: print -> parse -> print differs");
+          return absl::OkStatus();
+        };
+      }
+      auto summary = RunConformance(options, runner, std::cout);
+      if (!summary.ok()) return Fail(summary.status());
+      return summary->failed == 0 ? 0 : 1;
+    }};
+
+}  // namespace kiln::cli

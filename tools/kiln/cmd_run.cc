@@ -1,0 +1,124 @@
+//===- cmd_run.cc - `kiln run` --------------------------------------------===//
+#include <filesystem>
+#include <iostream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "graph/exec/executor.h"
+#include "graph/io/npy.h"
+#include "tools/kiln/cli_util.h"
+
+ABSL_FLAG(std::string, output_dir, "", "Directory to write each output as <name>.npy.");
+
+namespace kiln::cli {
+namespace {
+
+absl::StatusOr<Tensor> ReadTensorFile(const std::string& path) {
+  if (absl::EndsWith(path, ".pb")) return onnx_import::ReadTensorProtoFile(path);
+  return ReadNpy(path);
+}
+
+// A file name for an output value: ONNX names may hold '/', ':' and more.
+std::string FileNameFor(const std::string& value_name) {
+  std::string s;
+  for (char c : value_name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
+  if (s.empty() || s[0] == '.') s = "_" + s;
+  return s;
+}
+
+std::string Summarize(const Tensor& t) {
+  std::string s = absl::StrCat(DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "]");
+  if (t.dtype() == DType::kString || t.numel() == 0) return s;
+  s += " = [";
+  int64_t n = std::min<int64_t>(t.numel(), 8);
+  for (int64_t i = 0; i < n; ++i) absl::StrAppend(&s, i ? ", " : "", t.GetDouble(i));
+  if (t.numel() > n) s += ", ...";
+  return s + "]";
+}
+
+int Run(const std::vector<std::string>& args) {
+  if (args.size() != 1) return Fail("run takes one model (MODEL.onnx or MODEL.kir)");
+  auto model = LoadModel(args[0]);
+  if (!model.ok()) return Fail(model.status());
+  const Graph& g = *model->graph;
+
+  absl::flat_hash_map<std::string, Tensor> given;
+  for (const std::string& spec : RepeatedInputs()) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return Fail("--input expects NAME=FILE, got '" + spec + "'");
+    std::string name = spec.substr(0, eq);
+    auto t = ReadTensorFile(spec.substr(eq + 1));
+    if (!t.ok()) return Fail(t.status());
+    if (!given.emplace(name, *std::move(t)).second) return Fail("input '" + name + "' is given twice");
+  }
+  std::vector<Tensor> inputs;
+  std::vector<std::string> expected;
+  for (Value* in : g.inputs()) expected.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
+  for (Value* in : g.inputs()) {
+    auto it = given.find(in->name());
+    if (it == given.end())
+      return Fail(absl::StrCat("missing --input for '", in->name(), "'; the model takes ",
+                               absl::StrJoin(expected, ", ")));
+    inputs.push_back(std::move(it->second));
+    given.erase(it);
+  }
+  if (!given.empty())
+    return Fail(absl::StrCat("the model has no input named '", given.begin()->first, "'; it takes ",
+                             absl::StrJoin(expected, ", ")));
+
+  Executor exec;
+  auto outputs = exec.Run(g, std::move(inputs));
+  if (!outputs.ok()) return Fail(outputs.status());
+
+  std::string dir = absl::GetFlag(FLAGS_output_dir);
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Fail("cannot create --output_dir '" + dir + "': " + ec.message());
+  }
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const std::string& name = g.outputs()[i]->name();
+    std::cout << name << ": " << Summarize((*outputs)[i]) << "\n";
+    if (!dir.empty()) {
+      std::string path = (std::filesystem::path(dir) / (FileNameFor(name) + ".npy")).string();
+      absl::Status s = WriteNpy(path, (*outputs)[i]);
+      if (!s.ok()) return Fail(s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kRunCommand;
+const Command kRunCommand = {
+    "run", "run a model and write its outputs",
+    R"(usage: kiln run MODEL.onnx|MODEL.kir [--input NAME=FILE ...] [--output_dir=DIR]
+
+Runs the model on the host reference executor. Each input is given as
+NAME=FILE, where FILE is a NumPy .npy file or an ONNX TensorProto .pb file.
+Prints each output's type and first values; with --output_dir, writes each
+output as DIR/<output name>.npy (characters other than letters, digits,
+'_', '-' and '.' become '_').
+
+flags:
+  --input NAME=FILE    an input (repeat for each input)
+  --output_dir=DIR     where to write the outputs
+)",
+    Run};
+
+extern const Command kTargetsCommand;
+const Command kTargetsCommand = {
+    "targets", "list the targets this build can compile for",
+    "usage: kiln targets\n\nLists the registered targets and what each runs on.\n",
+    [](const std::vector<std::string>& args) -> int {
+      std::cout << "reference  host reference executor (golden model; `kiln run`, `kiln conformance`)\n";
+      return 0;
+    }};
+
+}  // namespace kiln::cli

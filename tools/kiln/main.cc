@@ -1,0 +1,103 @@
+//===- main.cc - The kiln command-line driver -----------------------------===//
+//
+// `kiln <command> [flags] [args]`. Each command lives in its own cmd_*.cc;
+// this file only dispatches and handles --help. Flags are Abseil flags; the
+// repeatable `--input NAME=FILE` is collected here before Abseil parses the
+// rest.
+//
+//===----------------------------------------------------------------------===//
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "tools/kiln/cli_util.h"
+
+namespace {
+
+void PrintUsage(std::ostream& os) {
+  os << "kiln: a deep-learning compiler for an Ascend-like NPU model and NVIDIA GPUs\n\n"
+        "usage: kiln <command> [flags] [args]\n\ncommands:\n";
+  for (const auto& c : kiln::cli::Commands()) {
+    std::string name = c.name;
+    name.resize(14, ' ');
+    os << "  " << name << c.summary << "\n";
+  }
+  os << "\n`kiln <command> --help` describes a command and its flags.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(std::cerr);
+    return 1;
+  }
+  std::string cmd_name = argv[1];
+  if (cmd_name == "--help" || cmd_name == "-h" || cmd_name == "help") {
+    if (argc > 2) cmd_name = argv[2];
+    else {
+      PrintUsage(std::cout);
+      return 0;
+    }
+    for (const auto& c : kiln::cli::Commands())
+      if (cmd_name == c.name) {
+        std::cout << c.help;
+        return 0;
+      }
+  }
+  const kiln::cli::Command* cmd = nullptr;
+  for (const auto& c : kiln::cli::Commands())
+    if (cmd_name == c.name) cmd = &c;
+  if (!cmd) return kiln::cli::Fail("unknown command '" + cmd_name + "' (see `kiln --help`)");
+
+  // Collect --input, answer --help, and hand the rest to Abseil.
+  std::string prog = std::string("kiln ") + cmd->name;
+  std::vector<char*> rest = {prog.data()};
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h" || a == "--helpfull") {
+      std::cout << cmd->help;
+      return 0;
+    }
+    if (a == "--input" || a == "-i") {
+      if (i + 1 >= argc) return kiln::cli::Fail("--input needs NAME=FILE");
+      kiln::cli::RepeatedInputs().push_back(argv[++i]);
+      continue;
+    }
+    if (absl::StartsWith(a, "--input=")) {
+      kiln::cli::RepeatedInputs().push_back(a.substr(8));
+      continue;
+    }
+    if (a == "--") {
+      for (int j = i; j < argc; ++j) rest.push_back(argv[j]);
+      break;
+    }
+    rest.push_back(argv[i]);
+  }
+  absl::SetProgramUsageMessage(cmd->summary);
+  std::vector<char*> positional = absl::ParseCommandLine(static_cast<int>(rest.size()), rest.data());
+  std::vector<std::string> args;
+  for (size_t i = 1; i < positional.size(); ++i) args.push_back(positional[i]);
+  return cmd->run(args);
+}
+
+namespace kiln::cli {
+
+extern const Command kConformanceCommand;
+extern const Command kOptCommand;
+extern const Command kRunCommand;
+extern const Command kTargetsCommand;
+
+// The table of commands, in the order `kiln --help` lists them.
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      kOptCommand, kRunCommand, kConformanceCommand, kTargetsCommand,
+  };
+  return commands;
+}
+
+}  // namespace kiln::cli
