@@ -293,12 +293,15 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes) {
   }
   size_t item = DTypeSize(type->dtype);
   size_t available = bytes.size() - header_start - header_len;
-  // Element count, checked against the bytes present before anything is allocated.
+  // Element count and byte size, checked for overflow and against the bytes
+  // present before anything is allocated.
+  std::string shape_text = absl::StrCat("(", absl::StrJoin(dims, ", "), dims.size() == 1 ? ",)" : ")");
   uint64_t numel = 1;
+  constexpr uint64_t kLimit = uint64_t{1} << 62;
   if (!zero) {
     for (int64_t d : dims) {
-      if (static_cast<uint64_t>(d) > available / item / numel)
-        return Bad(absl::StrCat("shape (", absl::StrJoin(dims, ", "), ") needs more data than the file holds"));
+      if (static_cast<uint64_t>(d) > kLimit / item / numel)
+        return Bad(absl::StrCat("shape ", shape_text, " is too large"));
       numel *= static_cast<uint64_t>(d);
     }
   } else {
@@ -306,7 +309,7 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes) {
   }
   uint64_t need = numel * item;
   if (available != need)
-    return Bad(absl::StrCat("the data has ", available, " bytes, shape (", absl::StrJoin(dims, ", "), ") of ",
+    return Bad(absl::StrCat("the data has ", available, " bytes, shape ", shape_text, " of ",
                             DTypeName(type->dtype), " needs ", need));
   Tensor t(type->dtype, dims);
   if (need) std::memcpy(t.raw(), bytes.data() + header_start + header_len, need);

@@ -1,6 +1,7 @@
 //===- printer.cc - The .kir text form of the graph IR: printing ----------===//
 #include "graph/ir/printer.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -429,7 +430,8 @@ void AppendF64(std::string* out, double v) {
   EnsureFloatSyntax(out, start);
 }
 
-// The shortest decimal that reads back (through float) to the same 16 bits.
+// The shortest decimal that reads back (through float) to the same 16 bits,
+// in fixed notation unless scientific is shorter (as std::to_chars does).
 void Append16(std::string* out, uint16_t bits, bool bf16) {
   float v = bf16 ? BFloat16BitsToFloat(bits) : HalfBitsToFloat(bits);
   if (std::isnan(v)) return AppendNan<uint16_t>(out, bits, bf16 ? kBF16CanonicalNan : kF16CanonicalNan);
@@ -437,19 +439,34 @@ void Append16(std::string* out, uint16_t bits, bool bf16) {
     out->append(v > 0 ? "inf" : "-inf");
     return;
   }
-  char buf[64];
-  for (int precision = 1; precision <= 9; ++precision) {
-    auto r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::general, precision);
+  auto round_trips = [&](const char* b, const char* e) {
     float back = 0;
-    std::from_chars(buf, r.ptr, back);
-    uint16_t b = bf16 ? FloatToBFloat16Bits(back) : FloatToHalfBits(back);
-    if (b == bits || precision == 9) {
-      size_t start = out->size();
-      out->append(buf, r.ptr);
-      EnsureFloatSyntax(out, start);
-      return;
-    }
+    std::from_chars(b, e, back);
+    return (bf16 ? FloatToBFloat16Bits(back) : FloatToHalfBits(back)) == bits;
+  };
+  char sci[64];
+  char* sci_end = sci;
+  int digits = 1;
+  for (; digits <= 9; ++digits) {
+    sci_end = std::to_chars(sci, sci + sizeof(sci), v, std::chars_format::scientific, digits - 1).ptr;
+    if (round_trips(sci, sci_end)) break;
   }
+  // The same digits in fixed notation: the decimal exponent is after the 'e'.
+  const char* e = std::find(sci, sci_end, 'e');
+  int exp10 = 0;
+  std::from_chars(e + 1 + (e[1] == '+'), sci_end, exp10);
+  char fixed[128];
+  char* fixed_end = fixed;
+  bool use_fixed = false;
+  if (exp10 > -8 && exp10 < 20) {
+    int decimals = std::max(0, digits - 1 - exp10);
+    fixed_end = std::to_chars(fixed, fixed + sizeof(fixed), v, std::chars_format::fixed, decimals).ptr;
+    use_fixed = fixed_end - fixed <= sci_end - sci && round_trips(fixed, fixed_end);
+  }
+  size_t start = out->size();
+  if (use_fixed) out->append(fixed, fixed_end);
+  else out->append(sci, sci_end);
+  EnsureFloatSyntax(out, start);
 }
 
 }  // namespace kir
