@@ -21,7 +21,7 @@ std::string NodeLabel(const Node& n, int index) {
     absl::StrAppend(&s, "'", n.name(), "' (", n.QualifiedOp(), ")");
   } else {
     absl::StrAppend(&s, "(", n.QualifiedOp(), ")");
-    if (n.num_outputs() > 0 && n.output(0)) absl::StrAppend(&s, " -> ", PrintValueName(n.output(0)->name()));
+    if (n.num_outputs() > 0 && n.output(0)) absl::StrAppend(&s, " ", PrintValueName(n.output(0)->name()));
   }
   return s;
 }
