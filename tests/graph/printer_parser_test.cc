@@ -11,6 +11,7 @@
 #include "graph/ir/graph.h"
 #include "graph/ir/parser.h"
 #include "graph/ir/printer.h"
+#include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
 
 namespace kiln {
@@ -476,6 +477,11 @@ graph @main(%x: f32[batch,3], %c: bool[]) {
       auto again = ParseModel(p1, "p1");
       ASSERT_TRUE(again.ok()) << again.status() << "\n" << p1;
       EXPECT_EQ(PrintModel(*again, po), p1);
+      // The verifier copes with whatever parses (errors, never crashes).
+      VerifyOptions vo;
+      vo.check_types = false;
+      (void)VerifyModel(*m, vo);
+      (void)ToDot(*m->graph);
     }
   }
 }
