@@ -136,6 +136,17 @@ class Importer {
       absl::Status s = ImportNode(np, g, declared);
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat(NodeLabel(np), ": ", s.message()));
     }
+    // Upgraded nodes are checked against the canonical schema here.
+    for (Node* n : g->nodes()) {
+      const OpDef* def = OpRegistry::Global().Find(*n);
+      absl::Status s = def ? CheckArity(*def, n->num_inputs(), n->num_outputs())
+                           : Unimplemented("unknown op '", n->QualifiedOp(), "'");
+      if (!s.ok()) {
+        std::string label = n->name().empty() ? absl::StrCat("node (", n->QualifiedOp(), ")")
+                                              : absl::StrCat("node '", n->name(), "' (", n->QualifiedOp(), ")");
+        return absl::Status(s.code(), absl::StrCat(label, ": ", s.message()));
+      }
+    }
     for (const auto& out : gp.output()) {
       Value* v = g->Lookup(out.name());
       if (!v) return InvalidArgument("graph output '", out.name(), "' is not produced by any node, input or initializer");
@@ -235,12 +246,10 @@ class Importer {
     // Constant nodes become constant values.
     if (domain.empty() && np.op_type() == "Constant") return ImportConstant(np, g);
 
-    int n_in = np.input_size();
-    int n_out = np.output_size();
-    if (n_in < def->min_inputs || (def->max_inputs >= 0 && n_in > def->max_inputs))
-      return InvalidArgument("takes ", ArityText(def->min_inputs, def->max_inputs), " inputs but has ", n_in);
-    if (n_out < def->min_outputs || (def->max_outputs >= 0 && n_out > def->max_outputs))
-      return InvalidArgument("has ", ArityText(def->min_outputs, def->max_outputs), " outputs but lists ", n_out);
+    // Nodes of older opsets are checked against the canonical schema after
+    // their upgrade (CheckArity); the upgrader validates the old form.
+    const bool upgrades = def->upgrade && opset < kMaxOpset;
+    if (!upgrades) KILN_RETURN_IF_ERROR(CheckArity(*def, np.input_size(), np.output_size()));
     std::vector<Value*> inputs;
     for (const std::string& in : np.input()) {
       if (in.empty()) {
@@ -266,10 +275,20 @@ class Importer {
       auto it = declared.find(out->name());
       if (it != declared.end()) out->set_type(it->second);
     }
-    if (def->upgrade && opset < kMaxOpset) {
+    if (upgrades) {
+      // The upgrader may replace the node; ImportGraph checks the arity of
+      // whatever stands in its place.
       absl::Status s = def->upgrade(*g, node, opset);
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat("opset ", opset, ": ", s.message()));
     }
+    return absl::OkStatus();
+  }
+
+  static absl::Status CheckArity(const OpDef& def, int n_in, int n_out) {
+    if (n_in < def.min_inputs || (def.max_inputs >= 0 && n_in > def.max_inputs))
+      return InvalidArgument("takes ", ArityText(def.min_inputs, def.max_inputs), " inputs but has ", n_in);
+    if (n_out < def.min_outputs || (def.max_outputs >= 0 && n_out > def.max_outputs))
+      return InvalidArgument("has ", ArityText(def.min_outputs, def.max_outputs), " outputs but lists ", n_out);
     return absl::OkStatus();
   }
 

@@ -2,6 +2,7 @@
 #include "graph/ir/tensor.h"
 
 #include <cassert>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <new>
@@ -94,6 +95,17 @@ uint64_t Tensor::Hash() const {
   return absl::HashOf(static_cast<int>(dtype_), dims_, b);
 }
 
+// The shortest decimal text that reads back to the same value (as numpy
+// prints it).
+template <typename T>
+static std::string ShortestString(T v) {
+  char buf[64];
+  std::to_chars_result r;
+  if constexpr (std::is_same_v<T, double>) r = std::to_chars(buf, buf + sizeof buf, v);
+  else r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+  return std::string(buf, r.ptr);
+}
+
 Tensor CastTensor(const Tensor& t, DType to) {
   if (t.dtype() == to) return t.Clone();
   Tensor out(to, t.dims());
@@ -127,7 +139,7 @@ Tensor CastTensor(const Tensor& t, DType to) {
         if (std::isnan(v)) dst[i] = "NaN";
         else if (std::isinf(v)) dst[i] = v > 0 ? "INF" : "-INF";
         else if constexpr (std::is_integral_v<T>) dst[i] = absl::StrCat(src[i]);
-        else dst[i] = absl::StrCat(static_cast<float>(v));
+        else dst[i] = ShortestString(src[i]);
       }
     });
     return out;
