@@ -379,9 +379,11 @@ absl::Status RewriteNonSpatialBatchNorm(Graph& g, Node* node) {
 }
 
 // Before opset 14: legacy attributes is_test (< 7), spatial (< 9) and
-// consumed_inputs (1); training was implied by the optional outputs (Y, mean,
-// var, saved_mean, saved_var). Opset 14 keeps (Y, running_mean, running_var)
-// and says training with training_mode.
+// consumed_inputs (1); training was implied by listing the optional outputs
+// (Y, mean, var, saved_mean, saved_var) without is_test. Opset 14 keeps (Y,
+// running_mean, running_var) and says training with training_mode. Upgrades
+// run while the model is imported, before the node's consumers exist, so the
+// outputs a node lists are what counts.
 absl::Status UpgradeBatchNorm(Graph& g, Node* node, int64_t opset) {
   if (opset >= 14) return absl::OkStatus();
   bool is_test = node->GetInt("is_test", 0) != 0;
@@ -390,10 +392,9 @@ absl::Status UpgradeBatchNorm(Graph& g, Node* node, int64_t opset) {
   node->RemoveAttr("spatial");
   node->RemoveAttr("consumed_inputs");
   if (node->num_inputs() != 5) return InvalidArgument(Label(*node), ": expects 5 inputs, got ", node->num_inputs());
-  bool training = false;
-  if (!is_test)
-    for (int i = 1; i < node->num_outputs(); ++i)
-      if (node->output(i)->has_uses()) training = true;
+  bool training = !is_test && node->num_outputs() > 1;
+  if (training && node->num_outputs() > 3)
+    return Unimplemented(Label(*node), ": training outputs saved_mean and saved_var are not supported");
   if (!spatial) {
     if (training) return Unimplemented(Label(*node), ": training with spatial=0 is not supported");
     return RewriteNonSpatialBatchNorm(g, node);
