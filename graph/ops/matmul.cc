@@ -79,6 +79,14 @@ bool IsMatMulDType(DType t) {
   }
 }
 
+// Errors unless the first `n` inputs are present (an omitted required input
+// reaches the kernel as null).
+absl::Status RequireInputs(const KernelContext& ctx, int n) {
+  for (int i = 0; i < n; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("required input ", i, " is missing");
+  return absl::OkStatus();
+}
+
 //===--- GEMM core ----------------------------------------------------------===//
 
 // c[0..n) += a * b[0..n), in chunks of 8 the compiler vectorizes.
@@ -243,6 +251,7 @@ absl::Status InferMatMul(InferContext& ctx) {
 }
 
 absl::Status MatMulKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype())
@@ -326,6 +335,7 @@ absl::Status InferGemm(InferContext& ctx) {
 }
 
 absl::Status GemmKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   const Tensor* c = ctx.has_input(2) ? &ctx.input(2) : nullptr;
@@ -451,6 +461,7 @@ absl::Status InferMatMulInteger(InferContext& ctx) {
 }
 
 absl::Status MatMulIntegerKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (!Is8Bit(a.dtype()) || !Is8Bit(b.dtype())) return ctx.Error("A and B must be u8 or i8");
@@ -488,6 +499,7 @@ absl::Status InferQLinearMatMul(InferContext& ctx) {
 }
 
 absl::Status QLinearMatMulKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 8));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
   if (!Is8Bit(a.dtype()) || !Is8Bit(b.dtype())) return ctx.Error("a and b must be u8 or i8");
@@ -905,6 +917,7 @@ absl::Status InferDet(InferContext& ctx) {
 }
 
 absl::Status DetKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   if (x.rank() < 2) return ctx.Error("input has rank ", x.rank(), ", expected at least 2");

@@ -78,6 +78,14 @@ Tensor ScalarOf(DType dt, double v) {
   return t;
 }
 
+// Errors unless the first `n` inputs are present (an omitted required input
+// reaches the kernel as null).
+absl::Status RequireInputs(const KernelContext& ctx, int n) {
+  for (int i = 0; i < n; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("required input ", i, " is missing");
+  return absl::OkStatus();
+}
+
 //===--- Upgrade helpers ----------------------------------------------------===//
 
 // Replaces `old` by a node equal to `repl` (built just before `old`) whose
@@ -213,6 +221,7 @@ void SoftmaxTyped(const T* in, T* out, int64_t outer, int64_t n, int64_t inner, 
 }
 
 absl::Status SoftmaxImpl(KernelContext& ctx, bool log) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   int64_t axis_attr = ctx.node().GetInt("axis", -1);
@@ -324,6 +333,7 @@ absl::Status InferBatchNorm(InferContext& ctx) {
 }
 
 absl::Status BatchNormKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 5));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   if (x.rank() < 2) return ctx.Error("input has rank ", x.rank(), ", expected at least 2");
@@ -429,6 +439,7 @@ absl::Status InferInstanceNorm(InferContext& ctx) {
 }
 
 absl::Status InstanceNormKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   if (x.rank() < 3) return ctx.Error("input has rank ", x.rank(), ", expected at least 3");
@@ -517,6 +528,7 @@ absl::StatusOr<std::vector<double>> BroadcastParam(const Tensor& t, const Dims& 
 }
 
 absl::Status LayerNormKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   int64_t axis_attr = ctx.node().GetInt("axis", -1);
@@ -585,6 +597,7 @@ absl::Status InferLpNorm(InferContext& ctx) {
 }
 
 absl::Status LpNormKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   int64_t p = ctx.node().GetInt("p", 2);
@@ -630,6 +643,7 @@ absl::Status InferLrn(InferContext& ctx) {
 }
 
 absl::Status LrnKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   if (x.rank() < 2) return ctx.Error("input has rank ", x.rank(), ", expected at least 2");
@@ -682,6 +696,7 @@ absl::Status InferMvn(InferContext& ctx) {
 }
 
 absl::Status MvnKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   auto axes = NormalizeAxes(ctx.node().GetInts("axes", {0, 2, 3}), x.rank());

@@ -100,6 +100,14 @@ absl::Status CheckTensorInput(InferContext& ctx, int i, bool* known) {
   return absl::OkStatus();
 }
 
+// Errors unless the first `n` inputs are present (an omitted required input
+// reaches the kernel as null).
+absl::Status RequireInputs(const KernelContext& ctx, int n) {
+  for (int i = 0; i < n; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("required input ", i, " is missing");
+  return absl::OkStatus();
+}
+
 //===--- Reduce* ------------------------------------------------------------===//
 
 enum class ReduceKind { kSum, kSumSquare, kL1, kL2, kLogSum, kLogSumExp, kMax, kMin, kMean, kProd };
@@ -314,6 +322,7 @@ absl::Status InferReduceSum(InferContext& ctx) {
 
 absl::Status RunReduce(KernelContext& ctx, ReduceKind kind, const std::vector<int64_t>& axes,
                        bool noop_empty) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (!IsNumericNonBool(x.dtype()))
     return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a numeric type");
@@ -336,6 +345,7 @@ absl::Status ReduceAttrKernel(KernelContext& ctx) {
 }
 
 absl::Status ReduceSumKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   std::vector<int64_t> axes;
   if (ctx.has_input(1)) {
     const Tensor& a = ctx.input(1);
@@ -427,6 +437,7 @@ void ArgReduce(const T* in, int64_t outer, int64_t n, int64_t inner, bool is_max
 }
 
 absl::Status ArgKernel(KernelContext& ctx, bool is_max) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (!IsNumericNonBool(x.dtype()))
     return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a numeric type");
@@ -486,6 +497,7 @@ absl::Status InferCumSum(InferContext& ctx) {
 }
 
 absl::Status CumSumKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   const Tensor& x = ctx.input(0);
   if (!IsNumericNonBool(x.dtype()))
     return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a numeric type");
@@ -549,6 +561,7 @@ absl::Status InferHardmax(InferContext& ctx) {
 }
 
 absl::Status HardmaxKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   auto axis = NormalizeAxis(ctx.node().GetInt("axis", -1), x.rank());
@@ -686,6 +699,7 @@ absl::Status ComputeNll(KernelContext& ctx, const std::vector<double>& logp, con
 }
 
 absl::Status NllKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   return ComputeNll(ctx, ToDoubleVector(x), x.dims(), ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr,
@@ -704,6 +718,7 @@ absl::Status InferSce(InferContext& ctx) {
 }
 
 absl::Status SceKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   const Tensor& x = ctx.input(0);
   if (!IsFloat(x.dtype())) return ctx.Error("input has dtype ", DTypeName(x.dtype()), ", expected a float type");
   if (x.rank() < 2) return ctx.Error("scores have rank ", x.rank(), ", expected at least 2");
