@@ -29,6 +29,9 @@ namespace {
 
 // Kernels index spatial dims with fixed-size arrays of this extent.
 constexpr int kMaxSpatial = 8;
+// Window attribute values are at most this, so index arithmetic on them
+// cannot overflow.
+constexpr int64_t kMaxAttrValue = (int64_t{1} << 31) - 1;
 
 template <typename T> struct ComputeType { using type = T; };
 template <> struct ComputeType<Half> { using type = float; };
@@ -72,25 +75,30 @@ absl::Status ReadWindowAttrs(const Node& n, int nsp, const std::vector<int64_t>*
   } else if (require_kernel) {
     return InvalidArgument("attribute 'kernel_shape' is required");
   }
-  for (int64_t k : a.kernel)
+  double kvol = 1;
+  for (int64_t k : a.kernel) {
     if (k <= 0) return InvalidArgument("kernel_shape values must be positive");
+    if (k > kMaxAttrValue) return InvalidArgument("kernel_shape value ", k, " is too large");
+    kvol *= static_cast<double>(k);
+  }
+  if (kvol > static_cast<double>(int64_t{1} << 40)) return InvalidArgument("kernel volume is too large");
   a.strides = n.GetInts("strides", std::vector<int64_t>(nsp, 1));
   if (static_cast<int>(a.strides.size()) != nsp)
     return InvalidArgument("strides has ", a.strides.size(), " values, expected ", nsp);
   for (int64_t s : a.strides)
-    if (s <= 0) return InvalidArgument("strides must be positive");
+    if (s <= 0 || s > kMaxAttrValue) return InvalidArgument("strides must be in [1, ", kMaxAttrValue, "]");
   a.dilations = n.GetInts("dilations", std::vector<int64_t>(nsp, 1));
   if (a.dilations.empty()) a.dilations.assign(nsp, 1);
   if (static_cast<int>(a.dilations.size()) != nsp)
     return InvalidArgument("dilations has ", a.dilations.size(), " values, expected ", nsp);
   for (int64_t d : a.dilations)
-    if (d <= 0) return InvalidArgument("dilations must be positive");
+    if (d <= 0 || d > kMaxAttrValue) return InvalidArgument("dilations must be in [1, ", kMaxAttrValue, "]");
   a.pads = n.GetInts("pads", std::vector<int64_t>(2 * nsp, 0));
   if (a.pads.empty()) a.pads.assign(2 * nsp, 0);
   if (static_cast<int>(a.pads.size()) != 2 * nsp)
     return InvalidArgument("pads has ", a.pads.size(), " values, expected ", 2 * nsp);
   for (int64_t p : a.pads)
-    if (p < 0) return InvalidArgument("pads must be non-negative");
+    if (p < 0 || p > kMaxAttrValue) return InvalidArgument("pads must be in [0, ", kMaxAttrValue, "]");
   a.auto_pad = n.GetString("auto_pad", "NOTSET");
   if (a.auto_pad != "NOTSET" && a.auto_pad != "SAME_UPPER" && a.auto_pad != "SAME_LOWER" &&
       a.auto_pad != "VALID")
@@ -371,6 +379,13 @@ void GemmAcc(int64_t M, int64_t K, int64_t P, const T* w, int64_t ldw, const T* 
   }
 }
 
+// Positions per im2col block: about 256K column elements, at least 256
+// positions, at most P.
+inline int64_t ChunkSize(int64_t rows, int64_t P) {
+  int64_t c = std::max<int64_t>((int64_t{1} << 18) / std::max<int64_t>(rows, 1), 256);
+  return std::max<int64_t>(std::min(c, P), 1);
+}
+
 // Shape of one convolution: N images of C channels over geometry g (img =
 // input spatial, grid = output spatial), M output channels in `group` groups.
 struct ConvShape {
@@ -387,9 +402,7 @@ void ConvForward(const ConvShape& s, const T* x, const T* w, const T* bias, T* y
   bool direct = g.kvol == 1;
   for (int d = 0; d < g.nsp && direct; ++d)
     direct = g.stride[d] == 1 && g.pad_begin[d] == 0 && g.img[d] == g.grid[d];
-  const int64_t chunk = direct ? std::max<int64_t>(P, 1)
-                               : std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(K, 1), 256,
-                                                     std::max<int64_t>(P, 1));
+  const int64_t chunk = direct ? std::max<int64_t>(P, 1) : ChunkSize(K, P);
   std::vector<T> col(direct ? 0 : K * chunk);
   std::vector<Run> runs;
   for (int64_t n = 0; n < s.N; ++n) {
@@ -417,8 +430,7 @@ void ConvTransposeForward(const ConvShape& s, const T* x, const T* w, const T* b
   const Geometry& g = s.g;
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, R = Mg * g.kvol;
   const int64_t P = g.grid_size, I = g.img_size;
-  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(R, 1), 256,
-                                            std::max<int64_t>(P, 1));
+  const int64_t chunk = ChunkSize(R, P);
   std::vector<T> col(R * chunk);
   std::vector<T> wt(R * Cg);  // the group's weights as [R, Cg]
   std::vector<Run> runs;
@@ -665,7 +677,7 @@ absl::StatusOr<Dims> ConvTransposeOutDims(const Node& n, WindowAttrs& a, const D
   if (static_cast<int>(out_pad.size()) != a.nsp)
     return InvalidArgument("output_padding has ", out_pad.size(), " values, expected ", a.nsp);
   for (int64_t p : out_pad)
-    if (p < 0) return InvalidArgument("output_padding must be non-negative");
+    if (p < 0 || p > kMaxAttrValue) return InvalidArgument("output_padding must be in [0, ", kMaxAttrValue, "]");
   std::vector<int64_t> out_shape = n.GetInts("output_shape");
   if (static_cast<int>(out_shape.size()) == a.nsp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
   if (!out_shape.empty() && static_cast<int>(out_shape.size()) != a.nsp)
@@ -679,7 +691,8 @@ absl::StatusOr<Dims> ConvTransposeOutDims(const Node& n, WindowAttrs& a, const D
     bool same = a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER";
     if (!out_shape.empty() || same) {
       int64_t target = !out_shape.empty() ? out_shape[d] : in[d] * a.strides[d];
-      if (target < 0) return InvalidArgument("output_shape values must be non-negative");
+      if (target < 0 || target > kMaxAttrValue)
+        return InvalidArgument("output_shape values must be in [0, ", kMaxAttrValue, "]");
       int64_t total = std::max<int64_t>(0, full - target);
       if (a.auto_pad == "SAME_UPPER") {
         pb = total / 2;
@@ -1362,6 +1375,13 @@ absl::Status MaxUnpool(KernelContext& ctx) {
 
 //===--- MaxRoiPool -------------------------------------------------------===//
 
+// Rounds half away from zero into [-2^40, 2^40]; NaN becomes -1.
+int64_t RoundClamped(double v) {
+  if (std::isnan(v)) return -1;
+  constexpr double kLim = static_cast<double>(int64_t{1} << 40);
+  return static_cast<int64_t>(std::round(std::clamp(v, -kLim, kLim)));
+}
+
 absl::Status InferRoiPool(InferContext& ctx, int64_t ph, int64_t pw) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.Error("inputs X and rois are required");
   DType dt = ctx.input_type(0).dtype();
@@ -1403,13 +1423,13 @@ absl::Status MaxRoiPool(KernelContext& ctx) {
     T* out = y.data<T>();
     for (int64_t r = 0; r < R; ++r) {
       const double* roi = &rv[r * 5];
-      int64_t b = static_cast<int64_t>(roi[0]);
+      int64_t b = RoundClamped(std::trunc(roi[0]));
       if (b < 0 || b >= N) {
         std::fill(out + r * C * PH * PW, out + (r + 1) * C * PH * PW, T(0));
         continue;
       }
-      int64_t x1 = std::llround(roi[1] * scale), y1 = std::llround(roi[2] * scale);
-      int64_t x2 = std::llround(roi[3] * scale), y2 = std::llround(roi[4] * scale);
+      int64_t x1 = RoundClamped(roi[1] * scale), y1 = RoundClamped(roi[2] * scale);
+      int64_t x2 = RoundClamped(roi[3] * scale), y2 = RoundClamped(roi[4] * scale);
       int64_t rh = std::max<int64_t>(y2 - y1 + 1, 1), rw = std::max<int64_t>(x2 - x1 + 1, 1);
       double bh = static_cast<double>(rh) / PH, bw = static_cast<double>(rw) / PW;
       for (int64_t c = 0; c < C; ++c) {
@@ -1494,7 +1514,7 @@ absl::Status RoiAlign(KernelContext& ctx) {
     float w[4];
   };
   std::vector<Sample> samples;
-  DispatchFloat(x.dtype(), [&]<typename T>() {
+  return DispatchFloat(x.dtype(), [&]<typename T>() -> absl::Status {
     using Cm = ComputeT<T>;
     const T* in = x.data<T>();
     T* out = y.data<T>();
@@ -1511,9 +1531,15 @@ absl::Status RoiAlign(KernelContext& ctx) {
         rh = std::max(rh, 1.0f);
       }
       const float bin_h = rh / PH, bin_w = rw / PW;
-      const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / PH));
-      const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / PW));
-      const int64_t gh_n = std::max<int64_t>(gh, 0), gw_n = std::max<int64_t>(gw, 0);
+      // Samples per bin; bounded so that an absurd RoI cannot exhaust memory.
+      auto grid = [&](float extent, int64_t bins) -> int64_t {
+        if (sampling > 0) return sampling;
+        float g = std::ceil(extent / static_cast<float>(bins));
+        return g >= 1.0f ? static_cast<int64_t>(std::min(g, 1048576.0f)) : 0;
+      };
+      const int64_t gh_n = grid(rh, PH), gw_n = grid(rw, PW);
+      if (static_cast<double>(gh_n) * static_cast<double>(gw_n) * static_cast<double>(PH * PW) > (1 << 24))
+        return ctx.Error("RoI ", r, " needs too many samples (", gh_n, "x", gw_n, " per bin)");
       const float count = static_cast<float>(std::max<int64_t>(gh_n * gw_n, 1));
       // Sample positions and weights are the same for every channel.
       samples.assign(PH * PW * gh_n * gw_n, Sample{});
@@ -1526,7 +1552,8 @@ absl::Status RoiAlign(KernelContext& ctx) {
               const float xx = sw + pw * bin_w + (ix + 0.5f) * bin_w / static_cast<float>(gw_n);
               Sample& s = samples[si];
               float yv = yy, xv = xx;
-              if (yv < -1.0f || yv > H || xv < -1.0f || xv > W) continue;  // contributes 0
+              // Outside the feature map (or NaN): contributes 0.
+              if (!(yv >= -1.0f && yv <= H && xv >= -1.0f && xv <= W)) continue;
               if (yv <= 0) yv = 0;
               if (xv <= 0) xv = 0;
               int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xv), yh, xh;
@@ -1576,8 +1603,8 @@ absl::Status RoiAlign(KernelContext& ctx) {
         }
       }
     }
+    return absl::OkStatus();
   });
-  return absl::OkStatus();
 }
 
 OpCost RoiCost(const Node& n) {

@@ -185,7 +185,7 @@ absl::Status InferRecurrent(InferContext& ctx) {
   Dim hidden;
   if (n.has_attr("hidden_size")) {
     int64_t h = n.GetInt("hidden_size", 0);
-    if (h <= 0) return ctx.Error("hidden_size must be positive, got ", h);
+    if (h <= 0 || h > (int64_t{1} << 31)) return ctx.Error("hidden_size must be in [1, 2^31], got ", h);
     hidden = Dim(h);
   } else if (r && (*r)[2].is_static()) {
     hidden = (*r)[2];
@@ -449,7 +449,7 @@ absl::Status Recurrent(KernelContext& ctx) {
   a.B = x.dim(a.layout == 0 ? 1 : 0);
   a.I = x.dim(2);
   a.H = n.has_attr("hidden_size") ? n.GetInt("hidden_size", 0) : r.dim(2);
-  if (a.H <= 0) return ctx.Error("hidden_size must be positive, got ", a.H);
+  if (a.H <= 0 || a.H > (int64_t{1} << 31)) return ctx.Error("hidden_size must be in [1, 2^31], got ", a.H);
   const int G = NumGates(kKind);
   const int64_t D = a.dirs, T = a.T, B = a.B, I = a.I, H = a.H;
   KILN_RETURN_IF_ERROR(CheckInputShape(ctx, 1, {D, G * H, I}, "W"));
