@@ -490,6 +490,51 @@ TEST(PoolOps, RoiAlignConstantImage) {
   EXPECT_FALSE(mode.Run().ok());
 }
 
+TEST(ConvOps, EdgeCasesDoNotCrash) {
+  {
+    OneOp op("Conv", {Tensor(DType::kF32, {0, 2, 5, 5}), Ramp({3, 2, 3, 3})});
+    auto r = op.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].dims(), (Dims{0, 3, 3, 3}));
+  }
+  {
+    // Windows that lie entirely in the padding.
+    OneOp op("MaxPool", {Ramp({1, 1, 2, 2})}, {}, 2);
+    op.Ints("kernel_shape", {1, 1}).Ints("pads", {2, 2, 2, 2});
+    auto r = op.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].dims(), (Dims{1, 1, 6, 6}));
+    EXPECT_EQ(Ints((*r)[1])[0], -1);
+  }
+  {
+    OneOp op("ConvTranspose", {Ramp({1, 1, 3}), Ramp({1, 1, 3})});
+    op.Ints("output_shape", {int64_t{1} << 40});
+    EXPECT_FALSE(op.Run().ok());
+  }
+  {
+    OneOp op("Conv", {Ramp({1, 1, 3}), Ramp({1, 1, 1})});
+    op.Ints("dilations", {int64_t{1} << 62});
+    EXPECT_FALSE(op.Run().ok());
+  }
+  const float nan = std::nanf(""), inf = INFINITY;
+  {
+    OneOp op("RoiAlign", {Ramp({1, 1, 4, 4}), F32T({nan, 0, 2, 2, 0, 0, inf, 3}, {2, 4}), I64T({0, 0}, {2})});
+    op.Attr("sampling_ratio", Attribute::Int(2));
+    auto r = op.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  {
+    OneOp op("RoiAlign", {Ramp({1, 1, 4, 4}), F32T({0, 0, 1e30f, 1e30f}, {1, 4}), I64T({0}, {1})});
+    EXPECT_FALSE(op.Run().ok());  // adaptive sampling would need ~1e60 samples
+  }
+  {
+    OneOp op("MaxRoiPool", {Ramp({1, 1, 4, 4}), F32T({nan, 0, 0, 1, 1, 0, -1e30f, nan, 1e30f, inf}, {2, 5})});
+    op.Ints("pooled_shape", {2, 2});
+    auto r = op.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+}
+
 TEST(ConvOps, CostsAndUpgraders) {
   Graph g;
   Value* x = g.AddInput("x", Type::Tensor(DType::kF32, Shape::Static({2, 4, 8, 8})));
