@@ -655,13 +655,16 @@ absl::Status Conv(KernelContext& ctx) {
   return RunFloatConv<false>(ctx, cs, out_dims);
 }
 
+// 2 * N * M * out_spatial * (C/group) * kernel volume: each output element
+// takes one multiply-add per weight of its output channel.
+template <int kWeightInput>
 OpCost ConvCost(const Node& n) {
   OpCost c;
   AddIoBytes(n, c);
   int64_t y = StaticNumel(n.output(0));
-  const Value* w = n.input(1);
+  const Value* w = n.input(kWeightInput);
   int64_t wn = StaticNumel(w);
-  if (y > 0 && wn > 0) {
+  if (y > 0 && wn > 0 && w->type().shape().rank() >= 1) {
     int64_t m = w->type().shape()[0].value();
     if (m > 0) c.flops = 2.0 * static_cast<double>(y) * static_cast<double>(wn / m);
   }
@@ -791,7 +794,7 @@ OpCost ConvTransposeCost(const Node& n) {
   int64_t xn = StaticNumel(n.input(0));
   const Value* w = n.input(1);
   int64_t wn = StaticNumel(w);
-  if (xn > 0 && wn > 0) {
+  if (xn > 0 && wn > 0 && w->type().shape().rank() >= 1) {
     int64_t cin = w->type().shape()[0].value();
     if (cin > 0) c.flops = 2.0 * static_cast<double>(xn) * static_cast<double>(wn / cin);
   }
@@ -1647,15 +1650,15 @@ void RegisterConvOps(OpRegistry& r) {
         .Attr("strides", AttrKind::kInts, "1 per spatial dim");
   };
   conv_attrs(r.Register("Conv").Inputs(2, 3).Outputs(1).Class(OpClass::kConv))
-      .Infer(InferConv).Kernel(Conv).Cost(ConvCost);
+      .Infer(InferConv).Kernel(Conv).Cost(ConvCost<1>);
   conv_attrs(r.Register("ConvTranspose").Inputs(2, 3).Outputs(1).Class(OpClass::kConv))
       .Attr("output_padding", AttrKind::kInts, "0 per spatial dim")
       .Attr("output_shape", AttrKind::kInts, "computed from pads")
       .Infer(InferConvTranspose).Kernel(ConvTranspose).Cost(ConvTransposeCost);
   conv_attrs(r.Register("ConvInteger").Inputs(2, 4).Outputs(1).Class(OpClass::kConv).Since(10))
-      .Infer(InferConvInteger).Kernel(ConvInteger).Cost(ConvCost);
+      .Infer(InferConvInteger).Kernel(ConvInteger).Cost(ConvCost<1>);
   conv_attrs(r.Register("QLinearConv").Inputs(8, 9).Outputs(1).Class(OpClass::kConv).Since(10))
-      .Infer(InferQLinearConv).Kernel(QLinearConv).Cost(ConvCost);
+      .Infer(InferQLinearConv).Kernel(QLinearConv).Cost(ConvCost<3>);
 
   auto pool_attrs = [](OpDefBuilder b) {
     return b.Attr("auto_pad", AttrKind::kString, "NOTSET")

@@ -547,6 +547,17 @@ TEST(ConvOps, CostsAndUpgraders) {
   OpCost c = NodeCost(*n);
   EXPECT_DOUBLE_EQ(c.flops, 2.0 * 2 * 6 * 64 * 2 * 9);
 
+  Graph gq;  // QLinearConv's weights are input 3
+  auto scalar = [&](DType t) { return gq.AddInput(gq.UniqueName("s"), Type::Tensor(t, Shape::Scalar())); };
+  Value* qx = gq.AddInput("qx", Type::Tensor(DType::kU8, Shape::Static({1, 2, 4, 4})));
+  Value* qw = gq.AddInput("qw", Type::Tensor(DType::kU8, Shape::Static({3, 2, 3, 3})));
+  Node* q = gq.AddNode("QLinearConv", {qx, scalar(DType::kF32), scalar(DType::kU8), qw, scalar(DType::kF32),
+                                       scalar(DType::kU8), scalar(DType::kF32), scalar(DType::kU8)}, 1);
+  gq.AddOutput(q->output(0));
+  ASSERT_TRUE(InferShapes(gq).ok());
+  EXPECT_EQ(q->output(0)->type().ToString(), "u8[1,3,2,2]");
+  EXPECT_DOUBLE_EQ(NodeCost(*q).flops, 2.0 * 12 * 18);
+
   Graph g2;
   Value* x2 = g2.AddInput("x", Type::Tensor(DType::kF32, Shape::Static({1, 1, 4, 4})));
   Node* lp = g2.AddNode("LpPool", {x2}, 1);
