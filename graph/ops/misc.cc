@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -36,6 +37,22 @@ std::string DimsText(const Dims& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) absl::StrAppend(&s, i ? "," : "", d[i]);
   return s + "]";
+}
+
+// Outputs larger than this are refused (a user error, not an allocation crash).
+constexpr int64_t kMaxElements = int64_t{1} << 32;
+
+template <typename Ctx>
+absl::Status CheckOutputSize(const Ctx& ctx, const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return ctx.Error("output shape ", DimsText(dims), " has a negative dim");
+    if (d == 0) return absl::OkStatus();
+  }
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+      return ctx.Error("output shape ", DimsText(dims), " is too large");
+  return absl::OkStatus();
 }
 
 std::string Label(const Node& n) {
@@ -316,6 +333,7 @@ absl::Status ResizeCore(KernelContext& ctx, const ResizeParams& p, const Tensor*
     return ctx.Error("linear and cubic modes need a numeric input, got bool");
   int rank = x.rank();
   KILN_ASSIGN_OR_RETURN(ResizeGeometry g, ResizeGeometryOf(ctx, p, x.dims(), roi, scales, sizes));
+  KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, g.out));
   Tensor& y = ctx.AllocOutput(0, x.dtype(), g.out);
   if (y.numel() == 0) return absl::OkStatus();
   if (x.numel() == 0) return ctx.Error("cannot resize an empty input to a non-empty output");
@@ -1299,7 +1317,9 @@ absl::Status TfIdfVectorizer(KernelContext& ctx) {
   if (x.rank() != 1 && x.rank() != 2) return ctx.Error("expects a [C] or [N, C] input, got ", DimsText(x.dims()));
   int64_t rows = x.rank() == 2 ? x.dim(0) : 1;
   int64_t cols = x.rank() == 2 ? x.dim(1) : (x.rank() == 1 ? x.dim(0) : 0);
-  Tensor& y = ctx.AllocOutput(0, DType::kF32, x.rank() == 2 ? Dims{rows, c.out_size} : Dims{c.out_size});
+  Dims ydims = x.rank() == 2 ? Dims{rows, c.out_size} : Dims{c.out_size};
+  KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, ydims));
+  Tensor& y = ctx.AllocOutput(0, DType::kF32, ydims);
   float* out = y.data<float>();
   std::vector<int64_t> ints = c.strings ? std::vector<int64_t>{} : ToInt64Vector(x);
   const std::string* strs = c.strings ? x.data<std::string>() : nullptr;
@@ -1347,23 +1367,80 @@ absl::Status TfIdfVectorizer(KernelContext& ctx) {
 
 using Complex = std::complex<double>;
 
-// In-place DFT of `a` (any length): radix-2 FFT for powers of two, a direct
-// sum with a twiddle table otherwise. `inverse` uses e^{+i} and scales by 1/n.
-class Fourier {
+// Unnormalized radix-2 FFT of a power-of-two size, with e^{sign 2 pi i jk/n}.
+class Radix2 {
  public:
-  Fourier(int64_t n, bool inverse) : n_(n), inverse_(inverse), pow2_(n > 0 && (n & (n - 1)) == 0) {
-    double sign = inverse ? 1.0 : -1.0;
-    twiddle_.resize(n);
-    for (int64_t k = 0; k < n; ++k) {
+  Radix2(int64_t n, double sign) : n_(n), twiddle_(n / 2) {
+    for (int64_t k = 0; k < n / 2; ++k) {
       double ang = sign * 2 * kPi * static_cast<double>(k) / static_cast<double>(n);
       twiddle_[k] = Complex(std::cos(ang), std::sin(ang));
     }
-    tmp_.resize(n);
+  }
+
+  void Run(Complex* a) const {
+    for (int64_t i = 1, j = 0; i < n_; ++i) {
+      int64_t bit = n_ >> 1;
+      for (; j & bit; bit >>= 1) j ^= bit;
+      j ^= bit;
+      if (i < j) std::swap(a[i], a[j]);
+    }
+    for (int64_t len = 2; len <= n_; len <<= 1) {
+      int64_t half = len / 2, step = n_ / len;
+      for (int64_t i = 0; i < n_; i += len) {
+        for (int64_t j = 0; j < half; ++j) {
+          Complex u = a[i + j], v = a[i + j + half] * twiddle_[j * step];
+          a[i + j] = u + v;
+          a[i + j + half] = u - v;
+        }
+      }
+    }
+  }
+
+ private:
+  int64_t n_;
+  std::vector<Complex> twiddle_;
+};
+
+// In-place DFT of `a` (any length n > 0): radix-2 for powers of two, a
+// direct sum for short other lengths, Bluestein's chirp-z convolution for
+// long ones. `inverse` uses e^{+i} and scales by 1/n.
+class Fourier {
+ public:
+  Fourier(int64_t n, bool inverse) : n_(n), inverse_(inverse) {
+    double sign = inverse ? 1.0 : -1.0;
+    if (n <= 0) return;
+    if ((n & (n - 1)) == 0) {
+      fft_ = std::make_unique<Radix2>(n, sign);
+    } else if (n <= 64) {
+      twiddle_.resize(n);
+      for (int64_t k = 0; k < n; ++k) {
+        double ang = sign * 2 * kPi * static_cast<double>(k) / static_cast<double>(n);
+        twiddle_[k] = Complex(std::cos(ang), std::sin(ang));
+      }
+    } else {
+      // X_k = w_k sum_j (x_j w_j) conj(w_{k-j}), w_k = e^{sign i pi k^2 / n}.
+      m_ = 1;
+      while (m_ < 2 * n - 1) m_ <<= 1;
+      fft_ = std::make_unique<Radix2>(m_, -1.0);
+      ifft_ = std::make_unique<Radix2>(m_, 1.0);
+      chirp_.resize(n);
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t k2 = static_cast<int64_t>((static_cast<unsigned __int128>(k) * k) % (2 * n));
+        double ang = sign * kPi * static_cast<double>(k2) / static_cast<double>(n);
+        chirp_[k] = Complex(std::cos(ang), std::sin(ang));
+      }
+      kernel_.assign(m_, Complex(0));
+      kernel_[0] = std::conj(chirp_[0]);
+      for (int64_t k = 1; k < n; ++k) kernel_[k] = kernel_[m_ - k] = std::conj(chirp_[k]);
+      fft_->Run(kernel_.data());
+    }
+    tmp_.resize(std::max(n, m_));
   }
 
   void Run(std::vector<Complex>& a) {
-    if (n_ == 0) return;
-    if (pow2_) Fft(a);
+    if (n_ <= 0) return;
+    if (m_ > 0) Bluestein(a);
+    else if (fft_) fft_->Run(a.data());
     else Direct(a);
     if (inverse_)
       for (Complex& v : a) v /= static_cast<double>(n_);
@@ -1381,32 +1458,28 @@ class Fourier {
       }
       tmp_[k] = s;
     }
-    a.swap(tmp_);
+    std::copy(tmp_.begin(), tmp_.begin() + n_, a.begin());
   }
 
-  void Fft(std::vector<Complex>& a) {
-    for (int64_t i = 1, j = 0; i < n_; ++i) {
-      int64_t bit = n_ >> 1;
-      for (; j & bit; bit >>= 1) j ^= bit;
-      j ^= bit;
-      if (i < j) std::swap(a[i], a[j]);
-    }
-    for (int64_t len = 2; len <= n_; len <<= 1) {
-      int64_t step = n_ / len;
-      for (int64_t i = 0; i < n_; i += len) {
-        for (int64_t j = 0; j < len / 2; ++j) {
-          Complex u = a[i + j], v = a[i + j + len / 2] * twiddle_[j * step];
-          a[i + j] = u + v;
-          a[i + j + len / 2] = u - v;
-        }
-      }
-    }
+  void Bluestein(std::vector<Complex>& a) {
+    std::fill(tmp_.begin(), tmp_.end(), Complex(0));
+    for (int64_t j = 0; j < n_; ++j) tmp_[j] = a[j] * chirp_[j];
+    fft_->Run(tmp_.data());
+    for (int64_t i = 0; i < m_; ++i) tmp_[i] *= kernel_[i];
+    ifft_->Run(tmp_.data());
+    double scale = 1.0 / static_cast<double>(m_);
+    for (int64_t k = 0; k < n_; ++k) a[k] = tmp_[k] * scale * chirp_[k];
   }
 
   int64_t n_;
-  bool inverse_, pow2_;
-  std::vector<Complex> twiddle_, tmp_;
+  bool inverse_;
+  int64_t m_ = 0;  // Bluestein convolution size, 0 when unused
+  std::unique_ptr<Radix2> fft_, ifft_;
+  std::vector<Complex> twiddle_, chirp_, kernel_, tmp_;
 };
+
+// Longest transform accepted (its working buffers are a few times larger).
+constexpr int64_t kMaxSignalLength = int64_t{1} << 24;
 
 template <typename Ctx>
 absl::StatusOr<int> DftAxis(const Ctx& ctx, int rank) {
@@ -1463,10 +1536,12 @@ absl::Status DFT(KernelContext& ctx) {
     KILN_ASSIGN_OR_RETURN(n, ScalarInt(ctx, ctx.input(1), "dft_length"));
     if (n < 1) return ctx.Error("dft_length must be positive, got ", n);
   }
+  if (n > kMaxSignalLength) return ctx.Error("the DFT length ", n, " is too large");
   int64_t out_len = onesided ? n / 2 + 1 : n;
   Dims out_dims = x.dims();
   out_dims[axis] = out_len;
   out_dims[rank - 1] = 2;
+  KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, out_dims));
   Tensor& y = ctx.AllocOutput(0, x.dtype(), out_dims);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= x.dim(i);
@@ -1561,10 +1636,12 @@ absl::Status STFT(KernelContext& ctx) {
   if (frame < 1) return ctx.Error("the frame length is unknown or not positive: give a window or frame_length");
   int64_t batch = x.dim(0), len = x.dim(1), comps = x.dim(2);
   if (frame > len) return ctx.Error("the frame length ", frame, " exceeds the signal length ", len);
+  if (frame > kMaxSignalLength) return ctx.Error("the frame length ", frame, " is too large");
   bool onesided = ctx.node().GetInt("onesided", 1) != 0;
   if (onesided && comps == 2) return ctx.Error("onesided output needs a real signal; set onesided=0");
   int64_t frames = 1 + (len - frame) / step;
   int64_t bins = onesided ? frame / 2 + 1 : frame;
+  KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, {batch, frames, bins, 2}));
   Tensor& y = ctx.AllocOutput(0, x.dtype(), {batch, frames, bins, 2});
   std::vector<double> xs = ToDoubleVector(x);
   std::vector<double> w = window ? ToDoubleVector(*window) : std::vector<double>(frame, 1.0);
@@ -1613,6 +1690,7 @@ absl::Status MelWeightMatrix(KernelContext& ctx) {
   if (sample_rate < 1) return ctx.Error("sample_rate must be positive, got ", sample_rate);
   if (lower < 0 || upper < lower) return ctx.Error("edges must satisfy 0 <= lower_edge_hertz <= upper_edge_hertz");
   int64_t spec_bins = dft_length / 2 + 1;
+  KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, {spec_bins, mel_bins}));
   // Band edges on the mel scale, mapped back to spectrogram bins.
   float low_mel = 2595.f * std::log10(1.f + static_cast<float>(lower) / 700.f);
   float high_mel = 2595.f * std::log10(1.f + static_cast<float>(upper) / 700.f);
@@ -1729,6 +1807,7 @@ absl::Status GridSample(KernelContext& ctx) {
     return ctx.Error("grid must be [N, H_out, W_out, 2] with N = ", x.dim(0), ", got ", DimsText(grid.dims()));
   int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   int64_t Ho = grid.dim(1), Wo = grid.dim(2);
+  KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, {N, C, Ho, Wo}));
   Tensor& y = ctx.AllocOutput(0, x.dtype(), {N, C, Ho, Wo});
   if (y.numel() == 0) return absl::OkStatus();
   std::vector<double> gs = ToDoubleVector(grid);

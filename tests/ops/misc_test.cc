@@ -371,6 +371,28 @@ TEST(MiscOps, DftOfNonPowerOfTwoAndPowerOfTwo) {
   ExpectNear(Floats((*f)[0]), {10, 0, -2, 2, -2, 0});
 }
 
+TEST(MiscOps, DftLongOddLengthMatchesDirectSum) {
+  // 67 and 100 take the chirp-z path; compare with the defining sum.
+  for (int64_t n : {67, 100}) {
+    std::vector<float> re(n), parts;
+    for (int64_t i = 0; i < n; ++i) re[i] = static_cast<float>((i * 37) % 11) - 5.f;
+    Op op("DFT", {In(F32s(re, {1, n, 1}))});
+    auto r = op.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<float> got = Floats((*r)[0]);
+    for (int64_t k = 0; k < n; ++k) {
+      double sr = 0, si = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double ang = -2 * M_PI * static_cast<double>((j * k) % n) / static_cast<double>(n);
+        sr += re[j] * std::cos(ang);
+        si += re[j] * std::sin(ang);
+      }
+      EXPECT_NEAR(got[2 * k], sr, 1e-3) << "n " << n << " k " << k;
+      EXPECT_NEAR(got[2 * k + 1], si, 1e-3) << "n " << n << " k " << k;
+    }
+  }
+}
+
 TEST(MiscOps, DftInverseRoundTripsWithPadding) {
   Op op("DFT", {In(F32s({1, 0, 2, 1, 3, -1}, {1, 3, 2})), Const(Tensor::Scalar<int64_t>(5))});
   op.Attr("inverse", Attribute::Int(1));
