@@ -261,7 +261,7 @@ struct FloatLit {
   bool negative = false;
   std::string text;   // kNumber
   uint64_t bits = 0;  // kNanBits
-  Token at;
+  int line = 0, col = 0;
 };
 
 template <typename F>
@@ -323,11 +323,13 @@ class Parser {
     if (tok_.kind == Tok::kError) Fail(tok_, tok_.text);
   }
 
-  bool Fail(const Token& at, absl::string_view msg) {
+  bool Fail(int line, int col, absl::string_view msg) {
     if (status_.ok())
-      status_ = absl::InvalidArgumentError(absl::StrCat(filename_, ":", at.line, ":", at.col, ": ", msg));
+      status_ = absl::InvalidArgumentError(absl::StrCat(filename_, ":", line, ":", col, ": ", msg));
     return false;
   }
+  bool Fail(const Token& at, absl::string_view msg) { return Fail(at.line, at.col, msg); }
+  bool Fail(const FloatLit& at, absl::string_view msg) { return Fail(at.line, at.col, msg); }
   bool FailHere(absl::string_view msg) { return Fail(tok_, msg); }
   bool Expected(absl::string_view what) {
     return FailHere(absl::StrCat("expected ", what, ", found ", Describe(tok_)));
@@ -497,7 +499,8 @@ class Parser {
   }
 
   bool ParseFloatLit(FloatLit* lit) {
-    lit->at = tok_;
+    lit->line = tok_.line;
+    lit->col = tok_.col;
     if (tok_.kind == Tok::kNumber) {
       if (IsHexText(tok_.text)) return FailHere(absl::StrCat("hex number ", tok_.text, " where a value was expected"));
       lit->kind = FloatLit::kNumber;
@@ -546,7 +549,7 @@ class Parser {
     switch (lit.kind) {
       case FloatLit::kNumber:
         if (!ParseDecimal(lit.text, out))
-          return Fail(lit.at, absl::StrCat("number ", lit.text, " is out of range for ",
+          return Fail(lit, absl::StrCat("number ", lit.text, " is out of range for ",
                                            sizeof(F) == 4 ? "f32" : "f64"));
         return true;
       case FloatLit::kInf:
@@ -557,9 +560,9 @@ class Parser {
         return true;
       case FloatLit::kNanBits: {
         if (lit.bits > std::numeric_limits<Bits>::max())
-          return Fail(lit.at, "NaN bits are wider than the element type");
+          return Fail(lit, "NaN bits are wider than the element type");
         F v = std::bit_cast<F>(static_cast<Bits>(lit.bits));
-        if (!std::isnan(v)) return Fail(lit.at, "nan(...) bits do not encode a NaN");
+        if (!std::isnan(v)) return Fail(lit, "nan(...) bits do not encode a NaN");
         *out = v;
         return true;
       }
@@ -570,10 +573,10 @@ class Parser {
   bool To16(const FloatLit& lit, bool bf16, uint16_t* out) {
     uint16_t canonical = bf16 ? kir::kBF16CanonicalNan : kir::kF16CanonicalNan;
     if (lit.kind == FloatLit::kNanBits) {
-      if (lit.bits > 0xffff) return Fail(lit.at, "NaN bits are wider than the element type");
+      if (lit.bits > 0xffff) return Fail(lit, "NaN bits are wider than the element type");
       uint16_t b = static_cast<uint16_t>(lit.bits);
       float v = bf16 ? BFloat16BitsToFloat(b) : HalfBitsToFloat(b);
-      if (!std::isnan(v)) return Fail(lit.at, "nan(...) bits do not encode a NaN");
+      if (!std::isnan(v)) return Fail(lit, "nan(...) bits do not encode a NaN");
       *out = b;
       return true;
     }
@@ -617,7 +620,7 @@ class Parser {
     size_t size = DTypeSize(dt);
     auto put = [&](const void* p) { raw.append(static_cast<const char*>(p), size); };
     while (!tok_.IsPunct("]")) {
-      Token el = tok_;
+      const int el_line = tok_.line, el_col = tok_.col;
       switch (dt) {
         case DType::kString: {
           std::string s;
@@ -659,7 +662,7 @@ class Parser {
       }
       ++count;
       if (expected >= 0 && count > expected)
-        return Fail(el, absl::StrCat("too many elements for ", PrintType(type), " (expected ", expected, ")"));
+        return Fail(el_line, el_col, absl::StrCat("too many elements for ", PrintType(type), " (expected ", expected, ")"));
       if (!ConsumePunct(",")) break;
     }
     if (!ExpectPunct("]", "to close the dense elements")) return false;
@@ -929,9 +932,9 @@ class Parser {
         } else {
           std::vector<int64_t> v;
           for (const FloatLit& l : numbers) {
-            if (l.kind != FloatLit::kNumber || !IsIntText(l.text)) return Fail(l.at, "expected an integer");
+            if (l.kind != FloatLit::kNumber || !IsIntText(l.text)) return Fail(l, "expected an integer");
             int64_t x;
-            if (!ParseDecimal(l.text, &x)) return Fail(l.at, absl::StrCat("integer ", l.text, " is out of range"));
+            if (!ParseDecimal(l.text, &x)) return Fail(l, absl::StrCat("integer ", l.text, " is out of range"));
             v.push_back(x);
           }
           *out = Attribute::Ints(std::move(v));
