@@ -984,14 +984,14 @@ void RegisterMatMulOps(OpRegistry& r) {
       .Attr("transA", AttrKind::kInt, "0")
       .Attr("transB", AttrKind::kInt, "0")
       .Infer(InferGemm).Kernel(GemmKernel).Cost(GemmCost).Upgrade(UpgradeGemm);
-  r.Register("Einsum").Inputs(1, -1).Outputs(1).Class(OpClass::kMatMul)
+  r.Register("Einsum").Inputs(1, -1).Outputs(1).Class(OpClass::kMatMul).Since(12)
       .RequiredAttr("equation", AttrKind::kString)
       .Infer(InferEinsum).Kernel(EinsumKernel).Cost(EinsumCost);
-  r.Register("MatMulInteger").Inputs(2, 4).Outputs(1).Class(OpClass::kMatMul)
+  r.Register("MatMulInteger").Inputs(2, 4).Outputs(1).Class(OpClass::kMatMul).Since(10)
       .Infer(InferMatMulInteger).Kernel(MatMulIntegerKernel).Cost(QMatMulCost);
-  r.Register("QLinearMatMul").Inputs(8).Outputs(1).Class(OpClass::kMatMul)
+  r.Register("QLinearMatMul").Inputs(8).Outputs(1).Class(OpClass::kMatMul).Since(10)
       .Infer(InferQLinearMatMul).Kernel(QLinearMatMulKernel).Cost(QMatMulCost);
-  r.Register("Det").Inputs(1).Outputs(1).Class(OpClass::kOther)
+  r.Register("Det").Inputs(1).Outputs(1).Class(OpClass::kOther).Since(11)
       .Infer(InferDet).Kernel(DetKernel).Cost(DetCost);
 }
 

@@ -754,7 +754,7 @@ void RegisterNormalizationOps(OpRegistry& r) {
   r.Register("InstanceNormalization").Inputs(3).Outputs(1).Class(OpClass::kNormalization)
       .Attr("epsilon", AttrKind::kFloat, "1e-5")
       .Infer(InferInstanceNorm).Kernel(InstanceNormKernel).Cost(NormCost).Upgrade(UpgradeInstanceNorm);
-  r.Register("LayerNormalization").Inputs(2, 3).Outputs(1, 3).Class(OpClass::kNormalization)
+  r.Register("LayerNormalization").Inputs(2, 3).Outputs(1, 3).Class(OpClass::kNormalization).Since(17)
       .Attr("axis", AttrKind::kInt, "-1")
       .Attr("epsilon", AttrKind::kFloat, "1e-5")
       .Attr("stash_type", AttrKind::kInt, "1 (f32)")
@@ -769,7 +769,7 @@ void RegisterNormalizationOps(OpRegistry& r) {
       .Attr("beta", AttrKind::kFloat, "0.75")
       .Attr("bias", AttrKind::kFloat, "1.0")
       .Infer(InferLrn).Kernel(LrnKernel).Cost(LrnCost);
-  r.Register("MeanVarianceNormalization").Inputs(1).Outputs(1).Class(OpClass::kNormalization)
+  r.Register("MeanVarianceNormalization").Inputs(1).Outputs(1).Class(OpClass::kNormalization).Since(9)
       .Attr("axes", AttrKind::kInts, "[0, 2, 3]")
       .Infer(InferMvn).Kernel(MvnKernel).Cost(NormCost);
 }

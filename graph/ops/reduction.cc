@@ -796,7 +796,7 @@ void RegisterReductionOps(OpRegistry& r) {
       .Attr("select_last_index", AttrKind::kInt, "0")
       .Infer(InferArg).Kernel(ArgMinKernel).Cost(ReduceCostSimple);
 
-  r.Register("CumSum").Inputs(2).Outputs(1).Class(OpClass::kReduction)
+  r.Register("CumSum").Inputs(2).Outputs(1).Class(OpClass::kReduction).Since(11)
       .Attr("exclusive", AttrKind::kInt, "0")
       .Attr("reverse", AttrKind::kInt, "0")
       .Infer(InferCumSum).Kernel(CumSumKernel).Cost(ReduceCostSimple);
@@ -805,11 +805,11 @@ void RegisterReductionOps(OpRegistry& r) {
       .Attr("axis", AttrKind::kInt, "-1")
       .Infer(InferHardmax).Kernel(HardmaxKernel).Cost(ReduceCostSimple).Upgrade(UpgradeCoercedAxisOp);
 
-  r.Register("NegativeLogLikelihoodLoss").Inputs(2, 3).Outputs(1).Class(OpClass::kReduction)
+  r.Register("NegativeLogLikelihoodLoss").Inputs(2, 3).Outputs(1).Class(OpClass::kReduction).Since(12)
       .Attr("ignore_index", AttrKind::kInt, "none")
       .Attr("reduction", AttrKind::kString, "mean")
       .Infer(InferNll).Kernel(NllKernel).Cost(NllCost);
-  r.Register("SoftmaxCrossEntropyLoss").Inputs(2, 3).Outputs(1, 2).Class(OpClass::kReduction)
+  r.Register("SoftmaxCrossEntropyLoss").Inputs(2, 3).Outputs(1, 2).Class(OpClass::kReduction).Since(12)
       .Attr("ignore_index", AttrKind::kInt, "none")
       .Attr("reduction", AttrKind::kString, "mean")
       .Infer(InferSce).Kernel(SceKernel).Cost(SceCost);
