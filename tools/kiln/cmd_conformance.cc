@@ -34,10 +34,10 @@ Exits non-zero when a test fails.
 flags:
   --target=NAME        reference (the host reference executor); default reference
   --filter=REGEX       only tests whose 'suite/test_name' matches
-  --data_dir=DIR       test data root; default /usr/share/libonnx-testdata/data
+  --data-dir=DIR       test data root; default /usr/share/libonnx-testdata/data
   --verbose            also print passing tests
   --noisolate          run tests in-process (faster, but a crash ends the run)
-  --nocheck_roundtrip  skip the .kir print/parse/print check of each model
+  --nocheck-roundtrip  skip the .kir print/parse/print check of each model
   --timeout=SECONDS    per-test limit when isolated; default 300
 )",
     [](const std::vector<std::string>& args) -> int {

@@ -3,14 +3,74 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "graph/ir/printer.h"
+#include "graph/passes/pass_manager.h"
+#include "graph/passes/pass_registry.h"
 #include "graph/verifier/verifier.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_FLAG(std::string, o, "", "Output .kir file (default: standard output).");
 ABSL_FLAG(bool, inline_constants, false, "Print every constant inline instead of as a blob reference.");
+ABSL_FLAG(std::string, passes, "default", "Pipeline to run: pass names, named pipelines, fixpoint(...) groups.");
+ABSL_FLAG(std::vector<std::string>, outputs, {}, "prune: graph outputs to keep.");
+ABSL_FLAG(bool, verify_each, false, "Run the verifier after every pass.");
+ABSL_FLAG(std::vector<std::string>, print_after, {}, "Print the graph after these passes (on stderr).");
+ABSL_FLAG(bool, print_after_all, false, "Print the graph after every pass (on stderr).");
+ABSL_FLAG(bool, time_passes, false, "Print a table of time per pass (on stderr).");
+ABSL_FLAG(bool, stats, false, "Print each pass's counters (on stderr).");
+ABSL_FLAG(std::vector<std::string>, dynamic_batch, {}, "gears: batch sizes, one static variant each.");
+ABSL_FLAG(std::string, dynamic_dims, "", "gears: NAME=v1,v2;NAME2=... values of symbolic dims.");
 
 namespace kiln::cli {
+
+absl::StatusOr<PassOptions> PassOptionsFromFlags() {
+  PassOptions po;
+  po.outputs = absl::GetFlag(FLAGS_outputs);
+  for (const std::string& b : absl::GetFlag(FLAGS_dynamic_batch)) {
+    int64_t v;
+    if (!absl::SimpleAtoi(b, &v) || v <= 0)
+      return absl::InvalidArgumentError("--dynamic-batch: '" + b + "' is not a positive integer");
+    po.dynamic_batch.push_back(v);
+  }
+  std::string dims = absl::GetFlag(FLAGS_dynamic_dims);
+  if (!dims.empty()) {
+    for (absl::string_view entry : absl::StrSplit(dims, ';', absl::SkipEmpty())) {
+      std::vector<std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+      if (kv.size() != 2 || kv[0].empty())
+        return absl::InvalidArgumentError("--dynamic-dims: expected NAME=v1,v2 but got '" + std::string(entry) + "'");
+      for (absl::string_view v : absl::StrSplit(kv[1], ',')) {
+        int64_t n;
+        if (!absl::SimpleAtoi(v, &n) || n <= 0)
+          return absl::InvalidArgumentError("--dynamic-dims: '" + std::string(v) + "' is not a positive integer");
+        po.dynamic_dims[kv[0]].push_back(n);
+      }
+    }
+  }
+  return po;
+}
+
+// Runs the --passes pipeline (with the reporting flags) on `model`.
+absl::Status RunPipelineFromFlags(Model& model) {
+  std::string passes = absl::GetFlag(FLAGS_passes);
+  if (passes.empty() || passes == "none") return absl::OkStatus();
+  auto po = PassOptionsFromFlags();
+  if (!po.ok()) return po.status();
+  PassManagerOptions mo;
+  mo.verify_each = absl::GetFlag(FLAGS_verify_each);
+  mo.print_after = absl::GetFlag(FLAGS_print_after);
+  mo.print_after_all = absl::GetFlag(FLAGS_print_after_all);
+  PassManager pm(*po, mo);
+  absl::Status s = pm.AddPipeline(passes);
+  if (!s.ok()) return s;
+  auto changed = pm.Run(model);
+  if (!changed.ok()) return changed.status();
+  if (absl::GetFlag(FLAGS_time_passes)) std::cerr << pm.TimingReport();
+  if (absl::GetFlag(FLAGS_stats)) std::cerr << pm.StatsReport();
+  return absl::OkStatus();
+}
+
 namespace {
 
 int Opt(const std::vector<std::string>& args) {
@@ -19,6 +79,10 @@ int Opt(const std::vector<std::string>& args) {
   if (!model.ok()) return Fail(model.status());
   absl::Status v = VerifyModel(*model);
   if (!v.ok()) return Fail(v);
+  absl::Status p = RunPipelineFromFlags(*model);
+  if (!p.ok()) return Fail(p);
+  v = VerifyModel(*model);
+  if (!v.ok()) return Fail("the optimized graph does not verify: " + std::string(v.message()));
   PrintOptions po;
   po.inline_all_constants = absl::GetFlag(FLAGS_inline_constants);
   std::string out_path = absl::GetFlag(FLAGS_o);
@@ -41,17 +105,32 @@ int Opt(const std::vector<std::string>& args) {
 
 extern const Command kOptCommand;
 const Command kOptCommand = {
-    "opt", "import, verify and print a model as .kir text",
-    R"(usage: kiln opt MODEL.onnx|MODEL.kir [-o OUT.kir] [--inline_constants]
+    "opt", "optimize a model and print it as .kir text",
+    R"(usage: kiln opt MODEL.onnx|MODEL.kir [--passes=PIPELINE] [-o OUT.kir] [flags]
 
-Imports (or parses) the model, verifies it and prints it in kiln's text form.
-Constants larger than 16 elements print as blob references whose bytes go to
-OUT.kir.blobs beside the output (or stay elided when printing to stdout);
---inline_constants prints every constant in full.
+Imports (or parses) the model, verifies it, runs the pass pipeline and prints
+the result in kiln's text form. Constants larger than 16 elements print as
+blob references whose bytes go to OUT.kir.blobs beside the output (or stay
+elided when printing to stdout); --inline-constants prints them in full.
+
+A pipeline is a comma-separated list of pass names, named pipelines
+(`default`, `cleanup`) and fixpoint groups `fixpoint(a,b)` or
+`fixpoint<N>(a,b)` that repeat until nothing changes (at most N times).
+`--passes=none` only imports, verifies and prints. `kiln opt --list-passes`
+lists the passes.
 
 flags:
-  -o OUT.kir           output file; default standard output
-  --inline_constants   print all constants inline
+  -o OUT.kir              output file; default standard output
+  --passes=PIPELINE       default: default
+  --outputs=a,b           prune: the graph outputs to keep
+  --dynamic-batch=1,2,4   gears: one static variant per batch size
+  --dynamic-dims='seq=16,32;len=8'  gears: values of other symbolic dims
+  --verify-each           run the verifier after every pass
+  --print-after=p1,p2     print the graph after these passes (stderr)
+  --print-after-all       print the graph after every pass (stderr)
+  --time-passes           a table of time per pass (stderr)
+  --stats                 each pass's counters (stderr)
+  --inline-constants      print all constants inline
 )",
     Opt};
 

@@ -79,7 +79,7 @@ int Run(const std::vector<std::string>& args) {
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) return Fail("cannot create --output_dir '" + dir + "': " + ec.message());
+    if (ec) return Fail("cannot create --output-dir '" + dir + "': " + ec.message());
   }
   for (size_t i = 0; i < outputs->size(); ++i) {
     const std::string& name = g.outputs()[i]->name();
@@ -98,17 +98,17 @@ int Run(const std::vector<std::string>& args) {
 extern const Command kRunCommand;
 const Command kRunCommand = {
     "run", "run a model and write its outputs",
-    R"(usage: kiln run MODEL.onnx|MODEL.kir [--input NAME=FILE ...] [--output_dir=DIR]
+    R"(usage: kiln run MODEL.onnx|MODEL.kir [--input NAME=FILE ...] [--output-dir=DIR]
 
 Runs the model on the host reference executor. Each input is given as
 NAME=FILE, where FILE is a NumPy .npy file or an ONNX TensorProto .pb file.
-Prints each output's type and first values; with --output_dir, writes each
+Prints each output's type and first values; with --output-dir, writes each
 output as DIR/<output name>.npy (characters other than letters, digits,
 '_', '-' and '.' become '_').
 
 flags:
   --input NAME=FILE    an input (repeat for each input)
-  --output_dir=DIR     where to write the outputs
+  --output-dir=DIR     where to write the outputs
 )",
     Run};
 

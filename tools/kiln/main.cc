@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   // Collect --input, answer --help, and hand the rest to Abseil.
   std::string prog = std::string("kiln ") + cmd->name;
   std::vector<char*> rest = {prog.data()};
+  std::vector<std::string> owned;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h" || a == "--helpfull") {
@@ -76,8 +77,20 @@ int main(int argc, char** argv) {
       for (int j = i; j < argc; ++j) rest.push_back(argv[j]);
       break;
     }
+    // Flags are spelled with dashes (--print-after); Abseil names use '_'.
+    if (absl::StartsWith(a, "--") && a.size() > 2) {
+      size_t end = a.find('=');
+      if (end == std::string::npos) end = a.size();
+      for (size_t k = 2; k < end; ++k)
+        if (a[k] == '-') a[k] = '_';
+      owned.push_back(a);
+      rest.push_back(nullptr);  // filled below, once `owned` stops growing
+      continue;
+    }
     rest.push_back(argv[i]);
   }
+  for (size_t k = 0, o = 0; k < rest.size(); ++k)
+    if (!rest[k]) rest[k] = owned[o++].data();
   absl::SetProgramUsageMessage(cmd->summary);
   std::vector<char*> positional = absl::ParseCommandLine(static_cast<int>(rest.size()), rest.data());
   std::vector<std::string> args;

@@ -1,0 +1,74 @@
+//===- pass.h - Graph passes: the interface ---------------------*- C++ -*-===//
+//
+// A pass transforms a graph in place and says whether it changed anything.
+// Each pass is one header and one source named after what it does, with a
+// one-sentence definition of its semantics, and is registered under a text
+// name in pass_table.cc. Passes recurse into nested graphs themselves where
+// their semantics call for it.
+//
+// Options that a user sets on the command line (requested outputs, fold size
+// limit, gears) reach passes through PassOptions; statistics (nodes removed,
+// constants folded) go to the pass's PassStatistics.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/ir/graph.h"
+
+namespace kiln {
+
+struct PassOptions {
+  // prune: keep only these graph outputs (empty keeps all).
+  std::vector<std::string> outputs;
+  // fold-constants: do not create constants with more elements than this.
+  int64_t fold_max_elements = int64_t{1} << 22;  // 4 Mi elements
+  // gears: static values of symbolic dims, one variant per combination.
+  // dynamic_batch gives the leading dim of every input; dynamic_dims maps a
+  // symbol name to its values.
+  std::vector<int64_t> dynamic_batch;
+  std::map<std::string, std::vector<int64_t>> dynamic_dims;
+};
+
+// Named counters a pass reports ("nodes-removed", "constants-folded").
+class PassStatistics {
+ public:
+  void Add(absl::string_view counter, int64_t n = 1) { counters_[std::string(counter)] += n; }
+  const std::map<std::string, int64_t>& counters() const { return counters_; }
+  void Clear() { counters_.clear(); }
+
+ private:
+  std::map<std::string, int64_t> counters_;
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  // The registered name ("fold-constants").
+  virtual absl::string_view name() const = 0;
+  // Runs on `graph`; returns whether it changed anything.
+  virtual absl::StatusOr<bool> Run(Graph& graph) = 0;
+
+  void set_options(const PassOptions* options) { options_ = options; }
+  const PassOptions& options() const { return *options_; }
+  PassStatistics& stats() { return stats_; }
+
+ private:
+  static const PassOptions& DefaultOptions();
+  const PassOptions* options_ = &DefaultOptions();
+  PassStatistics stats_;
+};
+
+inline const PassOptions& Pass::DefaultOptions() {
+  static const PassOptions options;
+  return options;
+}
+
+}  // namespace kiln

@@ -1,0 +1,67 @@
+//===- pass_manager.h - Pipelines of passes ---------------------*- C++ -*-===//
+//
+// A PassManager runs a pipeline given as text:
+//
+//   pipeline := item (',' item)*
+//   item     := PASS-NAME | PIPELINE-NAME | 'fixpoint' ['<' N '>'] '(' pipeline ')'
+//
+// A fixpoint group repeats its pipeline until no pass in it changes the graph,
+// at most N times (default 16); hitting the cap is reported, not fatal. With
+// verify_each, the verifier runs after every pass and a failure names the
+// pass. print_after dumps the graph after the named passes; time_passes and
+// stats collect a table of time and counters per pass.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/ir/graph.h"
+#include "graph/passes/pass.h"
+
+namespace kiln {
+
+struct PassManagerOptions {
+  bool verify_each = false;
+  std::vector<std::string> print_after;
+  bool print_after_all = false;
+  int fixpoint_max_iterations = 16;
+  // Where --print-after dumps and warnings go (stderr when null).
+  std::ostream* dump = nullptr;
+};
+
+class PassManager {
+ public:
+  PassManager(PassOptions pass_options = {}, PassManagerOptions options = {});
+  ~PassManager();
+
+  // Appends a pipeline; errors on unknown names or bad syntax.
+  absl::Status AddPipeline(absl::string_view spec);
+  // Runs the pipeline on the model's graph.
+  absl::StatusOr<bool> Run(Model& model);
+
+  // A table of time per pass (runs, total, share), in first-run order.
+  std::string TimingReport() const;
+  // Counters per pass, in first-run order.
+  std::string StatsReport() const;
+
+ private:
+  struct Item;
+  struct PassRecord;
+  absl::Status Parse(absl::string_view spec, std::vector<Item>* items, int depth);
+  absl::StatusOr<bool> RunItems(std::vector<Item>& items, Model& model);
+  absl::StatusOr<bool> RunPass(PassRecord& rec, Model& model);
+  std::ostream& dump() const;
+
+  PassOptions pass_options_;
+  PassManagerOptions options_;
+  std::vector<Item> items_;
+  std::vector<std::unique_ptr<PassRecord>> records_;
+};
+
+}  // namespace kiln
