@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "graph/ir/dot.h"
 #include "graph/ir/printer.h"
 #include "graph/passes/pass_manager.h"
 #include "graph/passes/pass_registry.h"
@@ -12,6 +13,7 @@
 #include "tools/kiln/cli_util.h"
 
 ABSL_FLAG(std::string, o, "", "Output .kir file (default: standard output).");
+ABSL_FLAG(std::string, emit, "kir", "Output form: kir (text IR) or dot (Graphviz).");
 ABSL_FLAG(bool, inline_constants, false, "Print every constant inline instead of as a blob reference.");
 ABSL_FLAG(std::string, passes, "default", "Pipeline to run: pass names, named pipelines, fixpoint(...) groups.");
 ABSL_FLAG(std::vector<std::string>, outputs, {}, "prune: graph outputs to keep.");
@@ -86,8 +88,11 @@ int Opt(const std::vector<std::string>& args) {
   PrintOptions po;
   po.inline_all_constants = absl::GetFlag(FLAGS_inline_constants);
   std::string out_path = absl::GetFlag(FLAGS_o);
+  std::string emit = absl::GetFlag(FLAGS_emit);
+  if (emit != "kir" && emit != "dot") return Fail("--emit must be kir or dot, not '" + emit + "'");
   BlobStore blobs;
-  std::string text = PrintModel(*model, po, out_path.empty() ? nullptr : &blobs);
+  std::string text = emit == "dot" ? ToDot(*model->graph)
+                                   : PrintModel(*model, po, out_path.empty() ? nullptr : &blobs);
   if (out_path.empty()) {
     std::cout << text;
     return 0;
@@ -131,6 +136,7 @@ flags:
   --time-passes           a table of time per pass (stderr)
   --stats                 each pass's counters (stderr)
   --inline-constants      print all constants inline
+  --emit=kir|dot          the text IR (default) or a Graphviz graph
 )",
     Opt};
 
