@@ -312,5 +312,27 @@ TEST(MatMulOps, Det) {
   EXPECT_FALSE(bad.Infer().ok());
 }
 
+TEST(MatMulOps, EmptyDims) {
+  OneOp k0("MatMul", {Tensor(DType::kF32, {2, 0}), Tensor(DType::kF32, {0, 3})});
+  auto r = k0.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectNear(Floats((*r)[0]), {0, 0, 0, 0, 0, 0});
+  OneOp m0("MatMul", {Tensor(DType::kF32, {0, 4}), Ramp({4, 3})});
+  r = m0.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].dims(), (Dims{0, 3}));
+  OneOp g("Gemm", {Tensor(DType::kF32, {2, 0}), Tensor(DType::kF32, {0, 2}), F32T({1, 2}, {2})});
+  r = g.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectNear(Floats((*r)[0]), {1, 2, 1, 2});
+  auto e = RunEinsum("ij,jk->ik", {Tensor(DType::kF32, {2, 0}), Tensor(DType::kF32, {0, 2})});
+  ASSERT_TRUE(e.ok()) << e.status();
+  ExpectNear(Floats((*e)[0]), {0, 0, 0, 0});
+  OneOp d("Det", {Tensor(DType::kF32, {2, 0, 0})});
+  r = d.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectNear(Floats((*r)[0]), {1, 1});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -325,5 +325,21 @@ TEST(NormalizationOps, MeanVarianceNormalization) {
   }
 }
 
+TEST(NormalizationOps, EmptyInputs) {
+  for (const char* op : {"Softmax", "LogSoftmax", "LpNormalization", "MeanVarianceNormalization"}) {
+    OneOp o(op, {Tensor(DType::kF32, {0, 3, 1, 1})});
+    auto r = o.Run();
+    ASSERT_TRUE(r.ok()) << op << ": " << r.status();
+    EXPECT_EQ((*r)[0].numel(), 0);
+  }
+  OneOp ln("LayerNormalization", {Tensor(DType::kF32, {2, 0}), Tensor(DType::kF32, {0})}, {}, 3);
+  auto r = ln.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[1].dims(), (Dims{2, 1}));
+  OneOp lrn("LRN", {Tensor(DType::kF32, {1, 0, 2})});
+  lrn.Attr("size", Attribute::Int(3));
+  ASSERT_TRUE(lrn.Run().ok());
+}
+
 }  // namespace
 }  // namespace kiln

@@ -339,5 +339,31 @@ TEST(ReductionOps, SoftmaxCrossEntropyLoss) {
   EXPECT_NEAR((*r)[1].GetDouble(4), -lse1, 1e-5);  // row [1,1,1]: log(1/3)
 }
 
+TEST(ReductionOps, EmptyInputs) {
+  Tensor e(DType::kF32, {2, 0});
+  OneOp sum("ReduceSum", {e}, {I64({1})});
+  auto r = sum.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectNear(Floats((*r)[0]), {0, 0});
+  OneOp mx("ReduceMax", {e});
+  mx.Attr("axes", Attribute::Ints({1}));
+  r = mx.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(std::isinf((*r)[0].GetDouble(0)));
+  OneOp arg("ArgMax", {e});
+  arg.Attr("axis", Attribute::Int(1));
+  EXPECT_FALSE(arg.Run().ok());
+  OneOp hm("Hardmax", {e});
+  r = hm.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].numel(), 0);
+  OneOp cs("CumSum", {F32T({1}, {})}, {I64T({0}, {})});
+  EXPECT_FALSE(cs.Run().ok());
+  OneOp scalar("ReduceSum", {F32T({4}, {})});
+  r = scalar.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectNear(Floats((*r)[0]), {4});
+}
+
 }  // namespace
 }  // namespace kiln
