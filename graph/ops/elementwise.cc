@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 #include <type_traits>
 
@@ -1211,22 +1212,46 @@ absl::Status UpgradeDropout(Graph& g, Node* node, int64_t opset) {
       node->SetInput(1, owner.AddConstant(owner.UniqueName("ratio"), Tensor::Scalar<float>(ratio)));
   }
   if (opset >= 10 || node->num_outputs() < 2) return absl::OkStatus();
-  // Nothing to do when the mask is unused or only cast (a Cast of the bool
-  // mask gives what a Cast of the old 0/1 mask gave; this also keeps the
-  // rewrite from applying twice).
-  bool only_cast = true;
+  // A mask already used only by Casts needs nothing (a Cast of the bool mask
+  // gives what a Cast of the old 0/1 mask gave); this also keeps the rewrite
+  // from applying twice.
+  bool only_cast = node->output(1)->has_uses();
   for (const Use& u : node->output(1)->uses())
     if (!u.user || u.user->op() != "Cast") only_cast = false;
   if (only_cast) return absl::OkStatus();
   const Type& xt = UpgradeType(node->input(0));
   DType dt = xt.is_tensor() && xt.dtype() != DType::kUndefined ? xt.dtype() : DType::kF32;
-  Node* d = owner.AddNode("Dropout", node->inputs(), 2, "", node);
+  std::vector<Value*> inputs = node->inputs();
+  Value* y = node->output(0);
+  Value* m = node->output(1);
+  Type y_type = y->type(), m_type = m->type();
+  if (!y->has_uses() && !m->has_uses()) {
+    // While importing, later nodes find these outputs by name: the
+    // replacement keeps the names.
+    std::string y_name = y->name(), m_name = m->name();
+    std::vector<Node*> list = owner.NodeList();
+    Node* next = nullptr;
+    for (size_t i = 0; i + 1 < list.size(); ++i)
+      if (list[i] == node) next = list[i + 1];
+    std::map<std::string, Attribute> attrs;
+    for (const auto& [name, attr] : node->attrs()) attrs[name] = attr.Clone(&owner);
+    owner.EraseNode(node);
+    Node* d = owner.AddNode("Dropout", inputs, {y_name, owner.UniqueName(m_name)}, "", next);
+    for (auto& [name, attr] : attrs) d->SetAttr(name, std::move(attr));
+    Node* cast = owner.AddNode("Cast", {d->output(1)}, {m_name}, "", next);
+    cast->SetAttr("to", Attribute::Int(DTypeToOnnx(dt)));
+    d->output(0)->set_type(y_type);
+    cast->output(0)->set_type(m_type);
+    return absl::OkStatus();
+  }
+  Node* d = owner.AddNode("Dropout", inputs, 2, "", node);
   for (const auto& [name, attr] : node->attrs()) d->SetAttr(name, attr.Clone(&owner));
   Node* cast = owner.AddNode("Cast", {d->output(1)}, 1, "", node);
   cast->SetAttr("to", Attribute::Int(DTypeToOnnx(dt)));
-  d->output(0)->set_type(node->output(0)->type());
-  node->output(0)->ReplaceAllUsesWith(d->output(0));
-  node->output(1)->ReplaceAllUsesWith(cast->output(0));
+  d->output(0)->set_type(y_type);
+  cast->output(0)->set_type(m_type);
+  y->ReplaceAllUsesWith(d->output(0));
+  m->ReplaceAllUsesWith(cast->output(0));
   owner.EraseNode(node);
   return absl::OkStatus();
 }

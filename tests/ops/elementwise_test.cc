@@ -619,6 +619,33 @@ TEST(ElementwiseUpgrade, DropoutRatioAndFloatMask) {
   EXPECT_EQ(Doubles((*r)[1]), (std::vector<double>{1, 1}));
 }
 
+TEST(ElementwiseUpgrade, DropoutMaskKeepsNamesWhileImporting) {
+  // The importer upgrades a node before later nodes refer to its outputs
+  // by name, so the replacement must keep them.
+  Graph g;
+  Value* x = g.AddInput("x", Type::Tensor(DType::kF32, Shape::Static({2})));
+  Node* d = g.AddNode("Dropout", {x}, {"y", "m"});
+  d->output(1)->set_type(Type::Tensor(DType::kF32, Shape::Static({2})));
+  Node* after = g.AddNode("Exp", {x}, {"e"});
+  ASSERT_TRUE(Upgrade(g, d, 9).ok());
+  Value* y = g.Lookup("y");
+  Value* m = g.Lookup("m");
+  ASSERT_NE(y, nullptr);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(y->producer()->op(), "Dropout");
+  EXPECT_EQ(m->producer()->op(), "Cast");
+  EXPECT_EQ(m->producer()->input(0), y->producer()->output(1));
+  std::vector<Node*> order = g.NodeList();
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order[2], after);
+  g.AddOutput(g.AddNode("Add", {y, m}, 1)->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  Executor ex;
+  auto r = ex.Run(g, {F32({1, 2}, {2})});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Doubles((*r)[0]), (std::vector<double>{2, 3}));
+}
+
 TEST(ElementwiseUpgrade, CastStringTypeAndSeluDefaults) {
   Graph g;
   Value* x = g.AddInput("x", Type::Tensor(DType::kF32, Shape::Static({1})));
