@@ -740,52 +740,60 @@ absl::Status InferEinsum(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// Walks the whole label space with `dims` (innermost last), accumulating
+// the product of the operands into the output: out[...] += op0[...] * op1[...]
+// * .... Strides are per label (0 where a tensor does not use it). With the
+// output's last label innermost, a matmul-like contraction runs as i-k-j
+// row updates.
 template <typename T>
-void EinsumLoop(const std::vector<const T*>& ops, const std::vector<std::vector<int64_t>>& out_strides,
-                const std::vector<std::vector<int64_t>>& red_strides, const Dims& out_dims, const Dims& red_dims,
-                T* out) {
+void EinsumLoop(const std::vector<const T*>& ops, const std::vector<std::vector<int64_t>>& op_strides,
+                const std::vector<int64_t>& out_strides, const Dims& dims, T* out) {
   size_t nops = ops.size();
-  // Offsets of every point of the reduction space, per operand.
-  int64_t R = NumElements(red_dims);
-  std::vector<std::vector<int64_t>> roff(nops, std::vector<int64_t>(R));
-  {
-    std::vector<int64_t> idx(red_dims.size(), 0), off(nops, 0);
-    for (int64_t r = 0; r < R; ++r) {
-      for (size_t o = 0; o < nops; ++o) roff[o][r] = off[o];
-      for (int d = static_cast<int>(red_dims.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < red_dims[d]) {
-          for (size_t o = 0; o < nops; ++o) off[o] += red_strides[o][d];
-          break;
-        }
-        for (size_t o = 0; o < nops; ++o) off[o] -= red_strides[o][d] * (red_dims[d] - 1);
-        idx[d] = 0;
-      }
-    }
+  int D = static_cast<int>(dims.size());
+  if (D == 0) {
+    T p = ops[0][0];
+    for (size_t o = 1; o < nops; ++o) p *= ops[o][0];
+    out[0] += p;
+    return;
   }
-  int64_t total = NumElements(out_dims);
-  std::vector<int64_t> idx(out_dims.size(), 0), base(nops, 0);
-  for (int64_t i = 0; i < total; ++i) {
-    T acc = T(0);
+  if (NumElements(dims) == 0) return;
+  const int64_t n = dims[D - 1], so = out_strides[D - 1];
+  std::vector<int64_t> si(nops), off(nops, 0), idx(D - 1, 0);
+  for (size_t o = 0; o < nops; ++o) si[o] = op_strides[o][D - 1];
+  int64_t oo = 0;
+  int64_t outer = NumElements(Dims(dims.begin(), dims.end() - 1));
+  for (int64_t it = 0; it < outer; ++it) {
+    T* y = out + oo;
     if (nops == 2) {
-      const T* a = ops[0] + base[0];
-      const T* b = ops[1] + base[1];
-      const int64_t* ra = roff[0].data();
-      const int64_t* rb = roff[1].data();
-      for (int64_t r = 0; r < R; ++r) acc += a[ra[r]] * b[rb[r]];
+      const T* a = ops[0] + off[0];
+      const T* b = ops[1] + off[1];
+      const int64_t sa = si[0], sb = si[1];
+      if (so == 1 && sa == 0 && sb == 1) {
+        Axpy<T>(n, a[0], b, y);
+      } else if (so == 1 && sa == 1 && sb == 0) {
+        Axpy<T>(n, b[0], a, y);
+      } else if (so == 0) {
+        T acc = T(0);
+        for (int64_t j = 0; j < n; ++j) acc += a[j * sa] * b[j * sb];
+        y[0] += acc;
+      } else {
+        for (int64_t j = 0; j < n; ++j) y[j * so] += a[j * sa] * b[j * sb];
+      }
     } else {
-      for (int64_t r = 0; r < R; ++r) {
-        T p = ops[0][base[0] + roff[0][r]];
-        for (size_t o = 1; o < nops; ++o) p *= ops[o][base[o] + roff[o][r]];
-        acc += p;
+      for (int64_t j = 0; j < n; ++j) {
+        T p = ops[0][off[0] + j * si[0]];
+        for (size_t o = 1; o < nops; ++o) p *= ops[o][off[o] + j * si[o]];
+        y[j * so] += p;
       }
     }
-    out[i] = acc;
-    for (int d = static_cast<int>(out_dims.size()) - 1; d >= 0; --d) {
-      if (++idx[d] < out_dims[d]) {
-        for (size_t o = 0; o < nops; ++o) base[o] += out_strides[o][d];
+    for (int d = D - 2; d >= 0; --d) {
+      if (++idx[d] < dims[d]) {
+        oo += out_strides[d];
+        for (size_t o = 0; o < nops; ++o) off[o] += op_strides[o][d];
         break;
       }
-      for (size_t o = 0; o < nops; ++o) base[o] -= out_strides[o][d] * (out_dims[d] - 1);
+      oo -= out_strides[d] * (dims[d] - 1);
+      for (size_t o = 0; o < nops; ++o) off[o] -= op_strides[o][d] * (dims[d] - 1);
       idx[d] = 0;
     }
   }
@@ -841,25 +849,49 @@ absl::Status EinsumKernel(KernelContext& ctx) {
   std::vector<int> red_labels;
   for (const auto& [l, s] : size)
     if (std::find(out_labels.begin(), out_labels.end(), l) == out_labels.end()) red_labels.push_back(l);
-  Dims out_dims, red_dims;
-  std::vector<std::vector<int64_t>> ostr(n), rstr(n);
+  Dims out_dims;
   for (int l : out_labels) {
     auto it = size.find(l);
     out_dims.push_back(it == size.end() ? 1 : it->second);
-    for (int i = 0; i < n; ++i) ostr[i].push_back(stride[i].count(l) ? stride[i][l] : 0);
+  }
+  Dims ostr_by_pos = StridesOf(out_dims);
+  // Loop order: output labels, then reduced ones, with the output's last
+  // label innermost (the last reduced label when the output is a scalar).
+  std::vector<int> order;
+  std::vector<int64_t> order_ostr;
+  int inner = -1, inner_pos = -1;
+  if (!out_labels.empty()) {
+    inner = out_labels.back();
+    inner_pos = static_cast<int>(out_labels.size()) - 1;
+  }
+  for (size_t p = 0; p < out_labels.size(); ++p) {
+    if (static_cast<int>(p) == inner_pos) continue;
+    order.push_back(out_labels[p]);
+    order_ostr.push_back(ostr_by_pos[p]);
   }
   for (int l : red_labels) {
-    red_dims.push_back(size[l]);
-    for (int i = 0; i < n; ++i) rstr[i].push_back(stride[i].count(l) ? stride[i][l] : 0);
+    order.push_back(l);
+    order_ostr.push_back(0);
   }
-  DType cdt = IsFloat(dt) ? DType::kF64 : DType::kU64;
+  if (inner_pos >= 0) {
+    order.push_back(inner);
+    order_ostr.push_back(ostr_by_pos[inner_pos]);
+  }
+  Dims dims;
+  std::vector<std::vector<int64_t>> opstr(n);
+  for (int l : order) {
+    auto it = size.find(l);
+    dims.push_back(it == size.end() ? 1 : it->second);
+    for (int i = 0; i < n; ++i) opstr[i].push_back(stride[i].count(l) ? stride[i][l] : 0);
+  }
+  DType cdt = ComputeDType(dt);
   std::vector<Tensor> cin(n);
-  for (int i = 0; i < n; ++i) cin[i] = ctx.input(i).dtype() == cdt ? ctx.input(i) : CastTensor(ctx.input(i), cdt);
-  Tensor cy(cdt, out_dims);
+  for (int i = 0; i < n; ++i) cin[i] = ToCompute(ctx.input(i));
+  Tensor cy(cdt, out_dims);  // zero-initialized
   DispatchCompute(cdt, [&]<typename T>() {
     std::vector<const T*> ptrs;
     for (const Tensor& t : cin) ptrs.push_back(t.data<T>());
-    EinsumLoop<T>(ptrs, ostr, rstr, out_dims, red_dims, cy.data<T>());
+    EinsumLoop<T>(ptrs, opstr, order_ostr, dims, cy.data<T>());
   });
   ctx.set_output(0, FromCompute(cy, dt));
   return absl::OkStatus();
