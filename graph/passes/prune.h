@@ -2,10 +2,19 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
 #include "graph/passes/pass.h"
 
 namespace kiln {
+
+// Keeps only the outputs of `g` named in `keep` (in that order; an error
+// lists the real outputs when a name is not one), then removes what they do
+// not need. An empty `keep` changes nothing. Returns whether `g` changed.
+absl::StatusOr<bool> PruneToOutputs(Graph& g, const std::vector<std::string>& keep);
 
 std::unique_ptr<Pass> CreatePrunePass();
 

@@ -1,0 +1,122 @@
+//===- rewrite_helpers.h - Helpers the graph passes share ------*- C++ -*-===//
+//
+// Small pieces that several passes need when they replace values: whether a
+// value is an output of the main graph (whose name is the model's
+// interface and must survive a rewrite), which ops are nondeterministic, a
+// table of every value name of a graph nest (a nested graph may not redefine
+// a name visible from its enclosing graphs, so new names must be unique
+// across the whole nest), and replacing a node's outputs by constants that
+// take over the outputs' names.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "graph/ir/graph.h"
+
+namespace kiln {
+
+// True when `v` is an output of a graph that has no enclosing graph.
+inline bool IsRootGraphOutput(const Value* v) {
+  for (const Use& u : v->uses())
+    if (!u.user && u.graph && !u.graph->parent()) return true;
+  return false;
+}
+
+// Ops whose outputs differ between runs with the same inputs.
+inline bool IsNondeterministicOp(const Node& n) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
+  const std::string& op = n.op();
+  return op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" ||
+         op == "RandomUniformLike" || op == "Bernoulli" || op == "Multinomial";
+}
+
+// True when `g` or a graph nested in it holds a nondeterministic op.
+inline bool HasNondeterministicOp(const Graph& g) {
+  for (const Node* n : g.nodes()) {
+    if (IsNondeterministicOp(*n)) return true;
+    for (const Graph* s : n->subgraphs())
+      if (HasNondeterministicOp(*s)) return true;
+  }
+  return false;
+}
+
+// Every value name of a graph nest, with how many values hold it (sibling
+// graphs may reuse names). Names generated through Fresh() are unique across
+// the nest, not only along the enclosing chain as Graph::UniqueName is.
+class NameTable {
+ public:
+  explicit NameTable(const Graph& root) { Collect(root); }
+
+  // True when no value of the nest other than (possibly) one holds `name`.
+  bool AtMostOne(const std::string& name) const {
+    auto it = count_.find(name);
+    return it == count_.end() || it->second <= 1;
+  }
+  bool Contains(const std::string& name) const { return count_.contains(name); }
+  void Take(const std::string& name) { ++count_[name]; }
+  // A new name from `hint`, unused anywhere in the nest; recorded as taken.
+  std::string Fresh(Graph& g, absl::string_view hint) {
+    for (;;) {
+      std::string name = g.UniqueName(hint);
+      if (!count_.contains(name)) {
+        count_[name] = 1;
+        return name;
+      }
+    }
+  }
+
+ private:
+  void Collect(const Graph& g) {
+    for (const Value* v : g.Values()) ++count_[v->name()];
+    for (const Node* n : g.nodes())
+      for (const Graph* s : n->subgraphs()) Collect(*s);
+  }
+  absl::flat_hash_map<std::string, int> count_;
+};
+
+// Redirects the uses of every output of `n` and erases `n`. Output i goes to
+// `values[i]` when that is non-null, else to a new constant holding
+// `tensors[i]` that takes the output's name (a fresh one when another value
+// of the nest shares it). Outputs without uses need neither. Returns the
+// replacement of each output (null for unused outputs without a value).
+inline std::vector<Value*> ReplaceNodeOutputs(Graph& g, Node* n, const std::vector<Value*>& values,
+                                              const std::vector<Tensor>& tensors, NameTable& names) {
+  struct Pending {
+    int index;
+    Value* temp;
+    std::string name;
+  };
+  std::vector<Value*> result(n->num_outputs(), nullptr);
+  std::vector<Pending> pending;
+  for (int i = 0; i < n->num_outputs(); ++i) {
+    Value* out = n->output(i);
+    Value* repl = i < static_cast<int>(values.size()) ? values[i] : nullptr;
+    if (repl) {
+      if (out->has_uses()) out->ReplaceAllUsesWith(repl);
+      result[i] = repl;
+      continue;
+    }
+    if (!out->has_uses() || i >= static_cast<int>(tensors.size()) || !tensors[i].defined()) continue;
+    // The output's name is free only once the node is gone: park the uses
+    // on a temporary constant meanwhile.
+    Value* temp = g.AddConstant(g.UniqueName("fold.tmp"), tensors[i]);
+    out->ReplaceAllUsesWith(temp);
+    pending.push_back({i, temp, out->name()});
+  }
+  g.EraseNode(n);
+  for (Pending& p : pending) {
+    std::string name = names.AtMostOne(p.name) && !g.NameInUse(p.name) ? p.name : names.Fresh(g, p.name);
+    Value* c = g.AddConstant(name, p.temp->constant());
+    p.temp->ReplaceAllUsesWith(c);
+    g.EraseValue(p.temp);
+    result[p.index] = c;
+  }
+  return result;
+}
+
+}  // namespace kiln
