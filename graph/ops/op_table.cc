@@ -17,6 +17,7 @@ void RegisterAllOps(OpRegistry& r) {
   RegisterControlFlowOps(r);
   RegisterRecurrentOps(r);
   RegisterMiscOps(r);
+  RegisterCompositeOps(r);
 }
 
 }  // namespace kiln

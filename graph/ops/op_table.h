@@ -23,5 +23,6 @@ void RegisterGeneratorOps(OpRegistry& r);      // generator.cc: Constant, Consta
 void RegisterControlFlowOps(OpRegistry& r);    // control_flow.cc: If, Loop, Scan
 void RegisterRecurrentOps(OpRegistry& r);      // recurrent.cc: LSTM, GRU, RNN
 void RegisterMiscOps(OpRegistry& r);           // misc.cc: Resize, TopK, NMS, NonZero, Unique, quantization, strings, ...
+void RegisterCompositeOps(OpRegistry& r);      // composite.cc: kiln.Gelu, kiln.Attention
 
 }  // namespace kiln

@@ -1,11 +1,23 @@
-//===- simplify.h - algebraic simplification ---*- C++ -*-===//
+//===- simplify.h - Algebraic simplification --------------------*- C++ -*-===//
+//
+// simplify runs the algebraic patterns of patterns/algebraic.h over every
+// node, nested graphs included, and counts each pattern that applies.
+//
+//===----------------------------------------------------------------------===//
 #pragma once
 
 #include <memory>
 
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
 #include "graph/passes/pass.h"
 
 namespace kiln {
+
+// Applies the algebraic patterns to every node of `graph` and the graphs
+// nested in it, in node order; returns whether anything changed. Counts go
+// to `stats` (one counter per pattern) when it is not null.
+bool SimplifyGraph(Graph& graph, PassStatistics* stats);
 
 std::unique_ptr<Pass> CreateSimplifyPass();
 

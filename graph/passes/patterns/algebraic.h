@@ -1,0 +1,64 @@
+//===- algebraic.h - Algebraic simplification patterns ----------*- C++ -*-===//
+//
+// Local rewrites that remove work without changing any value: identities
+// (Identity, inference Dropout, x*1, x+0, x-0, x/1), chains that cancel or
+// compose (Transpose∘Transpose, Reshape∘Reshape, round-trip Casts,
+// Unsqueeze/Squeeze pairs) and ops that do nothing for their arguments
+// (Reshape/Flatten/Expand to the same shape, single-input Concat, a Slice
+// that takes everything, Pad with zero pads).
+//
+// Each pattern looks at one node (and its producers) and either leaves the
+// graph untouched or rewrites it; the simplify pass runs them all, and a
+// target may run any of them on its own.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <vector>
+
+#include "graph/ir/graph.h"
+
+namespace kiln::patterns {
+
+enum class RewriteResult {
+  kNoMatch,    // nothing changed
+  kRewritten,  // the node was changed in place and still exists
+  kErased,     // the node was replaced and erased
+};
+
+using RewriteFn = RewriteResult (*)(Node* node);
+
+struct AlgebraicPattern {
+  const char* counter;  // statistic counted when it applies ("identity-removed")
+  const char* op;       // the op (default domain) it looks at
+  RewriteFn apply;
+};
+
+// Every algebraic pattern, in the order the simplify pass tries them.
+const std::vector<AlgebraicPattern>& AlgebraicPatterns();
+
+RewriteResult RemoveIdentity(Node* n);           // Identity(x) -> x
+RewriteResult RemoveInferenceDropout(Node* n);   // Dropout(x) outside training -> x (mask: ones)
+RewriteResult RemoveMulByOne(Node* n);           // x*1, 1*x -> x
+RewriteResult RemoveAddZero(Node* n);            // x+0, 0+x -> x
+RewriteResult RemoveSubZero(Node* n);            // x-0 -> x
+RewriteResult RemoveDivByOne(Node* n);           // x/1 -> x
+RewriteResult ComposeTransposes(Node* n);        // Transpose(Transpose(x, p), q) -> Transpose(x, p∘q)
+RewriteResult RemoveIdentityTranspose(Node* n);  // Transpose(x, identity) -> x
+RewriteResult CollapseReshapes(Node* n);         // Reshape(Reshape(x, a), b) -> Reshape(x, b)
+RewriteResult RemoveSameShapeReshape(Node* n);   // Reshape/Flatten to the input's shape -> x
+RewriteResult RemoveSameDTypeCast(Node* n);      // Cast(x: T, to T) -> x
+RewriteResult RemoveRoundTripCast(Node* n);      // Cast(Cast(x: T, wider), T) -> x
+RewriteResult CollapseCasts(Node* n);            // Cast(Cast(x, wider), U) -> Cast(x, U)
+RewriteResult RemoveSqueezeOfUnsqueeze(Node* n); // Squeeze(Unsqueeze(x, a), a) -> x
+RewriteResult RemoveUnsqueezeOfSqueeze(Node* n); // Unsqueeze(Squeeze(x, a), a) -> x (dims a are 1)
+RewriteResult RemoveSameShapeExpand(Node* n);    // Expand(x, shape x already has) -> x
+RewriteResult RemoveSingleConcat(Node* n);       // Concat(x) -> x
+RewriteResult RemoveFullSlice(Node* n);          // Slice taking every element -> x
+RewriteResult RemoveZeroPad(Node* n);            // Pad(x, zeros) -> x
+
+// True when every value of dtype `from` converts to `to` and back exactly
+// (f32 -> f64, f16 -> f32, i8 -> i32, u8 -> f16, bool -> anything numeric).
+bool IsLosslessCast(DType from, DType to);
+
+}  // namespace kiln::patterns
