@@ -14,9 +14,10 @@
 // unknown, one that stays - static or symbolic - stays); this repeats until
 // the carried types stop changing. Each round starts from the types the body
 // had before, so nothing learnt from a too-precise round survives. A body that
-// has not settled after kLoopInferenceCap rounds keeps its declared carried
-// types (counted as "loop-fixpoint-capped"). Symbolic dims pass through as
-// the ops' rules give them (`batch` stays `batch`).
+// has not settled after kLoopInferenceCap rounds gets carried values of
+// unknown shape (keeping their dtypes when one more round confirms them, else
+// their declared types), counted as "loop-fixpoint-capped". Symbolic dims
+// pass through as the ops' rules give them (`batch` stays `batch`).
 //
 //===----------------------------------------------------------------------===//
 #include "graph/passes/infer_shapes.h"
@@ -220,8 +221,26 @@ class LoopAwareInference {
       }
       if (settled) return absl::OkStatus();
     }
-    // Not settled: infer once more with the carried inputs as declared.
+    // Not settled: give up the shapes of the carried values but keep their
+    // dtypes when one more round confirms them; else keep the declarations.
     ++report.loops_capped;
+    for (size_t k = 0; k < carried.size(); ++k) {
+      const Type& t = current[k];
+      Type general = t.is_tensor() && t.dtype() != DType::kUndefined ? Type::Tensor(t.dtype(), Shape()) : Type();
+      auto m = MergeTypes(declared[carried[k].body_input], general);
+      current[k] = m.ok() ? *m : declared[carried[k].body_input];
+    }
+    bind_inputs();
+    ++report.body_iterations;
+    KILN_RETURN_IF_ERROR(InferGraph(body));
+    bool dtypes_hold = true;
+    for (size_t k = 0; k < carried.size(); ++k) {
+      const Type& out = body.outputs()[carried[k].body_output]->type();
+      const Type& in = current[k];
+      if (in.is_tensor() && in.dtype() != DType::kUndefined && (!out.is_tensor() || out.dtype() != in.dtype()))
+        dtypes_hold = false;
+    }
+    if (dtypes_hold) return absl::OkStatus();
     for (size_t k = 0; k < carried.size(); ++k) current[k] = declared[carried[k].body_input];
     bind_inputs();
     ++report.body_iterations;

@@ -19,8 +19,9 @@
 
 namespace kiln {
 
-absl::StatusOr<bool> PruneToOutputs(Graph& g, const std::vector<std::string>& keep) {
-  if (keep.empty()) return false;
+absl::StatusOr<PruneReport> PruneToOutputs(Graph& g, const std::vector<std::string>& keep) {
+  PruneReport report;
+  if (keep.empty()) return report;
   absl::flat_hash_map<std::string, Value*> by_name;
   for (Value* v : g.outputs()) by_name.emplace(v->name(), v);
   std::vector<Value*> outputs;
@@ -35,13 +36,17 @@ absl::StatusOr<bool> PruneToOutputs(Graph& g, const std::vector<std::string>& ke
     }
     if (seen.insert(name).second) outputs.push_back(it->second);
   }
+  report.outputs_removed = static_cast<int64_t>(g.outputs().size() - outputs.size());
   bool changed = outputs != g.outputs();
   if (changed) {
     g.ClearOutputs();
     for (Value* v : outputs) g.AddOutput(v);
   }
   DceReport r = EliminateDeadCode(g);
-  return changed || r.nodes_removed > 0 || r.constants_removed > 0;
+  report.nodes_removed = r.nodes_removed;
+  report.constants_removed = r.constants_removed;
+  report.changed = changed || r.nodes_removed > 0 || r.constants_removed > 0;
+  return report;
 }
 
 namespace {
@@ -50,10 +55,11 @@ class PrunePass : public Pass {
  public:
   absl::string_view name() const override { return "prune"; }
   absl::StatusOr<bool> Run(Graph& graph) override {
-    size_t before = graph.outputs().size();
-    KILN_ASSIGN_OR_RETURN(bool changed, PruneToOutputs(graph, options().outputs));
-    if (graph.outputs().size() < before) stats().Add("outputs-removed", before - graph.outputs().size());
-    return changed;
+    KILN_ASSIGN_OR_RETURN(PruneReport r, PruneToOutputs(graph, options().outputs));
+    if (r.outputs_removed) stats().Add("outputs-removed", r.outputs_removed);
+    if (r.nodes_removed) stats().Add("nodes-removed", r.nodes_removed);
+    if (r.constants_removed) stats().Add("constants-removed", r.constants_removed);
+    return r.changed;
   }
 };
 
