@@ -1,13 +1,65 @@
-//===- recognize_composites.cc - recognize LayerNorm, GELU, Softmax and attention patterns ---===//
+//===- recognize_composites.cc - Recognize composite subgraphs ------------===//
+//
+// A subgraph is replaced by a composite node when it computes exactly what
+// the composite computes (up to floating-point rounding) from values outside
+// it, and nothing outside it reads its intermediate values.
+//
+// Nodes are visited in order and each is offered, as the last node of a
+// subgraph, to the recognizers of its op. A composite created before a later
+// root (a Softmax recognized from Exp/ReduceSum/Div) takes part in that
+// root's match (attention) in the same sweep. Recognizers erase only the
+// matched subgraph and producers that become dead, which all come before
+// the root, so the sweep never meets an erased node.
+//
+//===----------------------------------------------------------------------===//
 #include "graph/passes/recognize_composites.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/passes/patterns/composite_recognizers.h"
+
 namespace kiln {
+namespace {
+
+using patterns::CompositeRecognizer;
+
+const std::map<std::string, std::vector<const CompositeRecognizer*>>& RecognizersByOp() {
+  static const auto* by_op = [] {
+    auto* m = new std::map<std::string, std::vector<const CompositeRecognizer*>>;
+    for (const CompositeRecognizer& r : patterns::CompositeRecognizers()) (*m)[r.op].push_back(&r);
+    return m;
+  }();
+  return *by_op;
+}
+
+}  // namespace
+
+bool RecognizeComposites(Graph& graph, PassStatistics* stats) {
+  const auto& by_op = RecognizersByOp();
+  bool changed = false;
+  for (Node* n : graph.NodeList()) {
+    for (Graph* sub : n->subgraphs()) changed |= RecognizeComposites(*sub, stats);
+    if (!n->domain().empty()) continue;
+    auto it = by_op.find(n->op());
+    if (it == by_op.end()) continue;
+    for (const CompositeRecognizer* r : it->second) {
+      if (!r->apply(n)) continue;
+      if (stats) stats->Add(r->counter);
+      changed = true;
+      break;
+    }
+  }
+  return changed;
+}
+
 namespace {
 
 class RecognizeCompositesPass : public Pass {
  public:
   absl::string_view name() const override { return "recognize-composites"; }
-  absl::StatusOr<bool> Run(Graph& graph) override { return false; }
+  absl::StatusOr<bool> Run(Graph& graph) override { return RecognizeComposites(graph, &stats()); }
 };
 
 }  // namespace

@@ -38,7 +38,10 @@ int64_t StaticElements(const Value* v) {
 
 std::optional<Tensor> EvaluateConstant(const Value* v, int max_depth, int64_t max_elements) {
   if (!v) return std::nullopt;
-  if (const Tensor* t = ConstantData(v)) return *t;
+  if (const Tensor* t = ConstantData(v)) {
+    if (t->numel() > max_elements) return std::nullopt;
+    return *t;
+  }
   Node* p = v->producer();
   if (!p || max_depth <= 0 || HasSubgraphs(p) || IsNondeterministic(*p)) return std::nullopt;
   int64_t n = StaticElements(v);
@@ -175,17 +178,28 @@ bool CanReplace(const Value* from, const Value* to) {
   return p && to->owner() == from->owner() && p->num_outputs() == 1 && !HasSubgraphs(p) && !IsGraphOutput(to);
 }
 
-void ReplaceNode(Node* node, const std::vector<Value*>& with) {
-  std::vector<std::pair<Value*, std::string>> renames;
+std::vector<Value*> ReplaceNode(Node* node, const std::vector<Value*>& with) {
+  std::vector<Value*> result(with.begin(), with.end());
+  result.resize(node->num_outputs(), nullptr);
+  std::vector<std::pair<int, std::string>> renames;
   for (int i = 0; i < node->num_outputs(); ++i) {
     Value* from = node->output(i);
-    Value* to = i < static_cast<int>(with.size()) ? with[i] : nullptr;
+    Value* to = result[i];
     if (!to) continue;
-    if (IsTopLevelOutput(from)) renames.emplace_back(to, from->name());
+    if (IsTopLevelOutput(from)) renames.emplace_back(i, from->name());
     from->ReplaceAllUsesWith(to);
   }
   EraseWithDeadInputs(node);
-  for (auto& [to, name] : renames) RenameOutput(to->producer(), 0, name);
+  std::vector<Value*> done;
+  for (auto& [i, name] : renames) {
+    Value* to = result[i];
+    if (std::find(done.begin(), done.end(), to) != done.end()) continue;  // one name per value
+    Value* renamed = RenameOutput(to->producer(), 0, name)->output(0);
+    for (Value*& r : result)
+      if (r == to) r = renamed;
+    done.push_back(renamed);
+  }
+  return result;
 }
 
 void EraseWithDeadInputs(Node* n) {

@@ -87,8 +87,10 @@ bool CanReplace(const Value* from, const Value* to);
 // Replaces every use of the outputs of `node` with `with` (one value per
 // output; null for an output without uses), erases `node` and then the
 // producers that no longer have any use. Top-level graph outputs keep their
-// names (the replacement takes the name). Callers check CanReplace first.
-void ReplaceNode(Node* node, const std::vector<Value*>& with);
+// names (the replacement takes the name, its producer being recreated).
+// Returns the replacement values as they are afterwards. Callers check
+// CanReplace first.
+std::vector<Value*> ReplaceNode(Node* node, const std::vector<Value*>& with);
 
 // Erases `n` (whose outputs must be unused), then every producer of its
 // inputs (and unused constants) that no longer has any use.
