@@ -209,8 +209,9 @@ void EraseWithDeadInputs(Node* n) {
     Node* m = work.back();
     work.pop_back();
     std::vector<Value*> inputs;
+    absl::flat_hash_set<const Value*> seen;
     for (Value* v : m->inputs())
-      if (v && std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
+      if (v && seen.insert(v).second) inputs.push_back(v);
     m->owner()->EraseNode(m);
     for (Value* v : inputs) {
       if (v->has_uses()) continue;
