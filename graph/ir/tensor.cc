@@ -117,6 +117,19 @@ Tensor CastTensor(const Tensor& t, DType to) {
       for (int64_t i = 0; i < n; ++i) {
         double v = 0;
         const std::string& s = src[i];
+        if constexpr (std::is_integral_v<U> && !std::is_same_v<U, bool>) {
+          // Integers parse exactly (beyond 2^53) when the text is an integer.
+          int64_t iv;
+          uint64_t uv;
+          if (absl::SimpleAtoi(s, &iv)) {
+            dst[i] = static_cast<U>(iv);
+            continue;
+          }
+          if (absl::SimpleAtoi(s, &uv)) {
+            dst[i] = static_cast<U>(uv);
+            continue;
+          }
+        }
         if (s == "INF" || s == "inf" || s == "+INF" || s == "+inf" || s == "Infinity")
           v = INFINITY;
         else if (s == "-INF" || s == "-inf" || s == "-Infinity")
@@ -138,6 +151,7 @@ Tensor CastTensor(const Tensor& t, DType to) {
         double v = ToDouble(src[i]);
         if (std::isnan(v)) dst[i] = "NaN";
         else if (std::isinf(v)) dst[i] = v > 0 ? "INF" : "-INF";
+        else if constexpr (std::is_same_v<T, bool>) dst[i] = src[i] ? "True" : "False";
         else if constexpr (std::is_integral_v<T>) dst[i] = absl::StrCat(src[i]);
         else dst[i] = ShortestString(src[i]);
       }
