@@ -1,0 +1,411 @@
+//===- default_pipeline_test.cc - The optimizer against the reference executor ---===//
+//
+// Every PyTorch-exported model (scripts/export_models.py, when /usr/bin/python3
+// has torch; else the ONNX test data's pytorch-converted models) gives the
+// same outputs after the `default` pipeline as before it, and no shape
+// plumbing (Shape, Gather of a shape), Identity or constant-only node
+// survives in it. The ONNX backend test data gives the same results after
+// each of the folding and cleanup passes as without them. Each of those
+// passes stays fast on a graph of 100k nodes.
+//
+//===----------------------------------------------------------------------===//
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/onnx/importer.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "graph/exec/executor.h"
+#include "graph/io/npy.h"
+#include "graph/ir/parser.h"
+#include "graph/passes/pass_manager.h"
+#include "graph/verifier/verifier.h"
+#include "gtest/gtest.h"
+#include "tools/conformance/conformance.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One model with its inputs, from either source.
+struct ModelCase {
+  std::string name;
+  std::string model_path;
+  std::vector<std::string> input_files;  // .npy or .pb, in graph-input order
+};
+
+std::string RepoRoot() {
+  std::string f = __FILE__;
+  size_t at = f.rfind("/tests/passes/");
+  return at == std::string::npos ? "." : f.substr(0, at);
+}
+
+bool HaveTorch() {
+  if (!fs::exists("/usr/bin/python3")) return false;
+  return std::system("/usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1") == 0;
+}
+
+absl::StatusOr<Tensor> ReadInput(const std::string& path) {
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".npy") return ReadNpy(path);
+  return onnx_import::ReadTensorProtoFile(path);
+}
+
+class DefaultPipelineTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cases_ = new std::vector<ModelCase>();
+    if (HaveTorch()) {
+      char tmpl[] = "/tmp/kiln-pipeline-models-XXXXXX";
+      if (char* dir = mkdtemp(tmpl)) {
+        dir_ = new std::string(dir);
+        std::string cmd = absl::StrCat("/usr/bin/python3 ", RepoRoot(), "/scripts/export_models.py ", *dir_,
+                                       " >", *dir_, "/export.log 2>&1");
+        if (std::system(cmd.c_str()) == 0) {
+          for (const auto& entry : fs::directory_iterator(*dir_)) {
+            if (!entry.is_directory()) continue;
+            ModelCase c;
+            c.name = entry.path().filename().string();
+            c.model_path = (entry.path() / "model.onnx").string();
+            std::ifstream names(entry.path() / "inputs.txt");
+            std::string line;
+            for (int i = 0; std::getline(names, line); ++i)
+              if (!line.empty()) c.input_files.push_back((entry.path() / absl::StrCat("input_", i, ".npy")).string());
+            cases_->push_back(std::move(c));
+          }
+        }
+      }
+    }
+    if (cases_->empty()) {
+      // The ONNX test data's PyTorch-converted models.
+      fs::path root = "/usr/share/libonnx-testdata/data/pytorch-converted";
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(root, ec)) {
+        fs::path data = entry.path() / "test_data_set_0";
+        if (!fs::exists(entry.path() / "model.onnx") || !fs::exists(data)) continue;
+        ModelCase c;
+        c.name = entry.path().filename().string();
+        c.model_path = (entry.path() / "model.onnx").string();
+        for (int i = 0; fs::exists(data / absl::StrCat("input_", i, ".pb")); ++i)
+          c.input_files.push_back((data / absl::StrCat("input_", i, ".pb")).string());
+        cases_->push_back(std::move(c));
+      }
+    }
+    std::sort(cases_->begin(), cases_->end(),
+              [](const ModelCase& a, const ModelCase& b) { return a.name < b.name; });
+  }
+
+  static void TearDownTestSuite() {
+    if (dir_) {
+      std::error_code ec;
+      fs::remove_all(*dir_, ec);
+    }
+    delete dir_;
+    dir_ = nullptr;
+    delete cases_;
+    cases_ = nullptr;
+  }
+
+  static std::vector<ModelCase>* cases_;
+  static std::string* dir_;
+};
+
+std::vector<ModelCase>* DefaultPipelineTest::cases_ = nullptr;
+std::string* DefaultPipelineTest::dir_ = nullptr;
+
+bool StaticInputs(const Graph& g) {
+  for (const Value* v : g.inputs())
+    if (!v->type().is_tensor() || !v->type().shape().ranked() || !v->type().shape().is_static()) return false;
+  return true;
+}
+
+bool IsShapeDerived(const Value* v) {
+  const Node* p = v ? v->producer() : nullptr;
+  return p && (p->op() == "Shape" || p->op() == "Size");
+}
+
+// What must not survive `default` in a model with static input shapes.
+std::vector<std::string> Leftovers(const Graph& g) {
+  std::vector<std::string> out;
+  for (const Node* n : g.nodes()) {
+    std::string label = absl::StrCat(n->QualifiedOp(), " '", n->name(), "'");
+    if (n->op() == "Shape" || n->op() == "Size") out.push_back(absl::StrCat("shape op ", label));
+    if (n->op() == "Gather" && IsShapeDerived(n->input(0))) out.push_back(absl::StrCat("gather of a shape ", label));
+    if (n->op() == "Identity") out.push_back(absl::StrCat("identity ", label));
+    bool all_constant = n->subgraphs().empty();
+    for (const Value* v : n->inputs()) all_constant &= !v || v->is_constant();
+    if (all_constant && n->op().rfind("Random", 0) != 0 && n->op() != "Bernoulli" && n->op() != "Multinomial")
+      out.push_back(absl::StrCat("constant-only ", label));
+    for (const Graph* s : n->subgraphs())
+      for (std::string& l : Leftovers(*s)) out.push_back(std::move(l));
+  }
+  return out;
+}
+
+int CountNodes(const Graph& g) {
+  int count = 0;
+  for (const Node* n : g.nodes()) {
+    ++count;
+    for (const Graph* s : n->subgraphs()) count += CountNodes(*s);
+  }
+  return count;
+}
+
+TEST_F(DefaultPipelineTest, SameOutputsAndNoShapePlumbing) {
+  ASSERT_FALSE(cases_->empty()) << "no models: neither torch nor the ONNX test data is installed";
+  for (const ModelCase& c : *cases_) {
+    SCOPED_TRACE(c.name);
+    auto model = onnx_import::ImportFile(c.model_path);
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::vector<Tensor> inputs;
+    for (const std::string& f : c.input_files) {
+      auto t = ReadInput(f);
+      ASSERT_TRUE(t.ok()) << t.status();
+      inputs.push_back(*std::move(t));
+    }
+    Executor before_exec;
+    auto expected = before_exec.Run(*model->graph, inputs);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+
+    int nodes_before = CountNodes(*model->graph);
+    PassManager pm;
+    ASSERT_TRUE(pm.AddPipeline("default").ok());
+    auto changed = pm.Run(*model);
+    ASSERT_TRUE(changed.ok()) << changed.status();
+    absl::Status v = VerifyModel(*model);
+    ASSERT_TRUE(v.ok()) << v;
+    std::cout << "[ models   ] " << c.name << ": " << nodes_before << " -> " << CountNodes(*model->graph)
+              << " nodes\n";
+
+    Executor after_exec;
+    auto actual = after_exec.Run(*model->graph, inputs);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    ASSERT_EQ(actual->size(), expected->size());
+    for (size_t i = 0; i < actual->size(); ++i) {
+      absl::Status s = CompareTensors((*expected)[i], (*actual)[i], 1e-4, 1e-5);
+      EXPECT_TRUE(s.ok()) << "output " << i << ": " << s;
+    }
+    if (StaticInputs(*model->graph)) {
+      std::vector<std::string> left = Leftovers(*model->graph);
+      EXPECT_TRUE(left.empty()) << left.size() << " nodes survive, the first: " << left[0];
+    }
+  }
+}
+
+//===--- The ONNX backend test data, pass by pass -------------------------===//
+
+// Names of the failing tests in a conformance report.
+std::set<std::string> Failures(const std::string& report) {
+  std::set<std::string> out;
+  std::istringstream in(report);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("FAIL ", 0) == 0) out.insert(line.substr(5, line.find(':') - 5));
+  return out;
+}
+
+absl::StatusOr<std::string> ConformanceReport(const std::string& pipeline) {
+  ConformanceOptions options;
+  options.progress = false;
+  ModelRunner runner = [pipeline](const Model& m, std::vector<Tensor> inputs) -> absl::StatusOr<std::vector<Tensor>> {
+    Model copy = m.Clone();
+    if (!pipeline.empty()) {
+      PassManager pm;
+      absl::Status s = pm.AddPipeline(pipeline);
+      if (!s.ok()) return s;
+      auto changed = pm.Run(copy);
+      if (!changed.ok()) return changed.status();
+      s = VerifyModel(copy);
+      if (!s.ok()) return absl::InternalError(absl::StrCat("invalid after ", pipeline, ": ", s.message()));
+    }
+    Executor exec;
+    return exec.Run(*copy.graph, std::move(inputs));
+  };
+  std::ostringstream out;
+  auto summary = RunConformance(options, runner, out);
+  if (!summary.ok()) return summary.status();
+  return out.str();
+}
+
+class PassConformanceTest : public testing::TestWithParam<const char*> {
+ protected:
+  static const std::string& Baseline() {
+    static const std::string* baseline = [] {
+      auto r = ConformanceReport("");
+      return new std::string(r.ok() ? *r : "");
+    }();
+    return *baseline;
+  }
+};
+
+TEST_P(PassConformanceTest, SameResultsAsUnoptimized) {
+  if (!fs::exists("/usr/share/libonnx-testdata/data/node")) GTEST_SKIP() << "no ONNX test data";
+  auto report = ConformanceReport(GetParam());
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::set<std::string> before = Failures(Baseline());
+  std::set<std::string> after = Failures(*report);
+  std::istringstream lines(*report);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("FAIL ", 0) != 0) continue;
+    std::string id = line.substr(5, line.find(':') - 5);
+    EXPECT_TRUE(before.count(id)) << "newly failing with " << GetParam() << ": " << line;
+  }
+  for (const std::string& id : before)
+    EXPECT_TRUE(after.count(id)) << id << " fails without the passes but passes with " << GetParam()
+                                 << " (the baseline is suspect)";
+}
+
+INSTANTIATE_TEST_SUITE_P(Pipelines, PassConformanceTest,
+                         testing::Values("infer-shapes", "fold-constants", "infer-shapes,fold-constants,dce", "cse",
+                                         "dce", "eliminate-dead-branches",
+                                         "infer-shapes,eliminate-dead-branches,dce", "dedup-constants", "cleanup",
+                                         "default"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+//===--- The FileCheck inputs keep their meaning ----------------------------===//
+
+// A tensor for a graph input: symbolic dims are 2, unknown ones 3; floats
+// are pseudo-random, integers 2 (trip counts), booleans true.
+Tensor MakeInput(const Type& type, uint32_t* seed) {
+  Dims dims;
+  if (type.shape().ranked()) {
+    for (const Dim& d : type.shape().dims()) dims.push_back(d.is_static() ? d.value() : d.is_symbolic() ? 2 : 3);
+  } else {
+    dims = {3};
+  }
+  Tensor t(type.dtype(), dims);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    *seed = *seed * 1664525u + 1013904223u;
+    double r = static_cast<double>(*seed >> 8) / (1 << 24) * 2 - 1;
+    switch (type.dtype()) {
+      case DType::kF32: t.data<float>()[i] = static_cast<float>(r); break;
+      case DType::kF64: t.data<double>()[i] = r; break;
+      case DType::kI64: t.data<int64_t>()[i] = 2; break;
+      case DType::kI32: t.data<int32_t>()[i] = 2; break;
+      case DType::kBool: t.data<bool>()[i] = true; break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+// The pipeline of a FileCheck test's first RUN line.
+std::string PipelineOf(const std::string& text) {
+  size_t at = text.find("--passes=");
+  if (at == std::string::npos) return "";
+  size_t end = text.find_first_of(" \n", at);
+  return text.substr(at + 9, end - at - 9);
+}
+
+TEST(KirTestsTest, PassesKeepWhatTheTestGraphsCompute) {
+  const char* mine[] = {"infer-shapes", "fold-constants", "cse", "dce", "prune", "eliminate-dead-branches",
+                        "dedup-constants"};
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(RepoRoot()) / "tests" / "passes")) {
+    std::string file = entry.path().filename().string();
+    if (entry.path().extension() != ".kir") continue;
+    bool ours = false;
+    for (const char* p : mine) ours |= file.rfind(p, 0) == 0;
+    if (!ours) continue;
+    SCOPED_TRACE(file);
+    std::ifstream in(entry.path());
+    std::stringstream buf;
+    buf << in.rdbuf();
+    auto model = ParseModel(buf.str(), file);
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::string pipeline = PipelineOf(buf.str());
+    ASSERT_FALSE(pipeline.empty());
+    uint32_t seed = 1;
+    std::vector<Tensor> inputs;
+    for (const Value* v : model->graph->inputs()) inputs.push_back(MakeInput(v->type(), &seed));
+    Executor before_exec;
+    auto expected = before_exec.Run(*model->graph, inputs);
+    if (!expected.ok()) continue;  // a graph that fails on purpose
+    PassOptions options;
+    if (pipeline == "prune") options.outputs = {model->graph->outputs()[0]->name()};
+    PassManager pm(options);
+    ASSERT_TRUE(pm.AddPipeline(pipeline).ok());
+    auto changed = pm.Run(*model);
+    if (!changed.ok()) continue;  // an error test
+    absl::Status v = VerifyModel(*model);
+    ASSERT_TRUE(v.ok()) << v;
+    Executor after_exec;
+    auto actual = after_exec.Run(*model->graph, inputs);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    ASSERT_LE(actual->size(), expected->size());
+    for (size_t i = 0; i < actual->size(); ++i) {
+      absl::Status s = CompareTensors((*expected)[i], (*actual)[i], 0, 0);
+      EXPECT_TRUE(s.ok()) << "output " << i << " after " << pipeline << ": " << s;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+//===--- Scaling ----------------------------------------------------------===//
+
+// A chain of `n` nodes over one input with a constant-only side chain every
+// few nodes, a duplicated node, a dead branch and an If on a constant: work
+// for every pass.
+Model BigModel(int n) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", Type::Tensor(DType::kF32, Shape::Static({4})));
+  Value* c = g.AddConstant("c", Tensor::FromVector<float>({1, 2, 3, 4}, {4}));
+  Value* cur = x;
+  for (int i = 0; i < n / 4; ++i) {
+    Value* k = g.AddConstant(absl::StrCat("k", i), Tensor::FromVector<float>({1, 2, 3, 4}, {4}));
+    Value* folded = g.AddNode("Mul", {c, k}, 1)->output(0);
+    Value* a = g.AddNode("Add", {cur, folded}, 1)->output(0);
+    Value* b = g.AddNode("Relu", {a}, 1)->output(0);
+    g.AddNode("Relu", {a}, 1);  // dead duplicate
+    cur = b;
+    if (i % 100 == 0) {  // an If on a constant
+      Value* t = g.AddConstant(absl::StrCat("t", i), Tensor::Scalar<bool>(true));
+      Node* f = g.AddNode("If", {t}, 1);
+      auto then_g = std::make_unique<Graph>(absl::StrCat("then", i), &g);
+      then_g->AddOutput(then_g->AddNode("Neg", {cur}, 1)->output(0));
+      auto else_g = std::make_unique<Graph>(absl::StrCat("else", i), &g);
+      else_g->AddOutput(cur);
+      f->SetAttr("then_branch", Attribute::GraphValue(std::move(then_g)));
+      f->SetAttr("else_branch", Attribute::GraphValue(std::move(else_g)));
+      cur = f->output(0);
+    }
+  }
+  g.AddOutput(cur);
+  return m;
+}
+
+TEST(PassScalingTest, HundredThousandNodes) {
+  const char* pipelines[] = {"infer-shapes", "fold-constants", "cse", "dce", "eliminate-dead-branches",
+                             "dedup-constants", "cleanup"};
+  for (const char* p : pipelines) {
+    Model m = BigModel(100000);
+    PassManager pm;
+    ASSERT_TRUE(pm.AddPipeline(p).ok());
+    auto start = std::chrono::steady_clock::now();
+    auto changed = pm.Run(m);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(changed.ok()) << p << ": " << changed.status();
+    std::cout << "[ scaling  ] " << p << ": " << seconds * 1e3 << " ms, " << m.graph->num_nodes() << " nodes left\n";
+    EXPECT_LT(seconds, 20.0) << p << " is too slow on 100k nodes";
+  }
+}
+
+}  // namespace
+}  // namespace kiln
