@@ -18,6 +18,7 @@ void RegisterAllOps(OpRegistry& r) {
   RegisterRecurrentOps(r);
   RegisterMiscOps(r);
   RegisterCompositeOps(r);
+  RegisterFusedOps(r);
 }
 
 }  // namespace kiln

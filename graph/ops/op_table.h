@@ -24,5 +24,6 @@ void RegisterControlFlowOps(OpRegistry& r);    // control_flow.cc: If, Loop, Sca
 void RegisterRecurrentOps(OpRegistry& r);      // recurrent.cc: LSTM, GRU, RNN
 void RegisterMiscOps(OpRegistry& r);           // misc.cc: Resize, TopK, NMS, NonZero, Unique, quantization, strings, ...
 void RegisterCompositeOps(OpRegistry& r);      // composite.cc: kiln.Gelu, kiln.Attention
+void RegisterFusedOps(OpRegistry& r);          // fused.cc: kiln.Fused, kiln.GearDispatch (introduced by passes)
 
 }  // namespace kiln

@@ -1,0 +1,240 @@
+//===- outline.cc - Fusion groups become kiln.Fused nodes -----------------===//
+//
+// Four steps, so that no value is erased while something still reads it and
+// every outer name is free before a node takes it:
+//   1. per group, copy the members into a body and add a placeholder node
+//      that takes over every use of the members' results from outside;
+//   2. erase the members, and duplicated originals no one reads any more,
+//      last first;
+//   3. per group, the final kiln.Fused node: the placeholder's used outputs,
+//      under the names the members' results had;
+//   4. put the nodes in the partition's order.
+//
+//===----------------------------------------------------------------------===//
+#include "graph/passes/fusion/outline.h"
+
+#include <algorithm>
+#include <cassert>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "graph/passes/fusion/cost_model.h"
+
+namespace kiln::fusion {
+namespace {
+
+struct Pending {
+  Node* placeholder = nullptr;
+  std::unique_ptr<Graph> body;
+  std::vector<std::string> names;  // of the members' results the group yields
+  std::vector<Value*> outputs;     // the same results inside the body
+  std::vector<Value*> inputs;      // what the group reads from outside
+  std::vector<Value*> leaving;     // the members' results read outside
+  absl::flat_hash_set<const Node*> copies;  // body nodes that copy duplicated members
+  std::string node_name, anchor;
+  GroupKind kind = GroupKind::kElementwise;
+};
+
+// Removes body nodes, constants and inputs nothing reads (after outputs were
+// dropped); returns which inputs stay.
+std::vector<bool> TrimBody(Graph& body) {
+  std::vector<Node*> nodes = body.NodeList();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    bool used = false;
+    for (const Value* o : (*it)->outputs()) used |= o->has_uses();
+    if (!used) body.EraseNode(*it);
+  }
+  for (Value* c : body.Constants())
+    if (!c->has_uses()) body.EraseValue(c);
+  std::vector<bool> keep;
+  for (const Value* in : body.inputs()) keep.push_back(in->has_uses());
+  for (int i = static_cast<int>(keep.size()) - 1; i >= 0; --i)
+    if (!keep[i]) body.RemoveInput(i);
+  return keep;
+}
+
+int64_t BytesSaved(const Graph& body, const absl::flat_hash_set<const Node*>& copies) {
+  absl::flat_hash_set<const Value*> outputs(body.outputs().begin(), body.outputs().end());
+  double saved = 0;
+  for (const Node* n : body.nodes()) {
+    for (const Value* v : n->outputs()) {
+      double b = StaticBytes(v);
+      int reads = 0;
+      for (const Use& u : v->uses()) reads += u.user != nullptr;
+      saved += reads * b;
+      if (!copies.contains(n) && !outputs.contains(v)) saved += b;
+    }
+  }
+  return static_cast<int64_t>(saved);
+}
+
+}  // namespace
+
+OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& names, int* body_count) {
+  OutlineReport report;
+  if (partition.groups.empty()) return report;
+  absl::flat_hash_map<const Node*, int> pos;
+  {
+    int i = 0;
+    for (Node* n : g.nodes()) pos[n] = i++;
+  }
+  absl::flat_hash_map<const Node*, int> owner;
+  std::vector<Node*> originals;  // owned and duplicated
+  for (size_t k = 0; k < partition.groups.size(); ++k) {
+    for (const Member& m : partition.groups[k].members) {
+      if (!m.duplicate) owner[m.node] = static_cast<int>(k);
+      originals.push_back(m.node);
+    }
+  }
+
+  // 1. Bodies, then placeholders.
+  std::vector<Pending> pending(partition.groups.size());
+  for (size_t k = 0; k < partition.groups.size(); ++k) {
+    const Group& group = partition.groups[k];
+    Pending& p = pending[k];
+    p.kind = group.kind;
+    p.node_name = group.anchor->name();
+    p.anchor = group.anchor->QualifiedOp();
+    p.body = std::make_unique<Graph>(absl::StrCat("fused_", (*body_count)++), &g);
+    Graph& body = *p.body;
+    auto leaves_group = [&](const Value* v) {
+      for (const Use& u : v->uses()) {
+        if (!u.user) return true;
+        auto it = owner.find(u.user);
+        if (it == owner.end() || it->second != static_cast<int>(k)) return true;
+      }
+      return false;
+    };
+    absl::flat_hash_map<const Value*, Value*> map;
+    std::vector<Value*>& inputs = p.inputs;
+    std::vector<Value*>& leaving = p.leaving;
+    for (const Member& m : group.members) {
+      Node* n = m.node;
+      std::vector<Value*> ins;
+      for (Value* v : n->inputs()) {
+        if (!v) {
+          ins.push_back(nullptr);
+          continue;
+        }
+        auto it = map.find(v);
+        if (it != map.end()) {
+          ins.push_back(it->second);
+          continue;
+        }
+        Value* b;
+        if (v->is_constant() && v->constant().defined() && v->constant().numel() <= kInlineConstantElements) {
+          b = body.AddConstant(names.Fresh(body, v->name()), v->constant());
+        } else {
+          b = body.AddInput(names.Fresh(body, v->name()), v->type());
+          inputs.push_back(v);
+        }
+        map[v] = b;
+        ins.push_back(b);
+      }
+      std::vector<std::string> out_names;
+      std::vector<bool> leaves;
+      for (Value* o : n->outputs()) {
+        bool l = !m.duplicate && leaves_group(o);
+        leaves.push_back(l);
+        out_names.push_back(m.duplicate || l ? names.Fresh(body, o->name()) : o->name());
+      }
+      Node* c = body.AddNode(n->op(), std::move(ins), std::move(out_names), n->domain());
+      c->set_name(n->name());
+      for (const auto& [name, a] : n->attrs()) c->SetAttr(name, a.Clone(&body));
+      for (int i = 0; i < n->num_outputs(); ++i) {
+        c->output(i)->set_type(n->output(i)->type());
+        map[n->output(i)] = c->output(i);
+        if (leaves[i]) {
+          leaving.push_back(n->output(i));
+          p.names.push_back(n->output(i)->name());
+          p.outputs.push_back(c->output(i));
+        }
+      }
+      if (m.duplicate) {
+        p.copies.insert(c);
+        ++report.nodes_duplicated;
+      } else {
+        ++report.nodes_fused;
+      }
+    }
+  }
+  // Bodies are copied from the untouched graph first: a group holding a copy
+  // of another group's member reads the copy, not the other group's result.
+  for (Pending& p : pending) {
+    p.placeholder = g.AddNode("Fused", p.inputs, static_cast<int>(p.leaving.size()), "kiln");
+    for (size_t i = 0; i < p.leaving.size(); ++i) p.placeholder->output(i)->set_type(p.leaving[i]->type());
+  }
+  for (Pending& p : pending)
+    for (size_t i = 0; i < p.leaving.size(); ++i) p.leaving[i]->ReplaceAllUsesWith(p.placeholder->output(i));
+
+  // 2. Members and unread originals, last first.
+  std::sort(originals.begin(), originals.end());
+  originals.erase(std::unique(originals.begin(), originals.end()), originals.end());
+  std::sort(originals.begin(), originals.end(), [&](const Node* a, const Node* b) { return pos[a] > pos[b]; });
+  absl::flat_hash_set<const Node*> erased;
+  for (Node* n : originals) {
+    bool used = false;
+    for (const Value* o : n->outputs()) used |= o->has_uses();
+    if (owner.contains(n)) {
+      // Every outside use went to the placeholder; inside uses are by later members.
+      assert(!used && "a fused member is still read");
+    } else if (used) {
+      continue;
+    } else {
+      ++report.duplicates_erased;
+    }
+    erased.insert(n);
+    g.EraseNode(n);
+  }
+
+  // 3. The final nodes.
+  std::vector<Node*> fused(pending.size(), nullptr);
+  for (size_t k = 0; k < pending.size(); ++k) {
+    Pending& p = pending[k];
+    Node* ph = p.placeholder;
+    std::vector<int> used;
+    for (int i = 0; i < ph->num_outputs(); ++i)
+      if (ph->output(i)->has_uses()) used.push_back(i);
+    if (used.empty()) {
+      g.EraseNode(ph);
+      continue;
+    }
+    std::vector<std::string> out_names;
+    p.body->ClearOutputs();
+    for (int i : used) {
+      out_names.push_back(p.names[i]);
+      p.body->AddOutput(p.outputs[i]);
+    }
+    std::vector<bool> keep = TrimBody(*p.body);
+    std::vector<Value*> ins;
+    for (int i = 0; i < ph->num_inputs(); ++i)
+      if (keep[i]) ins.push_back(ph->input(i));
+    Node* f = g.AddNode("Fused", std::move(ins), std::move(out_names), "kiln");
+    f->set_name(p.node_name);
+    for (size_t j = 0; j < used.size(); ++j) {
+      f->output(j)->set_type(ph->output(used[j])->type());
+      ph->output(used[j])->ReplaceAllUsesWith(f->output(j));
+    }
+    g.EraseNode(ph);
+    ++report.groups[static_cast<int>(p.kind)];
+    report.bytes_saved += BytesSaved(*p.body, p.copies);
+    f->SetAttr("kind", Attribute::String(std::string(GroupKindName(p.kind))));
+    f->SetAttr("anchor", Attribute::String(p.anchor));
+    f->SetAttr("body", Attribute::GraphValue(std::move(p.body)));
+    fused[k] = f;
+  }
+
+  // 4. Order.
+  for (const OrderItem& item : partition.order) {
+    Node* n = item.node ? (erased.contains(item.node) ? nullptr : item.node) : fused[item.group];
+    if (n) g.MoveNode(n, nullptr);
+  }
+  return report;
+}
+
+}  // namespace kiln::fusion
