@@ -29,6 +29,21 @@ namespace {
 
 //===--- Helpers ----------------------------------------------------------===//
 
+// Wrap inference and kernel functions so that a missing required input (the
+// first N) is an error rather than a null dereference.
+template <absl::Status (*F)(InferContext&), int N>
+absl::Status ReqI(InferContext& ctx) {
+  for (int i = 0; i < N; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("input ", i, " is missing");
+  return F(ctx);
+}
+template <absl::Status (*F)(KernelContext&), int N>
+absl::Status ReqK(KernelContext& ctx) {
+  for (int i = 0; i < N; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("input ", i, " is missing");
+  return F(ctx);
+}
+
 // Largest tensor a generator op may create from run-time values.
 constexpr int64_t kMaxGeneratedElements = int64_t{1} << 31;
 
@@ -274,7 +289,7 @@ absl::Status EyeLikeKernel(KernelContext& ctx) {
   auto dt = DTypeAttr(ctx.node(), "dtype", x.dtype());
   if (!dt.ok()) return ctx.Error(dt.status().message());
   if (!IsNumeric(*dt)) return ctx.Error("output dtype ", DTypeName(*dt), " is not numeric");
-  int64_t k = ctx.node().GetInt("k", 0);
+  int64_t k = std::clamp<int64_t>(ctx.node().GetInt("k", 0), -(int64_t{1} << 62), int64_t{1} << 62);
   int64_t rows = x.dim(0), cols = x.dim(1);
   Tensor& y = ctx.AllocOutput(0, *dt, x.dims());
   DispatchNumeric(*dt, [&]<typename T>() {
@@ -602,24 +617,24 @@ void RegisterGeneratorOps(OpRegistry& r) {
       .Infer(InferConstant).Kernel(ConstantKernel);
   r.Register("ConstantOfShape").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("value", AttrKind::kTensor, "f32 0")
-      .Infer(InferConstantOfShape).Kernel(ConstantOfShapeKernel);
+      .Infer(ReqI<InferConstantOfShape, 1>).Kernel(ReqK<ConstantOfShapeKernel, 1>);
   r.Register("Range").Inputs(3).Outputs(1).Class(OpClass::kOther)
-      .Infer(InferRange).Kernel(RangeKernel);
+      .Infer(ReqI<InferRange, 3>).Kernel(ReqK<RangeKernel, 3>);
   r.Register("EyeLike").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("dtype", AttrKind::kInt, "the input's dtype").Attr("k", AttrKind::kInt, "0")
-      .Infer(InferEyeLike).Kernel(EyeLikeKernel);
+      .Infer(ReqI<InferEyeLike, 1>).Kernel(ReqK<EyeLikeKernel, 1>);
   r.Register("OneHot").Inputs(3).Outputs(1).Class(OpClass::kOther)
       .Attr("axis", AttrKind::kInt, "-1")
-      .Infer(InferOneHot).Kernel(OneHotKernel);
+      .Infer(ReqI<InferOneHot, 3>).Kernel(ReqK<OneHotKernel, 3>);
   r.Register("HannWindow").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("output_datatype", AttrKind::kInt, "1 (f32)").Attr("periodic", AttrKind::kInt, "1")
-      .Infer(InferWindow).Kernel(HannWindowKernel);
+      .Infer(ReqI<InferWindow, 1>).Kernel(ReqK<HannWindowKernel, 1>);
   r.Register("HammingWindow").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("output_datatype", AttrKind::kInt, "1 (f32)").Attr("periodic", AttrKind::kInt, "1")
-      .Infer(InferWindow).Kernel(HammingWindowKernel);
+      .Infer(ReqI<InferWindow, 1>).Kernel(ReqK<HammingWindowKernel, 1>);
   r.Register("BlackmanWindow").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("output_datatype", AttrKind::kInt, "1 (f32)").Attr("periodic", AttrKind::kInt, "1")
-      .Infer(InferWindow).Kernel(BlackmanWindowKernel);
+      .Infer(ReqI<InferWindow, 1>).Kernel(ReqK<BlackmanWindowKernel, 1>);
   r.Register("RandomUniform").Inputs(0).Outputs(1).Class(OpClass::kOther)
       .Attr("dtype", AttrKind::kInt, "1 (f32)").Attr("high", AttrKind::kFloat, "1.0")
       .Attr("low", AttrKind::kFloat, "0.0").Attr("seed", AttrKind::kFloat, "kiln's fixed seed")
@@ -628,7 +643,7 @@ void RegisterGeneratorOps(OpRegistry& r) {
   r.Register("RandomUniformLike").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("dtype", AttrKind::kInt, "the input's dtype").Attr("high", AttrKind::kFloat, "1.0")
       .Attr("low", AttrKind::kFloat, "0.0").Attr("seed", AttrKind::kFloat, "kiln's fixed seed")
-      .Infer(InferRandomLike).Kernel(RandomUniformKernel<true>);
+      .Infer(ReqI<InferRandomLike, 1>).Kernel(ReqK<RandomUniformKernel<true>, 1>);
   r.Register("RandomNormal").Inputs(0).Outputs(1).Class(OpClass::kOther)
       .Attr("dtype", AttrKind::kInt, "1 (f32)").Attr("mean", AttrKind::kFloat, "0.0")
       .Attr("scale", AttrKind::kFloat, "1.0").Attr("seed", AttrKind::kFloat, "kiln's fixed seed")
@@ -637,14 +652,14 @@ void RegisterGeneratorOps(OpRegistry& r) {
   r.Register("RandomNormalLike").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("dtype", AttrKind::kInt, "the input's dtype").Attr("mean", AttrKind::kFloat, "0.0")
       .Attr("scale", AttrKind::kFloat, "1.0").Attr("seed", AttrKind::kFloat, "kiln's fixed seed")
-      .Infer(InferRandomLike).Kernel(RandomNormalKernel<true>);
+      .Infer(ReqI<InferRandomLike, 1>).Kernel(ReqK<RandomNormalKernel<true>, 1>);
   r.Register("Bernoulli").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("dtype", AttrKind::kInt, "the input's dtype").Attr("seed", AttrKind::kFloat, "kiln's fixed seed")
-      .Infer(InferBernoulli).Kernel(BernoulliKernel);
+      .Infer(ReqI<InferBernoulli, 1>).Kernel(ReqK<BernoulliKernel, 1>);
   r.Register("Multinomial").Inputs(1).Outputs(1).Class(OpClass::kOther)
       .Attr("dtype", AttrKind::kInt, "6 (i32)").Attr("sample_size", AttrKind::kInt, "1")
       .Attr("seed", AttrKind::kFloat, "kiln's fixed seed")
-      .Infer(InferMultinomial).Kernel(MultinomialKernel);
+      .Infer(ReqI<InferMultinomial, 1>).Kernel(ReqK<MultinomialKernel, 1>);
 }
 
 }  // namespace kiln

@@ -33,6 +33,21 @@ namespace {
 
 //===--- Helpers ----------------------------------------------------------===//
 
+// Wrap inference and kernel functions so that a missing required input (the
+// first N) is an error rather than a null dereference.
+template <absl::Status (*F)(InferContext&), int N>
+absl::Status ReqI(InferContext& ctx) {
+  for (int i = 0; i < N; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("input ", i, " is missing");
+  return F(ctx);
+}
+template <absl::Status (*F)(KernelContext&), int N>
+absl::Status ReqK(KernelContext& ctx) {
+  for (int i = 0; i < N; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("input ", i, " is missing");
+  return F(ctx);
+}
+
 OpCost MoveCost(const Node& node) {
   OpCost c;
   auto bytes = [](const Value* v) -> double {
@@ -43,6 +58,22 @@ OpCost MoveCost(const Node& node) {
   for (const Value* v : node.inputs()) c.bytes_read += bytes(v);
   for (const Value* v : node.outputs()) c.bytes_written += bytes(v);
   return c;
+}
+
+// Largest tensor a kernel allocates from run-time values.
+constexpr int64_t kMaxElements = int64_t{1} << 32;
+
+// Errors when an output shape computed from run-time values is too large to
+// allocate (zero dims do not hide huge ones: offset tables are per dim).
+absl::Status CheckOutputSize(const KernelContext& ctx, const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return ctx.Error("output dim ", d, " is negative");
+    if (d == 0) continue;
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+      return ctx.Error("output shape [", absl::StrJoin(dims, ","), "] is too large");
+  }
+  return absl::OkStatus();
 }
 
 std::string DimsText(const Dims& d) { return absl::StrCat("[", absl::StrJoin(d, ","), "]"); }
@@ -454,11 +485,13 @@ SliceRange ClampSlice(int64_t start, int64_t end, int64_t step, int64_t dim) {
   if (step > 0) {
     start = std::clamp<int64_t>(start, 0, dim);
     end = std::clamp<int64_t>(end, 0, dim);
-    r.count = end > start ? (end - start + step - 1) / step : 0;
+    r.count = end > start ? (end - start - 1) / step + 1 : 0;
   } else {
     start = std::clamp<int64_t>(start, 0, dim - 1);
     end = std::clamp<int64_t>(end, -1, dim - 1);
-    r.count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    // -step without overflow for step == INT64_MIN.
+    uint64_t back = static_cast<uint64_t>(-(step + 1)) + 1;
+    r.count = start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / back) + 1 : 0;
   }
   r.start = start;
   return r;
@@ -989,7 +1022,7 @@ absl::Status InferPad(InferContext& ctx) {
     if (out[d].is_static()) {
       if (out[d].value() + p < 0) return ctx.Error("pads make dim ", d, " negative");
       out[d] = Dim(out[d].value() + p);
-    } else if (p != 0 || (*pads)[d] != 0) {
+    } else if (p != 0) {
       out[d] = Dim();
     }
   }
@@ -1018,8 +1051,10 @@ absl::Status PadKernel(KernelContext& ctx) {
   OffsetTable offs(rank);
   for (int d = 0; d < rank; ++d) {
     int64_t n = x.dim(d), pb = pads[d], pe = pads[d + rank];
-    out[d] = n + pb + pe;
+    if (__builtin_add_overflow(n, pb, &out[d]) || __builtin_add_overflow(out[d], pe, &out[d]))
+      return ctx.Error("pads of dim ", d, " are too large");
     if (out[d] < 0) return ctx.Error("pads make dim ", d, " negative");
+    KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, Dims(out.begin(), out.begin() + d + 1)));
     if (n == 0 && out[d] > 0 && *mode != PadMode::kConstant)
       return ctx.Error("cannot pad an empty dim ", d, " in this mode");
     offs[d].resize(out[d]);
@@ -1092,7 +1127,8 @@ absl::Status TileKernel(KernelContext& ctx) {
   OffsetTable offs(rank);
   for (int d = 0; d < rank; ++d) {
     if (reps[d] < 0) return ctx.Error("repeats has a negative entry ", reps[d]);
-    out[d] = x.dim(d) * reps[d];
+    if (__builtin_mul_overflow(x.dim(d), reps[d], &out[d])) return ctx.Error("repeats are too large");
+    KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, Dims(out.begin(), out.begin() + d + 1)));
     offs[d].resize(out[d]);
     for (int64_t o = 0; o < out[d]; ++o) offs[d][o] = (o % x.dim(d)) * strides[d];
   }
@@ -1336,7 +1372,7 @@ absl::Status TriluKernel(KernelContext& ctx) {
   if (ctx.has_input(1)) {
     const Tensor& kt = ctx.input(1);
     if (!IsInteger(kt.dtype()) || kt.numel() != 1) return ctx.Error("k must be an integer scalar");
-    k = kt.GetInt(0);
+    k = std::clamp<int64_t>(kt.GetInt(0), -(int64_t{1} << 62), int64_t{1} << 62);
   }
   bool upper = ctx.node().GetInt("upper", 1) != 0;
   int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
@@ -1368,54 +1404,54 @@ absl::Status TriluKernel(KernelContext& ctx) {
 void RegisterMovementOps(OpRegistry& r) {
   r.Register("Transpose").Inputs(1).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("perm", AttrKind::kInts, "reversed axes")
-      .Infer(InferTranspose).Kernel(TransposeKernel).Cost(MoveCost);
+      .Infer(ReqI<InferTranspose, 1>).Kernel(ReqK<TransposeKernel, 1>).Cost(MoveCost);
   r.Register("Concat").Inputs(1, -1).Outputs(1).Class(OpClass::kDataMovement)
       .RequiredAttr("axis", AttrKind::kInt)
-      .Infer(InferConcat).Kernel(ConcatKernel).Cost(MoveCost).Upgrade(UpgradeConcat);
+      .Infer(ReqI<InferConcat, 1>).Kernel(ReqK<ConcatKernel, 1>).Cost(MoveCost).Upgrade(UpgradeConcat);
   r.Register("Split").Inputs(1, 2).Outputs(1, -1).Class(OpClass::kDataMovement)
       .Attr("axis", AttrKind::kInt, "0")
-      .Infer(InferSplit).Kernel(SplitKernel).Cost(MoveCost).Upgrade(UpgradeSplit);
+      .Infer(ReqI<InferSplit, 1>).Kernel(ReqK<SplitKernel, 1>).Cost(MoveCost).Upgrade(UpgradeSplit);
   r.Register("Slice").Inputs(3, 5).Outputs(1).Class(OpClass::kDataMovement)
-      .Infer(InferSlice).Kernel(SliceKernel).Cost(MoveCost).Upgrade(UpgradeSlice);
+      .Infer(ReqI<InferSlice, 3>).Kernel(ReqK<SliceKernel, 3>).Cost(MoveCost).Upgrade(UpgradeSlice);
   r.Register("Gather").Inputs(2).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("axis", AttrKind::kInt, "0")
-      .Infer(InferGather).Kernel(GatherKernel).Cost(MoveCost);
+      .Infer(ReqI<InferGather, 2>).Kernel(ReqK<GatherKernel, 2>).Cost(MoveCost);
   r.Register("GatherElements").Inputs(2).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("axis", AttrKind::kInt, "0")
-      .Infer(InferGatherElements).Kernel(GatherElementsKernel).Cost(MoveCost);
+      .Infer(ReqI<InferGatherElements, 2>).Kernel(ReqK<GatherElementsKernel, 2>).Cost(MoveCost);
   r.Register("GatherND").Inputs(2).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("batch_dims", AttrKind::kInt, "0")
-      .Infer(InferGatherND).Kernel(GatherNDKernel).Cost(MoveCost);
+      .Infer(ReqI<InferGatherND, 2>).Kernel(ReqK<GatherNDKernel, 2>).Cost(MoveCost);
   // Scatter (deprecated in opset 11) is ScatterElements without reduction.
   r.Register("Scatter").Inputs(3).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("axis", AttrKind::kInt, "0")
-      .Infer(InferScatterElements).Kernel(ScatterElementsKernel).Cost(MoveCost);
+      .Infer(ReqI<InferScatterElements, 3>).Kernel(ReqK<ScatterElementsKernel, 3>).Cost(MoveCost);
   r.Register("ScatterElements").Inputs(3).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("axis", AttrKind::kInt, "0").Attr("reduction", AttrKind::kString, "none")
-      .Infer(InferScatterElements).Kernel(ScatterElementsKernel).Cost(MoveCost);
+      .Infer(ReqI<InferScatterElements, 3>).Kernel(ReqK<ScatterElementsKernel, 3>).Cost(MoveCost);
   r.Register("ScatterND").Inputs(3).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("reduction", AttrKind::kString, "none")
-      .Infer(InferScatterND).Kernel(ScatterNDKernel).Cost(MoveCost);
+      .Infer(ReqI<InferScatterND, 3>).Kernel(ReqK<ScatterNDKernel, 3>).Cost(MoveCost);
   r.Register("Pad").Inputs(2, 3).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("mode", AttrKind::kString, "constant")
-      .Infer(InferPad).Kernel(PadKernel).Cost(MoveCost).Upgrade(UpgradePad);
+      .Infer(ReqI<InferPad, 2>).Kernel(ReqK<PadKernel, 2>).Cost(MoveCost).Upgrade(UpgradePad);
   r.Register("Tile").Inputs(2).Outputs(1).Class(OpClass::kDataMovement).Since(6)
-      .Infer(InferTile).Kernel(TileKernel).Cost(MoveCost);
+      .Infer(ReqI<InferTile, 2>).Kernel(ReqK<TileKernel, 2>).Cost(MoveCost);
   r.Register("DepthToSpace").Inputs(1).Outputs(1).Class(OpClass::kDataMovement)
       .RequiredAttr("blocksize", AttrKind::kInt).Attr("mode", AttrKind::kString, "DCR")
-      .Infer(InferDepthToSpace).Kernel(DepthToSpaceKernel).Cost(MoveCost);
+      .Infer(ReqI<InferDepthToSpace, 1>).Kernel(ReqK<DepthToSpaceKernel, 1>).Cost(MoveCost);
   r.Register("SpaceToDepth").Inputs(1).Outputs(1).Class(OpClass::kDataMovement)
       .RequiredAttr("blocksize", AttrKind::kInt)
-      .Infer(InferSpaceToDepth).Kernel(SpaceToDepthKernel).Cost(MoveCost);
+      .Infer(ReqI<InferSpaceToDepth, 1>).Kernel(ReqK<SpaceToDepthKernel, 1>).Cost(MoveCost);
   r.Register("Compress").Inputs(2).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("axis", AttrKind::kInt, "none: the input is flattened")
-      .Infer(InferCompress).Kernel(CompressKernel).Cost(MoveCost);
+      .Infer(ReqI<InferCompress, 2>).Kernel(ReqK<CompressKernel, 2>).Cost(MoveCost);
   r.Register("ReverseSequence").Inputs(2).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("time_axis", AttrKind::kInt, "0").Attr("batch_axis", AttrKind::kInt, "1")
-      .Infer(InferReverseSequence).Kernel(ReverseSequenceKernel).Cost(MoveCost);
+      .Infer(ReqI<InferReverseSequence, 2>).Kernel(ReqK<ReverseSequenceKernel, 2>).Cost(MoveCost);
   r.Register("Trilu").Inputs(1, 2).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("upper", AttrKind::kInt, "1")
-      .Infer(InferTrilu).Kernel(TriluKernel).Cost(MoveCost);
+      .Infer(ReqI<InferTrilu, 1>).Kernel(ReqK<TriluKernel, 1>).Cost(MoveCost);
 }
 
 }  // namespace kiln

@@ -28,6 +28,31 @@ namespace {
 
 //===--- Helpers ----------------------------------------------------------===//
 
+// Wrap inference and kernel functions so that a missing required input (the
+// first N) is an error rather than a null dereference.
+template <absl::Status (*F)(InferContext&), int N>
+absl::Status ReqI(InferContext& ctx) {
+  for (int i = 0; i < N; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("input ", i, " is missing");
+  return F(ctx);
+}
+template <absl::Status (*F)(KernelContext&), int N>
+absl::Status ReqK(KernelContext& ctx) {
+  for (int i = 0; i < N; ++i)
+    if (!ctx.has_input(i)) return ctx.Error("input ", i, " is missing");
+  return F(ctx);
+}
+
+// Largest tensor a kernel allocates from run-time values.
+constexpr int64_t kMaxElements = int64_t{1} << 32;
+
+// a * b, saturating at kMaxElements + 1 (both are >= 0).
+int64_t MulSat(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r) || r > kMaxElements) return kMaxElements + 1;
+  return r;
+}
+
 // Cost of an op that moves or views data: no arithmetic.
 OpCost MoveCost(const Node& node) {
   OpCost c;
@@ -80,7 +105,7 @@ Dim DimProduct(const std::vector<Dim>& dims, int b, int e) {
   for (int i = b; i < e; ++i) {
     if (dims[i].is_static()) {
       if (dims[i].value() == 0) return Dim(0);
-      p *= dims[i].value();
+      p = MulSat(p, dims[i].value());
     } else {
       ++non_static;
       sym = dims[i];
@@ -194,14 +219,14 @@ absl::StatusOr<Shape> ReshapeTarget(const Shape& in, const std::vector<int64_t>&
   int u_in = 0, u_out = 0;
   std::map<std::string, int> syms;  // input count minus output count
   for (const Dim& d : in.dims()) {
-    if (d.is_static()) p_in *= d.value();
+    if (d.is_static()) p_in = MulSat(p_in, d.value());
     else if (d.is_symbolic()) ++syms[d.symbol()];
     else ++u_in;
   }
   for (int i = 0; i < static_cast<int>(out.size()); ++i) {
     if (i == infer_at) continue;
     const Dim& d = out[i];
-    if (d.is_static()) p_out *= d.value();
+    if (d.is_static()) p_out = MulSat(p_out, d.value());
     else if (d.is_symbolic()) --syms[d.symbol()];
     else ++u_out;
   }
@@ -508,6 +533,9 @@ absl::Status ExpandKernel(KernelContext& ctx) {
     if (v < 0) return ctx.Error("shape has a negative dim ", v);
   auto dims = BroadcastDims(x.dims(), target);
   if (!dims.ok()) return ctx.Error(dims.status().message());
+  int64_t n = 1;
+  for (int64_t d : *dims) n = MulSat(n, d);
+  if (n > kMaxElements) return ctx.Error("output shape ", DimsText(*dims), " is too large");
   Tensor& y = ctx.AllocOutput(0, x.dtype(), *dims);
   DispatchBySize(x.dtype(), [&]<typename T>() { BroadcastCopy<T>(x.data<T>(), x.dims(), y.data<T>(), *dims); });
   return absl::OkStatus();
@@ -518,21 +546,21 @@ absl::Status ExpandKernel(KernelContext& ctx) {
 void RegisterShapeOps(OpRegistry& r) {
   r.Register("Shape").Inputs(1).Outputs(1).Class(OpClass::kShape)
       .Attr("start", AttrKind::kInt, "0").Attr("end", AttrKind::kInt, "rank")
-      .Infer(InferShape).Kernel(ShapeKernel).Cost(MetaCost);
+      .Infer(ReqI<InferShape, 1>).Kernel(ReqK<ShapeKernel, 1>).Cost(MetaCost);
   r.Register("Size").Inputs(1).Outputs(1).Class(OpClass::kShape)
-      .Infer(InferSize).Kernel(SizeKernel).Cost(MetaCost);
+      .Infer(ReqI<InferSize, 1>).Kernel(ReqK<SizeKernel, 1>).Cost(MetaCost);
   r.Register("Reshape").Inputs(2).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("allowzero", AttrKind::kInt, "0")
-      .Infer(InferReshape).Kernel(ReshapeKernel).Cost(MoveCost).Upgrade(UpgradeReshape);
+      .Infer(ReqI<InferReshape, 2>).Kernel(ReqK<ReshapeKernel, 2>).Cost(MoveCost).Upgrade(UpgradeReshape);
   r.Register("Flatten").Inputs(1).Outputs(1).Class(OpClass::kDataMovement)
       .Attr("axis", AttrKind::kInt, "1")
-      .Infer(InferFlatten).Kernel(FlattenKernel).Cost(MoveCost);
+      .Infer(ReqI<InferFlatten, 1>).Kernel(ReqK<FlattenKernel, 1>).Cost(MoveCost);
   r.Register("Squeeze").Inputs(1, 2).Outputs(1).Class(OpClass::kDataMovement)
-      .Infer(InferSqueeze).Kernel(SqueezeKernel).Cost(MoveCost).Upgrade(UpgradeAxesAttr);
+      .Infer(ReqI<InferSqueeze, 1>).Kernel(ReqK<SqueezeKernel, 1>).Cost(MoveCost).Upgrade(UpgradeAxesAttr);
   r.Register("Unsqueeze").Inputs(2).Outputs(1).Class(OpClass::kDataMovement)
-      .Infer(InferUnsqueeze).Kernel(UnsqueezeKernel).Cost(MoveCost).Upgrade(UpgradeAxesAttr);
+      .Infer(ReqI<InferUnsqueeze, 2>).Kernel(ReqK<UnsqueezeKernel, 2>).Cost(MoveCost).Upgrade(UpgradeAxesAttr);
   r.Register("Expand").Inputs(2).Outputs(1).Class(OpClass::kDataMovement)
-      .Infer(InferExpand).Kernel(ExpandKernel).Cost(MoveCost);
+      .Infer(ReqI<InferExpand, 2>).Kernel(ReqK<ExpandKernel, 2>).Cost(MoveCost);
 }
 
 }  // namespace kiln

@@ -2,6 +2,8 @@
 // inference, error paths and upgraders.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "graph/exec/executor.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
@@ -302,6 +304,189 @@ TEST(MovementOps, Trilu) {
   OneOp lo("Trilu", {In(Iota({2, 3}))});
   lo.Attr("upper", Attribute::Int(0));
   EXPECT_EQ(lo.RunInts(), (std::vector<int64_t>{0, 0, 0, 3, 4, 0}));
+}
+
+}  // namespace
+}  // namespace kiln
+
+//===--- Robustness: random inputs and attributes for every op of the shape,
+// movement and generator families. Inference and kernels must return errors
+// rather than crash, and when both succeed the kernel's result must fit the
+// inferred type.
+
+namespace kiln {
+namespace {
+
+std::vector<Tensor> TensorPool() {
+  std::vector<Tensor> p;
+  p.push_back(Iota({2, 3}));
+  p.push_back(Tensor::Scalar<float>(1.5f));
+  p.push_back(Tensor(DType::kF32, {0, 3}));
+  p.push_back(I64({1, -1}));
+  p.push_back(I64({0, 5, -7}));
+  p.push_back(Tensor::Scalar<int64_t>(2));
+  p.push_back(I64({INT64_MAX}));
+  p.push_back(I64({INT64_MIN, 3}));
+  p.push_back(Tensor::FromVector<int32_t>({0, 1, 1, 0}, {2, 2}));
+  p.push_back(Tensor::FromVector<bool>({true, false, true}, {3}));
+  Tensor s(DType::kString, {2});
+  s.data<std::string>()[0] = "x";
+  p.push_back(s);
+  p.push_back(I64({1, 1, 1, 1}));
+  p.push_back(I64({0, 1, 0, 1, 1, 0}));
+  p.push_back(Iota({1, 4, 2, 2}, DType::kF16));
+  p.push_back(I64({1, 0, 1, 1}, {2, 2}));
+  p.push_back(Iota({2, 2}, DType::kF64));
+  return p;
+}
+
+// Small index-like tensors, drawn more often for inputs after the first.
+std::vector<Tensor> IndexPool() {
+  return {I64({1, -1}), I64({0}), I64({1}), Tensor::Scalar<int64_t>(1), I64({0, 2}), I64({2, 3}),
+          I64({1, 0}, {2, 1}), I64({-1, 0}, {1, 2}), Tensor::Scalar<float>(3.0f), I64({2, 1, 2, 1}),
+          Tensor::FromVector<bool>({true, true}, {2}), Iota({2, 3}), Iota({1, 2})};
+}
+
+std::vector<Type> TypePool() {
+  return {Type(),
+          Type::Tensor(DType::kF32),
+          Type::Tensor(DType::kF32, Shape({Dim::Symbol("b"), 3})),
+          Type::Tensor(DType::kI64, Shape({Dim()})),
+          Type::Tensor(DType::kI64, Shape::Static({2})),
+          Type::Tensor(DType::kUndefined, Shape({Dim(), 4})),
+          Type::Tensor(DType::kF32, Shape::Scalar()),
+          Type::Sequence(Type::Tensor(DType::kF32))};
+}
+
+Attribute RandomAttr(AttrKind kind, std::mt19937& rng) {
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  switch (kind) {
+    case AttrKind::kInt: {
+      const int64_t v[] = {0, 1, -1, 2, 3, 5, -100, 7, 9};
+      return Attribute::Int(v[pick(9)]);
+    }
+    case AttrKind::kInts: {
+      const std::vector<int64_t> v[] = {{}, {0}, {1, 0}, {0, 1, 2}, {-1}, {2, 2}, {3, 3}};
+      return Attribute::Ints(v[pick(7)]);
+    }
+    case AttrKind::kFloat: return Attribute::Float(static_cast<float>(pick(3)) - 1.0f);
+    case AttrKind::kString: {
+      const char* v[] = {"", "constant", "reflect", "edge", "wrap", "add", "mul", "max", "DCR", "CRD", "bogus"};
+      return Attribute::String(v[pick(11)]);
+    }
+    case AttrKind::kTensor: {
+      const Tensor v[] = {Tensor::Scalar<float>(2), I64({4}), Tensor(DType::kString, {1}), I64({1, 2})};
+      return Attribute::TensorValue(v[pick(4)]);
+    }
+    case AttrKind::kFloats: return Attribute::Floats({1, 2});
+    case AttrKind::kStrings: return Attribute::Strings({"a"});
+    default: return Attribute::Int(0);
+  }
+}
+
+const char* const kFamilyOps[] = {
+    "Shape", "Size", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Transpose", "Concat", "Split",
+    "Slice", "Gather", "GatherElements", "GatherND", "Scatter", "ScatterElements", "ScatterND", "Pad", "Tile",
+    "DepthToSpace", "SpaceToDepth", "Compress", "ReverseSequence", "Trilu", "Constant", "ConstantOfShape",
+    "Range", "EyeLike", "OneHot", "HannWindow", "HammingWindow", "BlackmanWindow", "RandomUniform",
+    "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Bernoulli", "Multinomial"};
+
+TEST(FamilyRobustness, RandomInputsAndAttributes) {
+  std::vector<Tensor> tensors = TensorPool();
+  std::vector<Tensor> indices = IndexPool();
+  std::vector<Type> types = TypePool();
+  std::mt19937 rng(12345);
+  for (const char* op : kFamilyOps) {
+    const OpDef* def = OpRegistry::Global().Find("", op);
+    ASSERT_NE(def, nullptr) << op;
+    int max_in = def->max_inputs < 0 ? 3 : std::min(def->max_inputs, 5);
+    for (int trial = 0; trial < 1000; ++trial) {
+      Graph g;
+      int n_in = def->min_inputs + static_cast<int>(rng() % (max_in - def->min_inputs + 1));
+      bool constant = trial % 2 == 0;
+      std::vector<Value*> ins;
+      std::vector<const Tensor*> kin;
+      for (int i = 0; i < n_in; ++i) {
+        if (i > 0 && rng() % 8 == 0) {  // omitted input
+          ins.push_back(nullptr);
+          kin.push_back(nullptr);
+          continue;
+        }
+        const Tensor& t = i > 0 && rng() % 2 ? indices[rng() % indices.size()] : tensors[rng() % tensors.size()];
+        if (constant) {
+          ins.push_back(g.AddConstant(g.UniqueName("c"), t));
+        } else {
+          ins.push_back(g.AddInput(g.UniqueName("i"), types[rng() % types.size()]));
+        }
+        kin.push_back(&t);
+      }
+      int n_out = def->max_outputs < 0 ? 1 + static_cast<int>(rng() % 3) : def->min_outputs;
+      Node* node = g.AddNode(op, ins, n_out);
+      for (const AttrDef& a : def->attrs)
+        if (a.required || rng() % 2) node->SetAttr(a.name, RandomAttr(a.kind, rng));
+      absl::StatusOr<std::vector<Type>> inferred = InferNode(*def, *node);
+      if (!constant) continue;
+      KernelContext kctx(*node, kin);
+      absl::Status ks = def->kernel(kctx);
+      if (!ks.ok() || !inferred.ok()) continue;
+      for (int i = 0; i < n_out; ++i) {
+        if (!kctx.output(i).defined()) continue;
+        absl::Status c = CheckTensorMatchesType(kctx.output(i), (*inferred)[i], "output");
+        EXPECT_TRUE(c.ok()) << op << " trial " << trial << ": " << c;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Python's slice.indices(), the reference for Slice on one axis, with the
+// one difference the ONNX spec makes: with a negative step, a start before
+// the beginning is clamped to 0 (numpy gives an empty slice).
+std::vector<int64_t> PySlice(int64_t start, int64_t stop, int64_t step, int64_t n) {
+  int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? n : n - 1;
+  auto fix = [&](int64_t v, bool is_start) {
+    if (v < 0) {
+      v += n;
+      if (is_start && step < 0 && n > 0) v = std::max<int64_t>(v, 0);
+      else if (v < lower) v = lower;
+    } else if (v > upper) {
+      v = upper;
+    }
+    return v;
+  };
+  start = fix(start, true);
+  stop = fix(stop, false);
+  std::vector<int64_t> out;
+  for (__int128 i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(static_cast<int64_t>(i));
+  return out;
+}
+
+TEST(MovementOps, SliceMatchesPythonSlicing) {
+  std::mt19937 rng(7);
+  const int64_t edge[] = {INT64_MIN, INT64_MAX, INT32_MAX, -INT32_MAX};
+  auto pick = [&]() -> int64_t {
+    if (rng() % 6 == 0) return edge[rng() % 4];
+    return static_cast<int64_t>(rng() % 15) - 7;
+  };
+  for (int trial = 0; trial < 500; ++trial) {
+    int64_t n = rng() % 6;
+    int64_t start = pick(), stop = pick(), step = static_cast<int64_t>(rng() % 7) - 3;
+    if (step == 0) step = 1;
+    if (rng() % 8 == 0) step = rng() % 2 ? INT64_MAX : INT64_MIN;
+    OneOp op("Slice", {In(Iota({2, n}, DType::kI64)), Const(I64({start})), Const(I64({stop})), Const(I64({-1})),
+                       Const(I64({step}))});
+    auto r = op.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<int64_t> want;
+    for (int row = 0; row < 2; ++row)
+      for (int64_t i : PySlice(start, stop, step, n)) want.push_back(row * n + i);
+    EXPECT_EQ(Ints((*r)[0]), want) << "n=" << n << " slice(" << start << "," << stop << "," << step << ")";
+  }
 }
 
 }  // namespace
