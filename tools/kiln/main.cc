@@ -103,12 +103,13 @@ namespace kiln::cli {
 extern const Command kConformanceCommand;
 extern const Command kOptCommand;
 extern const Command kRunCommand;
+extern const Command kSimCommand;
 extern const Command kTargetsCommand;
 
 // The table of commands, in the order `kiln --help` lists them.
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      kOptCommand, kRunCommand, kConformanceCommand, kTargetsCommand,
+      kOptCommand, kRunCommand, kSimCommand, kConformanceCommand, kTargetsCommand,
   };
   return commands;
 }

@@ -1,0 +1,935 @@
+//===- device.cc - The SystemC model of the NPU ---------------------------===//
+//
+// One SystemC thread per pipe per core, one per stream, all spawned for the
+// duration of a Run() (SystemC elaborates once per process, so the model
+// spawns dynamic processes instead of building modules, and time runs on
+// across runs from an offset).
+//
+// Time advances by whole instructions: a pipe waits once for an
+// instruction's whole duration; the scalar unit runs ahead of simulated time
+// on a local clock (scalar instructions cost no SystemC wake-up at all) and
+// synchronizes only when it must: a full pipe queue, a barrier, a flag
+// on the scalar pipe, the end of a block, or every kSyncQuantum cycles.
+// One cycle is 1000 ps of SystemC time.
+//
+// HBM is a fluid bandwidth arbiter: the DMA transfers in flight share the
+// chip's bandwidth max-min fairly, each capped by its pipe's own rate, and
+// every start or finish re-plans the others' finishing times.
+//
+//===----------------------------------------------------------------------===//
+#define SC_INCLUDE_DYNAMIC_PROCESSES
+#include "sim/model/device.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <systemc>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/support/status.h"
+#include "sim/isa/asm.h"
+#include "sim/isa/verify.h"
+#include "sim/machine/machine.h"
+#include "sim/model/exec.h"
+
+// libsystemc's own main() calls sc_main. kiln never runs that main (the model
+// drives sc_start itself), but the shared library needs the symbol; weak, so
+// a program that has its own sc_main keeps it.
+__attribute__((weak)) int sc_main(int, char*[]) { return 0; }
+
+namespace kiln::sim {
+
+using sc_core::sc_event;
+using sc_core::sc_time;
+
+namespace {
+
+constexpr double kPsPerCycle = 1000.0;
+constexpr double kSyncQuantum = 4096;  // cycles the scalar unit may run ahead of simulated time
+
+void InitSystemC() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+    sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
+    sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+    sc_core::sc_report_handler::set_actions(sc_core::SC_WARNING, sc_core::SC_DO_NOTHING);
+  });
+}
+
+sc_time Cycles(double c) {
+  if (c <= 0) return sc_core::SC_ZERO_TIME;
+  return sc_time::from_value(static_cast<sc_dt::uint64>(std::ceil(c * kPsPerCycle - 1e-6)));
+}
+
+struct StreamOp {
+  enum Kind { kLaunch, kH2D, kD2H, kAicpu, kRecord, kWait } kind = kLaunch;
+  KernelId kernel = -1;
+  int64_t block_dim = 0;
+  std::vector<DevAddr> args;
+  DevAddr dev = 0;
+  void* host = nullptr;
+  const void* chost = nullptr;
+  int64_t bytes = 0;
+  std::string name;
+  double ops = 0;
+  std::function<absl::Status(Device&)> fn;
+  EventId event = -1;
+  int64_t target = 0;  // kWait: the record count to wait for
+};
+
+struct Issued {
+  const Inst* in;
+  int32_t pc;
+  double issue;  // cycles
+  std::array<int64_t, 4> addr;
+};
+
+struct LaunchState {
+  const Program* prog = nullptr;
+  KernelStats* stats = nullptr;
+  int64_t block_dim = 0;
+  int64_t next_block = 0;
+  int64_t done_blocks = 0;
+  std::vector<uint8_t*> gm;
+  sc_event done_ev;
+  bool finished = false;
+  std::set<int> cores;
+};
+
+struct PipeState {
+  std::deque<Issued> q;
+  sc_event pushed, popped;
+  bool busy = false;
+  double done = 0;  // cycles: when everything issued to this pipe has completed
+  const Issued* waiting = nullptr;  // the wait_flag it is blocked in, for deadlock reports
+};
+
+struct CoreState {
+  int id = 0;
+  std::array<PipeState, kNumPipes> pipes;
+  int flags[kNumPipes][kNumPipes][kNumEvents] = {};
+  std::deque<int64_t> flows[kNumPipes][kNumPipes][kNumEvents];
+  sc_event flag_ev[kNumPipes];
+  sc_event idle_ev;
+  std::array<std::vector<uint8_t>, 7> buf;
+  ExecContext ctx;
+  LaunchState* launch = nullptr;
+  int64_t block = -1;
+  std::vector<int64_t> regs;
+  int32_t scalar_pc = -1;
+  const char* scalar_state = nullptr;  // why the scalar unit is blocked, for deadlock reports
+  std::array<int64_t, 7> footprint{};
+  std::array<PipeStats, kNumPipes> stats{};
+};
+
+struct Xfer {
+  Xfer(double bytes, double cap) : remaining(bytes), cap(cap) {}
+  double remaining;
+  double cap;
+  double rate = 0;
+  sc_event done;
+};
+
+}  // namespace
+
+struct Device::Impl {
+  Machine machine;
+  DeviceMemory memory;
+  BufferSizes sizes;
+  std::vector<std::unique_ptr<Program>> programs;
+  std::vector<std::vector<StreamOp>> streams;
+  std::vector<int64_t> records_enqueued;
+  Trace trace;
+  int64_t run_count = 0;
+  Device* self = nullptr;
+
+  // ----- Per-run state -----
+  RunOptions opt;
+  sc_time t0;
+  sc_event abort_ev;
+  bool aborted = false;
+  absl::Status error;
+  bool shutdown = false;
+  int live_threads = 0;
+  int streams_done = 0;
+  std::vector<std::unique_ptr<CoreState>> cores;
+  std::deque<std::unique_ptr<LaunchState>> launches;
+  sc_event work_ev;
+  std::vector<int64_t> records_done;
+  std::vector<std::unique_ptr<sc_event>> event_evs;
+  std::vector<std::string> stream_state;
+  bool link_busy[2] = {false, false};
+  sc_event link_ev[2];
+  std::vector<bool> aicpu_busy;
+  sc_event aicpu_ev;
+  std::vector<Xfer*> xfers;
+  double hbm_last = 0;
+  int64_t next_flow = 0;
+  RunStats stats;
+  double hbm_bw = 0;
+
+  explicit Impl(const Machine& m) : machine(m), memory(m.chip().hbm_size_mib() << 20) {
+    const Core& k = m.core();
+    sizes.bytes[static_cast<int>(Space::kL1)] = k.l1_kib() << 10;
+    sizes.bytes[static_cast<int>(Space::kL0A)] = k.l0a_kib() << 10;
+    sizes.bytes[static_cast<int>(Space::kL0B)] = k.l0b_kib() << 10;
+    sizes.bytes[static_cast<int>(Space::kL0C)] = k.l0c_kib() << 10;
+    sizes.bytes[static_cast<int>(Space::kUb)] = k.ub_kib() << 10;
+  }
+
+  double Now() const { return static_cast<double>((sc_core::sc_time_stamp() - t0).value()) / kPsPerCycle; }
+
+  void Fail(absl::Status s) {
+    if (aborted) return;
+    aborted = true;
+    error = std::move(s);
+    abort_ev.notify(sc_core::SC_ZERO_TIME);
+  }
+  bool WaitCycles(double c) {
+    if (aborted) return false;
+    if (c > 0) sc_core::wait(Cycles(c), abort_ev);
+    return !aborted;
+  }
+  bool WaitUntil(double t) { return WaitCycles(t - Now()); }
+  bool WaitEvent(sc_event& e) {
+    if (aborted) return false;
+    sc_core::wait(e | abort_ev);
+    return !aborted;
+  }
+
+  template <typename F>
+  void Spawn(const std::string& name, F f) {
+    sc_core::sc_spawn_options o;
+    o.set_stack_size(512 * 1024);
+    ++live_threads;
+    sc_core::sc_spawn(
+        [this, f]() {
+          f();
+          --live_threads;
+        },
+        absl::StrCat("r", run_count, "_", name).c_str(), &o);
+  }
+
+  // ----- HBM -----
+  void HbmAdvance() {
+    double now = Now(), dt = now - hbm_last;
+    for (Xfer* x : xfers) x->remaining -= x->rate * dt;
+    hbm_last = now;
+  }
+  void HbmReplan() {
+    std::vector<Xfer*> order = xfers;
+    std::sort(order.begin(), order.end(), [](Xfer* a, Xfer* b) { return a->cap < b->cap; });
+    double left = hbm_bw, total = 0;
+    size_t n = order.size();
+    for (size_t i = 0; i < n; ++i) {
+      Xfer* x = order[i];
+      x->rate = std::min(x->cap, left / static_cast<double>(n - i));
+      left -= x->rate;
+      total += x->rate;
+      x->done.cancel();
+      x->done.notify(Cycles(std::max(0.0, x->remaining) / x->rate));
+    }
+    if (opt.trace) trace.Count(Trace::kHbm, "HBM GB/s", Now(), total * machine.chip().clock_mhz() / 1e3);
+  }
+  bool HbmTransfer(double bytes, double cap) {
+    if (bytes <= 0) return true;
+    Xfer x(bytes, cap);
+    HbmAdvance();
+    xfers.push_back(&x);
+    HbmReplan();
+    bool ok = true;
+    while (true) {
+      ok = WaitEvent(x.done);
+      if (!ok) break;
+      HbmAdvance();
+      if (x.remaining <= 1e-6 * bytes + 1e-9) break;
+      x.done.notify(Cycles(x.remaining / x.rate));
+    }
+    xfers.erase(std::find(xfers.begin(), xfers.end(), &x));
+    x.done.cancel();
+    if (ok) {
+      HbmAdvance();
+      HbmReplan();
+    }
+    return ok;
+  }
+
+  // ----- Cores -----
+  void NameCoreTracks(int core) {
+    for (int p = 0; p < kNumPipes; ++p)
+      trace.NameTrack(core, p, absl::StrCat("AI core ", core), PipeTraceName(static_cast<Pipe>(p)));
+  }
+
+  bool Drain(CoreState& c) {
+    while (true) {
+      double done = 0;
+      bool pending = false;
+      for (int p = 1; p < kNumPipes; ++p) {
+        pending |= !c.pipes[p].q.empty() || c.pipes[p].busy;
+        done = std::max(done, c.pipes[p].done);
+      }
+      if (pending) {
+        if (!WaitEvent(c.idle_ev)) return false;
+      } else if (done > Now()) {
+        if (!WaitUntil(done)) return false;
+      } else {
+        return true;
+      }
+    }
+  }
+
+  // The flag and barrier instructions, on pipe `p`.
+  bool Sync(CoreState& c, Pipe p, const Issued& x) {
+    const Inst& in = *x.in;
+    PipeState& ps = c.pipes[static_cast<int>(p)];
+    const Program* prog = c.launch->prog;
+    double start = Now();
+    int src = static_cast<int>(in.ops[0].imm), dst = static_cast<int>(in.ops[1].imm), id = static_cast<int>(in.ops[2].imm);
+    switch (in.op) {
+      case Op::kSetFlag: {
+        if (ps.done > Now() && !WaitUntil(ps.done)) return false;
+        if (!WaitCycles(static_cast<double>(machine.core().flag_latency_cycles()))) return false;
+        ++c.flags[src][dst][id];
+        int64_t flow = -1;
+        if (opt.trace) {
+          flow = next_flow++;
+          c.flows[src][dst][id].push_back(flow);
+        }
+        c.flag_ev[dst].notify();
+        trace.Instruction(c.id, p, prog, x.pc, start, Now(), false, flow, -1);
+        break;
+      }
+      case Op::kWaitFlag: {
+        ps.waiting = &x;
+        while (c.flags[src][dst][id] == 0)
+          if (!WaitEvent(c.flag_ev[dst])) return false;
+        ps.waiting = nullptr;
+        --c.flags[src][dst][id];
+        int64_t flow = -1;
+        if (opt.trace && !c.flows[src][dst][id].empty()) {
+          flow = c.flows[src][dst][id].front();
+          c.flows[src][dst][id].pop_front();
+        }
+        c.stats[static_cast<int>(p)].stall_cycles += Now() - start;
+        trace.Instruction(c.id, p, prog, x.pc, start, Now(), false, -1, flow);
+        break;
+      }
+      default:  // pipe_barrier on one pipe: wait for its outstanding work
+        if (ps.done > Now() && !WaitUntil(ps.done)) return false;
+        trace.Instruction(c.id, p, prog, x.pc, start, Now(), false);
+        break;
+    }
+    ++c.stats[static_cast<int>(p)].instructions;
+    return true;
+  }
+
+  bool ExecuteData(CoreState& c, Pipe p, const Issued& x) {
+    const Inst& in = *x.in;
+    PipeState& ps = c.pipes[static_cast<int>(p)];
+    Cost cost = InstCost(in, machine);
+    if (opt.functional) Execute(in, x.addr, c.ctx);
+    double start = Now();
+    PipeStats& st = c.stats[static_cast<int>(p)];
+    if (cost.dma) {
+      if (!HbmTransfer(static_cast<double>(cost.gm_bytes), cost.rate_cap)) return false;
+      ps.done = std::max(ps.done, Now() + cost.latency);
+      KernelStats* ks = c.launch->stats;
+      (cost.gm_write ? ks->hbm_write_bytes : ks->hbm_read_bytes) += cost.gm_bytes;
+    } else {
+      if (!WaitCycles(cost.latency + cost.busy)) return false;
+      ps.done = std::max(ps.done, Now());
+    }
+    st.busy_cycles += Now() - start;
+    ++st.instructions;
+    c.launch->stats->cube_macs += cost.macs;
+    if (opt.trace) {
+      trace.Instruction(c.id, p, c.launch->prog, x.pc, start, Now(), true);
+      std::array<Access, 4> acc;
+      int n = Accesses(in, x.addr, &acc);
+      for (int i = 0; i < n; ++i) {
+        int s = static_cast<int>(acc[i].space);
+        if (!acc[i].write || acc[i].space == Space::kGm || acc[i].end <= c.footprint[s]) continue;
+        c.footprint[s] = acc[i].end;
+        trace.Count(c.id, absl::StrCat(SpaceName(acc[i].space), " footprint KiB"), start, acc[i].end / 1024.0);
+      }
+    }
+    return true;
+  }
+
+  void PipeMain(CoreState& c, Pipe p) {
+    PipeState& ps = c.pipes[static_cast<int>(p)];
+    while (true) {
+      while (ps.q.empty()) {
+        if (shutdown || aborted) return;
+        if (!WaitEvent(ps.pushed)) return;
+      }
+      Issued x = ps.q.front();
+      ps.q.pop_front();
+      ps.popped.notify();
+      ps.busy = true;
+      if (x.issue > Now() && !WaitUntil(x.issue)) return;
+      bool sync = x.in->op == Op::kSetFlag || x.in->op == Op::kWaitFlag || x.in->op == Op::kPipeBarrier;
+      if (!(sync ? Sync(c, p, x) : ExecuteData(c, p, x))) return;
+      ps.busy = false;
+      if (ps.q.empty()) c.idle_ev.notify();
+    }
+  }
+
+  // Runs one block on core `c`; false when the run was aborted.
+  bool RunBlock(CoreState& c, LaunchState& L, int64_t block) {
+    const Program& p = *L.prog;
+    const Core& k = machine.core();
+    const double slat = static_cast<double>(k.scalar_latency_cycles());
+    const size_t depth = static_cast<size_t>(k.pipe_queue_depth());
+    c.launch = &L;
+    c.block = block;
+    c.regs.assign(p.num_regs, 0);
+    std::memset(c.flags, 0, sizeof(c.flags));
+    for (auto& a : c.flows)
+      for (auto& b : a)
+        for (auto& q : b) q.clear();
+    for (int i = 0; i < kNumPipes; ++i) c.pipes[i].done = 0;
+    c.ctx.gm_args = &L.gm;
+    if (opt.trace) {
+      NameCoreTracks(c.id);
+      for (int s = 2; s < 7; ++s)
+        if (c.footprint[s]) trace.Count(c.id, absl::StrCat(SpaceName(static_cast<Space>(s)), " footprint KiB"), Now(), 0);
+    }
+    c.footprint.fill(0);
+    PipeStats& ss = c.stats[0];
+    double local = Now();
+    double run_start = local;
+    auto flush_scalar = [&] {
+      if (local > run_start) trace.Named(c.id, 0, "scalar", run_start, local, true);
+    };
+    auto sync_to_local = [&]() -> bool {
+      flush_scalar();
+      if (!WaitUntil(local)) return false;
+      local = std::max(local, Now());
+      run_start = local;
+      return true;
+    };
+    auto stall = [&](const char* why, auto cond, sc_event& ev) -> bool {
+      if (!sync_to_local()) return false;
+      double s = Now();
+      c.scalar_state = why;
+      while (cond())
+        if (!WaitEvent(ev)) return false;
+      c.scalar_state = nullptr;
+      ss.stall_cycles += Now() - s;
+      local = run_start = Now();
+      return true;
+    };
+    const int64_t n = static_cast<int64_t>(p.insts.size());
+    int64_t pc = 0;
+    auto value = [&](const Operand& o) { return o.kind == Operand::Kind::kReg ? c.regs[o.reg] : o.imm; };
+    while (pc < n) {
+      c.scalar_pc = static_cast<int32_t>(pc);
+      if (local - Now() > kSyncQuantum && !sync_to_local()) return false;
+      const Inst& in = p.insts[pc];
+      const Operand* o = in.ops.data();
+      int64_t next = pc + 1;
+      bool scalar = true;
+      switch (in.op) {
+        case Op::kMov: c.regs[o[0].reg] = value(o[1]); break;
+        case Op::kAdd: c.regs[o[0].reg] = c.regs[o[1].reg] + value(o[2]); break;
+        case Op::kSub: c.regs[o[0].reg] = c.regs[o[1].reg] - value(o[2]); break;
+        case Op::kMul: c.regs[o[0].reg] = c.regs[o[1].reg] * value(o[2]); break;
+        case Op::kDiv: case Op::kRem: {
+          int64_t d = value(o[2]);
+          if (d == 0) {
+            Fail(InvalidArgument("block ", block, ": instruction ", pc, " (", InstText(p, in), "): division by zero"));
+            return false;
+          }
+          c.regs[o[0].reg] = in.op == Op::kDiv ? c.regs[o[1].reg] / d : c.regs[o[1].reg] % d;
+          break;
+        }
+        case Op::kMin: c.regs[o[0].reg] = std::min(c.regs[o[1].reg], value(o[2])); break;
+        case Op::kMax: c.regs[o[0].reg] = std::max(c.regs[o[1].reg], value(o[2])); break;
+        case Op::kShl: c.regs[o[0].reg] = static_cast<int64_t>(static_cast<uint64_t>(c.regs[o[1].reg]) << (value(o[2]) & 63)); break;
+        case Op::kShr: c.regs[o[0].reg] = c.regs[o[1].reg] >> (value(o[2]) & 63); break;
+        case Op::kAnd: c.regs[o[0].reg] = c.regs[o[1].reg] & value(o[2]); break;
+        case Op::kOr: c.regs[o[0].reg] = c.regs[o[1].reg] | value(o[2]); break;
+        case Op::kBlockIdx: c.regs[o[0].reg] = block; break;
+        case Op::kBlockDim: c.regs[o[0].reg] = L.block_dim; break;
+        case Op::kJmp: next = o[0].imm; break;
+        case Op::kBeq: if (c.regs[o[0].reg] == value(o[1])) next = o[2].imm; break;
+        case Op::kBne: if (c.regs[o[0].reg] != value(o[1])) next = o[2].imm; break;
+        case Op::kBlt: if (c.regs[o[0].reg] < value(o[1])) next = o[2].imm; break;
+        case Op::kBge: if (c.regs[o[0].reg] >= value(o[1])) next = o[2].imm; break;
+        default: scalar = false;
+      }
+      if (scalar) {
+        local += slat;
+        ++ss.instructions;
+        ss.busy_cycles += slat;
+        pc = next;
+        continue;
+      }
+      Pipe target = ExecPipe(in);
+      Issued x{&in, static_cast<int32_t>(pc), local, {}};
+      for (int i = 0; i < 4; ++i)
+        if (o[i].kind == Operand::Kind::kAddr) x.addr[i] = o[i].imm + (o[i].reg >= 0 ? c.regs[o[i].reg] : 0);
+      if (target == Pipe::kScalar) {
+        // A barrier on ALL, or a flag set or awaited by the scalar unit itself.
+        if (!sync_to_local()) return false;
+        if (in.op == Op::kPipeBarrier) {
+          double s = Now();
+          c.scalar_state = "pipe_barrier ALL";
+          if (!Drain(c)) return false;
+          c.scalar_state = nullptr;
+          ss.stall_cycles += Now() - s;
+          ++ss.instructions;
+          trace.Instruction(c.id, Pipe::kScalar, &p, static_cast<int>(pc), s, Now(), false);
+        } else {
+          PipeState& sp = c.pipes[0];
+          sp.busy = true;
+          if (!Sync(c, Pipe::kScalar, x)) return false;
+          sp.busy = false;
+        }
+        local = run_start = Now();
+        ++pc;
+        continue;
+      }
+      if (!(in.op == Op::kSetFlag || in.op == Op::kWaitFlag || in.op == Op::kPipeBarrier)) {
+        absl::Status s = CheckAccesses(p, static_cast<size_t>(pc), x.addr, &sizes);
+        if (!s.ok()) {
+          Fail(InvalidArgument("block ", block, ": ", s.message()));
+          return false;
+        }
+      }
+      PipeState& ps = c.pipes[static_cast<int>(target)];
+      if (ps.q.size() >= depth) {
+        if (!stall("a full queue", [&] { return ps.q.size() >= depth; }, ps.popped)) return false;
+        x.issue = local;
+      }
+      ps.q.push_back(x);
+      ps.pushed.notify();
+      local += slat;
+      ++ss.instructions;
+      ss.busy_cycles += slat;
+      ++pc;
+    }
+    c.scalar_pc = static_cast<int32_t>(n);
+    if (!sync_to_local()) return false;
+    c.scalar_state = "the end of the block";
+    if (!Drain(c)) return false;
+    c.scalar_state = nullptr;
+    return true;
+  }
+
+  void CoreMain(CoreState& c) {
+    while (true) {
+      LaunchState* L = nullptr;
+      for (auto& l : launches)
+        if (l->next_block < l->block_dim) {
+          L = l.get();
+          break;
+        }
+      if (!L) {
+        if (shutdown || aborted) return;
+        if (!WaitEvent(work_ev)) return;
+        continue;
+      }
+      int64_t b = L->next_block++;
+      L->cores.insert(c.id);
+      std::array<PipeStats, kNumPipes> before = c.stats;
+      if (!RunBlock(c, *L, b)) return;
+      for (int p = 0; p < kNumPipes; ++p) {
+        L->stats->pipes[p].busy_cycles += c.stats[p].busy_cycles - before[p].busy_cycles;
+        L->stats->pipes[p].stall_cycles += c.stats[p].stall_cycles - before[p].stall_cycles;
+        L->stats->pipes[p].instructions += c.stats[p].instructions - before[p].instructions;
+      }
+      c.launch = nullptr;
+      if (++L->done_blocks == L->block_dim) {
+        L->finished = true;
+        L->stats->end_cycle = Now();
+        L->stats->cores_used = static_cast<int>(L->cores.size());
+        L->done_ev.notify();
+      }
+    }
+  }
+
+  // ----- Streams -----
+  void StreamMain(int s) {
+    const double clock = machine.chip().clock_mhz();
+    for (StreamOp& op : streams[s]) {
+      double start = Now();
+      std::string label;
+      switch (op.kind) {
+        case StreamOp::kLaunch: {
+          const Program& p = *programs[op.kernel];
+          auto L = std::make_unique<LaunchState>();
+          L->prog = &p;
+          L->block_dim = op.block_dim;
+          stats.kernels.push_back(KernelStats{});
+          L->stats = &stats.kernels.back();
+          L->stats->name = p.name;
+          L->stats->block_dim = op.block_dim;
+          L->stats->start_cycle = start;
+          L->stats->cube_peak_macs_per_cycle = static_cast<double>(machine.core().cube_fp16_macs_per_cycle());
+          for (size_t i = 0; i < p.args.size(); ++i) {
+            auto ptr = memory.Resolve(op.args[i], p.args[i].Bytes());
+            if (!ptr.ok()) {
+              Fail(InvalidArgument("launch of ", p.name, ": argument ", p.args[i].name, ": ", ptr.status().message()));
+              return;
+            }
+            L->gm.push_back(*ptr);
+          }
+          LaunchState* raw = L.get();
+          launches.push_back(std::move(L));
+          work_ev.notify();
+          stream_state[s] = absl::StrCat("kernel ", p.name);
+          while (!raw->finished)
+            if (!WaitEvent(raw->done_ev)) return;
+          label = p.name;
+          break;
+        }
+        case StreamOp::kH2D: case StreamOp::kD2H: {
+          int dir = op.kind == StreamOp::kH2D ? 0 : 1;
+          stream_state[s] = "a busy host link";
+          while (link_busy[dir])
+            if (!WaitEvent(link_ev[dir])) return;
+          link_busy[dir] = true;
+          double t = Now();
+          double cycles = UsToCycles(machine, machine.host_link().latency_us()) +
+                          static_cast<double>(op.bytes) / HostLinkBytesPerCycle(machine);
+          if (!WaitCycles(cycles)) return;
+          auto ptr = memory.Resolve(op.dev, op.bytes);
+          if (!ptr.ok()) {
+            Fail(ptr.status());
+            return;
+          }
+          if (dir == 0) std::memcpy(*ptr, op.chost, op.bytes);
+          else std::memcpy(op.host, *ptr, op.bytes);
+          (dir == 0 ? stats.h2d_bytes : stats.d2h_bytes) += op.bytes;
+          link_busy[dir] = false;
+          link_ev[dir].notify();
+          label = absl::StrCat(dir == 0 ? "H2D " : "D2H ", op.bytes, " B");
+          if (opt.trace) {
+            trace.NameTrack(Trace::kPcie, dir, "PCIe", dir == 0 ? "H2D" : "D2H");
+            trace.Named(Trace::kPcie, dir, label, t, Now());
+          }
+          break;
+        }
+        case StreamOp::kAicpu: {
+          stream_state[s] = "a free AICPU core";
+          int slot = -1;
+          while (true) {
+            for (size_t i = 0; i < aicpu_busy.size() && slot < 0; ++i)
+              if (!aicpu_busy[i]) slot = static_cast<int>(i);
+            if (slot >= 0) break;
+            if (!WaitEvent(aicpu_ev)) return;
+          }
+          aicpu_busy[slot] = true;
+          double t = Now();
+          const Aicpu& a = machine.aicpu();
+          double acycles = static_cast<double>(a.launch_cycles()) + op.ops / a.ops_per_cycle();
+          if (!WaitCycles(acycles * clock / a.clock_mhz())) return;
+          absl::Status st = op.fn ? op.fn(*self) : absl::OkStatus();
+          if (!st.ok()) {
+            Fail(InvalidArgument("AICPU task ", op.name, ": ", st.message()));
+            return;
+          }
+          ++stats.aicpu_tasks;
+          aicpu_busy[slot] = false;
+          aicpu_ev.notify();
+          label = absl::StrCat("AICPU ", op.name);
+          if (opt.trace) {
+            trace.NameTrack(Trace::kAicpu, slot, "AICPU", absl::StrCat("AICPU ", slot));
+            trace.Named(Trace::kAicpu, slot, op.name, t, Now());
+          }
+          break;
+        }
+        case StreamOp::kRecord:
+          ++records_done[op.event];
+          event_evs[op.event]->notify();
+          label = absl::StrCat("record event ", op.event);
+          break;
+        case StreamOp::kWait:
+          stream_state[s] = absl::StrCat("event ", op.event);
+          while (records_done[op.event] < op.target)
+            if (!WaitEvent(*event_evs[op.event])) return;
+          label = absl::StrCat("wait event ", op.event);
+          break;
+      }
+      stream_state[s].clear();
+      if (opt.trace) {
+        trace.NameTrack(Trace::kHost, s, "Host", absl::StrCat("stream ", s));
+        trace.Named(Trace::kHost, s, label, start, Now());
+      }
+    }
+    if (++streams_done == static_cast<int>(streams.size())) {
+      shutdown = true;
+      work_ev.notify();
+      for (auto& c : cores)
+        for (auto& p : c->pipes) p.pushed.notify();
+    }
+  }
+
+  std::string DeadlockReport() {
+    std::vector<std::string> parts;
+    for (auto& cp : cores) {
+      CoreState& c = *cp;
+      if (!c.launch) continue;
+      const Program& p = *c.launch->prog;
+      for (int i = 0; i < kNumPipes; ++i) {
+        const PipeState& ps = c.pipes[i];
+        if (!ps.waiting) continue;
+        const Inst& in = *ps.waiting->in;
+        parts.push_back(absl::StrCat("core ", c.id, " ", PipeName(static_cast<Pipe>(i)), " pc ", ps.waiting->pc, " (",
+                                     InstText(p, in), ") waits for flag ", PipeName(static_cast<Pipe>(in.ops[0].imm)),
+                                     "->", PipeName(static_cast<Pipe>(in.ops[1].imm)), " event ", in.ops[2].imm));
+      }
+      if (c.scalar_state && !c.pipes[0].waiting)
+        parts.push_back(absl::StrCat("core ", c.id, " SCALAR pc ", c.scalar_pc, " waits for ", c.scalar_state));
+    }
+    for (size_t s = 0; s < stream_state.size(); ++s)
+      if (!stream_state[s].empty()) parts.push_back(absl::StrCat("stream ", s, " waits for ", stream_state[s]));
+    return absl::StrJoin(parts, "; ");
+  }
+
+  absl::StatusOr<RunStats> Run(const RunOptions& options) {
+    InitSystemC();
+    ++run_count;
+    opt = options;
+    t0 = sc_core::sc_time_stamp();
+    aborted = false;
+    error = absl::OkStatus();
+    shutdown = false;
+    live_threads = 0;
+    streams_done = 0;
+    launches.clear();
+    xfers.clear();
+    hbm_last = 0;
+    next_flow = 0;
+    hbm_bw = HbmBytesPerCycle(machine);
+    stats = RunStats{};
+    stats.kernels.reserve(64);
+    size_t nlaunch = 0;
+    for (auto& s : streams)
+      for (auto& op : s) nlaunch += op.kind == StreamOp::kLaunch;
+    stats.kernels.reserve(nlaunch);
+    records_done.assign(records_enqueued.size(), 0);
+    event_evs.clear();
+    for (size_t i = 0; i < records_enqueued.size(); ++i) event_evs.push_back(std::make_unique<sc_event>());
+    stream_state.assign(streams.size(), "");
+    aicpu_busy.assign(machine.aicpu().cores(), false);
+    link_busy[0] = link_busy[1] = false;
+    trace.Reset(opt.max_trace_events);
+    trace.set_enabled(opt.trace);
+    if (opt.trace) trace.NameTrack(Trace::kHbm, 0, "HBM", "bandwidth");
+
+    const int ncores = machine.chip().ai_cores();
+    // Cores keep their buffers between runs; a fresh core starts zeroed.
+    if (static_cast<int>(cores.size()) != ncores) {
+      cores.clear();
+      for (int i = 0; i < ncores; ++i) {
+        auto c = std::make_unique<CoreState>();
+        c->id = i;
+        for (int s = 2; s < 7; ++s) {
+          c->buf[s].assign(static_cast<size_t>(sizes.bytes[s]), 0);
+          c->ctx.local[s] = c->buf[s].data();
+        }
+        cores.push_back(std::move(c));
+      }
+    }
+    for (auto& c : cores) {
+      c->stats = {};
+      c->launch = nullptr;
+      c->scalar_state = nullptr;
+      for (auto& p : c->pipes) {
+        p.q.clear();
+        p.busy = false;
+        p.waiting = nullptr;
+      }
+    }
+
+    for (size_t s = 0; s < streams.size(); ++s) Spawn(absl::StrCat("stream", s), [this, s] { StreamMain(static_cast<int>(s)); });
+    if (nlaunch > 0)
+      for (auto& c : cores) {
+        CoreState* cp = c.get();
+        Spawn(absl::StrCat("core", cp->id), [this, cp] { CoreMain(*cp); });
+        for (int p = 1; p < kNumPipes; ++p)
+          Spawn(absl::StrCat("core", cp->id, "_", PipeName(static_cast<Pipe>(p))),
+                [this, cp, p] { PipeMain(*cp, static_cast<Pipe>(p)); });
+      }
+
+    try {
+      sc_core::sc_start(Cycles(opt.cycle_limit), sc_core::SC_EXIT_ON_STARVATION);
+      if (!aborted && streams_done < static_cast<int>(streams.size())) {
+        if (sc_core::sc_pending_activity())  // stopped at the limit, not starved
+          Fail(absl::DeadlineExceededError(absl::StrCat("cycle limit of ", opt.cycle_limit,
+                                                         " cycles reached (a runaway program? raise it with --cycle-limit)")));
+        else
+          Fail(absl::FailedPreconditionError(absl::StrCat("deadlock at cycle ", Now(), ": ", DeadlockReport())));
+      }
+      double end = Now();
+      if (aborted) {
+        // Wake every blocked process so it returns, and let them finish.
+        abort_ev.notify(sc_core::SC_ZERO_TIME);
+        sc_core::sc_start(sc_core::SC_ZERO_TIME);
+        sc_core::sc_start();
+      }
+      if (live_threads != 0) return Internal("the model left ", live_threads, " processes running");
+      for (auto& s : streams) s.clear();
+      std::fill(records_enqueued.begin(), records_enqueued.end(), 0);
+      if (aborted) return error;
+      stats.total_cycles = end;
+      stats.seconds = end / (machine.chip().clock_mhz() * 1e6);
+      for (auto& c : cores) {
+        stats.cores.push_back(c->stats);
+        for (const PipeStats& p : c->stats) stats.instructions += p.instructions;
+      }
+      for (const KernelStats& k : stats.kernels) {
+        stats.hbm_read_bytes += k.hbm_read_bytes;
+        stats.hbm_write_bytes += k.hbm_write_bytes;
+      }
+      return stats;
+    } catch (const std::exception& e) {
+      return Internal("SystemC: ", e.what());
+    }
+  }
+};
+
+Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+Device::~Device() = default;
+
+absl::StatusOr<std::unique_ptr<Device>> Device::Create(const Machine& machine) {
+  KILN_RETURN_IF_ERROR(ValidateMachine(machine));
+  InitSystemC();
+  return std::unique_ptr<Device>(new Device(std::make_unique<Impl>(machine)));
+}
+
+const Machine& Device::machine() const { return impl_->machine; }
+
+absl::StatusOr<DevAddr> Device::Malloc(int64_t bytes) { return impl_->memory.Alloc(bytes); }
+absl::Status Device::Free(DevAddr addr) { return impl_->memory.Free(addr); }
+
+absl::Status Device::Write(DevAddr dst, const void* src, int64_t bytes) {
+  KILN_ASSIGN_OR_RETURN(uint8_t * p, impl_->memory.Resolve(dst, bytes));
+  if (bytes) std::memcpy(p, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Device::Read(DevAddr src, void* dst, int64_t bytes) {
+  KILN_ASSIGN_OR_RETURN(uint8_t * p, impl_->memory.Resolve(src, bytes));
+  if (bytes) std::memcpy(dst, p, bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KernelId> Device::LoadProgram(Program program) {
+  absl::Status s = VerifyProgram(program, &impl_->sizes);
+  if (!s.ok()) return InvalidArgument("program ", program.name, ": ", s.message());
+  impl_->programs.push_back(std::make_unique<Program>(std::move(program)));
+  return static_cast<KernelId>(impl_->programs.size() - 1);
+}
+
+const Program& Device::program(KernelId id) const { return *impl_->programs[id]; }
+
+StreamId Device::CreateStream() {
+  impl_->streams.emplace_back();
+  return static_cast<StreamId>(impl_->streams.size() - 1);
+}
+
+EventId Device::CreateEvent() {
+  impl_->records_enqueued.push_back(0);
+  return static_cast<EventId>(impl_->records_enqueued.size() - 1);
+}
+
+namespace {
+absl::Status CheckStream(const Device::Impl& d, StreamId s) {
+  if (s < 0 || s >= static_cast<int>(d.streams.size())) return InvalidArgument("no stream ", s);
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status Device::Launch(StreamId s, KernelId k, int64_t block_dim, std::vector<DevAddr> args) {
+  KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
+  if (k < 0 || k >= static_cast<int>(impl_->programs.size())) return InvalidArgument("no kernel ", k);
+  const Program& p = *impl_->programs[k];
+  if (block_dim < 1) return InvalidArgument("launch of ", p.name, ": block_dim must be at least 1");
+  if (args.size() != p.args.size())
+    return InvalidArgument("launch of ", p.name, ": takes ", p.args.size(), " arguments, got ", args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto r = impl_->memory.Resolve(args[i], p.args[i].Bytes());
+    if (!r.ok()) return InvalidArgument("launch of ", p.name, ": argument ", p.args[i].name, ": ", r.status().message());
+  }
+  StreamOp op;
+  op.kind = StreamOp::kLaunch;
+  op.kernel = k;
+  op.block_dim = block_dim;
+  op.args = std::move(args);
+  impl_->streams[s].push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Device::CopyH2D(StreamId s, DevAddr dst, const void* src, int64_t bytes) {
+  KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
+  KILN_RETURN_IF_ERROR(impl_->memory.Resolve(dst, bytes).status());
+  StreamOp op;
+  op.kind = StreamOp::kH2D;
+  op.dev = dst;
+  op.chost = src;
+  op.bytes = bytes;
+  impl_->streams[s].push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Device::CopyD2H(StreamId s, void* dst, DevAddr src, int64_t bytes) {
+  KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
+  KILN_RETURN_IF_ERROR(impl_->memory.Resolve(src, bytes).status());
+  StreamOp op;
+  op.kind = StreamOp::kD2H;
+  op.dev = src;
+  op.host = dst;
+  op.bytes = bytes;
+  impl_->streams[s].push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Device::LaunchAicpu(StreamId s, std::string name, double ops, std::function<absl::Status(Device&)> fn) {
+  KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
+  if (!(ops >= 0)) return InvalidArgument("AICPU task ", name, ": negative cost");
+  StreamOp op;
+  op.kind = StreamOp::kAicpu;
+  op.name = std::move(name);
+  op.ops = ops;
+  op.fn = std::move(fn);
+  impl_->streams[s].push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Device::RecordEvent(StreamId s, EventId e) {
+  KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
+  if (e < 0 || e >= static_cast<int>(impl_->records_enqueued.size())) return InvalidArgument("no event ", e);
+  StreamOp op;
+  op.kind = StreamOp::kRecord;
+  op.event = e;
+  ++impl_->records_enqueued[e];
+  impl_->streams[s].push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Device::WaitEvent(StreamId s, EventId e) {
+  KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
+  if (e < 0 || e >= static_cast<int>(impl_->records_enqueued.size())) return InvalidArgument("no event ", e);
+  StreamOp op;
+  op.kind = StreamOp::kWait;
+  op.event = e;
+  op.target = impl_->records_enqueued[e];
+  impl_->streams[s].push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunStats> Device::Run(const RunOptions& options) { return impl_->Run(options); }
+
+const Trace& Device::trace() const { return impl_->trace; }
+
+}  // namespace kiln::sim

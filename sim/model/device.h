@@ -1,0 +1,136 @@
+//===- device.h - The simulated NPU, as the runtime drives it ---*- C++ -*-===//
+//
+// A Device is one simulated chip: AI cores (each with its SCALAR, MTE1,
+// MTE2, MTE3, CUBE, VECTOR and FIXP pipes as SystemC processes), HBM shared
+// through a bandwidth arbiter, an AICPU cluster, and a host linked by PCIe.
+// The runtime uses it the way it uses a real device:
+//
+//   auto dev = Device::Create(machine);
+//   DevAddr a = dev->Malloc(bytes);            // untimed setup
+//   dev->Write(a, host_data, bytes);
+//   KernelId k = dev->LoadProgram(program);    // verified against the machine
+//   StreamId s = dev->CreateStream();
+//   dev->CopyH2D(s, a, host, bytes);           // timed over PCIe
+//   dev->Launch(s, k, /*block_dim=*/8, {a, b, c});
+//   dev->CopyD2H(s, host_out, c, bytes);
+//   RunStats stats = dev->Run(options);        // simulates everything enqueued
+//
+// Work enqueued on one stream runs in order; streams run concurrently and
+// are ordered with events (RecordEvent / WaitEvent). Run() simulates from
+// cycle 0 until every stream is done, then returns statistics, or an error:
+// a deadlock (each blocked pipe with its program counter and awaited flag),
+// the cycle limit, a bad memory access, a program that breaks a rule at run
+// time. After Run() the queues are empty and memory holds the results.
+//
+// One Device runs at a time in a process (SystemC has one kernel); Run() is
+// not reentrant. Devices may be created and destroyed freely.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/isa/isa.h"
+#include "sim/machine/machine.pb.h"
+#include "sim/model/memory.h"
+#include "sim/model/trace.h"
+
+namespace kiln::sim {
+
+using KernelId = int;
+using StreamId = int;
+using EventId = int;
+
+struct RunOptions {
+  // Compute the values of every buffer; false: timing only (kernels skip
+  // their arithmetic and data movement; copies and AICPU tasks still run).
+  bool functional = true;
+  // Record a trace (Device::trace()).
+  bool trace = false;
+  // Stop with an error past this many cycles.
+  double cycle_limit = 1e11;
+  // Trace events kept before the trace is truncated.
+  int64_t max_trace_events = 4'000'000;
+};
+
+struct PipeStats {
+  double busy_cycles = 0;   // time spent executing instructions
+  double stall_cycles = 0;  // time blocked in wait_flag (and, for SCALAR, on full queues and barriers)
+  int64_t instructions = 0;
+};
+
+struct KernelStats {
+  std::string name;
+  int64_t block_dim = 0;
+  int cores_used = 0;        // distinct cores that ran its blocks
+  double start_cycle = 0, end_cycle = 0;
+  std::array<PipeStats, kNumPipes> pipes{};  // summed over its blocks
+  int64_t cube_macs = 0;
+  double cube_peak_macs_per_cycle = 0;       // for its dtype mix: fp16 rate
+  int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
+};
+
+struct RunStats {
+  double total_cycles = 0;
+  double seconds = 0;  // total_cycles at the machine's clock
+  std::vector<std::array<PipeStats, kNumPipes>> cores;  // per core, per pipe
+  std::vector<KernelStats> kernels;                      // in launch order
+  int64_t instructions = 0;
+  int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
+  int64_t h2d_bytes = 0, d2h_bytes = 0;
+  int64_t aicpu_tasks = 0;
+};
+
+class Device {
+ public:
+  static absl::StatusOr<std::unique_ptr<Device>> Create(const Machine& machine);
+  ~Device();
+
+  const Machine& machine() const;
+
+  // Device memory, untimed (setup and inspection).
+  absl::StatusOr<DevAddr> Malloc(int64_t bytes);
+  absl::Status Free(DevAddr addr);
+  absl::Status Write(DevAddr dst, const void* src, int64_t bytes);
+  absl::Status Read(DevAddr src, void* dst, int64_t bytes);
+
+  // Verifies `program` against this machine's buffers and keeps it.
+  absl::StatusOr<KernelId> LoadProgram(Program program);
+  const Program& program(KernelId id) const;
+
+  StreamId CreateStream();
+  EventId CreateEvent();
+
+  // Enqueues a kernel: `block_dim` blocks (block_idx 0..block_dim-1) spread
+  // over the AI cores; `args` gives the device address of each program argument.
+  absl::Status Launch(StreamId s, KernelId k, int64_t block_dim, std::vector<DevAddr> args);
+  // Timed copies over the host link; the host buffer must stay valid until Run() returns.
+  absl::Status CopyH2D(StreamId s, DevAddr dst, const void* src, int64_t bytes);
+  absl::Status CopyD2H(StreamId s, void* dst, DevAddr src, int64_t bytes);
+  // An AICPU task: `fn` runs on the host with this device's memory when the
+  // task completes; it takes launch_cycles + ops / ops_per_cycle AICPU cycles.
+  absl::Status LaunchAicpu(StreamId s, std::string name, double ops, std::function<absl::Status(Device&)> fn);
+  // Events: WaitEvent blocks its stream until the RecordEvent enqueued on
+  // another stream (before this wait, in enqueue order) has been reached.
+  absl::Status RecordEvent(StreamId s, EventId e);
+  absl::Status WaitEvent(StreamId s, EventId e);
+
+  absl::StatusOr<RunStats> Run(const RunOptions& options = {});
+
+  // The trace of the last Run() with options.trace.
+  const Trace& trace() const;
+
+  struct Impl;
+
+ private:
+  explicit Device(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::sim

@@ -1,0 +1,479 @@
+//===- exec.cc - Functional semantics and costs of NPU instructions -------===//
+//
+// Arithmetic follows the documented rules (docs/npu.md): fp16/bf16 values
+// are computed in fp32 and rounded to nearest even (graph/support/float16.h);
+// the cube multiplies and accumulates in fp32 in k order (int32 for int8);
+// vector reductions accumulate in fp32 in element order.
+//
+//===----------------------------------------------------------------------===//
+#include "sim/model/exec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "graph/support/float16.h"
+
+namespace kiln::sim {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+float LoadF(DType t, const uint8_t* p) {
+  switch (t) {
+    case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
+    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return HalfBitsToFloat(h); }
+    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return BFloat16BitsToFloat(h); }
+    case DType::kS32: { int32_t v; std::memcpy(&v, p, 4); return static_cast<float>(v); }
+    case DType::kS8: return static_cast<float>(static_cast<int8_t>(*p));
+    default: return 0;
+  }
+}
+
+void StoreF(DType t, uint8_t* p, float f) {
+  switch (t) {
+    case DType::kF32: std::memcpy(p, &f, 4); break;
+    case DType::kF16: { uint16_t h = FloatToHalfBits(f); std::memcpy(p, &h, 2); break; }
+    case DType::kBF16: { uint16_t h = FloatToBFloat16Bits(f); std::memcpy(p, &h, 2); break; }
+    default: break;
+  }
+}
+
+int32_t LoadI(const uint8_t* p) { int32_t v; std::memcpy(&v, p, 4); return v; }
+void StoreI(uint8_t* p, int32_t v) { std::memcpy(p, &v, 4); }
+int32_t Wrap(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
+// float -> int32 with a rounding mode, saturating; NaN gives 0.
+int32_t ToInt(float f, int64_t mode) {
+  if (std::isnan(f)) return 0;
+  double d = f;
+  switch (static_cast<RoundMode>(mode)) {
+    case RoundMode::kRint: d = std::nearbyint(d); break;
+    case RoundMode::kTrunc: d = std::trunc(d); break;
+    case RoundMode::kFloor: d = std::floor(d); break;
+    case RoundMode::kCeil: d = std::ceil(d); break;
+  }
+  if (d >= 2147483647.0) return std::numeric_limits<int32_t>::max();
+  if (d <= -2147483648.0) return std::numeric_limits<int32_t>::min();
+  return static_cast<int32_t>(d);
+}
+
+uint8_t* Ptr(const Inst& in, int k, const std::array<int64_t, 4>& addr, const ExecContext& ctx) {
+  const Operand& o = in.ops[k];
+  if (o.space == Space::kGm) return (*ctx.gm_args)[o.arg] + addr[k];
+  return ctx.local[static_cast<int>(o.space)] + addr[k];
+}
+
+void Copy(const Inst& in, uint8_t* dst, const uint8_t* src) {
+  const auto& a = in.attrs;
+  for (int64_t b = 0; b < a[attr::kNburst]; ++b)
+    std::memmove(dst + b * a[attr::kDstStride], src + b * a[attr::kSrcStride], a[attr::kLen]);
+}
+
+void Nd2Nz(const Inst& in, uint8_t* dst, const uint8_t* src) {
+  const auto& a = in.attrs;
+  int es = DTypeSize(in.dtype);
+  int64_t c0 = kBlockBytes / es, rows = a[attr::kNzRows], cols = a[attr::kNzCols];
+  int64_t r1n = CeilDiv(rows, 16), c1n = CeilDiv(cols, c0), stride = a[attr::kNzSrcRowStride];
+  for (int64_t r1 = 0; r1 < r1n; ++r1)
+    for (int64_t c1 = 0; c1 < c1n; ++c1)
+      for (int64_t r = 0; r < 16; ++r) {
+        uint8_t* d = dst + ((r1 * c1n + c1) * 16 + r) * kBlockBytes;
+        int64_t row = r1 * 16 + r, col = c1 * c0;
+        if (row >= rows) {
+          std::memset(d, 0, kBlockBytes);
+          continue;
+        }
+        int64_t n = std::min<int64_t>(c0, cols - col);
+        std::memcpy(d, src + (row * stride + col) * es, n * es);
+        if (n < c0) std::memset(d + n * es, 0, (c0 - n) * es);
+      }
+}
+
+void Load2d(const Inst& in, uint8_t* dst, const uint8_t* src) {
+  const auto& a = in.attrs;
+  for (int64_t r = 0; r < a[attr::kLdRows]; ++r)
+    for (int64_t c = 0; c < a[attr::kLdCols]; ++c) {
+      const uint8_t* s = src + (r * a[attr::kLdSrcRowStride] + c) * kFractalBytes;
+      uint8_t* d = dst + (r * a[attr::kLdCols] + c) * kFractalBytes;
+      if (!a[attr::kLdTranspose]) {
+        std::memmove(d, s, kFractalBytes);
+        continue;
+      }
+      uint8_t tmp[kFractalBytes];
+      for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < 16; ++j) std::memcpy(tmp + (j * 16 + i) * 2, s + (i * 16 + j) * 2, 2);
+      std::memcpy(d, tmp, kFractalBytes);
+    }
+}
+
+void Img2Col(const Inst& in, uint8_t* dst, const uint8_t* src) {
+  const auto& a = in.attrs;
+  int64_t h = a[attr::kIcH], w = a[attr::kIcW], kh = a[attr::kIcKh], kw = a[attr::kIcKw];
+  int64_t oh = (h + a[attr::kIcPadTop] + a[attr::kIcPadBottom] - a[attr::kIcDilH] * (kh - 1) - 1) / a[attr::kIcStrideH] + 1;
+  int64_t ow = (w + a[attr::kIcPadLeft] + a[attr::kIcPadRight] - a[attr::kIcDilW] * (kw - 1) - 1) / a[attr::kIcStrideW] + 1;
+  for (int64_t mi = 0; mi < a[attr::kIcM]; ++mi)
+    for (int64_t ki = 0; ki < a[attr::kIcK]; ++ki)
+      for (int64_t r = 0; r < 16; ++r) {
+        uint8_t* d = dst + ((mi * a[attr::kIcK] + ki) * 16 + r) * kBlockBytes;
+        int64_t p = a[attr::kIcPos] + mi * 16 + r;
+        int64_t kt = a[attr::kIcKStart] + ki;
+        int64_t c1 = kt / (kh * kw), khi = kt % (kh * kw) / kw, kwi = kt % kw;
+        int64_t ih = -1, iw = -1;
+        if (p < oh * ow) {
+          ih = (p / ow) * a[attr::kIcStrideH] - a[attr::kIcPadTop] + khi * a[attr::kIcDilH];
+          iw = (p % ow) * a[attr::kIcStrideW] - a[attr::kIcPadLeft] + kwi * a[attr::kIcDilW];
+        }
+        if (ih >= 0 && ih < h && iw >= 0 && iw < w) std::memcpy(d, src + ((c1 * h + ih) * w + iw) * kBlockBytes, kBlockBytes);
+        else std::memset(d, 0, kBlockBytes);
+      }
+}
+
+void Mmad(const Inst& in, uint8_t* c, const uint8_t* a_buf, const uint8_t* b_buf) {
+  const auto& at = in.attrs;
+  int es = DTypeSize(in.dtype);
+  int64_t k0 = kBlockBytes / es, M = at[attr::kMmM], K = at[attr::kMmK], N = at[attr::kMmN];
+  int64_t rows = M * 16, cols = N * 16, depth = K * k0;
+  bool init = at[attr::kMmInit] != 0;
+  if (in.dtype == DType::kS8) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        uint8_t* cp = c + (((i / 16) * N + j / 16) * 256 + (i % 16) * 16 + j % 16) * 4;
+        int64_t acc = init ? 0 : LoadI(cp);
+        for (int64_t kk = 0; kk < depth; ++kk) {
+          int8_t x = static_cast<int8_t>(a_buf[((i / 16) * K + kk / k0) * 16 * k0 + (i % 16) * k0 + kk % k0]);
+          int8_t y = static_cast<int8_t>(b_buf[((kk / k0) * N + j / 16) * 16 * k0 + (j % 16) * k0 + kk % k0]);
+          acc += static_cast<int64_t>(x) * y;
+        }
+        StoreI(cp, Wrap(acc));
+      }
+    return;
+  }
+  // Unpack to row-major A (rows x depth) and column-major B (cols x depth).
+  std::vector<float> A(rows * depth), B(cols * depth);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t kk = 0; kk < depth; ++kk)
+      A[i * depth + kk] = LoadF(in.dtype, a_buf + (((i / 16) * K + kk / k0) * 16 * k0 + (i % 16) * k0 + kk % k0) * es);
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t kk = 0; kk < depth; ++kk)
+      B[j * depth + kk] = LoadF(in.dtype, b_buf + (((kk / k0) * N + j / 16) * 16 * k0 + (j % 16) * k0 + kk % k0) * es);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      uint8_t* cp = c + (((i / 16) * N + j / 16) * 256 + (i % 16) * 16 + j % 16) * 4;
+      float acc = 0;
+      if (!init) std::memcpy(&acc, cp, 4);
+      const float* x = &A[i * depth];
+      const float* y = &B[j * depth];
+      for (int64_t kk = 0; kk < depth; ++kk) acc += x[kk] * y[kk];
+      std::memcpy(cp, &acc, 4);
+    }
+}
+
+void Fixp(const Inst& in, uint8_t* dst, const uint8_t* c, const uint8_t* bias) {
+  const auto& a = in.attrs;
+  int64_t N = a[attr::kFxN], rows = a[attr::kFxM] * 16, cols = N * 16, stride = a[attr::kFxDstRowStride];
+  int des = DTypeSize(in.dtype);
+  bool relu = a[attr::kFxRelu] != 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint8_t* cp = c + (((i / 16) * N + j / 16) * 256 + (i % 16) * 16 + j % 16) * 4;
+      uint8_t* d = dst + (i * stride + j) * des;
+      if (in.dtype2 == DType::kS32) {
+        int64_t v = LoadI(cp);
+        if (bias) v += LoadI(bias + j * 4);
+        if (relu) v = std::max<int64_t>(v, 0);
+        if (in.dtype == DType::kS32) StoreI(d, Wrap(v));
+        else StoreF(in.dtype, d, static_cast<float>(Wrap(v)));
+        continue;
+      }
+      float v;
+      std::memcpy(&v, cp, 4);
+      if (bias) v += LoadF(DType::kF32, bias + j * 4);
+      if (relu) v = std::max(v, 0.0f);
+      StoreF(in.dtype, d, v);
+    }
+}
+
+float Unary(Op op, float x) {
+  switch (op) {
+    case Op::kVexp: return std::exp(x);
+    case Op::kVln: return std::log(x);
+    case Op::kVsqrt: return std::sqrt(x);
+    case Op::kVrsqrt: return 1.0f / std::sqrt(x);
+    case Op::kVrec: return 1.0f / x;
+    case Op::kVtanh: return std::tanh(x);
+    case Op::kVsigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case Op::kVerf: return std::erf(x);
+    case Op::kVabs: return std::fabs(x);
+    case Op::kVrelu: return std::max(x, 0.0f);
+    default: return x;  // vmov
+  }
+}
+
+float Binary(Op op, float x, float y) {
+  switch (op) {
+    case Op::kVadd: case Op::kVadds: return x + y;
+    case Op::kVsub: return x - y;
+    case Op::kVmul: case Op::kVmuls: return x * y;
+    case Op::kVdiv: return x / y;
+    case Op::kVmax: case Op::kVmaxs: return std::max(x, y);
+    default: return std::min(x, y);
+  }
+}
+
+int64_t BinaryI(Op op, int64_t x, int64_t y) {
+  switch (op) {
+    case Op::kVadd: case Op::kVadds: return x + y;
+    case Op::kVsub: return x - y;
+    case Op::kVmul: case Op::kVmuls: return x * y;
+    case Op::kVmax: case Op::kVmaxs: return std::max(x, y);
+    default: return std::min(x, y);
+  }
+}
+
+bool Compare(int64_t mode, float x, float y) {
+  switch (static_cast<CmpMode>(mode)) {
+    case CmpMode::kEq: return x == y;
+    case CmpMode::kNe: return x != y;
+    case CmpMode::kLt: return x < y;
+    case CmpMode::kLe: return x <= y;
+    case CmpMode::kGt: return x > y;
+    case CmpMode::kGe: return x >= y;
+  }
+  return false;
+}
+
+// Walks the elements of a vector instruction: f(repeat, element, offsets of dst, src0, src1).
+template <typename F>
+void ForElements(const Inst& in, int dst_es, int src_es, F f) {
+  const auto& a = in.attrs;
+  int64_t dst_epb = kBlockBytes / dst_es, src_epb = kBlockBytes / src_es;
+  for (int64_t r = 0; r < a[attr::kRepeat]; ++r)
+    for (int64_t e = 0; e < a[attr::kMask]; ++e) {
+      int64_t od = r * a[attr::kDstRep] * kBlockBytes + (e / dst_epb) * a[attr::kDstBlk] * kBlockBytes + (e % dst_epb) * dst_es;
+      int64_t o0 = r * a[attr::kSrc0Rep] * kBlockBytes + (e / src_epb) * a[attr::kSrc0Blk] * kBlockBytes + (e % src_epb) * src_es;
+      int64_t o1 = r * a[attr::kSrc1Rep] * kBlockBytes + (e / src_epb) * a[attr::kSrc1Blk] * kBlockBytes + (e % src_epb) * src_es;
+      f(r, e, od, o0, o1);
+    }
+}
+
+void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContext& ctx) {
+  DType t = in.dtype;
+  int es = DTypeSize(t);
+  uint8_t* ub = ctx.local[static_cast<int>(Space::kUb)];
+  uint8_t* d = ub + addr[0];
+  const uint8_t* s0 = ub + addr[1];
+  const uint8_t* s1 = ub + addr[2];
+  const auto& a = in.attrs;
+  int64_t epr = ElementsPerRepeat(in);
+  switch (in.op) {
+    case Op::kVadd: case Op::kVsub: case Op::kVmul: case Op::kVdiv: case Op::kVmax: case Op::kVmin:
+      if (t == DType::kS32)
+        ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t o1) {
+          StoreI(d + od, Wrap(BinaryI(in.op, LoadI(s0 + o0), LoadI(s1 + o1))));
+        });
+      else
+        ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t o1) {
+          StoreF(t, d + od, Binary(in.op, LoadF(t, s0 + o0), LoadF(t, s1 + o1)));
+        });
+      return;
+    case Op::kVadds: case Op::kVmuls: case Op::kVmaxs: case Op::kVmins: {
+      if (t == DType::kS32) {
+        int64_t y = static_cast<int64_t>(in.ops[2].fimm);
+        ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
+          StoreI(d + od, Wrap(BinaryI(in.op, LoadI(s0 + o0), y)));
+        });
+        return;
+      }
+      uint8_t tmp[4];
+      StoreF(t, tmp, static_cast<float>(in.ops[2].fimm));
+      float y = LoadF(t, tmp);  // the scalar in the instruction's dtype
+      ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
+        StoreF(t, d + od, Binary(in.op, LoadF(t, s0 + o0), y));
+      });
+      return;
+    }
+    case Op::kVdup:
+      ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t, int64_t) {
+        if (t == DType::kS32) StoreI(d + od, static_cast<int32_t>(in.ops[1].fimm));
+        else StoreF(t, d + od, static_cast<float>(in.ops[1].fimm));
+      });
+      return;
+    case Op::kVabs: case Op::kVrelu: case Op::kVmov:
+      if (t == DType::kS32) {
+        ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
+          int64_t x = LoadI(s0 + o0);
+          if (in.op == Op::kVabs) x = x < 0 ? -x : x;
+          if (in.op == Op::kVrelu) x = std::max<int64_t>(x, 0);
+          StoreI(d + od, Wrap(x));
+        });
+        return;
+      }
+      [[fallthrough]];
+    case Op::kVexp: case Op::kVln: case Op::kVsqrt: case Op::kVrsqrt: case Op::kVrec: case Op::kVtanh:
+    case Op::kVsigmoid: case Op::kVerf:
+      ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
+        StoreF(t, d + od, Unary(in.op, LoadF(t, s0 + o0)));
+      });
+      return;
+    case Op::kVconv: {
+      DType st = in.dtype2;
+      ForElements(in, es, DTypeSize(st), [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
+        if (t == DType::kS32) StoreI(d + od, ToInt(LoadF(st, s0 + o0), a[attr::kVecExtra]));
+        else if (st == DType::kS32) StoreF(t, d + od, static_cast<float>(LoadI(s0 + o0)));
+        else StoreF(t, d + od, LoadF(st, s0 + o0));
+      });
+      return;
+    }
+    case Op::kVcmp: {
+      int64_t bytes = a[attr::kRepeat] * epr / 8;
+      std::vector<uint8_t> bits(bytes, 0);
+      ForElements(in, es, es, [&](int64_t r, int64_t e, int64_t, int64_t o0, int64_t o1) {
+        if (Compare(a[attr::kVecExtra], LoadF(t, s0 + o0), LoadF(t, s1 + o1)))
+          bits[(r * epr + e) / 8] |= static_cast<uint8_t>(1u << ((r * epr + e) % 8));
+      });
+      std::memcpy(d, bits.data(), bytes);
+      return;
+    }
+    case Op::kVsel: {
+      const uint8_t* mask = ub + addr[1];
+      const uint8_t* x = ub + addr[2];
+      const uint8_t* y = ub + addr[3];
+      // Operands 2 and 3 use the src0 / src1 strides.
+      ForElements(in, es, es, [&](int64_t r, int64_t e, int64_t od, int64_t o0, int64_t o1) {
+        int64_t bit = r * epr + e;
+        bool on = (mask[bit / 8] >> (bit % 8)) & 1;
+        std::memmove(d + od, on ? x + o0 : y + o1, es);
+      });
+      return;
+    }
+    case Op::kVcadd: case Op::kVcmax: case Op::kVcmin: {
+      std::vector<float> acc(a[attr::kRepeat]);
+      std::vector<bool> first(a[attr::kRepeat], true);
+      ForElements(in, es, es, [&](int64_t r, int64_t, int64_t, int64_t o0, int64_t) {
+        float x = LoadF(t, s0 + o0);
+        if (first[r]) acc[r] = in.op == Op::kVcadd ? 0.0f + x : x;
+        else if (in.op == Op::kVcadd) acc[r] += x;
+        else acc[r] = in.op == Op::kVcmax ? std::max(acc[r], x) : std::min(acc[r], x);
+        first[r] = false;
+      });
+      for (int64_t r = 0; r < a[attr::kRepeat]; ++r) StoreF(t, d + r * es, acc[r]);
+      return;
+    }
+    case Op::kVbrcb: {
+      int64_t epb = kBlockBytes / es;
+      for (int64_t r = 0; r < a[attr::kRepeat]; ++r)
+        for (int64_t b = 0; b < 8; ++b) {
+          uint8_t v[4];
+          std::memcpy(v, s0 + (r * 8 + b) * es, es);
+          uint8_t* blk = d + r * a[attr::kDstRep] * kBlockBytes + b * a[attr::kDstBlk] * kBlockBytes;
+          for (int64_t e = 0; e < epb; ++e) std::memcpy(blk + e * es, v, es);
+        }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+bool IsSpecial(Op op) {
+  switch (op) {
+    case Op::kVexp: case Op::kVln: case Op::kVsqrt: case Op::kVrsqrt: case Op::kVrec: case Op::kVtanh:
+    case Op::kVsigmoid: case Op::kVerf: case Op::kVdiv:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void Execute(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContext& ctx) {
+  switch (in.op) {
+    case Op::kCopyGmL1: case Op::kCopyGmUb: case Op::kCopyUbGm:
+      Copy(in, Ptr(in, 0, addr, ctx), Ptr(in, 1, addr, ctx));
+      return;
+    case Op::kNd2Nz: Nd2Nz(in, Ptr(in, 0, addr, ctx), Ptr(in, 1, addr, ctx)); return;
+    case Op::kLoadL0A: case Op::kLoadL0B: Load2d(in, Ptr(in, 0, addr, ctx), Ptr(in, 1, addr, ctx)); return;
+    case Op::kImg2Col: Img2Col(in, Ptr(in, 0, addr, ctx), Ptr(in, 1, addr, ctx)); return;
+    case Op::kMmad: Mmad(in, Ptr(in, 0, addr, ctx), Ptr(in, 1, addr, ctx), Ptr(in, 2, addr, ctx)); return;
+    case Op::kFixp:
+      Fixp(in, Ptr(in, 0, addr, ctx), Ptr(in, 1, addr, ctx),
+           in.ops[2].kind == Operand::Kind::kAddr ? Ptr(in, 2, addr, ctx) : nullptr);
+      return;
+    default:
+      if (Info(in.op).pipe == Pipe::kVector) Vector(in, addr, ctx);
+  }
+}
+
+Cost InstCost(const Inst& in, const Machine& m) {
+  const Core& k = m.core();
+  const auto& a = in.attrs;
+  double hbm_lat = static_cast<double>(m.chip().hbm_latency_cycles());
+  Cost c;
+  switch (in.op) {
+    case Op::kCopyGmL1: case Op::kCopyGmUb:
+      c.dma = true;
+      c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
+      c.rate_cap = k.mte2_bytes_per_cycle();
+      c.latency = hbm_lat + k.mte2_latency_cycles();
+      break;
+    case Op::kNd2Nz:
+      c.dma = true;
+      c.gm_bytes = a[attr::kNzRows] * a[attr::kNzCols] * DTypeSize(in.dtype);
+      c.rate_cap = k.mte2_bytes_per_cycle();
+      c.latency = hbm_lat + k.mte2_latency_cycles();
+      break;
+    case Op::kCopyUbGm:
+      c.dma = true;
+      c.gm_write = true;
+      c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
+      c.rate_cap = k.mte3_bytes_per_cycle();
+      c.latency = hbm_lat + k.mte3_latency_cycles();
+      break;
+    case Op::kLoadL0A: case Op::kLoadL0B:
+      c.busy = a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes / k.mte1_bytes_per_cycle();
+      c.latency = k.mte1_latency_cycles();
+      break;
+    case Op::kImg2Col:
+      c.busy = a[attr::kIcM] * a[attr::kIcK] * kFractalBytes / k.mte1_bytes_per_cycle();
+      c.latency = k.mte1_latency_cycles();
+      break;
+    case Op::kMmad: {
+      int64_t k0 = kBlockBytes / DTypeSize(in.dtype);
+      c.macs = a[attr::kMmM] * a[attr::kMmK] * a[attr::kMmN] * 16 * 16 * k0;
+      int64_t rate = in.dtype == DType::kS8    ? k.cube_int8_macs_per_cycle()
+                     : in.dtype == DType::kF32 ? k.cube_fp32_macs_per_cycle()
+                                               : k.cube_fp16_macs_per_cycle();
+      c.busy = static_cast<double>(c.macs) / static_cast<double>(rate);
+      c.latency = k.cube_latency_cycles();
+      break;
+    }
+    case Op::kFixp: {
+      double l0c_bytes = a[attr::kFxM] * a[attr::kFxN] * 256 * 4;
+      c.latency = k.fixp_latency_cycles();
+      if (in.ops[0].space == Space::kGm) {
+        c.dma = true;
+        c.gm_write = true;
+        c.gm_bytes = a[attr::kFxM] * a[attr::kFxN] * 256 * DTypeSize(in.dtype);
+        // The read-out of L0C bounds the rate at which output bytes leave.
+        c.rate_cap = k.fixp_bytes_per_cycle() * c.gm_bytes / l0c_bytes;
+        c.latency += hbm_lat;
+      } else {
+        c.busy = l0c_bytes / k.fixp_bytes_per_cycle();
+      }
+      break;
+    }
+    default:
+      if (Info(in.op).pipe == Pipe::kVector) {
+        double per_repeat = std::ceil(static_cast<double>(kRepeatBytes) / k.vector_bytes_per_cycle());
+        if (IsSpecial(in.op)) per_repeat *= k.vector_special_cycles_per_repeat();
+        c.busy = a[attr::kRepeat] * per_repeat;
+        c.latency = k.vector_latency_cycles();
+      }
+  }
+  return c;
+}
+
+}  // namespace kiln::sim

@@ -1,0 +1,45 @@
+//===- exec.h - What each NPU instruction computes and costs ----*- C++ -*-===//
+//
+// The functional semantics of the data instructions (everything but scalar
+// and sync ops), as plain functions over byte buffers, and their cost on a
+// machine. The SystemC model calls these; they know nothing of time.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "sim/isa/isa.h"
+#include "sim/machine/machine.pb.h"
+
+namespace kiln::sim {
+
+// Where the operands of one instruction live: a core's local buffers by
+// Space, and the base pointers of the kernel's GM arguments.
+struct ExecContext {
+  std::array<uint8_t*, 7> local{};
+  const std::vector<uint8_t*>* gm_args = nullptr;
+};
+
+// Applies `in` to memory; `addr` are the byte offsets of its address
+// operands (already checked against the buffers).
+void Execute(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContext& ctx);
+
+// How long an instruction takes. A DMA instruction (GM on one side) moves
+// `gm_bytes` through the shared HBM at up to `rate_cap` bytes per cycle, then
+// completes `latency` cycles later (its pipe may start the next DMA
+// meanwhile); any other occupies its pipe for latency + busy cycles.
+struct Cost {
+  bool dma = false;
+  double busy = 0;        // cycles, non-DMA
+  double latency = 0;     // cycles
+  int64_t gm_bytes = 0;   // DMA: bytes through HBM
+  bool gm_write = false;  // DMA direction
+  double rate_cap = 0;    // DMA: the pipe's own bandwidth in bytes per cycle
+  int64_t macs = 0;       // cube multiply-accumulates
+};
+Cost InstCost(const Inst& in, const Machine& m);
+
+}  // namespace kiln::sim

@@ -1,0 +1,25 @@
+//===- report.h - Per-kernel summaries of a run -----------------*- C++ -*-===//
+//
+// For each kernel and pipe: busy cycles, stall cycles, instructions and the
+// pipe's utilization (busy / (kernel cycles x cores used)); the cube's
+// utilization against the machine's peak; and the bound, named after the
+// busiest pipe: "compute" (CUBE or VECTOR), "HBM" (MTE2 or MTE3, which move
+// global memory), "internal transfer" (MTE1, FIXP) or "SCALAR" (issue);
+// when no pipe is busy half the time, "sync stalls".
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <string>
+
+#include "sim/machine/machine.pb.h"
+#include "sim/model/device.h"
+
+namespace kiln::sim {
+
+std::string KernelBound(const KernelStats& k, const Machine& m);
+std::string ReportText(const RunStats& s, const Machine& m);
+// One row per kernel and pipe, then a totals row per kernel (pipe "total").
+std::string ReportCsv(const RunStats& s, const Machine& m);
+
+}  // namespace kiln::sim

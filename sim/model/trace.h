@@ -1,0 +1,82 @@
+//===- trace.h - Profiling traces of a run ----------------------*- C++ -*-===//
+//
+// The model records what each pipe of each core did as slices on tracks, the
+// flag hand-offs between pipes as flows, and counters (HBM bandwidth, buffer
+// footprints). ToJson() writes Chrome trace-event JSON, which Perfetto and
+// chrome://tracing open: a process per AI core with a track per pipe named
+// as Ascend's tools name them (SCALAR, MTE1, MTE2, MTE3, Cube, VECTOR, FIXP),
+// and processes for HBM, the AICPU cluster, the host's streams and PCIe.
+//
+// Large traces stay usable: consecutive identical instructions that abut in
+// time become one slice with a count, and past `max_events` recording stops
+// with truncated() set (the writer then says so in the trace's metadata).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/isa/isa.h"
+
+namespace kiln::sim {
+
+class Trace {
+ public:
+  // Process ids of the non-core processes; AI core c is process c.
+  static constexpr int kHbm = 100000, kAicpu = 100001, kHost = 100002, kPcie = 100003;
+
+  struct Slice {
+    int pid, tid;
+    double start, end;           // cycles
+    const Program* program;      // instruction slices: the program and pc
+    int32_t pc;
+    int32_t label;               // other slices: an index into labels()
+    int32_t count;               // instructions merged into this slice
+    int64_t flow_out, flow_in;   // flow ids leaving / entering this slice, -1 for none
+  };
+  struct Counter {
+    int pid;
+    int32_t label;  // the counter's name, an index into labels()
+    double t, value;
+  };
+
+  void Reset(int64_t max_events);
+  bool enabled() const { return enabled_; }
+  void set_enabled(bool e) { enabled_ = e; }
+
+  // An instruction slice; merges it into the track's last slice when that
+  // ran the same op back to back (`mergeable`).
+  void Instruction(int core, Pipe pipe, const Program* prog, int pc, double start, double end, bool mergeable,
+                   int64_t flow_out = -1, int64_t flow_in = -1);
+  // A named slice (stream ops, PCIe transfers, AICPU tasks, scalar runs).
+  void Named(int pid, int tid, const std::string& name, double start, double end, bool mergeable = false);
+  void Count(int pid, const std::string& name, double t, double value);
+  void NameTrack(int pid, int tid, const std::string& process, const std::string& thread);
+
+  const std::vector<Slice>& slices() const { return slices_; }
+  const std::vector<Counter>& counters() const { return counters_; }
+  const std::vector<std::string>& labels() const { return labels_; }
+  bool truncated() const { return truncated_; }
+
+  // Chrome trace-event JSON; timestamps in microseconds at `clock_mhz`.
+  std::string ToJson(double clock_mhz) const;
+
+ private:
+  bool Room();
+  int32_t Label(const std::string& s);
+
+  bool enabled_ = false;
+  bool truncated_ = false;
+  int64_t max_events_ = 0;
+  std::vector<Slice> slices_;
+  std::vector<Counter> counters_;
+  std::vector<std::string> labels_;
+  struct TrackName { int pid, tid; std::string process, thread; };
+  std::vector<TrackName> names_;
+  // Index of the last slice on each (pid, tid), for merging.
+  std::vector<std::pair<int64_t, int64_t>> last_;  // key = pid * 64 + tid, index
+};
+
+}  // namespace kiln::sim

@@ -1,0 +1,296 @@
+//===- timing_test.cc - Timing rules of the NPU model, in the spec's terms ===//
+//
+// Each test states a rule of docs/npu.md and checks the model keeps it
+// exactly (or, for the double-buffered GEMM, within the overlap it promises).
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+
+#include "gtest/gtest.h"
+#include "sim/machine/machine.h"
+#include "sim/model/device.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace kiln::sim {
+namespace {
+
+using testing::Load;
+
+// The slices of one pipe of core 0, in time order.
+std::vector<Trace::Slice> PipeSlices(const Device& d, Pipe p, int core = 0) {
+  std::vector<Trace::Slice> out;
+  for (const Trace::Slice& s : d.trace().slices())
+    if (s.pid == core && s.tid == static_cast<int>(p)) out.push_back(s);
+  return out;
+}
+
+RunOptions Traced() {
+  RunOptions o;
+  o.trace = true;
+  return o;
+}
+
+TEST(TimingTest, MmadTakesItsFractalStepsAtTheCubeRate) {
+  Machine m = DefaultMachine();
+  const double lat = m.core().cube_latency_cycles();
+  struct Case { const char* dt; double cycles_per_step; };
+  // fp16/bf16: 16x16x16 MACs per step at 4096/cycle; int8: 16x16x32 at 8192; fp32: 16x16x8 at 1024.
+  for (Case c : {Case{"f16", 1}, Case{"bf16", 1}, Case{"s8", 1}, Case{"f32", 2}}) {
+    SCOPED_TRACE(c.dt);
+    auto l = Load(absl::StrCat(".program t\n  mmad.", c.dt, " L0C[0], L0A[0], L0B[0], m=2, k=3, n=4, init=1\n"), m);
+    ASSERT_TRUE(l);
+    auto r = l->Run(Traced());
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto cube = PipeSlices(*l->dev, Pipe::kCube);
+    ASSERT_EQ(cube.size(), 1u);
+    EXPECT_DOUBLE_EQ(cube[0].start, 0);
+    EXPECT_DOUBLE_EQ(cube[0].end - cube[0].start, lat + 2 * 3 * 4 * c.cycles_per_step);
+    EXPECT_DOUBLE_EQ(r->total_cycles, lat + 2 * 3 * 4 * c.cycles_per_step);
+    EXPECT_EQ(r->kernels[0].cube_macs, 2 * 3 * 4 * 16 * 16 * (c.dt == std::string("s8") ? 32 : c.dt == std::string("f32") ? 8 : 16));
+  }
+}
+
+TEST(TimingTest, DmaTakesLatencyPlusBytesOverBandwidth) {
+  Machine m = DefaultMachine();
+  const double latency = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
+  const double bytes = 65536;
+  auto l = Load(".program t\n.arg x f16[32768]\n  copy_gm_ub UB[0], x[0], len=65536\n", m);
+  ASSERT_TRUE(l);
+  auto r = l->Run(Traced());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->total_cycles, latency + bytes / m.core().mte2_bytes_per_cycle());
+  auto mte2 = PipeSlices(*l->dev, Pipe::kMte2);
+  ASSERT_EQ(mte2.size(), 1u);
+  EXPECT_DOUBLE_EQ(mte2[0].end - mte2[0].start, bytes / m.core().mte2_bytes_per_cycle());
+  EXPECT_EQ(r->hbm_read_bytes, 65536);
+}
+
+TEST(TimingTest, CoresStreamingAtOnceShareHbm) {
+  // HBM as fast as one core's MTE2: two cores streaming at once each get half.
+  Machine m = DefaultMachine();
+  m.mutable_chip()->set_hbm_bandwidth_gbps(m.core().mte2_bytes_per_cycle() * m.chip().clock_mhz() / 1e3);
+  const double latency = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
+  const double bw = m.core().mte2_bytes_per_cycle();
+  const char* prog = ".program t\n.arg x f16[65536]\n  block_idx r0\n  mul r0, r0, 65536\n"
+                     "  copy_gm_ub UB[0], x[r0], len=65536\n";
+  auto one = Load(prog, m);
+  ASSERT_TRUE(one);
+  auto r1 = one->Run(Traced(), 1);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  // block_idx and mul take 2 scalar cycles before the copy issues.
+  EXPECT_DOUBLE_EQ(r1->total_cycles, 2 + latency + 65536 / bw);
+  auto two = Load(prog, m);
+  ASSERT_TRUE(two);
+  auto r2 = two->Run(Traced(), 2);
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_DOUBLE_EQ(r2->total_cycles, 2 + latency + 65536 / (bw / 2));
+  for (int core = 0; core < 2; ++core) {
+    auto s = PipeSlices(*two->dev, Pipe::kMte2, core);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_DOUBLE_EQ(s[0].end - s[0].start, 65536 / (bw / 2));
+  }
+  // With the default HBM (1200 B/cycle) two cores do not contend.
+  auto wide = Load(prog);
+  auto r3 = wide->Run({}, 2);
+  ASSERT_TRUE(r3.ok());
+  EXPECT_DOUBLE_EQ(r3->total_cycles, r1->total_cycles);
+}
+
+TEST(TimingTest, BlocksBeyondTheCoreCountQueue) {
+  Machine m = DefaultMachine();
+  m.mutable_chip()->set_ai_cores(2);
+  auto l = Load(".program t\n  mmad.f16 L0C[0], L0A[0], L0B[0], m=4, k=4, n=4, init=1\n", m);
+  ASSERT_TRUE(l);
+  auto r = l->Run({}, 5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  double one = m.core().cube_latency_cycles() + 64;
+  EXPECT_DOUBLE_EQ(r->total_cycles, 3 * one);  // waves of 2, 2 and 1 blocks
+  EXPECT_EQ(r->kernels[0].cores_used, 2);
+  EXPECT_EQ(r->kernels[0].pipes[static_cast<int>(Pipe::kCube)].instructions, 5);
+}
+
+TEST(TimingTest, WaitFlagReleasesWhenItsSetFlagRetires) {
+  Machine m = DefaultMachine();
+  auto l = Load(R"(.program t
+.arg x f16[4096]
+  copy_gm_ub UB[0], x[0], len=8192
+  set_flag MTE2, VECTOR, 0
+  wait_flag MTE2, VECTOR, 0
+  vadd.f16 UB[8192], UB[0], UB[0], repeat=32
+)", m);
+  ASSERT_TRUE(l);
+  auto r = l->Run(Traced());
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto mte2 = PipeSlices(*l->dev, Pipe::kMte2);
+  auto vec = PipeSlices(*l->dev, Pipe::kVector);
+  ASSERT_EQ(mte2.size(), 2u);  // copy, set_flag
+  ASSERT_EQ(vec.size(), 2u);   // wait_flag, vadd
+  // The set retires once the copy completes (its transfer plus latency) and the flag latency passes.
+  double copy_done = mte2[0].end + m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
+  EXPECT_DOUBLE_EQ(mte2[1].end, copy_done + m.core().flag_latency_cycles());
+  EXPECT_DOUBLE_EQ(vec[0].end, mte2[1].end);
+  EXPECT_DOUBLE_EQ(vec[1].start, mte2[1].end);
+  EXPECT_GE(vec[0].flow_in, 0);
+  EXPECT_EQ(vec[0].flow_in, mte2[1].flow_out);
+  EXPECT_DOUBLE_EQ(r->kernels[0].pipes[static_cast<int>(Pipe::kVector)].stall_cycles, vec[0].end - vec[0].start);
+}
+
+TEST(TimingTest, DoubleBufferedGemmOverlapsLoadsWithTheCube) {
+  // A slower MTE2 makes the GEMM load-bound: 8 chunks of 2 x 16 KiB at 64 B/cycle.
+  Machine m = DefaultMachine();
+  m.mutable_core()->set_mte2_bytes_per_cycle(64);
+  m.mutable_chip()->set_hbm_latency_cycles(0);
+  m.mutable_core()->set_mte2_latency_cycles(0);
+  auto l = Load(testing::ReadSource("examples/npu/gemm_double_buffer.kasm"), m);
+  ASSERT_TRUE(l);
+  auto r = l->Run(Traced());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double chunks = 8;
+  const double load = chunks * 2 * 16384 / 64.0;                          // MTE2, per core
+  const double mte1_chunk = 2 * (m.core().mte1_latency_cycles() + 16384 / m.core().mte1_bytes_per_cycle());
+  const double cube_chunk = m.core().cube_latency_cycles() + 8 * 4 * 8;
+  const double compute = chunks * cube_chunk;
+  const double fixp = m.core().fixp_latency_cycles() + 65536 / m.core().fixp_bytes_per_cycle() +
+                      m.chip().hbm_latency_cycles();
+  const double sum = load + chunks * mte1_chunk + compute + fixp;
+  const double overlapped = std::max(load, compute) + mte1_chunk + cube_chunk + fixp;
+  EXPECT_GT(r->total_cycles, std::max(load, compute));
+  EXPECT_LE(r->total_cycles, overlapped * 1.02) << "sum would be " << sum;
+  EXPECT_LT(r->total_cycles, 0.8 * sum);
+  // The cube runs while MTE2 loads: some mmad overlaps some load in time.
+  bool overlap = false;
+  for (const auto& c : PipeSlices(*l->dev, Pipe::kCube))
+    for (const auto& d : PipeSlices(*l->dev, Pipe::kMte2))
+      overlap |= c.program && d.program && c.start < d.end && d.start < c.end &&
+                 c.program->insts[c.pc].op == Op::kMmad && d.program->insts[d.pc].op == Op::kNd2Nz;
+  EXPECT_TRUE(overlap);
+}
+
+TEST(TimingTest, TimingOnlyGivesTheSameCycles) {
+  auto a = Load(testing::ReadSource("examples/npu/gemm_double_buffer.kasm"));
+  auto b = Load(testing::ReadSource("examples/npu/gemm_double_buffer.kasm"));
+  auto ra = a->Run();
+  RunOptions t;
+  t.functional = false;
+  auto rb = b->Run(t);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_DOUBLE_EQ(ra->total_cycles, rb->total_cycles);
+  EXPECT_EQ(ra->instructions, rb->instructions);
+  // Timing only leaves the output untouched.
+  for (float v : b->Values<float>("C")) ASSERT_EQ(v, 0.0f);
+}
+
+TEST(TimingTest, DeadlockIsReportedNotHung) {
+  auto l = Load(testing::ReadSource("examples/npu/deadlock.kasm"));
+  ASSERT_TRUE(l);
+  auto r = l->Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  std::string msg(r.status().message());
+  EXPECT_NE(msg.find("deadlock at cycle"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("core 0 CUBE pc 5 (wait_flag MTE1, CUBE, 0) waits for flag MTE1->CUBE event 0"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("core 0 SCALAR pc 7 waits for the end of the block"), std::string::npos) << msg;
+  // The device is usable again after the failed run.
+  auto again = l->Run();
+  EXPECT_FALSE(again.ok());
+}
+
+TEST(TimingTest, RunawayProgramHitsTheCycleLimit) {
+  auto l = Load(".program t\nloop:\n  add r1, r1, 1\n  jmp loop\n");
+  ASSERT_TRUE(l);
+  RunOptions o;
+  o.cycle_limit = 100000;
+  auto r = l->Run(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("cycle limit of 100000 cycles reached"), std::string::npos) << r.status();
+}
+
+TEST(TimingTest, LaunchChecksArgumentMemory) {
+  auto l = Load(".program t\n.arg x f16[1024]\n  copy_gm_ub UB[0], x[0], len=32\n");
+  ASSERT_TRUE(l);
+  StreamId s = l->dev->CreateStream();
+  absl::Status st = l->dev->Launch(s, l->kernel, 1, {l->addrs[0] + 1024});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("bad memory access"), std::string::npos) << st;
+}
+
+TEST(TimingTest, HostCopiesAreTimedOverPcieAndOverlapCompute) {
+  Machine m = DefaultMachine();
+  auto d = Device::Create(m);
+  ASSERT_TRUE(d.ok());
+  Device& dev = **d;
+  const int64_t bytes = 1 << 20;
+  auto buf = dev.Malloc(bytes);
+  ASSERT_TRUE(buf.ok());
+  std::vector<uint8_t> host(bytes, 7), back(bytes, 0);
+  StreamId s0 = dev.CreateStream();
+  ASSERT_TRUE(dev.CopyH2D(s0, *buf, host.data(), bytes).ok());
+  auto r = dev.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double copy = UsToCycles(m, m.host_link().latency_us()) + bytes / HostLinkBytesPerCycle(m);
+  EXPECT_DOUBLE_EQ(r->total_cycles, copy);
+  EXPECT_EQ(r->h2d_bytes, bytes);
+
+  // H2D and D2H use the two directions of the link at once; an event orders them.
+  StreamId s1 = dev.CreateStream();
+  EventId e = dev.CreateEvent();
+  ASSERT_TRUE(dev.CopyH2D(s0, *buf, host.data(), bytes).ok());
+  ASSERT_TRUE(dev.RecordEvent(s0, e).ok());
+  ASSERT_TRUE(dev.WaitEvent(s1, e).ok());
+  ASSERT_TRUE(dev.CopyD2H(s1, back.data(), *buf, bytes).ok());
+  auto ordered = dev.Run();
+  ASSERT_TRUE(ordered.ok()) << ordered.status();
+  EXPECT_DOUBLE_EQ(ordered->total_cycles, 2 * copy);
+  EXPECT_EQ(back, host);
+
+  ASSERT_TRUE(dev.CopyH2D(s0, *buf, host.data(), bytes).ok());
+  ASSERT_TRUE(dev.CopyD2H(s1, back.data(), *buf, bytes).ok());
+  auto parallel = dev.Run();
+  ASSERT_TRUE(parallel.ok()) << parallel.status();
+  EXPECT_DOUBLE_EQ(parallel->total_cycles, copy);
+
+  // A kernel on another stream runs while the copy is in flight.
+  auto f = Assemble(".program k\n  mmad.f16 L0C[0], L0A[0], L0B[0], m=8, k=8, n=8, init=1\n", "k");
+  ASSERT_TRUE(f.ok());
+  auto k = dev.LoadProgram(f->program);
+  ASSERT_TRUE(k.ok());
+  ASSERT_TRUE(dev.CopyH2D(s0, *buf, host.data(), bytes).ok());
+  ASSERT_TRUE(dev.Launch(s1, *k, 1, {}).ok());
+  auto both = dev.Run();
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_DOUBLE_EQ(both->total_cycles, copy);
+  EXPECT_DOUBLE_EQ(both->kernels[0].end_cycle, m.core().cube_latency_cycles() + 512);
+}
+
+TEST(TimingTest, AicpuTasksRunWithTheirCost) {
+  Machine m = DefaultMachine();
+  auto d = Device::Create(m);
+  ASSERT_TRUE(d.ok());
+  Device& dev = **d;
+  auto buf = dev.Malloc(4);
+  ASSERT_TRUE(buf.ok());
+  StreamId s = dev.CreateStream();
+  ASSERT_TRUE(dev.LaunchAicpu(s, "set42", 4000, [&](Device& d) {
+                  int32_t v = 42;
+                  return d.Write(*buf, &v, 4);
+                }).ok());
+  auto r = dev.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Aicpu& a = m.aicpu();
+  double aicpu_cycles = a.launch_cycles() + 4000 / a.ops_per_cycle();
+  EXPECT_NEAR(r->total_cycles, aicpu_cycles * m.chip().clock_mhz() / a.clock_mhz(), 1e-3);
+  int32_t v = 0;
+  ASSERT_TRUE(dev.Read(*buf, &v, 4).ok());
+  EXPECT_EQ(v, 42);
+  EXPECT_EQ(r->aicpu_tasks, 1);
+  // A failing task fails the run with its message.
+  ASSERT_TRUE(dev.LaunchAicpu(s, "bad", 1, [](Device&) { return absl::InvalidArgumentError("boom"); }).ok());
+  auto bad = dev.Run();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "AICPU task bad: boom");
+}
+
+}  // namespace
+}  // namespace kiln::sim

@@ -1,0 +1,163 @@
+//===- cmd_sim.cc - `kiln sim` --------------------------------------------===//
+//
+// Runs a hand-written NPU program (.kasm) on the SystemC model: fills its
+// global-memory arguments as the file says, launches it with its block
+// dimension, writes the arguments marked `output=` as .npy files, and prints
+// the cycle count (and with --report the per-pipe summary).
+//
+//===----------------------------------------------------------------------===//
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/io/npy.h"
+#include "sim/isa/asm.h"
+#include "sim/machine/machine.h"
+#include "sim/model/device.h"
+#include "sim/model/report.h"
+#include "tools/kiln/cli_util.h"
+
+ABSL_DECLARE_FLAG(std::string, output_dir);
+ABSL_FLAG(std::string, machine, "", "Machine description (.textproto) for `kiln sim`; default ascend910-like.");
+ABSL_FLAG(std::string, trace, "", "Write a Chrome trace-event JSON of the run to this file.");
+ABSL_FLAG(bool, report, false, "Print the per-kernel, per-pipe report.");
+ABSL_FLAG(std::string, report_csv, "", "Write the report as CSV to this file.");
+ABSL_FLAG(bool, timing_only, false, "Skip the arithmetic: time the program without computing values.");
+ABSL_FLAG(double, cycle_limit, 1e10, "Stop a `kiln sim` run with an error past this many cycles.");
+
+namespace kiln::cli {
+namespace {
+
+// The graph dtype that holds a sim dtype's values in a .npy file.
+kiln::DType GraphDType(sim::DType t) {
+  switch (t) {
+    case sim::DType::kF32: return kiln::DType::kF32;
+    case sim::DType::kF16: return kiln::DType::kF16;
+    case sim::DType::kBF16: return kiln::DType::kBF16;
+    case sim::DType::kS32: return kiln::DType::kI32;
+    case sim::DType::kS8: return kiln::DType::kI8;
+    case sim::DType::kNone: break;
+  }
+  return kiln::DType::kUndefined;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size())))
+    return absl::InvalidArgumentError("cannot write '" + path + "'");
+  return absl::OkStatus();
+}
+
+int Sim(const std::vector<std::string>& args) {
+  if (args.size() != 1) return Fail("sim takes one program (PROGRAM.kasm)");
+  const std::string& path = args[0];
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail("cannot open '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto file = sim::Assemble(text.str(), path);
+  if (!file.ok()) return Fail(file.status());
+
+  sim::Machine machine = sim::DefaultMachine();
+  if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) {
+    auto loaded = sim::LoadMachine(m);
+    if (!loaded.ok()) return Fail(loaded.status());
+    machine = *std::move(loaded);
+  }
+  auto dev = sim::Device::Create(machine);
+  if (!dev.ok()) return Fail(dev.status());
+  sim::Device& d = **dev;
+  const sim::Program& prog = file->program;
+  auto kernel = d.LoadProgram(prog);
+  if (!kernel.ok()) return Fail(kernel.status());
+
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::vector<sim::DevAddr> addrs;
+  for (size_t i = 0; i < prog.args.size(); ++i) {
+    const sim::Arg& a = prog.args[i];
+    const sim::ArgData& data = file->data[i];
+    auto addr = d.Malloc(a.Bytes());
+    if (!addr.ok()) return Fail(addr.status());
+    addrs.push_back(*addr);
+    int64_t count = a.Bytes() / sim::DTypeSize(a.dtype);
+    if (data.init == sim::InitKind::kRandom) {
+      std::vector<uint8_t> bytes(a.Bytes());
+      sim::RandomFill(a.dtype, data.seed, bytes.data(), count);
+      if (absl::Status s = d.Write(*addr, bytes.data(), a.Bytes()); !s.ok()) return Fail(s);
+    } else if (data.init == sim::InitKind::kNpy) {
+      std::string npy = (dir / data.npy).string();
+      auto t = ReadNpy(npy);
+      if (!t.ok()) return Fail(t.status());
+      if (t->dtype() != GraphDType(a.dtype) || t->numel() != count)
+        return Fail(absl::StrCat("argument ", a.name, ": '", npy, "' holds ", kiln::DTypeName(t->dtype()), " x ",
+                                 t->numel(), ", expected ", sim::DTypeName(a.dtype), " x ", count));
+      if (absl::Status s = d.Write(*addr, t->raw(), a.Bytes()); !s.ok()) return Fail(s);
+    }
+  }
+  sim::StreamId stream = d.CreateStream();
+  if (absl::Status s = d.Launch(stream, *kernel, file->block_dim, addrs); !s.ok()) return Fail(s);
+
+  sim::RunOptions opt;
+  opt.functional = !absl::GetFlag(FLAGS_timing_only);
+  opt.trace = !absl::GetFlag(FLAGS_trace).empty();
+  opt.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
+  auto stats = d.Run(opt);
+  if (!stats.ok()) return Fail(stats.status());
+
+  std::filesystem::path out_dir = absl::GetFlag(FLAGS_output_dir);
+  for (size_t i = 0; i < prog.args.size(); ++i) {
+    const sim::Arg& a = prog.args[i];
+    if (file->data[i].output.empty()) continue;
+    Dims dims(a.shape.begin(), a.shape.end());
+    Tensor t(GraphDType(a.dtype), dims);
+    if (absl::Status s = d.Read(addrs[i], t.raw(), a.Bytes()); !s.ok()) return Fail(s);
+    std::filesystem::path out = out_dir / file->data[i].output;
+    if (!out.parent_path().empty()) std::filesystem::create_directories(out.parent_path());
+    if (absl::Status s = WriteNpy(out.string(), t); !s.ok()) return Fail(s);
+    std::cout << a.name << ": wrote " << out.string() << "\n";
+  }
+  std::cout << absl::StrFormat("%s: %.0f cycles (%.3f us at %.0f MHz), %d instructions, block_dim %d\n", prog.name,
+                               stats->total_cycles, stats->seconds * 1e6, machine.chip().clock_mhz(),
+                               stats->instructions, file->block_dim);
+  if (absl::GetFlag(FLAGS_report)) std::cout << sim::ReportText(*stats, machine);
+  if (std::string csv = absl::GetFlag(FLAGS_report_csv); !csv.empty())
+    if (absl::Status s = WriteFile(csv, sim::ReportCsv(*stats, machine)); !s.ok()) return Fail(s);
+  if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
+    if (absl::Status s = WriteFile(tr, d.trace().ToJson(machine.chip().clock_mhz())); !s.ok()) return Fail(s);
+    if (d.trace().truncated())
+      std::cerr << "kiln: warning: the trace reached its size bound and was truncated\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kSimCommand;
+const Command kSimCommand = {
+    "sim", "run hand-written NPU assembly on the SystemC model",
+    R"(usage: kiln sim PROGRAM.kasm [--machine=FILE] [--trace=FILE] [--report] [--report-csv=FILE]
+                 [--timing-only] [--cycle-limit=N] [--output-dir=DIR]
+
+Assembles PROGRAM.kasm (docs/kasm.md), fills its global-memory arguments as
+their `.arg` lines say (zeros, init=random(SEED), init=npy("FILE") relative to
+the .kasm file), runs it with its `.block_dim` on the NPU model, writes each
+argument marked output="FILE" as a .npy under --output-dir, and prints the
+cycle count. Deadlocks, runaway programs and bad memory accesses are errors.
+
+flags:
+  --machine=FILE       machine description (sim/machines/*.textproto); default ascend910-like
+  --trace=FILE         Chrome trace-event JSON (open in Perfetto or chrome://tracing)
+  --report             per-kernel, per-pipe busy cycles, utilization and bound
+  --report-csv=FILE    the same report as CSV
+  --timing-only        skip the arithmetic (outputs are then meaningless)
+  --cycle-limit=N      stop with an error past N cycles (default 1e10)
+  --output-dir=DIR     where outputs go (default: the current directory)
+)",
+    Sim};
+
+}  // namespace kiln::cli
