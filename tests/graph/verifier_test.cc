@@ -283,6 +283,7 @@ TEST(Verifier, SubgraphUsesAValueDefinedAfterItsNode) {
   // Verifying the nested graph alone finds the same.
   absl::Status s = VerifyGraph(*t.then_g, TestOptions());
   EXPECT_NE(s.message().find("[scope] input 0 %later"), absl::string_view::npos) << s;
+  use->SetInput(0, g.inputs()[0]);  // valid again before the model is destroyed
 }
 
 TEST(Verifier, SubgraphUsesAValueOfASiblingGraph) {
@@ -293,6 +294,7 @@ TEST(Verifier, SubgraphUsesAValueOfASiblingGraph) {
   EXPECT_EQ(Errors(t.m),
             "graph 'main/then': node 0 (Id) %t: [scope] input 0 %e belongs to graph 'else', which does not "
             "enclose this graph");
+  use->SetInput(0, t.m.graph->inputs()[0]);  // valid again before the model is destroyed
 }
 
 TEST(Verifier, GraphOutputFromANestedGraph) {
@@ -302,6 +304,7 @@ TEST(Verifier, GraphOutputFromANestedGraph) {
   t.m.graph->AddOutput(inner->output(0));
   EXPECT_EQ(Errors(t.m),
             "graph 'main': [scope] graph output 1 %t belongs to graph 'then', which does not enclose this graph");
+  t.m.graph->SetOutput(1, t.m.graph->inputs()[0]);  // valid again before the model is destroyed
 }
 
 TEST(Verifier, SubgraphRedefinesAnOuterName) {
