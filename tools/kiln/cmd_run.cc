@@ -10,6 +10,8 @@
 #include "frontend/onnx/tensor_proto.h"
 #include "graph/exec/executor.h"
 #include "graph/io/npy.h"
+#include "runtime/loaded_model.h"
+#include "target/artifact/artifact_io.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_FLAG(std::string, output_dir, "", "Directory to write each output as <name>.npy.");
@@ -40,57 +42,89 @@ std::string Summarize(const Tensor& t) {
   return s + "]";
 }
 
-int Run(const std::vector<std::string>& args) {
-  if (args.size() != 1) return Fail("run takes one model (MODEL.onnx or MODEL.kir)");
-  auto model = LoadModel(args[0]);
-  if (!model.ok()) return Fail(model.status());
-  const Graph& g = *model->graph;
-
+// Reads the --input files, matching them by name to `names`.
+absl::StatusOr<std::vector<Tensor>> InputsByName(const std::vector<std::string>& names,
+                                                 const std::vector<std::string>& described) {
   absl::flat_hash_map<std::string, Tensor> given;
   for (const std::string& spec : RepeatedInputs()) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-      return Fail("--input expects NAME=FILE, got '" + spec + "'");
+      return absl::InvalidArgumentError("--input expects NAME=FILE, got '" + spec + "'");
     std::string name = spec.substr(0, eq);
     auto t = ReadTensorFile(spec.substr(eq + 1));
-    if (!t.ok()) return Fail(t.status());
-    if (!given.emplace(name, *std::move(t)).second) return Fail("input '" + name + "' is given twice");
+    if (!t.ok()) return t.status();
+    if (!given.emplace(name, *std::move(t)).second)
+      return absl::InvalidArgumentError("input '" + name + "' is given twice");
   }
   std::vector<Tensor> inputs;
-  std::vector<std::string> expected;
-  for (Value* in : g.inputs()) expected.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
-  for (Value* in : g.inputs()) {
-    auto it = given.find(in->name());
+  for (const std::string& n : names) {
+    auto it = given.find(n);
     if (it == given.end())
-      return Fail(absl::StrCat("missing --input for '", in->name(), "'; the model takes ",
-                               absl::StrJoin(expected, ", ")));
+      return absl::InvalidArgumentError(absl::StrCat("missing --input for '", n, "'; the model takes ",
+                                                     absl::StrJoin(described, ", ")));
     inputs.push_back(std::move(it->second));
     given.erase(it);
   }
   if (!given.empty())
-    return Fail(absl::StrCat("the model has no input named '", given.begin()->first, "'; it takes ",
-                             absl::StrJoin(expected, ", ")));
+    return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", given.begin()->first,
+                                                   "'; it takes ", absl::StrJoin(described, ", ")));
+  return inputs;
+}
 
-  Executor exec;
-  auto outputs = exec.Run(g, std::move(inputs));
-  if (!outputs.ok()) return Fail(outputs.status());
-
+int WriteOutputs(const std::vector<std::string>& names, const std::vector<Tensor>& outputs) {
   std::string dir = absl::GetFlag(FLAGS_output_dir);
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return Fail("cannot create --output-dir '" + dir + "': " + ec.message());
   }
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    const std::string& name = g.outputs()[i]->name();
-    std::cout << name << ": " << Summarize((*outputs)[i]) << "\n";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::cout << names[i] << ": " << Summarize(outputs[i]) << "\n";
     if (!dir.empty()) {
-      std::string path = (std::filesystem::path(dir) / (FileNameFor(name) + ".npy")).string();
-      absl::Status s = WriteNpy(path, (*outputs)[i]);
+      std::string path = (std::filesystem::path(dir) / (FileNameFor(names[i]) + ".npy")).string();
+      absl::Status s = WriteNpy(path, outputs[i]);
       if (!s.ok()) return Fail(s);
     }
   }
   return 0;
+}
+
+int RunArtifact(const std::string& path) {
+  auto loaded = runtime::LoadedModel::Load(path);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const artifact::Artifact& a = (*loaded)->artifact();
+  std::vector<std::string> names, described, out_names;
+  for (const auto& s : a.inputs()) {
+    names.push_back(s.name());
+    described.push_back(artifact::DescribeSignature(s));
+  }
+  for (const auto& s : a.outputs()) out_names.push_back(s.name());
+  auto inputs = InputsByName(names, described);
+  if (!inputs.ok()) return Fail(inputs.status());
+  auto outputs = (*loaded)->Run(*std::move(inputs));
+  if (!outputs.ok()) return Fail(outputs.status());
+  return WriteOutputs(out_names, *outputs);
+}
+
+int Run(const std::vector<std::string>& args) {
+  if (args.size() != 1) return Fail("run takes one model (MODEL.onnx or MODEL.kir)");
+  if (absl::EndsWith(args[0], ".kiln")) return RunArtifact(args[0]);
+  auto model = LoadModel(args[0]);
+  if (!model.ok()) return Fail(model.status());
+  const Graph& g = *model->graph;
+
+  std::vector<std::string> names, described, out_names;
+  for (Value* in : g.inputs()) {
+    names.push_back(in->name());
+    described.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
+  }
+  for (Value* out : g.outputs()) out_names.push_back(out->name());
+  auto inputs = InputsByName(names, described);
+  if (!inputs.ok()) return Fail(inputs.status());
+  Executor exec;
+  auto outputs = exec.Run(g, *std::move(inputs));
+  if (!outputs.ok()) return Fail(outputs.status());
+  return WriteOutputs(out_names, *outputs);
 }
 
 }  // namespace
@@ -111,14 +145,5 @@ flags:
   --output-dir=DIR     where to write the outputs
 )",
     Run};
-
-extern const Command kTargetsCommand;
-const Command kTargetsCommand = {
-    "targets", "list the targets this build can compile for",
-    "usage: kiln targets\n\nLists the registered targets and what each runs on.\n",
-    [](const std::vector<std::string>& args) -> int {
-      std::cout << "reference  host reference executor (golden model; `kiln run`, `kiln conformance`)\n";
-      return 0;
-    }};
 
 }  // namespace kiln::cli

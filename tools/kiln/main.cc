@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
 
 namespace kiln::cli {
 
+extern const Command kCompileCommand;
 extern const Command kConformanceCommand;
 extern const Command kOptCommand;
 extern const Command kRunCommand;
@@ -109,7 +110,7 @@ extern const Command kTargetsCommand;
 // The table of commands, in the order `kiln --help` lists them.
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      kOptCommand, kRunCommand, kSimCommand, kConformanceCommand, kTargetsCommand,
+      kCompileCommand, kRunCommand, kOptCommand, kSimCommand, kConformanceCommand, kTargetsCommand,
   };
   return commands;
 }

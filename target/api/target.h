@@ -1,0 +1,95 @@
+//===- target.h - The target plugin interface -------------------*- C++ -*-===//
+//
+// Every target kiln compiles for — the built-in npusim and cuda targets and
+// third-party plugins — implements this interface and nothing else: a
+// description of the machine (engines, memory hierarchy, MMA shapes,
+// bandwidths, peak rates), a per-node placement query that answers an engine
+// and a reason, and compilation of an optimized model into an artifact.
+//
+// This header and target_registry.h are the public API a plugin builds
+// against (see README.md, "Writing a target plugin").
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
+
+namespace kiln::target {
+
+// What kind of work an engine does; placement summaries group by this.
+enum class EngineKind : uint8_t {
+  kMatrix,    // matrix units: the NPU cube, GPU TensorCores
+  kVector,    // SIMD/SIMT units: the NPU vector unit, GPU CUDA cores
+  kFallback,  // general-purpose cores near the device: the NPU AICPU, host kernels in a GPU package
+  kHost,      // the host CPU, across the host link
+};
+
+struct Engine {
+  std::string name;  // "cube", "vector", "aicpu", "host"
+  EngineKind kind;
+  std::string summary;
+};
+
+// One level of the memory hierarchy, from global memory inwards.
+struct MemoryLevel {
+  std::string name;               // "GM", "L1", "L0A", "UB", "smem", ...
+  int64_t bytes = 0;              // capacity per compute unit (global: total)
+  double bytes_per_cycle = 0;     // bandwidth into this level per compute unit
+};
+
+// A matrix-multiply step the matrix engine executes natively.
+struct MmaShape {
+  int m = 16, n = 16, k = 16;
+  DType input = DType::kF16;
+  DType accumulator = DType::kF32;
+  double macs_per_cycle = 0;  // per compute unit
+};
+
+struct TargetDescription {
+  std::string name;
+  std::string summary;
+  std::vector<Engine> engines;
+  std::vector<MemoryLevel> memory;
+  std::vector<MmaShape> mma;
+  int compute_units = 1;                   // AI cores, SMs
+  double clock_ghz = 1;
+  double global_bytes_per_second = 0;      // HBM
+  double vector_bytes_per_cycle = 0;       // per compute unit
+  double host_link_bytes_per_second = 0;   // PCIe, each way
+};
+
+// Where a node runs, and why.
+struct Placement {
+  std::string engine;
+  std::string reason;
+};
+
+enum class Precision : uint8_t { kFp32, kFp16, kBf16, kMixed };
+
+struct CompileOptions {
+  Precision precision = Precision::kFp32;
+  // Target-specific settings (`--machine=FILE` for npusim, `--arch=sm_90a` for cuda).
+  std::vector<std::pair<std::string, std::string>> settings;
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual const TargetDescription& description() const = 0;
+  // The engine that runs `node` under `options`, with the reason. Called on
+  // optimized graphs; a node no engine supports answers an empty engine and
+  // the reason, which fails the compile naming the node.
+  virtual Placement Place(const Node& node, const CompileOptions& options) const = 0;
+  // Compiles an optimized, placed model into the artifact at `output_path`.
+  virtual absl::Status Compile(const Model& model, const CompileOptions& options,
+                               const std::string& output_path) = 0;
+};
+
+}  // namespace kiln::target

@@ -1,0 +1,24 @@
+//===- artifact_io.h - Reading and writing .kiln artifacts ------*- C++ -*-===//
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
+#include "target/artifact/artifact.pb.h"
+
+namespace kiln::artifact {
+
+// Bumped whenever the meaning of a field changes.
+inline constexpr uint32_t kArtifactFormatVersion = 1;
+
+absl::Status WriteArtifact(const Artifact& artifact, const std::string& path);
+// Rejects files that are not artifacts, are truncated or corrupted, or come
+// from another format version, with a one-line reason.
+absl::StatusOr<Artifact> ReadArtifact(const std::string& path);
+
+// The signature of a graph's inputs or outputs.
+void FillSignatures(const Graph& graph, Artifact* artifact);
+std::string DescribeSignature(const TensorSignature& s);
+
+}  // namespace kiln::artifact

@@ -1,0 +1,16 @@
+//===- builtin_targets.cc - The targets built into kiln -------------------===//
+#include "target/builtin_targets.h"
+
+#include "target/api/target_registry.h"
+#include "target/npusim/npusim_target.h"
+#include "target/reference/reference_target.h"
+
+namespace kiln::target {
+
+void RegisterBuiltinTargets(TargetRegistry& r) {
+  (void)r.Register("npusim", "Ascend-like NPU on kiln's SystemC cycle model (cube, vector, AICPU)",
+                   CreateNpusimTarget);
+  (void)r.Register("reference", "host reference kernels (the golden model)", CreateReferenceTarget);
+}
+
+}  // namespace kiln::target

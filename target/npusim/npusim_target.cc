@@ -1,0 +1,162 @@
+//===- npusim_target.cc - The npusim target -------------------------------===//
+//
+// The description follows the default machine (sim/machines/ascend910-like):
+// 32 AI cores at 1 GHz, a 16x16x16 fp16 cube, a 256-byte vector unit, L1 1 MiB,
+// L0A/L0B 64 KiB, L0C 256 KiB, UB 256 KiB, HBM 1.2 TB/s, PCIe 4.0 x16.
+//
+// Placement is the op-support table below: matrix ops on the cube,
+// elementwise, reduction, normalization and pooling work on the vector unit,
+// and every other op that has a reference kernel on the AICPU, with the
+// reason recorded.
+//
+//===----------------------------------------------------------------------===//
+#include "target/npusim/npusim_target.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "graph/ops/op_registry.h"
+
+namespace kiln::target {
+namespace {
+
+TargetDescription MakeDescription() {
+  TargetDescription d;
+  d.name = "npusim";
+  d.summary = "Ascend-like NPU on kiln's SystemC cycle model (cube, vector, AICPU)";
+  d.engines = {
+      {"cube", EngineKind::kMatrix, "16x16x16 matrix unit: MatMul, Gemm, Conv, attention"},
+      {"vector", EngineKind::kVector, "256-byte SIMD unit: elementwise, reductions, normalizations, pooling"},
+      {"aicpu", EngineKind::kFallback, "CPU cores beside the AI cores: control flow, sorting, rare ops"},
+      {"host", EngineKind::kHost, "the host CPU, across PCIe"},
+  };
+  d.memory = {
+      {"GM", int64_t{32} << 30, 256},
+      {"L1", 1 << 20, 256},
+      {"L0A", 64 << 10, 512},
+      {"L0B", 64 << 10, 512},
+      {"L0C", 256 << 10, 256},
+      {"UB", 256 << 10, 256},
+  };
+  d.mma = {{16, 16, 16, DType::kF16, DType::kF32, 4096},
+           {16, 16, 16, DType::kBF16, DType::kF32, 4096},
+           {16, 16, 32, DType::kI8, DType::kI32, 8192},
+           {16, 16, 8, DType::kF32, DType::kF32, 1024}};
+  d.compute_units = 32;
+  d.clock_ghz = 1.0;
+  d.global_bytes_per_second = 1.2e12;
+  d.vector_bytes_per_cycle = 256;
+  d.host_link_bytes_per_second = 32e9;
+  return d;
+}
+
+bool AllTensorsAre(const Node& n, bool (*pred)(DType)) {
+  for (Value* v : n.inputs())
+    if (v && v->type().is_tensor() && !pred(v->type().dtype())) return false;
+  for (Value* v : n.outputs())
+    if (v->type().is_tensor() && !pred(v->type().dtype())) return false;
+  return true;
+}
+
+bool CoreFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+bool CoreNumeric(DType t) {
+  return CoreFloat(t) || t == DType::kI8 || t == DType::kU8 || t == DType::kI32 || t == DType::kI64 ||
+         t == DType::kBool || t == DType::kI16;
+}
+
+bool StaticShapes(const Node& n) {
+  for (Value* v : n.outputs())
+    if (!v->type().is_tensor() || !v->type().shape().is_static()) return false;
+  return true;
+}
+
+// Ops whose output only reinterprets its input's bytes: free on any engine.
+const absl::flat_hash_set<std::string>& ViewOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  return *ops;
+}
+
+const absl::flat_hash_set<std::string>& VectorOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      // elementwise
+      "Abs", "Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Pow", "Relu",
+      "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf",
+      "Softplus", "Softsign", "Clip", "Max", "Min", "Sum", "Mean", "Floor", "Ceil", "Round", "Sign",
+      "Sin", "Cos", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor",
+      "Not", "Where", "Cast", "CastLike", "Dropout", "ThresholdedRelu", "Shrink", "IsNaN", "IsInf",
+      // reductions and normalizations
+      "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+      "ReduceL2", "ReduceLogSumExp", "ReduceLogSum", "ArgMax", "ArgMin", "Softmax", "LogSoftmax",
+      "LayerNormalization", "BatchNormalization", "InstanceNormalization", "LpNormalization",
+      "MeanVarianceNormalization",
+      // pooling
+      "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+      // data movement the vector unit and MTEs do well
+      "Transpose", "Concat", "Split", "Slice", "Expand", "Tile", "Pad", "DepthToSpace", "SpaceToDepth",
+      // composites
+      "Gelu"};
+  return *ops;
+}
+
+const absl::flat_hash_set<std::string>& CubeOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{"MatMul", "Gemm", "Conv", "Attention"};
+  return *ops;
+}
+
+class NpusimTarget final : public Target {
+ public:
+  NpusimTarget() : desc_(MakeDescription()) {}
+  const TargetDescription& description() const override { return desc_; }
+
+  Placement Place(const Node& n, const CompileOptions& options) const override {
+    const OpDef* def = OpRegistry::Global().Find(n);
+    if (!def) return {"", absl::StrCat("op '", n.QualifiedOp(), "' is unknown to kiln")};
+    const bool kiln_domain = n.domain() == "kiln";
+    if (!n.domain().empty() && !kiln_domain) {
+      if (def->kernel) return {"aicpu", absl::StrCat("domain '", n.domain(), "' has no core kernels")};
+      return {"", absl::StrCat("op '", n.QualifiedOp(), "' has no kernel on any engine")};
+    }
+    auto fallback = [&](std::string why) -> Placement {
+      if (!def->kernel) return {"", absl::StrCat("op '", n.QualifiedOp(), "' has no kernel on any engine")};
+      return {"aicpu", std::move(why)};
+    };
+    if (!n.subgraphs().empty() && !(kiln_domain && n.op() == "Fused"))
+      return fallback("control flow runs on the AICPU");
+    if (!StaticShapes(n)) return fallback("output shape is not static (data-dependent or symbolic)");
+    if (ViewOps().contains(n.op())) return {"vector", "a view: no data moves"};
+    if (CubeOps().contains(n.op())) {
+      if (!AllTensorsAre(n, CoreFloat)) return fallback("the cube takes fp32/fp16/bf16 operands only");
+      if (n.op() == "Conv" && n.input(1) && n.input(1)->type().shape().rank() != 4)
+        return fallback("the cube's im2col load handles 2-D convolution only");
+      return {"cube", "matrix work on the cube"};
+    }
+    if (VectorOps().contains(n.op())) {
+      if (!AllTensorsAre(n, CoreNumeric)) return fallback("the vector unit has no f64, string or complex support");
+      return {"vector", def->op_class == OpClass::kElementwise ? "elementwise on the vector unit"
+                                                               : absl::StrCat(OpClassName(def->op_class),
+                                                                              " on the vector unit")};
+    }
+    if (kiln_domain && n.op() == "Fused") {
+      std::string kind = n.GetString("kind", "");
+      if (kind == "matmul-epilogue" || kind == "conv-epilogue") return {"cube", "matrix op with fused epilogue"};
+      return {"vector", "fused memory-bound group on the vector unit"};
+    }
+    return fallback(absl::StrCat("no core kernel for ", n.QualifiedOp()));
+  }
+
+  absl::Status Compile(const Model& model, const CompileOptions& options,
+                       const std::string& output_path) override {
+    return absl::UnimplementedError(
+        "npusim code generation (the shared backend's lowering to the NPU ISA) is not part of this build yet; "
+        "--explain-placement shows where each node would run");
+  }
+
+ private:
+  TargetDescription desc_;
+};
+
+}  // namespace
+
+std::unique_ptr<Target> CreateNpusimTarget() { return std::make_unique<NpusimTarget>(); }
+
+}  // namespace kiln::target

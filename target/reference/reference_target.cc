@@ -1,0 +1,46 @@
+//===- reference_target.cc - The reference target -------------------------===//
+#include "target/reference/reference_target.h"
+
+#include "graph/ir/printer.h"
+#include "graph/ops/op_registry.h"
+#include "target/artifact/artifact_io.h"
+
+namespace kiln::target {
+namespace {
+
+class ReferenceTarget final : public Target {
+ public:
+  ReferenceTarget() {
+    desc_.name = "reference";
+    desc_.summary = "host reference kernels (the golden model)";
+    desc_.engines = {{"host", EngineKind::kHost, "kiln's reference kernels on the host CPU"}};
+  }
+  const TargetDescription& description() const override { return desc_; }
+
+  Placement Place(const Node& n, const CompileOptions&) const override {
+    const OpDef* def = OpRegistry::Global().Find(n);
+    if (!def || !def->kernel) return {"", "no reference kernel"};
+    return {"host", "reference kernel"};
+  }
+
+  absl::Status Compile(const Model& model, const CompileOptions& options,
+                       const std::string& output_path) override {
+    artifact::Artifact a;
+    a.set_format_version(artifact::kArtifactFormatVersion);
+    a.set_target("reference");
+    artifact::FillSignatures(*model.graph, &a);
+    BlobStore blobs;
+    a.set_graph_kir(PrintModel(model, PrintOptions(), &blobs));
+    a.set_constants(SerializeBlobStore(blobs));
+    return artifact::WriteArtifact(a, output_path);
+  }
+
+ private:
+  TargetDescription desc_;
+};
+
+}  // namespace
+
+std::unique_ptr<Target> CreateReferenceTarget() { return std::make_unique<ReferenceTarget>(); }
+
+}  // namespace kiln::target

@@ -1,0 +1,119 @@
+//===- cmd_compile.cc - `kiln compile` and `kiln targets` -----------------===//
+#include <iostream>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "graph/verifier/verifier.h"
+#include "target/api/target_registry.h"
+#include "target/placement/placement.h"
+#include "tools/kiln/cli_util.h"
+
+ABSL_DECLARE_FLAG(std::string, target);
+ABSL_DECLARE_FLAG(std::string, o);
+ABSL_FLAG(std::string, precision, "fp32", "Precision of matrix work: fp32, fp16, bf16 or mixed.");
+ABSL_FLAG(bool, explain_placement, false, "Print each node's engine and why, and a summary per engine.");
+ABSL_FLAG(std::vector<std::string>, plugin, {}, "Target plugin shared libraries to load.");
+
+namespace kiln::cli {
+
+absl::Status RunPipelineFromFlags(Model& model);
+
+absl::Status LoadPluginsFromFlags() {
+  for (const std::string& p : absl::GetFlag(FLAGS_plugin)) {
+    absl::Status s = target::TargetRegistry::Global().LoadPlugin(p);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::StatusOr<target::Precision> ParsePrecision(const std::string& p) {
+  if (p == "fp32") return target::Precision::kFp32;
+  if (p == "fp16") return target::Precision::kFp16;
+  if (p == "bf16") return target::Precision::kBf16;
+  if (p == "mixed") return target::Precision::kMixed;
+  return absl::InvalidArgumentError("--precision must be fp32, fp16, bf16 or mixed, not '" + p + "'");
+}
+
+int Compile(const std::vector<std::string>& args) {
+  if (args.size() != 1) return Fail("compile takes one model (MODEL.onnx or MODEL.kir)");
+  if (absl::Status s = LoadPluginsFromFlags(); !s.ok()) return Fail(s);
+  std::string target_name = absl::GetFlag(FLAGS_target);
+  auto target = target::TargetRegistry::Global().Create(target_name);
+  if (!target.ok()) return Fail(target.status());
+  target::CompileOptions options;
+  auto precision = ParsePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) return Fail(precision.status());
+  options.precision = *precision;
+
+  auto model = LoadModel(args[0]);
+  if (!model.ok()) return Fail(model.status());
+  if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
+  if (absl::Status s = RunPipelineFromFlags(*model); !s.ok()) return Fail(s);
+  if (absl::Status s = VerifyModel(*model); !s.ok())
+    return Fail("the optimized graph does not verify: " + std::string(s.message()));
+
+  auto plan = target::PlaceGraph(*model->graph, **target, options);
+  if (!plan.ok()) return Fail(absl::StrCat(args[0], ": ", plan.status().message()));
+  if (absl::GetFlag(FLAGS_explain_placement)) std::cout << plan->Explain();
+
+  std::string out = absl::GetFlag(FLAGS_o);
+  if (out.empty()) {
+    std::string base = args[0];
+    size_t dot = base.find_last_of('.');
+    if (dot != std::string::npos && base.find('/', dot) == std::string::npos) base = base.substr(0, dot);
+    out = base + ".kiln";
+  }
+  if (absl::Status s = (*target)->Compile(*model, options, out); !s.ok())
+    return Fail(absl::StrCat("target ", target_name, ": ", s.message()));
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kCompileCommand;
+const Command kCompileCommand = {
+    "compile", "compile a model for a target into a .kiln artifact",
+    R"(usage: kiln compile MODEL.onnx|MODEL.kir --target=NAME [-o OUT.kiln] [flags]
+
+Imports the model, runs the optimizer (--passes, default: the default
+pipeline), places every node on one of the target's engines, and writes the
+artifact (default: MODEL.kiln beside the model). `kiln run OUT.kiln` runs it.
+
+flags:
+  --target=NAME           a registered target (`kiln targets`)
+  -o OUT.kiln             the artifact to write
+  --precision=P           fp32 (default), fp16, bf16 or mixed
+  --explain-placement     print each node's engine and the reason, and the
+                          nodes and FLOPs per engine
+  --plugin=lib.so         load a target plugin first (repeatable as a list)
+  --passes, --print-after, --time-passes, --stats, --verify-each,
+  --dynamic-batch, --dynamic-dims: as for `kiln opt`
+)",
+    Compile};
+
+extern const Command kTargetsCommand;
+const Command kTargetsCommand = {
+    "targets", "list the registered targets",
+    R"(usage: kiln targets [--plugin=lib.so]
+
+Lists every registered target (built-in, or loaded from --plugin) with its
+engines.
+)",
+    [](const std::vector<std::string>& args) -> int {
+      if (absl::Status s = LoadPluginsFromFlags(); !s.ok()) return Fail(s);
+      for (const auto* e : target::TargetRegistry::Global().List()) {
+        std::cout << e->name << std::string(e->name.size() < 12 ? 12 - e->name.size() : 1, ' ') << e->summary;
+        if (e->origin != "built-in") std::cout << " [" << e->origin << "]";
+        std::cout << "\n";
+        auto t = e->factory();
+        for (const auto& eng : t->description().engines)
+          std::cout << "    " << eng.name << std::string(eng.name.size() < 8 ? 8 - eng.name.size() : 1, ' ')
+                    << eng.summary << "\n";
+      }
+      return 0;
+    }};
+
+}  // namespace kiln::cli
