@@ -13,8 +13,13 @@
 // One cycle is 1000 ps of SystemC time.
 //
 // HBM is a fluid bandwidth arbiter: the DMA transfers in flight share the
-// chip's bandwidth max-min fairly, each capped by its pipe's own rate, and
-// every start or finish re-plans the others' finishing times.
+// chip's bandwidth max-min fairly, each capped by its pipe's own rate. Every
+// start or finish re-plans the rates; one arbiter thread wakes at the next
+// finish (one timed event however many transfers are in flight).
+//
+// Waits carry no abort event (an or-list costs an allocation per wait): an
+// aborted run wakes every process once (WakeAll) and lets timed waits run
+// out; each wait helper then returns false.
 //
 //===----------------------------------------------------------------------===//
 #define SC_INCLUDE_DYNAMIC_PROCESSES
@@ -129,10 +134,12 @@ struct CoreState {
 };
 
 struct Xfer {
-  Xfer(double bytes, double cap) : remaining(bytes), cap(cap) {}
+  Xfer(double bytes, double cap) : bytes(bytes), remaining(bytes), cap(cap) {}
+  double bytes;
   double remaining;
   double cap;
   double rate = 0;
+  bool finished = false;
   sc_event done;
 };
 
@@ -152,7 +159,6 @@ struct Device::Impl {
   // ----- Per-run state -----
   RunOptions opt;
   sc_time t0;
-  sc_event abort_ev;
   bool aborted = false;
   absl::Status error;
   bool shutdown = false;
@@ -169,8 +175,11 @@ struct Device::Impl {
   std::vector<bool> aicpu_busy;
   sc_event aicpu_ev;
   std::vector<Xfer*> xfers;
+  sc_event hbm_ev;  // the next finish of a transfer
   double hbm_last = 0;
   int64_t next_flow = 0;
+  std::vector<Xfer*> hbm_order;
+  double hbm_total = -1;
   RunStats stats;
   double hbm_bw = 0;
 
@@ -189,18 +198,37 @@ struct Device::Impl {
     if (aborted) return;
     aborted = true;
     error = std::move(s);
-    abort_ev.notify(sc_core::SC_ZERO_TIME);
   }
   bool WaitCycles(double c) {
     if (aborted) return false;
-    if (c > 0) sc_core::wait(Cycles(c), abort_ev);
+    if (c > 0) sc_core::wait(Cycles(c));
     return !aborted;
   }
   bool WaitUntil(double t) { return WaitCycles(t - Now()); }
   bool WaitEvent(sc_event& e) {
     if (aborted) return false;
-    sc_core::wait(e | abort_ev);
+    sc_core::wait(e);
     return !aborted;
+  }
+  // Wakes every process blocked on an event (after an abort or a deadlock).
+  void WakeAll() {
+    const sc_time d = sc_core::SC_ZERO_TIME;
+    for (auto& c : cores) {
+      for (auto& p : c->pipes) {
+        p.pushed.notify(d);
+        p.popped.notify(d);
+      }
+      for (auto& e : c->flag_ev) e.notify(d);
+      c->idle_ev.notify(d);
+    }
+    work_ev.notify(d);
+    for (auto& l : launches) l->done_ev.notify(d);
+    link_ev[0].notify(d);
+    link_ev[1].notify(d);
+    aicpu_ev.notify(d);
+    for (auto& e : event_evs) e->notify(d);
+    for (Xfer* x : xfers) x->done.notify(d);
+    hbm_ev.notify(d);
   }
 
   template <typename F>
@@ -219,23 +247,64 @@ struct Device::Impl {
   // ----- HBM -----
   void HbmAdvance() {
     double now = Now(), dt = now - hbm_last;
-    for (Xfer* x : xfers) x->remaining -= x->rate * dt;
+    if (dt > 0)
+      for (Xfer* x : xfers) x->remaining -= x->rate * dt;
     hbm_last = now;
   }
+  // Max-min fair rates (water-filling over the caps), then the next finish.
   void HbmReplan() {
-    std::vector<Xfer*> order = xfers;
-    std::sort(order.begin(), order.end(), [](Xfer* a, Xfer* b) { return a->cap < b->cap; });
-    double left = hbm_bw, total = 0;
-    size_t n = order.size();
-    for (size_t i = 0; i < n; ++i) {
-      Xfer* x = order[i];
-      x->rate = std::min(x->cap, left / static_cast<double>(n - i));
-      left -= x->rate;
-      total += x->rate;
-      x->done.cancel();
-      x->done.notify(Cycles(std::max(0.0, x->remaining) / x->rate));
+    double total = 0;
+    double sum_caps = 0;
+    for (Xfer* x : xfers) sum_caps += x->cap;
+    if (sum_caps <= hbm_bw) {
+      for (Xfer* x : xfers) x->rate = x->cap;
+      total = sum_caps;
+    } else {
+      std::vector<Xfer*>& order = hbm_order;
+      order.assign(xfers.begin(), xfers.end());
+      std::sort(order.begin(), order.end(), [](Xfer* a, Xfer* b) { return a->cap < b->cap; });
+      double left = hbm_bw;
+      size_t n = order.size();
+      for (size_t i = 0; i < n; ++i) {
+        Xfer* x = order[i];
+        x->rate = std::min(x->cap, left / static_cast<double>(n - i));
+        left -= x->rate;
+        total += x->rate;
+      }
     }
-    if (opt.trace) trace.Count(Trace::kHbm, "HBM GB/s", Now(), total * machine.chip().clock_mhz() / 1e3);
+    double next = -1;
+    for (Xfer* x : xfers) {
+      double t = std::max(0.0, x->remaining) / x->rate;
+      if (next < 0 || t < next) next = t;
+    }
+    hbm_ev.cancel();
+    if (next >= 0) hbm_ev.notify(Cycles(next));
+    if (opt.trace && total != hbm_total) {
+      hbm_total = total;
+      trace.Count(Trace::kHbm, "HBM GB/s", Now(), total * machine.chip().clock_mhz() / 1e3);
+    }
+  }
+  // The arbiter: finishes the transfers that are done at each planned finish.
+  void HbmMain() {
+    while (true) {
+      if (!WaitEvent(hbm_ev)) return;
+      if (shutdown && xfers.empty()) return;
+      HbmAdvance();
+      bool any = false;
+      for (size_t i = 0; i < xfers.size();) {
+        Xfer* x = xfers[i];
+        if (x->remaining <= 1e-9 * x->bytes + 1e-6) {
+          x->finished = true;
+          x->done.notify();
+          xfers[i] = xfers.back();
+          xfers.pop_back();
+          any = true;
+        } else {
+          ++i;
+        }
+      }
+      if (any || !xfers.empty()) HbmReplan();
+    }
   }
   bool HbmTransfer(double bytes, double cap) {
     if (bytes <= 0) return true;
@@ -243,21 +312,14 @@ struct Device::Impl {
     HbmAdvance();
     xfers.push_back(&x);
     HbmReplan();
-    bool ok = true;
-    while (true) {
-      ok = WaitEvent(x.done);
-      if (!ok) break;
-      HbmAdvance();
-      if (x.remaining <= 1e-6 * bytes + 1e-9) break;
-      x.done.notify(Cycles(x.remaining / x.rate));
+    while (!x.finished) {
+      if (!WaitEvent(x.done)) {
+        auto it = std::find(xfers.begin(), xfers.end(), &x);
+        if (it != xfers.end()) xfers.erase(it);
+        return false;
+      }
     }
-    xfers.erase(std::find(xfers.begin(), xfers.end(), &x));
-    x.done.cancel();
-    if (ok) {
-      HbmAdvance();
-      HbmReplan();
-    }
-    return ok;
+    return true;
   }
 
   // ----- Cores -----
@@ -293,8 +355,8 @@ struct Device::Impl {
     int src = static_cast<int>(in.ops[0].imm), dst = static_cast<int>(in.ops[1].imm), id = static_cast<int>(in.ops[2].imm);
     switch (in.op) {
       case Op::kSetFlag: {
-        if (ps.done > Now() && !WaitUntil(ps.done)) return false;
-        if (!WaitCycles(static_cast<double>(machine.core().flag_latency_cycles()))) return false;
+        if (!WaitUntil(std::max(ps.done, Now()) + static_cast<double>(machine.core().flag_latency_cycles())))
+          return false;
         ++c.flags[src][dst][id];
         int64_t flow = -1;
         if (opt.trace) {
@@ -329,20 +391,24 @@ struct Device::Impl {
     return true;
   }
 
+  // Runs a data instruction. Until `x.issue` the pipe idles; a non-DMA
+  // instruction waits once for the idle time and its whole duration (its
+  // effect on memory is applied when it is popped: programs order every
+  // cross-pipe access with flags, so no other pipe can observe the difference).
   bool ExecuteData(CoreState& c, Pipe p, const Issued& x) {
     const Inst& in = *x.in;
     PipeState& ps = c.pipes[static_cast<int>(p)];
     Cost cost = InstCost(in, machine);
     if (opt.functional) Execute(in, x.addr, c.ctx);
-    double start = Now();
+    double start = std::max(Now(), x.issue);
     PipeStats& st = c.stats[static_cast<int>(p)];
     if (cost.dma) {
-      if (!HbmTransfer(static_cast<double>(cost.gm_bytes), cost.rate_cap)) return false;
+      if (!WaitUntil(start) || !HbmTransfer(static_cast<double>(cost.gm_bytes), cost.rate_cap)) return false;
       ps.done = std::max(ps.done, Now() + cost.latency);
       KernelStats* ks = c.launch->stats;
       (cost.gm_write ? ks->hbm_write_bytes : ks->hbm_read_bytes) += cost.gm_bytes;
     } else {
-      if (!WaitCycles(cost.latency + cost.busy)) return false;
+      if (!WaitUntil(start + cost.latency + cost.busy)) return false;
       ps.done = std::max(ps.done, Now());
     }
     st.busy_cycles += Now() - start;
@@ -373,8 +439,8 @@ struct Device::Impl {
       ps.q.pop_front();
       ps.popped.notify();
       ps.busy = true;
-      if (x.issue > Now() && !WaitUntil(x.issue)) return;
       bool sync = x.in->op == Op::kSetFlag || x.in->op == Op::kWaitFlag || x.in->op == Op::kPipeBarrier;
+      if (sync && x.issue > Now() && !WaitUntil(x.issue)) return;
       if (!(sync ? Sync(c, p, x) : ExecuteData(c, p, x))) return;
       ps.busy = false;
       if (ps.q.empty()) c.idle_ev.notify();
@@ -670,6 +736,7 @@ struct Device::Impl {
       work_ev.notify();
       for (auto& c : cores)
         for (auto& p : c->pipes) p.pushed.notify();
+      hbm_ev.notify(sc_core::SC_ZERO_TIME);
     }
   }
 
@@ -707,6 +774,8 @@ struct Device::Impl {
     streams_done = 0;
     launches.clear();
     xfers.clear();
+    hbm_ev.cancel();
+    hbm_total = -1;
     hbm_last = 0;
     next_flow = 0;
     hbm_bw = HbmBytesPerCycle(machine);
@@ -752,6 +821,7 @@ struct Device::Impl {
     }
 
     for (size_t s = 0; s < streams.size(); ++s) Spawn(absl::StrCat("stream", s), [this, s] { StreamMain(static_cast<int>(s)); });
+    if (nlaunch > 0) Spawn("hbm", [this] { HbmMain(); });
     if (nlaunch > 0)
       for (auto& c : cores) {
         CoreState* cp = c.get();
@@ -772,9 +842,8 @@ struct Device::Impl {
       }
       double end = Now();
       if (aborted) {
-        // Wake every blocked process so it returns, and let them finish.
-        abort_ev.notify(sc_core::SC_ZERO_TIME);
-        sc_core::sc_start(sc_core::SC_ZERO_TIME);
+        // Wake every blocked process so it returns, and let timed waits run out.
+        WakeAll();
         sc_core::sc_start();
       }
       if (live_threads != 0) return Internal("the model left ", live_threads, " processes running");
