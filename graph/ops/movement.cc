@@ -367,6 +367,14 @@ absl::Status ConcatKernel(KernelContext& ctx) {
 //===--- Split ------------------------------------------------------------===//
 
 absl::Status UpgradeSplit(Graph& g, Node* node, int64_t opset) {
+  if (opset < 2 && node->input(1)) {
+    // Split-1 takes `split` as an optional input of the data's float type.
+    Value* s = node->input(1);
+    if (!s->is_constant() || !s->constant().defined())
+      return InvalidArgument("Split-1 with a non-constant 'split' input is not supported");
+    std::vector<int64_t> v = ToInt64Vector(s->constant());
+    node->SetInput(1, g.AddConstant(g.UniqueName("split"), Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())})));
+  }
   if (opset < 13 && node->has_attr("split")) AttrToInput(g, node, "split", 1);
   return absl::OkStatus();
 }
@@ -567,8 +575,10 @@ absl::Status InferSlice(InferContext& ctx) {
     const Dim& d = (*s)[a];
     if (d.is_static()) {
       out[a] = Dim(ClampSlice(p->starts[i], p->ends[i], p->steps[i], d.value()).count);
-    } else if (p->steps[i] == 1 && p->starts[i] == 0 && p->ends[i] >= INT32_MAX) {
-      out[a] = d;  // the whole axis
+    } else if ((p->steps[i] == 1 && p->starts[i] == 0 && p->ends[i] >= INT32_MAX) ||
+               (p->steps[i] == -1 && (p->starts[i] == -1 || p->starts[i] >= INT32_MAX) &&
+                p->ends[i] <= -static_cast<int64_t>(INT32_MAX))) {
+      out[a] = d;  // the whole axis, forward or reversed
     } else {
       out[a] = Dim();
     }

@@ -491,3 +491,26 @@ TEST(MovementOps, SliceMatchesPythonSlicing) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(MovementOps, SliceReversedSymbolicAxis) {
+  Graph g;
+  Value* x = g.AddInput("x", Type::Tensor(DType::kF32, Shape({Dim::Symbol("b"), 10})));
+  Node* n = g.AddNode("Slice", {x, g.AddConstant("s", I64({-1})), g.AddConstant("e", I64({INT64_MIN})),
+                                g.AddConstant("a", I64({0})), g.AddConstant("st", I64({-1}))}, 1);
+  ASSERT_TRUE(InferShapes(g).ok());
+  EXPECT_EQ(n->output(0)->type().ToString(), "f32[b,10]");
+}
+
+TEST(MovementOps, SplitUpgradeFromOpset1FloatSplitInput) {
+  OneOp op("Split", {In(Iota({5})), Const(Tensor::FromVector<float>({2, 3}, {2}))}, 2);
+  ASSERT_TRUE(OpRegistry::Global().Find(*op.node)->upgrade(op.g, op.node, 1).ok());
+  auto r = op.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[1].dims(), (Dims{3}));
+}
+
+}  // namespace
+}  // namespace kiln
