@@ -140,6 +140,7 @@ struct Executor::Impl {
           return RunGraph(sub, std::move(sub_inputs), outer);
         };
       }
+      KILN_RETURN_IF_ERROR(CheckRequiredInputs(*step.def, n));
       KernelContext ctx(n, std::move(ins), std::move(runner));
       absl::Status s = step.def->kernel(ctx);
       if (!s.ok()) return s;

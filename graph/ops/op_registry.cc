@@ -2,6 +2,7 @@
 #include "graph/ops/op_registry.h"
 
 #include "graph/ops/op_table.h"
+#include "graph/support/status.h"
 
 namespace kiln {
 
@@ -82,6 +83,14 @@ std::vector<const OpDef*> OpRegistry::All() const {
   return out;
 }
 
+absl::Status CheckRequiredInputs(const OpDef& def, const Node& node) {
+  for (int i = 0; i < def.min_inputs; ++i) {
+    if (node.input(i) == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat(Label(node), ": required input ", i, " is missing"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<Type>> InferNode(const OpDef& def, const Node& node) {
   std::vector<const Type*> types;
   std::vector<const Tensor*> values;
@@ -90,6 +99,7 @@ absl::StatusOr<std::vector<Type>> InferNode(const OpDef& def, const Node& node) 
     values.push_back(v && v->is_constant() && v->constant().defined() ? &v->constant() : nullptr);
   }
   InferContext ctx(node, std::move(types), std::move(values));
+  KILN_RETURN_IF_ERROR(CheckRequiredInputs(def, node));
   if (def.infer) {
     absl::Status s = def.infer(ctx);
     if (!s.ok()) return s;

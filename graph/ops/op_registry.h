@@ -204,6 +204,11 @@ class OpRegistry {
   std::map<std::pair<std::string, std::string>, std::unique_ptr<OpDef>> defs_;
 };
 
+// The first def.min_inputs inputs of a node are required: errors when one is
+// omitted. Inference and the executor check this before calling an op, so
+// inference functions and kernels may assume those inputs are present.
+absl::Status CheckRequiredInputs(const OpDef& def, const Node& node);
+
 // Runs `def.infer` for `node` with its current input types and known constant
 // inputs; returns the inferred output types.
 absl::StatusOr<std::vector<Type>> InferNode(const OpDef& def, const Node& node);
