@@ -169,7 +169,7 @@ class DeadBranchEliminator {
     for (int i = 0; i < num_carried; ++i) {
       Value* init = n->input(2 + i);
       if (!init) return false;
-      if (IsRootGraphOutput(n->output(i)) && init->name() != n->output(i)->name()) {
+      if (IsRootGraphOutput(n->output(i))) {
         if (!init->is_constant() || !init->constant().defined()) return false;
         tensors[i] = init->constant();  // a constant under the output's name
       } else {

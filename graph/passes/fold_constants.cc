@@ -11,7 +11,8 @@
 // with static dims fold without data, and so do Gather and Slice reading
 // only static entries of a Shape (`x.shape[1]` of f32[batch,128] is 128).
 // Random ops never fold; a node whose output would have more than
-// fold_max_elements elements is left alone ("folds-skipped-size"), as is one
+// fold_max_elements new elements is left alone ("folds-skipped-size"; views
+// such as Identity and Reshape of a constant share its bytes), as is one
 // whose kernel fails or disagrees with the declared type (the executor will
 // report it). A folded constant takes over the output's name. Types of the
 // nodes after a fold are refined on the way when their inputs changed (one
@@ -21,7 +22,6 @@
 #include "graph/passes/fold_constants.h"
 
 #include <algorithm>
-#include <limits>
 #include <optional>
 #include <vector>
 
@@ -39,6 +39,19 @@ bool IsOp(const Node& n, absl::string_view op) {
 }
 
 bool IsKnownConstant(const Value* v) { return v && v->is_constant() && v->constant().defined(); }
+
+// Ops whose reference kernels return a view of their input's storage: their
+// folds create no elements, so the size limit does not apply to them.
+bool IsViewOp(const Node& n) {
+  return IsOp(n, "Identity") || IsOp(n, "Reshape") || IsOp(n, "Flatten") || IsOp(n, "Squeeze") ||
+         IsOp(n, "Unsqueeze");
+}
+
+bool SharesInputStorage(const Node& n, const Tensor& t) {
+  for (const Value* v : n.inputs())
+    if (IsKnownConstant(v) && v->constant().SharesStorageWith(t)) return true;
+  return false;
+}
 
 // The dims a Shape node reports, when `v` is the output of one whose input
 // is ranked (entries may be symbolic or unknown).
@@ -211,7 +224,8 @@ class ConstantFolder {
       auto inferred = InferNode(*def, *n);
       if (!inferred.ok()) return false;
       for (const Type& t : *inferred) {
-        if (t.is_tensor() && t.shape().ranked() && t.shape().is_static() && t.shape().NumElements() > max_elements_) {
+        if (!IsViewOp(*n) && t.is_tensor() && t.shape().ranked() && t.shape().is_static() &&
+            t.shape().NumElements() > max_elements_) {
           ++report.skipped_size;
           return false;
         }
@@ -228,7 +242,7 @@ class ConstantFolder {
         if (out->has_uses()) return false;
         continue;
       }
-      if (t.numel() > max_elements_) {
+      if (t.numel() > max_elements_ && !SharesInputStorage(*n, t)) {
         ++report.skipped_size;
         return false;
       }

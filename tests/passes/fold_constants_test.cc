@@ -49,6 +49,29 @@ TEST(FoldConstantsTest, MaxElementsLimitsWhatFolds) {
   EXPECT_TRUE(VerifyModel(m).ok());
 }
 
+// Views of a constant (Identity, Reshape) share its bytes: they fold
+// whatever their size.
+TEST(FoldConstantsTest, ViewsFoldPastTheLimit) {
+  Model m = Parse(R"(
+graph @main(%x: f32[6]) {
+  %six = const f32[6] dense [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+  %shape = const i64[2] dense [2, 3]
+  %id = Identity(%six)
+  %r = Reshape(%six, %shape)
+  %n = Neg(%six)
+  %y = Add(%x, %id)
+  return %y, %r, %n
+}
+)");
+  FoldReport r = FoldConstants(*m.graph, 4);
+  EXPECT_EQ(r.nodes_removed, 2);
+  EXPECT_EQ(r.skipped_size, 1);  // Neg would create 6 new elements
+  EXPECT_EQ(CountOp(*m.graph, "Neg"), 1);
+  EXPECT_TRUE(m.graph->outputs()[1]->is_constant());
+  EXPECT_TRUE(m.graph->outputs()[1]->constant().SharesStorageWith(m.graph->Lookup("six")->constant()));
+  EXPECT_TRUE(VerifyModel(m).ok());
+}
+
 TEST(FoldConstantsTest, FreeFunctionReportsCounts) {
   Model m = Parse(kTiles);
   FoldReport r = FoldConstants(*m.graph, 1 << 20);
