@@ -404,14 +404,17 @@ struct Device::Impl {
     PipeStats& st = c.stats[static_cast<int>(p)];
     if (cost.dma) {
       if (!WaitUntil(start) || !HbmTransfer(static_cast<double>(cost.gm_bytes), cost.rate_cap)) return false;
-      ps.done = std::max(ps.done, Now() + cost.latency);
+      // Busy from its start to its completion, less what overlaps the previous DMA's tail.
+      double done = Now() + cost.latency;
+      st.busy_cycles += done - std::max(start, ps.done);
+      ps.done = std::max(ps.done, done);
       KernelStats* ks = c.launch->stats;
       (cost.gm_write ? ks->hbm_write_bytes : ks->hbm_read_bytes) += cost.gm_bytes;
     } else {
       if (!WaitUntil(start + cost.latency + cost.busy)) return false;
       ps.done = std::max(ps.done, Now());
+      st.busy_cycles += Now() - start;
     }
-    st.busy_cycles += Now() - start;
     ++st.instructions;
     c.launch->stats->cube_macs += cost.macs;
     if (opt.trace) {

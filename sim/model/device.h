@@ -60,7 +60,7 @@ struct RunOptions {
 };
 
 struct PipeStats {
-  double busy_cycles = 0;   // time spent executing instructions
+  double busy_cycles = 0;   // time spent executing instructions (a DMA: from its start to its completion)
   double stall_cycles = 0;  // time blocked in wait_flag (and, for SCALAR, on full queues and barriers)
   int64_t instructions = 0;
 };

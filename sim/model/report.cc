@@ -32,7 +32,9 @@ std::string KernelBound(const KernelStats& k, const Machine& m) {
   if (best < 0.5) return "sync stalls";
   switch (static_cast<Pipe>(top)) {
     case Pipe::kCube: case Pipe::kVector: return absl::StrCat("compute (", PipeTraceName(static_cast<Pipe>(top)), ")");
-    case Pipe::kMte2: case Pipe::kMte3: return absl::StrCat("HBM (", PipeName(static_cast<Pipe>(top)), ")");
+    case Pipe::kMte2: case Pipe::kMte3:
+      return absl::StrCat(HbmUtil(k, m) >= 0.5 ? "HBM bandwidth (" : "HBM latency (", PipeName(static_cast<Pipe>(top)),
+                          ")");
     case Pipe::kMte1: case Pipe::kFixp: return absl::StrCat("internal transfer (", PipeName(static_cast<Pipe>(top)), ")");
     default: return "SCALAR issue";
   }

@@ -3,8 +3,9 @@
 // For each kernel and pipe: busy cycles, stall cycles, instructions and the
 // pipe's utilization (busy / (kernel cycles x cores used)); the cube's
 // utilization against the machine's peak; and the bound, named after the
-// busiest pipe: "compute" (CUBE or VECTOR), "HBM" (MTE2 or MTE3, which move
-// global memory), "internal transfer" (MTE1, FIXP) or "SCALAR" (issue);
+// busiest pipe: "compute" (CUBE or VECTOR), "HBM bandwidth" or "HBM latency"
+// (MTE2 or MTE3, which move global memory: bandwidth when the kernel keeps
+// HBM at least half busy), "internal transfer" (MTE1, FIXP) or "SCALAR issue";
 // when no pipe is busy half the time, "sync stalls".
 //
 //===----------------------------------------------------------------------===//
