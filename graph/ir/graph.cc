@@ -115,17 +115,31 @@ std::vector<Graph*> Node::subgraphs() const {
 Graph::Graph(std::string name, Graph* parent) : name_(std::move(name)), parent_(parent) {}
 
 Graph::~Graph() {
-  // Subgraphs may hold uses of this graph's values; drop nodes (and with them
-  // their attributes) before the values they refer to.
-  while (!nodes_.empty()) {
-    Node* n = nodes_.back().get();
-    for (int i = 0; i < n->num_inputs(); ++i)
-      if (n->inputs_[i] && n->inputs_[i]->owner_ != this) n->inputs_[i]->RemoveUse({n, i, nullptr});
-    for (Value* o : n->outputs_) o->uses_.clear();
-    nodes_.pop_back();
-  }
+  DropExternalUses();
+  while (!nodes_.empty()) nodes_.pop_back();
+}
+
+// Removes every use that a node or output of this graph, or of a graph nested
+// in it, holds on a value owned elsewhere, while all of them are alive; the
+// nest can then be destroyed in any order, even when it does not verify.
+void Graph::DropExternalUses() {
   for (size_t i = 0; i < outputs_.size(); ++i)
     if (outputs_[i] && outputs_[i]->owner_ != this) outputs_[i]->RemoveUse({nullptr, static_cast<int>(i), this});
+  outputs_.clear();
+  for (const auto& node : nodes_) {
+    Node* n = node.get();
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      if (n->inputs_[i] && n->inputs_[i]->owner_ != this) {
+        n->inputs_[i]->RemoveUse({n, i, nullptr});
+        n->inputs_[i] = nullptr;
+      }
+    }
+    for (Graph* sub : n->subgraphs()) sub->DropExternalUses();
+  }
+  for (const auto& node : nodes_) {
+    for (Value*& in : node->inputs_) in = nullptr;
+    for (Value* o : node->outputs_) o->uses_.clear();
+  }
 }
 
 Graph* Graph::Root() {

@@ -200,6 +200,7 @@ class Graph {
   friend class Value;
   Value* NewValue(std::string name, Value::Kind kind);
   Graph* Root();
+  void DropExternalUses();
 
   std::string name_;
   Graph* parent_ = nullptr;
