@@ -1,15 +1,22 @@
 //===- device.cc - The SystemC model of the NPU ---------------------------===//
 //
-// One SystemC thread per pipe per core, one per stream, all spawned for the
-// duration of a Run() (SystemC elaborates once per process, so the model
-// spawns dynamic processes instead of building modules, and time runs on
-// across runs from an offset).
+// One SystemC thread per pipe per core and one HBM arbiter, spawned on the
+// first Run() that launches a kernel and kept, idle between runs, until the
+// device goes (or a run is aborted); one thread per stream for each run.
+// SystemC elaborates once per process, so the model spawns dynamic processes
+// instead of building modules, and time runs on across runs from an offset.
 //
-// Time advances by whole instructions: a pipe waits once for an
-// instruction's whole duration; the scalar unit runs ahead of simulated time
-// on a local clock (scalar instructions cost no SystemC wake-up at all) and
-// synchronizes only when it must: a full pipe queue, a barrier, a flag
-// on the scalar pipe, the end of a block, or every kSyncQuantum cycles.
+// Time advances by whole instructions, and most instructions cost no SystemC
+// wake-up at all: every pipe, the scalar unit included, runs ahead of
+// simulated time on its own local clock (temporal decoupling), advancing it
+// by each instruction's known duration. A process synchronizes with
+// simulated time only where another can observe it: a DMA enters the shared
+// HBM arbiter at its start time; the scalar unit stalls on a full queue, a
+// barrier, the end of a block (or every kSyncQuantum cycles); a pipe takes
+// the next instruction from its queue no earlier than the scalar unit could
+// tell. A flag carries the time it becomes visible, so a wait_flag that
+// finds its flag set releases at that time without waiting, and one that
+// does not blocks until the setter's timed notification.
 // One cycle is 1000 ps of SystemC time.
 //
 // HBM is a fluid bandwidth arbiter: the DMA transfers in flight share the
@@ -111,15 +118,25 @@ struct PipeState {
   std::deque<Issued> q;
   sc_event pushed, popped;
   bool busy = false;
-  double done = 0;  // cycles: when everything issued to this pipe has completed
+  double local = 0;  // cycles: the pipe's own clock, at or ahead of simulated time
+  double done = 0;   // cycles: when everything issued to this pipe has completed
   const Issued* waiting = nullptr;  // the wait_flag it is blocked in, for deadlock reports
+};
+
+// The sets of one flag not yet consumed: when each becomes visible, and its
+// trace flow id. Only one pipe sets a flag and one waits on it, in program
+// order, so the times are increasing.
+struct FlagQueue {
+  std::vector<std::pair<double, int64_t>> sets;
+  size_t head = 0;
+  bool empty() const { return head == sets.size(); }
+  void clear() { sets.clear(); head = 0; }
 };
 
 struct CoreState {
   int id = 0;
   std::array<PipeState, kNumPipes> pipes;
-  int flags[kNumPipes][kNumPipes][kNumEvents] = {};
-  std::deque<int64_t> flows[kNumPipes][kNumPipes][kNumEvents];
+  FlagQueue flags[kNumPipes][kNumPipes][kNumEvents];
   sc_event flag_ev[kNumPipes];
   sc_event idle_ev;
   std::array<std::vector<uint8_t>, 7> buf;
@@ -161,8 +178,10 @@ struct Device::Impl {
   sc_time t0;
   bool aborted = false;
   absl::Status error;
-  bool shutdown = false;
-  int live_threads = 0;
+  bool shutdown = false;   // the device is going: the engine threads exit
+  int live_threads = 0;    // this run's stream threads
+  int engine_threads = 0;  // the cores' threads and the HBM arbiter, kept between runs
+  bool engine_alive = false;
   int streams_done = 0;
   std::vector<std::unique_ptr<CoreState>> cores;
   std::deque<std::unique_ptr<LaunchState>> launches;
@@ -232,17 +251,32 @@ struct Device::Impl {
   }
 
   template <typename F>
-  void Spawn(const std::string& name, F f) {
+  void Spawn(const std::string& name, bool engine, F f) {
     sc_core::sc_spawn_options o;
-    o.set_stack_size(512 * 1024);
-    ++live_threads;
+    o.set_stack_size(128 * 1024);
+    int* count = engine ? &engine_threads : &live_threads;
+    ++*count;
     sc_core::sc_spawn(
-        [this, f]() {
+        [count, f]() {
           f();
-          --live_threads;
+          --*count;
         },
         absl::StrCat("r", run_count, "_", name).c_str(), &o);
   }
+
+  // Ends the engine threads (before the device goes).
+  void StopEngine() {
+    if (!engine_alive) return;
+    shutdown = true;
+    aborted = true;
+    WakeAll();
+    try {
+      sc_core::sc_start();
+    } catch (const std::exception&) {
+    }
+    engine_alive = false;
+  }
+  ~Impl() { StopEngine(); }
 
   // ----- HBM -----
   void HbmAdvance() {
@@ -254,11 +288,18 @@ struct Device::Impl {
   // Max-min fair rates (water-filling over the caps), then the next finish.
   void HbmReplan() {
     double total = 0;
-    double sum_caps = 0;
-    for (Xfer* x : xfers) sum_caps += x->cap;
+    double sum_caps = 0, min_cap = 0;
+    for (Xfer* x : xfers) {
+      sum_caps += x->cap;
+      min_cap = (x == xfers.front() || x->cap < min_cap) ? x->cap : min_cap;
+    }
+    const double fair = xfers.empty() ? 0 : hbm_bw / static_cast<double>(xfers.size());
     if (sum_caps <= hbm_bw) {
       for (Xfer* x : xfers) x->rate = x->cap;
       total = sum_caps;
+    } else if (min_cap >= fair) {  // every transfer is held to an equal share
+      for (Xfer* x : xfers) x->rate = fair;
+      total = hbm_bw;
     } else {
       std::vector<Xfer*>& order = hbm_order;
       order.assign(xfers.begin(), xfers.end());
@@ -334,7 +375,7 @@ struct Device::Impl {
       bool pending = false;
       for (int p = 1; p < kNumPipes; ++p) {
         pending |= !c.pipes[p].q.empty() || c.pipes[p].busy;
-        done = std::max(done, c.pipes[p].done);
+        done = std::max({done, c.pipes[p].done, c.pipes[p].local});
       }
       if (pending) {
         if (!WaitEvent(c.idle_ev)) return false;
@@ -346,79 +387,80 @@ struct Device::Impl {
     }
   }
 
-  // The flag and barrier instructions, on pipe `p`.
-  bool Sync(CoreState& c, Pipe p, const Issued& x) {
+  // The flag and barrier instructions, on pipe `p`, at its local time `*t`
+  // (which they advance).
+  bool Sync(CoreState& c, Pipe p, const Issued& x, double* t) {
     const Inst& in = *x.in;
     PipeState& ps = c.pipes[static_cast<int>(p)];
     const Program* prog = c.launch->prog;
-    double start = Now();
+    double start = *t;
     int src = static_cast<int>(in.ops[0].imm), dst = static_cast<int>(in.ops[1].imm), id = static_cast<int>(in.ops[2].imm);
     switch (in.op) {
       case Op::kSetFlag: {
-        if (!WaitUntil(std::max(ps.done, Now()) + static_cast<double>(machine.core().flag_latency_cycles())))
-          return false;
-        ++c.flags[src][dst][id];
-        int64_t flow = -1;
-        if (opt.trace) {
-          flow = next_flow++;
-          c.flows[src][dst][id].push_back(flow);
-        }
-        c.flag_ev[dst].notify();
-        trace.Instruction(c.id, p, prog, x.pc, start, Now(), false, flow, -1);
+        // Visible once this pipe's earlier work (DMA tails included) completes, plus the flag latency.
+        double visible = std::max(start, ps.done) + static_cast<double>(machine.core().flag_latency_cycles());
+        int64_t flow = opt.trace ? next_flow++ : -1;
+        c.flags[src][dst][id].sets.emplace_back(visible, flow);
+        c.flag_ev[dst].notify(Cycles(visible - Now()));
+        trace.Instruction(c.id, p, prog, x.pc, start, visible, false, flow, -1);
+        *t = visible;
         break;
       }
       case Op::kWaitFlag: {
-        ps.waiting = &x;
-        while (c.flags[src][dst][id] == 0)
-          if (!WaitEvent(c.flag_ev[dst])) return false;
-        ps.waiting = nullptr;
-        --c.flags[src][dst][id];
-        int64_t flow = -1;
-        if (opt.trace && !c.flows[src][dst][id].empty()) {
-          flow = c.flows[src][dst][id].front();
-          c.flows[src][dst][id].pop_front();
+        FlagQueue& f = c.flags[src][dst][id];
+        if (f.empty()) {
+          ps.waiting = &x;
+          while (f.empty())
+            if (!WaitEvent(c.flag_ev[dst])) return false;
+          ps.waiting = nullptr;
         }
-        c.stats[static_cast<int>(p)].stall_cycles += Now() - start;
-        trace.Instruction(c.id, p, prog, x.pc, start, Now(), false, -1, flow);
+        auto [visible, flow] = f.sets[f.head++];
+        if (f.empty()) f.clear();
+        *t = std::max(start, visible);
+        c.stats[static_cast<int>(p)].stall_cycles += *t - start;
+        trace.Instruction(c.id, p, prog, x.pc, start, *t, false, -1, flow);
         break;
       }
       default:  // pipe_barrier on one pipe: wait for its outstanding work
-        if (ps.done > Now() && !WaitUntil(ps.done)) return false;
-        trace.Instruction(c.id, p, prog, x.pc, start, Now(), false);
+        *t = std::max(start, ps.done);
+        trace.Instruction(c.id, p, prog, x.pc, start, *t, false);
         break;
     }
     ++c.stats[static_cast<int>(p)].instructions;
     return true;
   }
 
-  // Runs a data instruction. Until `x.issue` the pipe idles; a non-DMA
-  // instruction waits once for the idle time and its whole duration (its
-  // effect on memory is applied when it is popped: programs order every
-  // cross-pipe access with flags, so no other pipe can observe the difference).
-  bool ExecuteData(CoreState& c, Pipe p, const Issued& x) {
+  // Runs a data instruction from local time `*t` (at least its issue time)
+  // and advances `*t` to its end. Its effect on memory is applied when it
+  // starts, in program order: programs order every cross-pipe access with
+  // flags, and a flag is seen only after its setter ran, so no pipe can
+  // observe the difference. Only a DMA waits for simulated time (the HBM
+  // arbiter shares bandwidth among the transfers in flight at each moment).
+  bool ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t) {
     const Inst& in = *x.in;
     PipeState& ps = c.pipes[static_cast<int>(p)];
     Cost cost = InstCost(in, machine);
     if (opt.functional) Execute(in, x.addr, c.ctx);
-    double start = std::max(Now(), x.issue);
+    double start = *t;
     PipeStats& st = c.stats[static_cast<int>(p)];
     if (cost.dma) {
       if (!WaitUntil(start) || !HbmTransfer(static_cast<double>(cost.gm_bytes), cost.rate_cap)) return false;
+      *t = Now();
       // Busy from its start to its completion, less what overlaps the previous DMA's tail.
-      double done = Now() + cost.latency;
+      double done = *t + cost.latency;
       st.busy_cycles += done - std::max(start, ps.done);
       ps.done = std::max(ps.done, done);
       KernelStats* ks = c.launch->stats;
       (cost.gm_write ? ks->hbm_write_bytes : ks->hbm_read_bytes) += cost.gm_bytes;
     } else {
-      if (!WaitUntil(start + cost.latency + cost.busy)) return false;
-      ps.done = std::max(ps.done, Now());
-      st.busy_cycles += Now() - start;
+      *t = start + cost.latency + cost.busy;
+      ps.done = std::max(ps.done, *t);
+      st.busy_cycles += *t - start;
     }
     ++st.instructions;
     c.launch->stats->cube_macs += cost.macs;
     if (opt.trace) {
-      trace.Instruction(c.id, p, c.launch->prog, x.pc, start, Now(), true);
+      trace.Instruction(c.id, p, c.launch->prog, x.pc, start, *t, true);
       std::array<Access, 4> acc;
       int n = Accesses(in, x.addr, &acc);
       for (int i = 0; i < n; ++i) {
@@ -433,18 +475,28 @@ struct Device::Impl {
 
   void PipeMain(CoreState& c, Pipe p) {
     PipeState& ps = c.pipes[static_cast<int>(p)];
+    const double slat = static_cast<double>(machine.core().scalar_latency_cycles());
+    const double depth = static_cast<double>(machine.core().pipe_queue_depth());
     while (true) {
       while (ps.q.empty()) {
         if (shutdown || aborted) return;
         if (!WaitEvent(ps.pushed)) return;
       }
+      // Taking an instruction frees a queue slot. Ahead of simulated time,
+      // take it early only if the scalar unit cannot fill the queue before
+      // the pipe's clock: otherwise it would issue where it should stall.
+      double ahead = ps.local - Now();
+      if (ahead > 0 && static_cast<double>(ps.q.size()) + std::ceil(ahead / slat) + 1 > depth &&
+          !WaitUntil(ps.local))
+        return;
       Issued x = ps.q.front();
       ps.q.pop_front();
       ps.popped.notify();
       ps.busy = true;
+      double t = std::max({ps.local, x.issue, Now()});
       bool sync = x.in->op == Op::kSetFlag || x.in->op == Op::kWaitFlag || x.in->op == Op::kPipeBarrier;
-      if (sync && x.issue > Now() && !WaitUntil(x.issue)) return;
-      if (!(sync ? Sync(c, p, x) : ExecuteData(c, p, x))) return;
+      if (!(sync ? Sync(c, p, x, &t) : ExecuteData(c, p, x, &t))) return;
+      ps.local = t;
       ps.busy = false;
       if (ps.q.empty()) c.idle_ev.notify();
     }
@@ -459,10 +511,9 @@ struct Device::Impl {
     c.launch = &L;
     c.block = block;
     c.regs.assign(p.num_regs, 0);
-    std::memset(c.flags, 0, sizeof(c.flags));
-    for (auto& a : c.flows)
+    for (auto& a : c.flags)
       for (auto& b : a)
-        for (auto& q : b) q.clear();
+        for (auto& f : b) f.clear();
     for (int i = 0; i < kNumPipes; ++i) c.pipes[i].done = 0;
     c.ctx.gm_args = &L.gm;
     if (opt.trace) {
@@ -547,8 +598,8 @@ struct Device::Impl {
         if (o[i].kind == Operand::Kind::kAddr) x.addr[i] = o[i].imm + (o[i].reg >= 0 ? c.regs[o[i].reg] : 0);
       if (target == Pipe::kScalar) {
         // A barrier on ALL, or a flag set or awaited by the scalar unit itself.
-        if (!sync_to_local()) return false;
         if (in.op == Op::kPipeBarrier) {
+          if (!sync_to_local()) return false;
           double s = Now();
           c.scalar_state = "pipe_barrier ALL";
           if (!Drain(c)) return false;
@@ -556,13 +607,15 @@ struct Device::Impl {
           ss.stall_cycles += Now() - s;
           ++ss.instructions;
           trace.Instruction(c.id, Pipe::kScalar, &p, static_cast<int>(pc), s, Now(), false);
+          local = run_start = Now();
         } else {
+          flush_scalar();
           PipeState& sp = c.pipes[0];
           sp.busy = true;
-          if (!Sync(c, Pipe::kScalar, x)) return false;
+          if (!Sync(c, Pipe::kScalar, x, &local)) return false;
           sp.busy = false;
+          run_start = local;
         }
-        local = run_start = Now();
         ++pc;
         continue;
       }
@@ -580,8 +633,7 @@ struct Device::Impl {
       }
       ps.q.push_back(x);
       ps.pushed.notify();
-      local += slat;
-      ++ss.instructions;
+      local += slat;  // issue costs the scalar unit a cycle; the pipe counts the instruction
       ss.busy_cycles += slat;
       ++pc;
     }
@@ -734,13 +786,7 @@ struct Device::Impl {
         trace.Named(Trace::kHost, s, label, start, Now());
       }
     }
-    if (++streams_done == static_cast<int>(streams.size())) {
-      shutdown = true;
-      work_ev.notify();
-      for (auto& c : cores)
-        for (auto& p : c->pipes) p.pushed.notify();
-      hbm_ev.notify(sc_core::SC_ZERO_TIME);
-    }
+    ++streams_done;  // the engine stays, idle, for the next run
   }
 
   std::string DeadlockReport() {
@@ -820,19 +866,24 @@ struct Device::Impl {
         p.q.clear();
         p.busy = false;
         p.waiting = nullptr;
+        p.local = 0;
+        p.done = 0;
       }
     }
 
-    for (size_t s = 0; s < streams.size(); ++s) Spawn(absl::StrCat("stream", s), [this, s] { StreamMain(static_cast<int>(s)); });
-    if (nlaunch > 0) Spawn("hbm", [this] { HbmMain(); });
-    if (nlaunch > 0)
+    for (size_t s = 0; s < streams.size(); ++s)
+      Spawn(absl::StrCat("stream", s), false, [this, s] { StreamMain(static_cast<int>(s)); });
+    if (nlaunch > 0 && !engine_alive) {
+      engine_alive = true;
+      Spawn("hbm", true, [this] { HbmMain(); });
       for (auto& c : cores) {
         CoreState* cp = c.get();
-        Spawn(absl::StrCat("core", cp->id), [this, cp] { CoreMain(*cp); });
+        Spawn(absl::StrCat("core", cp->id), true, [this, cp] { CoreMain(*cp); });
         for (int p = 1; p < kNumPipes; ++p)
-          Spawn(absl::StrCat("core", cp->id, "_", PipeName(static_cast<Pipe>(p))),
+          Spawn(absl::StrCat("core", cp->id, "_", PipeName(static_cast<Pipe>(p))), true,
                 [this, cp, p] { PipeMain(*cp, static_cast<Pipe>(p)); });
       }
+    }
 
     try {
       sc_core::sc_start(Cycles(opt.cycle_limit), sc_core::SC_EXIT_ON_STARVATION);
@@ -848,8 +899,10 @@ struct Device::Impl {
         // Wake every blocked process so it returns, and let timed waits run out.
         WakeAll();
         sc_core::sc_start();
+        engine_alive = false;
       }
-      if (live_threads != 0) return Internal("the model left ", live_threads, " processes running");
+      if (live_threads != 0 || (!engine_alive && engine_threads != 0))
+        return Internal("the model left ", live_threads + engine_threads, " processes running");
       for (auto& s : streams) s.clear();
       std::fill(records_enqueued.begin(), records_enqueued.end(), 0);
       if (aborted) return error;

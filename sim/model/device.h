@@ -60,9 +60,10 @@ struct RunOptions {
 };
 
 struct PipeStats {
-  double busy_cycles = 0;   // time spent executing instructions (a DMA: from its start to its completion)
+  double busy_cycles = 0;   // time spent executing instructions (a DMA: from its start to its completion;
+                            // SCALAR: its own instructions and one cycle per instruction it issues)
   double stall_cycles = 0;  // time blocked in wait_flag (and, for SCALAR, on full queues and barriers)
-  int64_t instructions = 0;
+  int64_t instructions = 0; // instructions this pipe executed (each instruction counts once, on its pipe)
 };
 
 struct KernelStats {
@@ -81,7 +82,7 @@ struct RunStats {
   double seconds = 0;  // total_cycles at the machine's clock
   std::vector<std::array<PipeStats, kNumPipes>> cores;  // per core, per pipe
   std::vector<KernelStats> kernels;                      // in launch order
-  int64_t instructions = 0;
+  int64_t instructions = 0;  // executed, over all pipes and cores
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
   int64_t h2d_bytes = 0, d2h_bytes = 0;
   int64_t aicpu_tasks = 0;
