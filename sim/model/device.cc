@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <systemc>
@@ -116,6 +117,7 @@ struct LaunchState {
 
 struct PipeState {
   std::deque<Issued> q;
+  std::deque<double> pop_times;  // when the pipe took recent instructions (for the scalar unit's view)
   sc_event pushed, popped;
   bool busy = false;
   double local = 0;  // cycles: the pipe's own clock, at or ahead of simulated time
@@ -475,22 +477,16 @@ struct Device::Impl {
 
   void PipeMain(CoreState& c, Pipe p) {
     PipeState& ps = c.pipes[static_cast<int>(p)];
-    const double slat = static_cast<double>(machine.core().scalar_latency_cycles());
-    const double depth = static_cast<double>(machine.core().pipe_queue_depth());
     while (true) {
       while (ps.q.empty()) {
         if (shutdown || aborted) return;
         if (!WaitEvent(ps.pushed)) return;
       }
-      // Taking an instruction frees a queue slot. Ahead of simulated time,
-      // take it early only if the scalar unit cannot fill the queue before
-      // the pipe's clock: otherwise it would issue where it should stall.
-      double ahead = ps.local - Now();
-      if (ahead > 0 && static_cast<double>(ps.q.size()) + std::ceil(ahead / slat) + 1 > depth &&
-          !WaitUntil(ps.local))
-        return;
+      // The pipe takes the instruction when it is free and the instruction
+      // issued; the slot it frees counts as taken until then (pop_times).
       Issued x = ps.q.front();
       ps.q.pop_front();
+      ps.pop_times.push_back(std::max(ps.local, x.issue));
       ps.popped.notify();
       ps.busy = true;
       double t = std::max({ps.local, x.issue, Now()});
@@ -500,6 +496,32 @@ struct Device::Impl {
       ps.busy = false;
       if (ps.q.empty()) c.idle_ev.notify();
     }
+  }
+
+  // Advances the scalar unit's clock `*local` until `ps` has a free slot.
+  // A slot is taken from the push of its instruction until the pipe takes
+  // it; a pipe running ahead of the scalar unit records when it took each
+  // instruction (pop_times), so the scalar unit suspends only while the
+  // queue is full in host order (the pipe itself blocked).
+  bool WaitForSlot(CoreState& c, PipeState& ps, size_t depth, double* local) {
+    const double start = *local;
+    auto& pops = ps.pop_times;
+    while (true) {
+      while (!pops.empty() && pops.front() <= *local) pops.pop_front();
+      if (ps.q.size() + pops.size() < depth) break;
+      if (ps.q.size() < depth) {
+        // Room once enough of the recorded pops have happened.
+        size_t k = ps.q.size() + pops.size() - (depth - 1);
+        *local = std::max(*local, pops[k - 1]);
+        continue;
+      }
+      c.scalar_state = "a full queue";
+      if (!WaitEvent(ps.popped)) return false;
+      c.scalar_state = nullptr;
+      *local = std::max(*local, Now());
+    }
+    c.stats[0].stall_cycles += *local - start;
+    return true;
   }
 
   // Runs one block on core `c`; false when the run was aborted.
@@ -533,17 +555,6 @@ struct Device::Impl {
       if (!WaitUntil(local)) return false;
       local = std::max(local, Now());
       run_start = local;
-      return true;
-    };
-    auto stall = [&](const char* why, auto cond, sc_event& ev) -> bool {
-      if (!sync_to_local()) return false;
-      double s = Now();
-      c.scalar_state = why;
-      while (cond())
-        if (!WaitEvent(ev)) return false;
-      c.scalar_state = nullptr;
-      ss.stall_cycles += Now() - s;
-      local = run_start = Now();
       return true;
     };
     const int64_t n = static_cast<int64_t>(p.insts.size());
@@ -627,10 +638,13 @@ struct Device::Impl {
         }
       }
       PipeState& ps = c.pipes[static_cast<int>(target)];
-      if (ps.q.size() >= depth) {
-        if (!stall("a full queue", [&] { return ps.q.size() >= depth; }, ps.popped)) return false;
-        x.issue = local;
+      double before = local;
+      if (!WaitForSlot(c, ps, depth, &local)) return false;
+      if (local > before) {  // a stall ends the scalar run in the trace
+        if (before > run_start) trace.Named(c.id, 0, "scalar", run_start, before, true);
+        run_start = local;
       }
+      x.issue = local;
       ps.q.push_back(x);
       ps.pushed.notify();
       local += slat;  // issue costs the scalar unit a cycle; the pipe counts the instruction
@@ -864,6 +878,7 @@ struct Device::Impl {
       c->scalar_state = nullptr;
       for (auto& p : c->pipes) {
         p.q.clear();
+        p.pop_times.clear();
         p.busy = false;
         p.waiting = nullptr;
         p.local = 0;
