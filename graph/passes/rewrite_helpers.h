@@ -27,10 +27,19 @@ inline bool IsRootGraphOutput(const Value* v) {
   return false;
 }
 
-// Ops whose outputs differ between runs with the same inputs.
+// Ops whose outputs differ between runs with the same inputs (random ops,
+// Dropout in training mode).
 inline bool IsNondeterministicOp(const Node& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
   const std::string& op = n.op();
+  if (op == "Dropout") {
+    // Random only in training mode (input 2), unless that is a constant false.
+    const Value* training = n.input(2);
+    if (!training) return false;
+    const Tensor& t = training->constant();
+    return !(training->is_constant() && t.defined() && t.numel() == 1 && t.dtype() != DType::kString &&
+             t.GetDouble(0) == 0);
+  }
   return op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" ||
          op == "RandomUniformLike" || op == "Bernoulli" || op == "Multinomial";
 }
