@@ -150,24 +150,29 @@ void Mmad(const Inst& in, uint8_t* c, const uint8_t* a_buf, const uint8_t* b_buf
       }
     return;
   }
-  // Unpack to row-major A (rows x depth) and column-major B (cols x depth).
-  std::vector<float> A(rows * depth), B(cols * depth);
+  // Unpack to row-major A (rows x depth) and row-major B (depth x cols);
+  // then each row of C accumulates over k in order, all its columns at once
+  // (the order of each element's sum is the k order either way).
+  std::vector<float> A(rows * depth), B(depth * cols), acc(cols);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t kk = 0; kk < depth; ++kk)
       A[i * depth + kk] = LoadF(in.dtype, a_buf + (((i / 16) * K + kk / k0) * 16 * k0 + (i % 16) * k0 + kk % k0) * es);
   for (int64_t j = 0; j < cols; ++j)
     for (int64_t kk = 0; kk < depth; ++kk)
-      B[j * depth + kk] = LoadF(in.dtype, b_buf + (((kk / k0) * N + j / 16) * 16 * k0 + (j % 16) * k0 + kk % k0) * es);
-  for (int64_t i = 0; i < rows; ++i)
+      B[kk * cols + j] = LoadF(in.dtype, b_buf + (((kk / k0) * N + j / 16) * 16 * k0 + (j % 16) * k0 + kk % k0) * es);
+  auto c_at = [&](int64_t i, int64_t j) { return c + (((i / 16) * N + j / 16) * 256 + (i % 16) * 16 + j % 16) * 4; };
+  for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) {
-      uint8_t* cp = c + (((i / 16) * N + j / 16) * 256 + (i % 16) * 16 + j % 16) * 4;
-      float acc = 0;
-      if (!init) std::memcpy(&acc, cp, 4);
-      const float* x = &A[i * depth];
-      const float* y = &B[j * depth];
-      for (int64_t kk = 0; kk < depth; ++kk) acc += x[kk] * y[kk];
-      std::memcpy(cp, &acc, 4);
+      acc[j] = 0;
+      if (!init) std::memcpy(&acc[j], c_at(i, j), 4);
     }
+    for (int64_t kk = 0; kk < depth; ++kk) {
+      const float x = A[i * depth + kk];
+      const float* y = &B[kk * cols];
+      for (int64_t j = 0; j < cols; ++j) acc[j] += x * y[j];
+    }
+    for (int64_t j = 0; j < cols; ++j) std::memcpy(c_at(i, j), &acc[j], 4);
+  }
 }
 
 void Fixp(const Inst& in, uint8_t* dst, const uint8_t* c, const uint8_t* bias) {
