@@ -102,6 +102,8 @@ bool ExpandAttention(Node* n) {
   Value* v = n->input(2);
   Value* mask = n->input(3);
   if (!q || !k || !v || n->num_outputs() != 1) return false;
+  // Whether the mask is added or selects depends on its dtype.
+  if (mask && KnownDType(mask) == DType::kUndefined) return false;
   Builder b(n);
   // Scores Q @ K^T.
   Value* s;

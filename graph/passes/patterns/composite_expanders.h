@@ -19,7 +19,7 @@
 namespace kiln::patterns {
 
 // Replaces `n` with ONNX ops; returns false (and changes nothing) when `n`
-// cannot be expanded.
+// cannot be expanded (an Attention mask whose dtype is not known yet).
 using ExpandFn = bool (*)(Node* n);
 
 struct CompositeExpander {

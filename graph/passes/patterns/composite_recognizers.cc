@@ -186,8 +186,8 @@ bool MatchScaledCore(Node* n, LayerNormMatch* m) {
   return false;
 }
 
-// A scale or bias that LayerNormalization broadcasts the way Mul/Add did:
-// the dtype of x, at most as many dims as are normalized, each 1 or x's dim.
+// A scale or bias that broadcasts the way Mul/Add did: the dtype of x, at
+// most as many dims as are normalized, each 1 or x's dim.
 bool ParamFits(const Value* p, const Value* x, int64_t axis) {
   if (KnownDType(p) != KnownDType(x) || KnownRank(p) < 0) return false;
   const Shape& ps = p->type().shape();
@@ -202,6 +202,51 @@ bool ParamFits(const Value* p, const Value* x, int64_t axis) {
     return false;
   }
   return true;
+}
+
+// The normalized dims of x (from `axis` on) when they are all static.
+std::optional<Dims> NormalizedDims(const Value* x, int64_t axis) {
+  const Shape& xs = x->type().shape();
+  Dims dims;
+  for (int i = static_cast<int>(axis); i < xs.rank(); ++i) {
+    if (!xs[i].is_static()) return std::nullopt;
+    dims.push_back(xs[i].value());
+  }
+  return dims;
+}
+
+// LayerNormalization's Scale and B have the normalized shape: a parameter
+// that has it is used as it is, a smaller constant is broadcast to it.
+enum class ParamUse { kNo, kAsIs, kBroadcast };
+
+ParamUse FitParam(const Value* p, const Value* x, int64_t axis) {
+  if (!ParamFits(p, x, axis)) return ParamUse::kNo;
+  const Shape& xs = x->type().shape();
+  if (ProvablySameShape(p->type().shape(),
+                        Shape(std::vector<Dim>(xs.dims().begin() + axis, xs.dims().end()))))
+    return ParamUse::kAsIs;
+  if (ConstantData(p) && NormalizedDims(x, axis)) return ParamUse::kBroadcast;
+  return ParamUse::kNo;
+}
+
+// `t` broadcast to `dims` (which it broadcasts into).
+Tensor BroadcastTo(const Tensor& t, const Dims& dims) {
+  std::vector<double> src(t.numel()), out(NumElements(dims));
+  for (int64_t i = 0; i < t.numel(); ++i) src[i] = t.GetDouble(i);
+  Dims strides(dims.size(), 0);
+  int off = static_cast<int>(dims.size() - t.dims().size());
+  for (int64_t i = t.rank() - 1, s = 1; i >= 0; --i) {
+    strides[off + i] = t.dim(static_cast<int>(i)) == 1 ? 0 : s;
+    s *= t.dim(static_cast<int>(i));
+  }
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < dims.size(); ++d) o += idx[d] * strides[d];
+    out[i] = src[o];
+    for (int d = static_cast<int>(dims.size()) - 1; d >= 0 && ++idx[d] == dims[d]; --d) idx[d] = 0;
+  }
+  return CastTensor(Tensor::FromVector<double>(out, dims), t.dtype());
 }
 
 std::optional<LayerNormMatch> MatchLayerNorm(Node* root) {
@@ -221,14 +266,10 @@ std::optional<LayerNormMatch> MatchLayerNorm(Node* root) {
     }
     if (!found) return std::nullopt;
   }
-  if (m.scale && (!ParamFits(m.scale, m.x, m.axis) || !External(m.scale, m.nodes))) return std::nullopt;
-  if (m.bias && (!ParamFits(m.bias, m.x, m.axis) || !External(m.bias, m.nodes))) return std::nullopt;
-  if (!m.scale) {
-    // A scale of ones over the normalized dims is created.
-    const Shape& xs = m.x->type().shape();
-    for (int i = static_cast<int>(m.axis); i < xs.rank(); ++i)
-      if (!xs[i].is_static()) return std::nullopt;
-  }
+  for (Value* p : {m.scale, m.bias})
+    if (p && (FitParam(p, m.x, m.axis) == ParamUse::kNo || !External(p, m.nodes))) return std::nullopt;
+  // Without a scale, one of ones over the normalized dims is created.
+  if (!m.scale && !NormalizedDims(m.x, m.axis)) return std::nullopt;
   if (!Contained(m.nodes, root)) return std::nullopt;
   return m;
 }
@@ -374,11 +415,11 @@ struct SoftmaxMatch {
   std::vector<Node*> nodes;
 };
 
-// t = Sub(x, ReduceMax(x, axis)) gives x (the shift along the axis does not
-// change a softmax); any other t is x itself.
-Value* StripMaxShift(Value* t, int64_t axis, std::vector<Node*>& nodes) {
+// t = Sub(x, ReduceMax(x, axis)) read only by `readers` gives x (the shift
+// along the axis does not change a softmax); any other t is x itself.
+Value* StripMaxShift(Value* t, int64_t axis, const std::vector<Node*>& readers, std::vector<Node*>& nodes) {
   Node* sub = ProducerOf(t, "Sub");
-  if (!sub || !sub->input(0)) return t;
+  if (!sub || !sub->input(0) || !OnlyUsedBy(t, readers)) return t;
   Node* mx = ProducerOf(sub->input(1), "ReduceMax");
   if (!mx || mx->input(0) != sub->input(0)) return t;
   auto axes = AttrReduceAxes(mx, KnownRank(sub->input(0)));
@@ -402,7 +443,7 @@ std::optional<SoftmaxMatch> MatchSoftmaxCore(Node* div) {
   if (!axis) return std::nullopt;
   SoftmaxMatch m;
   m.nodes = {div, rs, exp};
-  m.x = StripMaxShift(t, *axis, m.nodes);
+  m.x = StripMaxShift(t, *axis, {exp}, m.nodes);
   m.axis = *axis;
   if (KnownRank(m.x) != r) return std::nullopt;
   return m;
@@ -444,7 +485,7 @@ std::optional<SoftmaxMatch> MatchLogSoftmax(Node* root) {
     if (!axis) return std::nullopt;
     m = SoftmaxMatch{};
     m->nodes = {root, lg, rs, exp};
-    m->x = StripMaxShift(t, *axis, m->nodes);
+    m->x = StripMaxShift(t, *axis, {exp, root}, m->nodes);
     m->axis = *axis;
   } else {
     return std::nullopt;
@@ -658,16 +699,19 @@ Node* RecognizeLayerNorm(Node* root) {
   if (Node* u = SingleUser(root->output(0)); u && MatchLayerNorm(u)) return nullptr;
   Graph& g = *root->owner();
   Value* scale = m->scale;
+  Value* bias = m->bias;
   if (!scale) {
-    const Shape& xs = m->x->type().shape();
-    Dims dims;
-    for (int i = static_cast<int>(m->axis); i < xs.rank(); ++i) dims.push_back(xs[i].value());
+    Dims dims = *NormalizedDims(m->x, m->axis);
     std::vector<double> ones(NumElements(dims), 1.0);
     scale = g.AddConstant(g.UniqueName("ln_scale"),
                           CastTensor(Tensor::FromVector<double>(ones, dims), KnownDType(m->x)));
   }
+  for (Value** p : {&scale, &bias}) {
+    if (*p && FitParam(*p, m->x, m->axis) == ParamUse::kBroadcast)
+      *p = g.AddConstant(g.UniqueName((*p)->name()), BroadcastTo(*ConstantData(*p), *NormalizedDims(m->x, m->axis)));
+  }
   std::vector<Value*> ins = {m->x, scale};
-  if (m->bias) ins.push_back(m->bias);
+  if (bias) ins.push_back(bias);
   Node* ln = g.AddNode("LayerNormalization", ins, 1, "", root);
   ln->SetAttr("axis", Attribute::Int(m->axis));
   ln->SetAttr("epsilon", Attribute::Float(static_cast<float>(m->eps)));
