@@ -11,12 +11,14 @@
 // simulated time on its own local clock (temporal decoupling), advancing it
 // by each instruction's known duration. A process synchronizes with
 // simulated time only where another can observe it: a DMA enters the shared
-// HBM arbiter at its start time; the scalar unit stalls on a full queue, a
-// barrier, the end of a block (or every kSyncQuantum cycles); a pipe takes
-// the next instruction from its queue no earlier than the scalar unit could
-// tell. A flag carries the time it becomes visible, so a wait_flag that
-// finds its flag set releases at that time without waiting, and one that
-// does not blocks until the setter's timed notification.
+// HBM arbiter at its start time; the scalar unit waits at a barrier and at
+// the end of a block (and every kSyncQuantum cycles, so a runaway loop
+// reaches the cycle limit). A pipe records when it takes each instruction
+// from its queue, so the scalar unit finds when a full queue frees a slot
+// without waiting, unless the pipe has not yet run that far. A flag carries
+// the time it becomes visible, so a wait_flag that finds its flag set
+// releases at that time without waiting, and one that does not blocks until
+// the setter's timed notification.
 // One cycle is 1000 ps of SystemC time.
 //
 // HBM is a fluid bandwidth arbiter: the DMA transfers in flight share the

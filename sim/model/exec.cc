@@ -249,18 +249,34 @@ bool Compare(int64_t mode, float x, float y) {
   return false;
 }
 
-// Walks the elements of a vector instruction: f(repeat, element, offsets of dst, src0, src1).
+// Walks the elements of a vector instruction: f(repeat, element, offsets of
+// dst, src0, src1), the offsets kept incrementally (no division per element).
 template <typename F>
 void ForElements(const Inst& in, int dst_es, int src_es, F f) {
   const auto& a = in.attrs;
-  int64_t dst_epb = kBlockBytes / dst_es, src_epb = kBlockBytes / src_es;
-  for (int64_t r = 0; r < a[attr::kRepeat]; ++r)
+  const int64_t dst_epb = kBlockBytes / dst_es, src_epb = kBlockBytes / src_es;
+  const int64_t dblk = a[attr::kDstBlk] * kBlockBytes, s0blk = a[attr::kSrc0Blk] * kBlockBytes,
+                s1blk = a[attr::kSrc1Blk] * kBlockBytes;
+  for (int64_t r = 0; r < a[attr::kRepeat]; ++r) {
+    int64_t od_blk = r * a[attr::kDstRep] * kBlockBytes, o0_blk = r * a[attr::kSrc0Rep] * kBlockBytes,
+            o1_blk = r * a[attr::kSrc1Rep] * kBlockBytes;
+    int64_t od = od_blk, o0 = o0_blk, o1 = o1_blk, cd = 0, cs = 0;
     for (int64_t e = 0; e < a[attr::kMask]; ++e) {
-      int64_t od = r * a[attr::kDstRep] * kBlockBytes + (e / dst_epb) * a[attr::kDstBlk] * kBlockBytes + (e % dst_epb) * dst_es;
-      int64_t o0 = r * a[attr::kSrc0Rep] * kBlockBytes + (e / src_epb) * a[attr::kSrc0Blk] * kBlockBytes + (e % src_epb) * src_es;
-      int64_t o1 = r * a[attr::kSrc1Rep] * kBlockBytes + (e / src_epb) * a[attr::kSrc1Blk] * kBlockBytes + (e % src_epb) * src_es;
       f(r, e, od, o0, o1);
+      od += dst_es;
+      o0 += src_es;
+      o1 += src_es;
+      if (++cd == dst_epb) {
+        cd = 0;
+        od = od_blk += dblk;
+      }
+      if (++cs == src_epb) {
+        cs = 0;
+        o0 = o0_blk += s0blk;
+        o1 = o1_blk += s1blk;
+      }
     }
+  }
 }
 
 void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContext& ctx) {
