@@ -580,7 +580,7 @@ void RegisterControlFlowOps(OpRegistry& r) {
       .RequiredAttr("then_branch", AttrKind::kGraph)
       .RequiredAttr("else_branch", AttrKind::kGraph)
       .Infer(InferIf).Kernel(If).Cost(IfCost);
-  r.Register("Loop").Inputs(2, -1).Outputs(1, -1).Class(OpClass::kControlFlow)
+  r.Register("Loop").Inputs(2, -1).OptionalInput(0).OptionalInput(1).Outputs(1, -1).Class(OpClass::kControlFlow)
       .RequiredAttr("body", AttrKind::kGraph)
       .Infer(InferLoop).Kernel(Loop).Cost(LoopCost);
   r.Register("Scan").Inputs(1, -1).Outputs(1, -1).Class(OpClass::kControlFlow).Since(8)

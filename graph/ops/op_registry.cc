@@ -85,7 +85,7 @@ std::vector<const OpDef*> OpRegistry::All() const {
 
 absl::Status CheckRequiredInputs(const OpDef& def, const Node& node) {
   for (int i = 0; i < def.min_inputs; ++i) {
-    if (node.input(i) == nullptr)
+    if (node.input(i) == nullptr && def.InputRequired(i))
       return absl::InvalidArgumentError(absl::StrCat(Label(node), ": required input ", i, " is missing"));
   }
   return absl::OkStatus();

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -150,6 +151,9 @@ struct OpDef {
   std::string domain;  // "" for the default ONNX domain
   std::string name;
   int min_inputs = 0, max_inputs = 0;    // max -1: variadic
+  // Inputs below min_inputs that may still be omitted (bit i: input i), for
+  // ops such as Loop whose leading inputs are optional but positional.
+  uint64_t optional_inputs = 0;
   int min_outputs = 1, max_outputs = 1;  // max -1: variadic
   std::vector<AttrDef> attrs;
   OpClass op_class = OpClass::kOther;
@@ -160,6 +164,7 @@ struct OpDef {
   UpgradeFn upgrade = nullptr;
 
   const AttrDef* FindAttr(absl::string_view n) const;
+  bool InputRequired(int i) const { return i < min_inputs && !(i < 64 && (optional_inputs >> i & 1)); }
   std::string QualifiedName() const { return domain.empty() ? name : absl::StrCat(domain, ".", name); }
 };
 
@@ -168,6 +173,7 @@ class OpDefBuilder {
   explicit OpDefBuilder(OpDef* def) : def_(def) {}
   OpDefBuilder& Inputs(int min, int max) { def_->min_inputs = min; def_->max_inputs = max; return *this; }
   OpDefBuilder& Inputs(int n) { return Inputs(n, n); }
+  OpDefBuilder& OptionalInput(int i) { def_->optional_inputs |= uint64_t{1} << i; return *this; }
   OpDefBuilder& Outputs(int min, int max) { def_->min_outputs = min; def_->max_outputs = max; return *this; }
   OpDefBuilder& Outputs(int n) { return Outputs(n, n); }
   OpDefBuilder& Attr(std::string name, AttrKind kind, std::string default_text = "") {
@@ -204,8 +210,8 @@ class OpRegistry {
   std::map<std::pair<std::string, std::string>, std::unique_ptr<OpDef>> defs_;
 };
 
-// The first def.min_inputs inputs of a node are required: errors when one is
-// omitted. Inference and the executor check this before calling an op, so
+// The first def.min_inputs inputs of a node are required, except those marked
+// in def.optional_inputs: errors when one is omitted. Inference and the executor check this before calling an op, so
 // inference functions and kernels may assume those inputs are present.
 absl::Status CheckRequiredInputs(const OpDef& def, const Node& node);
 

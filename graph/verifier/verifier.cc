@@ -382,7 +382,7 @@ class Verifier {
       Add(absl::StrCat(where, ": [arity] has ", ni, " inputs, ", def.QualifiedName(), " takes at most ",
                        def.max_inputs));
     for (int i = 0; i < std::min(ni, def.min_inputs); ++i)
-      if (!n.input(i)) Add(absl::StrCat(where, ": [arity] required input ", i, " is missing"));
+      if (!n.input(i) && def.InputRequired(i)) Add(absl::StrCat(where, ": [arity] required input ", i, " is missing"));
     int no = n.num_outputs();
     if (no < def.min_outputs)
       Add(absl::StrCat(where, ": [arity] has ", no, " outputs, ", def.QualifiedName(), " needs at least ",
