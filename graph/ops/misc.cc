@@ -200,7 +200,7 @@ DimTaps BuildTaps(const ResizeParams& p, int64_t in, int64_t out, double scale, 
       case CoordMode::kTfCropAndResize:
         x = out_len > 1 ? roi_start * (in - 1) + o * (roi_end - roi_start) * (in - 1) / (out_len - 1)
                         : 0.5 * (roi_start + roi_end) * (in - 1);
-        if (x < 0 || x > in - 1) {
+        if (!(x >= 0 && x <= in - 1)) {
           t.outside[o] = 1;
           continue;
         }
@@ -1093,7 +1093,7 @@ absl::Status DynamicQuantizeLinear(KernelContext& ctx) {
   const float* p = x.data<float>();
   float mn = 0, mx = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
-    if (std::isnan(p[i])) return ctx.Error("x contains NaN");
+    if (!std::isfinite(p[i])) return ctx.Error("x contains NaN or infinity");
     mn = std::min(mn, p[i]);
     mx = std::max(mx, p[i]);
   }
@@ -1688,7 +1688,8 @@ absl::Status MelWeightMatrix(KernelContext& ctx) {
   if (mel_bins < 1) return ctx.Error("num_mel_bins must be positive, got ", mel_bins);
   if (dft_length < 1) return ctx.Error("dft_length must be positive, got ", dft_length);
   if (sample_rate < 1) return ctx.Error("sample_rate must be positive, got ", sample_rate);
-  if (lower < 0 || upper < lower) return ctx.Error("edges must satisfy 0 <= lower_edge_hertz <= upper_edge_hertz");
+  if (!(lower >= 0 && upper >= lower && std::isfinite(upper)))
+    return ctx.Error("edges must satisfy 0 <= lower_edge_hertz <= upper_edge_hertz (finite)");
   int64_t spec_bins = dft_length / 2 + 1;
   KILN_RETURN_IF_ERROR(CheckOutputSize(ctx, {spec_bins, mel_bins}));
   // Band edges on the mel scale, mapped back to spectrogram bins.
@@ -1699,19 +1700,23 @@ absl::Status MelWeightMatrix(KernelContext& ctx) {
   for (int64_t i = 0; i < mel_bins + 2; ++i) {
     double mel = static_cast<double>(i) * mel_step + low_mel;
     double hz = 700.0 * (std::pow(10.0, mel / 2595.0) - 1.0);
-    edge[i] = static_cast<int64_t>(std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(sample_rate)));
+    double bin = std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(sample_rate));
+    if (!(std::fabs(bin) < 1e15)) return ctx.Error("the band edges fall outside any usable bin range");
+    edge[i] = static_cast<int64_t>(bin);
   }
   std::vector<double> w(spec_bins * mel_bins, 0.0);
-  auto set = [&](int64_t j, int64_t i, double v) {
-    if (j >= 0 && j < spec_bins) w[j * mel_bins + i] = v;
-  };
+  // Triangles, written only where they meet the spectrogram bins.
   for (int64_t i = 0; i < mel_bins; ++i) {
     int64_t lo = edge[i], center = edge[i + 1], hi = edge[i + 2];
-    if (center == lo) set(center, i, 1.0);
-    else
-      for (int64_t j = lo; j <= center; ++j) set(j, i, static_cast<double>(j - lo) / static_cast<double>(center - lo));
+    if (center == lo) {
+      if (center >= 0 && center < spec_bins) w[center * mel_bins + i] = 1.0;
+    } else {
+      for (int64_t j = std::max<int64_t>(lo, 0); j <= std::min(center, spec_bins - 1); ++j)
+        w[j * mel_bins + i] = static_cast<double>(j - lo) / static_cast<double>(center - lo);
+    }
     if (hi > center)
-      for (int64_t j = center; j < hi; ++j) set(j, i, static_cast<double>(hi - j) / static_cast<double>(hi - center));
+      for (int64_t j = std::max<int64_t>(center, 0); j < std::min(hi, spec_bins); ++j)
+        w[j * mel_bins + i] = static_cast<double>(hi - j) / static_cast<double>(hi - center);
   }
   Tensor& y = ctx.AllocOutput(0, *dt, {spec_bins, mel_bins});
   DispatchNumeric(*dt, [&]<typename T>() {
@@ -1747,6 +1752,13 @@ absl::StatusOr<GridParams> ReadGridParams(const Ctx& ctx) {
   else return ctx.Error("unknown padding_mode '", pad, "'");
   p.align = ctx.node().GetInt("align_corners", 0) != 0;
   return p;
+}
+
+// A pixel coordinate as an index; non-finite or far-away values map to an
+// index outside every image (so they read as padding zeros).
+inline int64_t GridIndex(double v) {
+  if (!(std::fabs(v) < 1e15)) return -(int64_t{1} << 40);
+  return static_cast<int64_t>(v);
 }
 
 // Maps a normalized coordinate in [-1, 1] to a pixel coordinate.
@@ -1829,7 +1841,7 @@ absl::Status GridSample(KernelContext& ctx) {
             if (p.mode == GridMode::kBicubic) {
               double fx = std::floor(ix), fy = std::floor(iy);
               double tx = ix - fx, ty = iy - fy;
-              int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+              int64_t x0 = GridIndex(fx), y0 = GridIndex(fy);
               double wx[4], wy[4];
               for (int k = 0; k < 4; ++k) {
                 wx[k] = CubicWeight(tx - (k - 1), -0.75);
@@ -1841,17 +1853,17 @@ absl::Status GridSample(KernelContext& ctx) {
                   // Padding applies to each tap position.
                   double px = GridPad(static_cast<double>(x0 - 1 + b), W, p);
                   double py = GridPad(static_cast<double>(y0 - 1 + a), H, p);
-                  row += wx[b] * at(static_cast<int64_t>(py), static_cast<int64_t>(px));
+                  row += wx[b] * at(GridIndex(py), GridIndex(px));
                 }
                 v += wy[a] * row;
               }
             } else {
               double px = GridPad(ix, W, p), py = GridPad(iy, H, p);
               if (p.mode == GridMode::kNearest) {
-                v = at(static_cast<int64_t>(std::nearbyint(py)), static_cast<int64_t>(std::nearbyint(px)));
+                v = at(GridIndex(std::nearbyint(py)), GridIndex(std::nearbyint(px)));
               } else {
                 double fx = std::floor(px), fy = std::floor(py);
-                int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+                int64_t x0 = GridIndex(fx), y0 = GridIndex(fy);
                 double tx = px - fx, ty = py - fy;
                 v = (1 - ty) * ((1 - tx) * at(y0, x0) + tx * at(y0, x0 + 1)) +
                     ty * ((1 - tx) * at(y0 + 1, x0) + tx * at(y0 + 1, x0 + 1));

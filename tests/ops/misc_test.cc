@@ -458,6 +458,33 @@ TEST(MiscOps, GridSampleBilinearZeros) {
   ExpectNear(Floats((*r)[0]), {1.5f, 0});
 }
 
+TEST(MiscOps, GridSampleFarAwayAndNaNReadPadding) {
+  Tensor x = F32s({1, 2, 3, 4}, {1, 1, 2, 2});
+  Tensor grid = F32s({1e30f, 0, NAN, 0, -1e30f, -1e30f}, {1, 1, 3, 2});
+  for (const char* mode : {"bilinear", "nearest", "bicubic"}) {
+    Op op("GridSample", {In(x), In(grid)});
+    op.Attr("mode", Attribute::String(mode));
+    auto r = op.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].numel(), 3);
+  }
+}
+
+//===--- Guards -----------------------------------------------------------===//
+
+TEST(MiscOps, OversizedOutputsAreErrors) {
+  Op resize("Resize", {In(F32s({1, 2}, {1, 2})), None(), None(), In(I64s({1 << 20, 1 << 20}))});
+  auto r = resize.Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too large"), std::string::npos) << r.status();
+  Op mel("MelWeightMatrix", {Const(Tensor::Scalar<int32_t>(4)), Const(Tensor::Scalar<int32_t>(16)),
+                             Const(Tensor::Scalar<int32_t>(8)), Const(Tensor::Scalar<float>(0)),
+                             Const(Tensor::Scalar<float>(3e38f))});
+  EXPECT_FALSE(mel.Run().ok());
+  Op dq("DynamicQuantizeLinear", {In(F32s({1, INFINITY}, {2}))}, 3);
+  EXPECT_FALSE(dq.Run().ok());
+}
+
 //===--- Training ---------------------------------------------------------===//
 
 TEST(MiscOps, MomentumNesterov) {
