@@ -186,7 +186,9 @@ TEST(TraceTest, GemmTraceIsWellFormed) {
     } else if (ph == "s" || ph == "f") {
       int64_t id = static_cast<int64_t>(e["id"].num());
       (ph == "s" ? flow_s : flow_f)[id] = {track, e["ts"].num()};
-      if (ph == "f") EXPECT_EQ(e["bp"].str(), "e");
+      if (ph == "f") {
+        EXPECT_EQ(e["bp"].str(), "e");
+      }
     } else {
       EXPECT_EQ(ph, "C");
       EXPECT_TRUE(e["args"].Has("value"));

@@ -1,6 +1,8 @@
 //===- cost_model.cc - What fusion may group, and what grouping saves -----===//
 #include "graph/passes/fusion/cost_model.h"
 
+#include <algorithm>
+
 #include "graph/ops/op_registry.h"
 #include "graph/passes/rewrite_helpers.h"
 
@@ -93,22 +95,26 @@ double StaticBytes(const Value* v) {
 }
 
 double FlopsPerElement(const Node& n) {
+  // Op costs count a transcendental function as one flop or a few; it is
+  // worth a polynomial of about eight.
+  double floor = IsTranscendental(n) ? 8 : 0;
   int64_t elems = n.num_outputs() > 0 && n.output(0)->type().is_tensor()
                       ? n.output(0)->type().shape().NumElements()
                       : -1;
-  if (elems > 0) return NodeCost(n).flops / static_cast<double>(elems);
-  return IsTranscendental(n) ? 8 : 1;
+  if (elems > 0) return std::max(floor, NodeCost(n).flops / static_cast<double>(elems));
+  return std::max(floor, 1.0);
 }
 
 bool IsCheapElementwise(const Node& n) {
   return RoleOf(n) == Role::kElementwise && FlopsPerElement(n) <= kCheapFlopsPerElement;
 }
 
-bool RecomputeBeatsRoundTrip(const Node& producer, double new_input_bytes) {
+bool RecomputeBeatsRoundTrip(const Node& producer, double new_input_bytes, bool write_avoidable) {
   const Value* out = producer.output(0);
-  double elems = EstimatedBytes(out) / static_cast<double>(DTypeSize(out->type().dtype()));
+  double bytes = EstimatedBytes(out);
+  double elems = bytes / static_cast<double>(DTypeSize(out->type().dtype()));
   double recompute = new_input_bytes + FlopsPerElement(producer) * elems / kFlopsPerByte;
-  double round_trip = 2 * EstimatedBytes(out);
+  double round_trip = write_avoidable ? 2 * bytes : bytes;
   return recompute < round_trip;
 }
 

@@ -8,9 +8,10 @@
 // Fusing a producer into its consumer's group saves writing the
 // intermediate and reading it back (2 x its bytes). Duplicating a producer
 // that has other users into a group saves the group's read of the
-// intermediate and, when every user recomputes, its write; it costs reading
-// the producer's inputs that the group does not read already, plus the
-// recomputed flops (kFlopsPerByte flops cost as much as one byte).
+// intermediate and, when every other user can recompute it as well, its
+// write; it costs reading the producer's inputs that the group does not read
+// already, plus the recomputed flops (kFlopsPerByte flops cost as much as
+// one byte).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -59,7 +60,10 @@ bool IsCheapElementwise(const Node& n);
 
 // Whether recomputing `producer` inside a group beats the round trip of its
 // output through memory. `new_input_bytes` is what the group would read in
-// addition for the producer's inputs.
-bool RecomputeBeatsRoundTrip(const Node& producer, double new_input_bytes);
+// addition for the producer's inputs. The round trip is the group's read of
+// the output, plus its write when `write_avoidable` (every other reader
+// could recompute it too; a graph output or a reader that cannot is
+// written anyway).
+bool RecomputeBeatsRoundTrip(const Node& producer, double new_input_bytes, bool write_avoidable);
 
 }  // namespace kiln::fusion

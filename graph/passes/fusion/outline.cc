@@ -5,7 +5,7 @@
 //   1. per group, copy the members into a body and add a placeholder node
 //      that takes over every use of the members' results from outside;
 //   2. erase the members, and duplicated originals no one reads any more,
-//      last first;
+//      last first, and constants copied into bodies that no one else reads;
 //   3. per group, the final kiln.Fused node: the placeholder's used outputs,
 //      under the names the members' results had;
 //   4. put the nodes in the partition's order.
@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -78,6 +80,7 @@ int64_t BytesSaved(const Graph& body, const absl::flat_hash_set<const Node*>& co
 OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& names, int* body_count) {
   OutlineReport report;
   if (partition.groups.empty()) return report;
+  auto tstart = std::chrono::steady_clock::now();
   absl::flat_hash_map<const Node*, int> pos;
   {
     int i = 0;
@@ -92,7 +95,20 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
     }
   }
 
+  // Values some group reads from outside itself: a group's copy of another
+  // group's member may read that group's results, which no outer node shows.
+  absl::flat_hash_set<const Value*> read_by_groups;
+  for (const Group& group : partition.groups) {
+    absl::flat_hash_set<const Node*> members;
+    for (const Member& m : group.members) members.insert(m.node);
+    for (const Member& m : group.members)
+      for (const Value* v : m.node->inputs())
+        if (v && !(v->producer() && members.contains(v->producer()))) read_by_groups.insert(v);
+  }
+
+  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // 1. Bodies, then placeholders.
+  std::vector<Value*> inlined;  // constants of g copied into bodies
   std::vector<Pending> pending(partition.groups.size());
   for (size_t k = 0; k < partition.groups.size(); ++k) {
     const Group& group = partition.groups[k];
@@ -103,6 +119,7 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
     p.body = std::make_unique<Graph>(absl::StrCat("fused_", (*body_count)++), &g);
     Graph& body = *p.body;
     auto leaves_group = [&](const Value* v) {
+      if (read_by_groups.contains(v)) return true;
       for (const Use& u : v->uses()) {
         if (!u.user) return true;
         auto it = owner.find(u.user);
@@ -129,6 +146,7 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
         Value* b;
         if (v->is_constant() && v->constant().defined() && v->constant().numel() <= kInlineConstantElements) {
           b = body.AddConstant(names.Fresh(body, v->name()), v->constant());
+          if (v->owner() == &g) inlined.push_back(v);
         } else {
           b = body.AddInput(names.Fresh(body, v->name()), v->type());
           inputs.push_back(v);
@@ -163,6 +181,7 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
       }
     }
   }
+  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // Bodies are copied from the untouched graph first: a group holding a copy
   // of another group's member reads the copy, not the other group's result.
   for (Pending& p : pending) {
@@ -172,6 +191,7 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
   for (Pending& p : pending)
     for (size_t i = 0; i < p.leaving.size(); ++i) p.leaving[i]->ReplaceAllUsesWith(p.placeholder->output(i));
 
+  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // 2. Members and unread originals, last first.
   std::sort(originals.begin(), originals.end());
   originals.erase(std::unique(originals.begin(), originals.end()), originals.end());
@@ -192,6 +212,13 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
     g.EraseNode(n);
   }
 
+  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
+  // Constants every reader of which now holds a copy.
+  absl::flat_hash_set<const Value*> seen;
+  for (Value* c : inlined)
+    if (seen.insert(c).second && !c->has_uses()) g.EraseValue(c);
+
+  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // 3. The final nodes.
   std::vector<Node*> fused(pending.size(), nullptr);
   for (size_t k = 0; k < pending.size(); ++k) {
@@ -229,11 +256,13 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
     fused[k] = f;
   }
 
+  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // 4. Order.
   for (const OrderItem& item : partition.order) {
     Node* n = item.node ? (erased.contains(item.node) ? nullptr : item.node) : fused[item.group];
     if (n) g.MoveNode(n, nullptr);
   }
+  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING end %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   return report;
 }
 

@@ -278,15 +278,18 @@ class Partitioner {
       const Info& pi = info_[p];
       if (pi.owner >= 0 || pi.dead || pi.role != Role::kElementwise || !(pi.shape == shape)) continue;
       std::vector<int> outside;
-      bool escapes = pi.graph_output;
+      bool others_recompute = !pi.graph_output;  // every other reader could take a copy too
       for (int u : users_[p]) {
         if (info_[u].owner == id || info_[u].dead) continue;
         outside.push_back(u);
+        Role r = info_[u].role;
+        if (r != Role::kElementwise && r != Role::kTerminal) others_recompute = false;
       }
-      escapes = escapes || !outside.empty();
+      bool escapes = pi.graph_output || !outside.empty();
       if (!escapes) {
         Own(id, p);
-      } else if (IsCheapElementwise(*nodes_[p]) && RecomputeBeatsRoundTrip(*nodes_[p], NewInputBytes(p, reads))) {
+      } else if (IsCheapElementwise(*nodes_[p]) &&
+                 RecomputeBeatsRoundTrip(*nodes_[p], NewInputBytes(p, reads), others_recompute)) {
         Duplicate(id, p);
       } else if (!ReachedFrom(outside, id)) {
         Own(id, p);
