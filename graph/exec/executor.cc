@@ -170,6 +170,82 @@ struct Executor::Impl {
   }
 };
 
+namespace {
+
+void CollectOperands(const Graph& g, const Graph* top, std::vector<const Value*>& out,
+                     absl::flat_hash_set<const Value*>& seen) {
+  // Values defined in `g` or in graphs nested in it are local; the rest are
+  // captured from outside the node.
+  for (Node* n : g.nodes()) {
+    for (Value* v : n->inputs()) {
+      if (!v || v->is_constant()) continue;
+      bool local = false;
+      for (const Graph* o = &g; o && o != top; o = o->parent()) local |= v->owner() == o;
+      if (!local && seen.insert(v).second) out.push_back(v);
+    }
+    for (Graph* sub : n->subgraphs()) CollectOperands(*sub, top, out, seen);
+  }
+  for (Value* v : g.outputs()) {
+    if (v->is_constant()) continue;
+    bool local = false;
+    for (const Graph* o = &g; o && o != top; o = o->parent()) local |= v->owner() == o;
+    if (!local && seen.insert(v).second) out.push_back(v);
+  }
+}
+
+}  // namespace
+
+std::vector<const Value*> NodeOperands(const Node& node) {
+  std::vector<const Value*> out;
+  absl::flat_hash_set<const Value*> seen;
+  for (Value* v : node.inputs())
+    if (v && !v->is_constant() && seen.insert(v).second) out.push_back(v);
+  for (Graph* sub : node.subgraphs()) CollectOperands(*sub, node.owner(), out, seen);
+  return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> Executor::RunNode(const Node& node,
+                                                      const std::function<const Tensor*(const Value*)>& lookup) {
+  // A one-step graph run: the node's operands form the environment its
+  // inputs and its subgraphs read from.
+  Impl::Env env;
+  for (const Value* v : NodeOperands(node)) {
+    const Tensor* t = lookup(v);
+    if (!t) return absl::InvalidArgumentError(absl::StrCat("node '", node.name(), "': no value for '", v->name(), "'"));
+    env[v] = *t;
+  }
+  const OpDef* def = OpRegistry::Global().Find(node);
+  if (!def || !def->kernel)
+    return absl::UnimplementedError(absl::StrCat("node '", node.name(), "' (", node.QualifiedOp(), "): no reference kernel"));
+  std::vector<const Tensor*> ins;
+  for (Value* v : node.inputs()) {
+    if (!v) ins.push_back(nullptr);
+    else if (v->is_constant()) ins.push_back(v->constant().defined() ? &v->constant() : nullptr);
+    else ins.push_back(&env[v]);
+    if (v && !ins.back())
+      return absl::InvalidArgumentError(absl::StrCat("node '", node.name(), "': input '", v->name(), "' has no value"));
+  }
+  SubgraphRunner runner;
+  if (!node.subgraphs().empty()) {
+    runner = [this, &env](const Graph& sub, std::vector<Tensor> sub_inputs) {
+      return impl_->RunGraph(sub, std::move(sub_inputs), {&env});
+    };
+  }
+  KILN_RETURN_IF_ERROR(CheckRequiredInputs(*def, node));
+  KernelContext ctx(node, std::move(ins), std::move(runner));
+  KILN_RETURN_IF_ERROR(def->kernel(ctx));
+  std::vector<Tensor> outs;
+  for (int i = 0; i < node.num_outputs(); ++i) {
+    Tensor& t = ctx.output(i);
+    if (t.defined() && impl_->options.check_types) {
+      absl::Status c = CheckTensorMatchesType(t, node.output(i)->type(), absl::StrCat("output '", node.output(i)->name(), "'"));
+      if (!c.ok()) return absl::InternalError(absl::StrCat(ctx.NodeLabel(), ": kernel result disagrees with inferred type: ", c.message()));
+    }
+    outs.push_back(std::move(t));
+  }
+  return outs;
+}
+
 Executor::Executor(ExecOptions options) : impl_(std::make_unique<Impl>()) { impl_->options = options; }
 Executor::~Executor() = default;
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,10 +32,20 @@ class Executor {
   // outputs in order. Inputs are checked against the declared types.
   absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph, std::vector<Tensor> inputs);
 
+  // Runs one node of a graph on its own: `lookup` gives the value of each of
+  // NodeOperands(node) (constants may be left to the graph). Returns the
+  // node's outputs in order (an unused output may be undefined).
+  absl::StatusOr<std::vector<Tensor>> RunNode(const Node& node,
+                                              const std::function<const Tensor*(const Value*)>& lookup);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The non-constant values a node reads: its inputs, then the values of
+// enclosing graphs its subgraphs use, each once, in first-use order.
+std::vector<const Value*> NodeOperands(const Node& node);
 
 // Checks that `t` fits `type` (dtype, rank and static dims).
 absl::Status CheckTensorMatchesType(const Tensor& t, const Type& type, absl::string_view what);

@@ -1,0 +1,65 @@
+//===- kernel.h - Kernels the npusim target generates for AI cores -*- C++ -*-===//
+//
+// The contract between the npusim compile driver (target/npusim) and the
+// kernel generators (cube: MatMul/Gemm/Conv; vector: elementwise,
+// reductions, normalizations, pooling).
+//
+// A generator takes one node of an optimized graph whose tensors all have
+// static shapes and returns a program for the simulated AI cores
+// (sim/isa/isa.h; the .kasm text of docs/kasm.md assembles to one) or a status that says why it cannot (the driver then
+// places the node on the AICPU and records the message as the reason).
+//
+// Program arguments, in order: the node's present inputs (in input order),
+// then its outputs, then, when workspace_bytes > 0, one s8 workspace
+// argument of that many bytes. Each tensor argument has the tensor's dtype
+// (f32, f16, bf16 -> F32/F16/BF16; i32 -> S32; i8 -> S8) and its dims; the
+// driver passes the device address of each tensor, laid out row-major and
+// dense. A generator that needs another layout for a constant operand
+// (weights in fractal form) reads it as given: the driver folds layout
+// changes into constants separately.
+//
+// The program runs as `block_dim` blocks spread over the machine's AI
+// cores (block_idx tells a block which share of the work it does); it must
+// not read or write outside its arguments, and must leave every flag it
+// sets consumed (the simulator checks).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/ir/graph.h"
+#include "sim/isa/isa.h"
+#include "sim/machine/machine.pb.h"
+
+namespace kiln::target::npusim {
+
+// What the driver asks for.
+struct KernelRequest {
+  const Node* node = nullptr;
+  const sim::Machine* machine = nullptr;  // defaults filled in (sim::LoadMachine / WithDefaults)
+  // Matrix operand precision when the graph's tensors are f32: false keeps
+  // f32 on the cube (its fp32 rate); true lets a generator compute in fp16
+  // with fp32 accumulation (the driver sets it for --precision=fp16).
+  bool fp16_matrix = false;
+};
+
+struct GeneratedKernel {
+  sim::Program program;
+  int64_t block_dim = 1;
+  std::string engine;            // "cube" or "vector"
+  int64_t workspace_bytes = 0;   // size of the trailing s8 workspace argument, 0 for none
+  double estimated_cycles = 0;   // the generator's cost-model estimate of the whole launch
+  std::string plan;              // one line: the tiling chosen, for --explain-placement and reports
+};
+
+// The ISA dtype that holds a tensor of `t` in global memory; kNone for
+// dtypes the AI cores do not handle (i64, bool, f64, ...).
+sim::DType IsaDTypeOf(DType t);
+// The `.arg NAME DT[d0,...]` line for a value (static shape, ISA dtype).
+absl::StatusOr<std::string> KasmArgLine(absl::string_view name, const Value& v);
+
+}  // namespace kiln::target::npusim

@@ -1,0 +1,94 @@
+//===- kernel_harness.cc - Runs one generated npusim kernel ---------------===//
+#include "tests/npusim/kernel_harness.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "graph/exec/executor.h"
+
+namespace kiln::testing {
+
+absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& kernel, const Node& node,
+                                         const absl::flat_hash_map<const Value*, Tensor>& inputs,
+                                         const sim::Machine& machine, bool functional) {
+  auto dev = sim::Device::Create(machine);
+  if (!dev.ok()) return dev.status();
+  sim::Device& d = **dev;
+  std::vector<sim::DevAddr> args;
+  auto alloc = [&](int64_t bytes) -> absl::StatusOr<sim::DevAddr> { return d.Malloc(std::max<int64_t>(bytes, 1)); };
+  for (Value* v : node.inputs()) {
+    if (!v) continue;
+    const Tensor* t = nullptr;
+    if (v->is_constant()) {
+      t = &v->constant();
+    } else {
+      auto it = inputs.find(v);
+      if (it == inputs.end()) return absl::InvalidArgumentError(absl::StrCat("no value for input '", v->name(), "'"));
+      t = &it->second;
+    }
+    auto a = alloc(static_cast<int64_t>(t->nbytes()));
+    if (!a.ok()) return a.status();
+    if (t->nbytes()) {
+      if (absl::Status s = d.Write(*a, t->raw(), static_cast<int64_t>(t->nbytes())); !s.ok()) return s;
+    }
+    args.push_back(*a);
+  }
+  std::vector<std::pair<sim::DevAddr, Tensor>> outs;
+  for (Value* v : node.outputs()) {
+    Tensor t(v->type().dtype(), v->type().shape().StaticDims());
+    auto a = alloc(static_cast<int64_t>(t.nbytes()));
+    if (!a.ok()) return a.status();
+    args.push_back(*a);
+    outs.push_back({*a, std::move(t)});
+  }
+  if (kernel.workspace_bytes > 0) {
+    auto a = alloc(kernel.workspace_bytes);
+    if (!a.ok()) return a.status();
+    args.push_back(*a);
+  }
+  auto k = d.LoadProgram(kernel.program);
+  if (!k.ok()) return k.status();
+  sim::StreamId s = d.CreateStream();
+  if (absl::Status st = d.Launch(s, *k, kernel.block_dim, args); !st.ok()) return st;
+  sim::RunOptions ro;
+  ro.functional = functional;
+  auto stats = d.Run(ro);
+  if (!stats.ok()) return stats.status();
+  KernelRun run;
+  run.stats = *stats;
+  for (auto& [addr, t] : outs) {
+    if (t.nbytes()) {
+      if (absl::Status st = d.Read(addr, t.raw(), static_cast<int64_t>(t.nbytes())); !st.ok()) return st;
+    }
+    run.outputs.push_back(std::move(t));
+  }
+  return run;
+}
+
+absl::StatusOr<std::vector<Tensor>> RunNodeOnReference(const Node& node,
+                                                       const absl::flat_hash_map<const Value*, Tensor>& inputs) {
+  Executor exec;
+  return exec.RunNode(node, [&](const Value* v) -> const Tensor* {
+    auto it = inputs.find(v);
+    return it == inputs.end() ? nullptr : &it->second;
+  });
+}
+
+double MaxRelativeError(const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel()) return INFINITY;
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.GetDouble(i), y = b.GetDouble(i);
+    if (std::isnan(x) != std::isnan(y)) return INFINITY;
+    if (std::isnan(x)) continue;
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x != y) return INFINITY;
+      continue;
+    }
+    worst = std::max(worst, std::fabs(x - y) / std::max(1.0, std::fabs(y)));
+  }
+  return worst;
+}
+
+}  // namespace kiln::testing
