@@ -42,6 +42,15 @@ absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& 
     args.push_back(*a);
     outs.push_back({*a, std::move(t)});
   }
+  for (const Value* c : kernel.constant_args) {
+    const Tensor& t = c->constant();
+    auto a = alloc(static_cast<int64_t>(t.nbytes()));
+    if (!a.ok()) return a.status();
+    if (t.nbytes()) {
+      if (absl::Status st = d.Write(*a, t.raw(), static_cast<int64_t>(t.nbytes())); !st.ok()) return st;
+    }
+    args.push_back(*a);
+  }
   if (kernel.workspace_bytes > 0) {
     auto a = alloc(kernel.workspace_bytes);
     if (!a.ok()) return a.status();

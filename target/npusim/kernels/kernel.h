@@ -10,8 +10,10 @@
 // places the node on the AICPU and records the message as the reason).
 //
 // Program arguments, in order: the node's present inputs (in input order),
-// then its outputs, then, when workspace_bytes > 0, one s8 workspace
-// argument of that many bytes. Each tensor argument has the tensor's dtype
+// then its outputs, then the constants listed in constant_args (for a
+// kiln.Fused node, constants of its body the kernel reads from global
+// memory: weights, biases), then, when workspace_bytes > 0, one s8
+// workspace argument of that many bytes. Each tensor argument has the tensor's dtype
 // (f32, f16, bf16 -> F32/F16/BF16; i32 -> S32; i8 -> S8) and its dims; the
 // driver passes the device address of each tensor, laid out row-major and
 // dense. A generator that needs another layout for a constant operand
@@ -28,6 +30,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -51,6 +54,7 @@ struct GeneratedKernel {
   sim::Program program;
   int64_t block_dim = 1;
   std::string engine;            // "cube" or "vector"
+  std::vector<const Value*> constant_args;  // body constants passed after the outputs
   int64_t workspace_bytes = 0;   // size of the trailing s8 workspace argument, 0 for none
   double estimated_cycles = 0;   // the generator's cost-model estimate of the whole launch
   std::string plan;              // one line: the tiling chosen, for --explain-placement and reports
