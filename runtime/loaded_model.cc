@@ -31,10 +31,15 @@ absl::Status CheckInput(const artifact::TensorSignature& s, const Tensor& t) {
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& path) {
   auto a = artifact::ReadArtifact(path);
   if (!a.ok()) return a.status();
+  return FromArtifact(*std::move(a), path);
+}
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact::Artifact artifact,
+                                                                       const std::string& path) {
   auto m = std::make_unique<LoadedModel>();
   m->path_ = path;
-  m->artifact_ = *std::move(a);
-  if (m->artifact_.target() != "reference")
+  m->artifact_ = std::move(artifact);
+  if (m->artifact_.target() != "reference" && m->artifact_.target() != "npusim")
     return absl::UnimplementedError(absl::StrCat(path, ": artifacts of target '", m->artifact_.target(),
                                                  "' cannot run in this build"));
   BlobStore blobs;
@@ -43,10 +48,15 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   auto model = ParseModel(m->artifact_.graph_kir(), path, &blobs);
   if (!model.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": graph: ", model.status().message()));
   m->model_ = *std::move(model);
+  if (m->artifact_.target() == "npusim") {
+    auto e = NpusimExecutable::Load(m->artifact_, &m->model_);
+    if (!e.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.status().message()));
+    m->npusim_ = *std::move(e);
+  }
   return m;
 }
 
-absl::StatusOr<std::vector<Tensor>> LoadedModel::Run(std::vector<Tensor> inputs) {
+absl::StatusOr<std::vector<Tensor>> LoadedModel::Run(std::vector<Tensor> inputs, const NpusimRunOptions& options) {
   if (static_cast<int>(inputs.size()) != artifact_.inputs_size())
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", artifact_.inputs_size(), " inputs, got ",
                                                    inputs.size()));
@@ -54,6 +64,7 @@ absl::StatusOr<std::vector<Tensor>> LoadedModel::Run(std::vector<Tensor> inputs)
     absl::Status s = CheckInput(artifact_.inputs(i), inputs[i]);
     if (!s.ok()) return s;
   }
+  if (npusim_) return npusim_->Run(std::move(inputs), options);
   Executor exec;
   return exec.Run(*model_.graph, std::move(inputs));
 }

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
+#include "runtime/npusim_executable.h"
 #include "target/artifact/artifact.pb.h"
 
 namespace kiln::runtime {
@@ -21,15 +22,24 @@ namespace kiln::runtime {
 class LoadedModel {
  public:
   static absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const std::string& path);
+  // An artifact already in memory; `name` stands for the file in errors.
+  static absl::StatusOr<std::unique_ptr<LoadedModel>> FromArtifact(artifact::Artifact artifact,
+                                                                   const std::string& name);
 
   const artifact::Artifact& artifact() const { return artifact_; }
-  // Inputs in signature order; outputs in signature order.
-  absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs);
+  // Inputs in signature order; outputs in signature order. `options`
+  // applies to npusim artifacts (the reference target ignores it).
+  absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs, const NpusimRunOptions& options = {});
+
+  // The npusim device of an npusim artifact (null for other targets): its
+  // last run's statistics, trace and report.
+  const NpusimExecutable* npusim() const { return npusim_.get(); }
 
  private:
   std::string path_;
   artifact::Artifact artifact_;
   Model model_;  // the graph part (reference target, host/AICPU work)
+  std::unique_ptr<NpusimExecutable> npusim_;
 };
 
 }  // namespace kiln::runtime

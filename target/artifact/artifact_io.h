@@ -10,7 +10,7 @@
 namespace kiln::artifact {
 
 // Bumped whenever the meaning of a field changes.
-inline constexpr uint32_t kArtifactFormatVersion = 1;
+inline constexpr uint32_t kArtifactFormatVersion = 2;
 
 absl::Status WriteArtifact(const Artifact& artifact, const std::string& path);
 // Rejects files that are not artifacts, are truncated or corrupted, or come

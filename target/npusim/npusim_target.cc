@@ -15,6 +15,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "graph/ops/op_registry.h"
+#include "graph/support/status.h"
+#include "target/artifact/artifact_io.h"
+#include "target/npusim/npusim_compile.h"
 
 namespace kiln::target {
 namespace {
@@ -146,9 +149,8 @@ class NpusimTarget final : public Target {
 
   absl::Status Compile(const Model& model, const CompileOptions& options,
                        const std::string& output_path) override {
-    return absl::UnimplementedError(
-        "npusim code generation (the shared backend's lowering to the NPU ISA) is not part of this build yet; "
-        "--explain-placement shows where each node would run");
+    KILN_ASSIGN_OR_RETURN(artifact::Artifact a, CompileForNpusim(model, *this, options));
+    return artifact::WriteArtifact(a, output_path);
   }
 
  private:

@@ -49,4 +49,11 @@ absl::StatusOr<Model> LoadModel(const std::string& path) {
       absl::StrCat(path, ": unknown model format (expected .onnx or .kir)"));
 }
 
+absl::Status WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size())))
+    return absl::InvalidArgumentError("cannot write '" + path + "'");
+  return absl::OkStatus();
+}
+
 }  // namespace kiln::cli

@@ -32,4 +32,7 @@ int Fail(const std::string& message);
 // file when present).
 absl::StatusOr<Model> LoadModel(const std::string& path);
 
+// Writes `data` to `path` (reports, traces).
+absl::Status WriteFile(const std::string& path, const std::string& data);
+
 }  // namespace kiln::cli

@@ -6,11 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
+#include "target/artifact/artifact_io.h"
+#include "target/npusim/npusim_compile.h"
 #include "target/placement/placement.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_DECLARE_FLAG(std::string, target);
 ABSL_DECLARE_FLAG(std::string, o);
+ABSL_DECLARE_FLAG(std::string, machine);
 ABSL_FLAG(std::string, precision, "fp32", "Precision of matrix work: fp32, fp16, bf16 or mixed.");
 ABSL_FLAG(bool, explain_placement, false, "Print each node's engine and why, and a summary per engine.");
 ABSL_FLAG(std::vector<std::string>, plugin, {}, "Target plugin shared libraries to load.");
@@ -47,6 +50,7 @@ int Compile(const std::vector<std::string>& args) {
   auto precision = ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) return Fail(precision.status());
   options.precision = *precision;
+  if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});
 
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
@@ -57,7 +61,10 @@ int Compile(const std::vector<std::string>& args) {
 
   auto plan = target::PlaceGraph(*model->graph, **target, options);
   if (!plan.ok()) return Fail(absl::StrCat(args[0], ": ", plan.status().message()));
-  if (absl::GetFlag(FLAGS_explain_placement)) std::cout << plan->Explain();
+  const bool explain = absl::GetFlag(FLAGS_explain_placement);
+  // npusim explains its tasks after code generation, where kernels that
+  // cannot be generated have moved to the AICPU.
+  if (explain && target_name != "npusim") std::cout << plan->Explain();
 
   std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) {
@@ -68,6 +75,11 @@ int Compile(const std::vector<std::string>& args) {
   }
   if (absl::Status s = (*target)->Compile(*model, options, out); !s.ok())
     return Fail(absl::StrCat("target ", target_name, ": ", s.message()));
+  if (explain && target_name == "npusim") {
+    auto a = artifact::ReadArtifact(out);
+    if (!a.ok()) return Fail(a.status());
+    std::cout << target::ExplainNpusimTasks(*a);
+  }
   return 0;
 }
 
@@ -86,8 +98,10 @@ flags:
   --target=NAME           a registered target (`kiln targets`)
   -o OUT.kiln             the artifact to write
   --precision=P           fp32 (default), fp16, bf16 or mixed
+  --machine=FILE          npusim: the machine description (default ascend910-like)
   --explain-placement     print each node's engine and the reason, and the
-                          nodes and FLOPs per engine
+                          nodes and FLOPs per engine (npusim: each task after
+                          code generation, with its tiling, and device memory)
   --plugin=lib.so         load a target plugin first (repeatable as a list)
   --passes, --print-after, --time-passes, --stats, --verify-each,
   --dynamic-batch, --dynamic-dims: as for `kiln opt`

@@ -1,8 +1,11 @@
 //===- cmd_run.cc - `kiln run` --------------------------------------------===//
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +18,12 @@
 #include "tools/kiln/cli_util.h"
 
 ABSL_FLAG(std::string, output_dir, "", "Directory to write each output as <name>.npy.");
+ABSL_FLAG(int, batches, 1, "npusim: stream this many batches, overlapping transfers with compute.");
+ABSL_DECLARE_FLAG(std::string, trace);
+ABSL_DECLARE_FLAG(bool, report);
+ABSL_DECLARE_FLAG(std::string, report_csv);
+ABSL_DECLARE_FLAG(bool, timing_only);
+ABSL_DECLARE_FLAG(double, cycle_limit);
 
 namespace kiln::cli {
 namespace {
@@ -101,9 +110,33 @@ int RunArtifact(const std::string& path) {
   for (const auto& s : a.outputs()) out_names.push_back(s.name());
   auto inputs = InputsByName(names, described);
   if (!inputs.ok()) return Fail(inputs.status());
-  auto outputs = (*loaded)->Run(*std::move(inputs));
+  runtime::NpusimRunOptions options;
+  options.batches = absl::GetFlag(FLAGS_batches);
+  if (options.batches < 1 || options.batches > 1024) return Fail("--batches must be between 1 and 1024");
+  options.trace = !absl::GetFlag(FLAGS_trace).empty();
+  options.functional = !absl::GetFlag(FLAGS_timing_only);
+  options.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
+  const runtime::NpusimExecutable* npu = (*loaded)->npusim();
+  if (!npu && (options.trace || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty()))
+    return Fail(absl::StrCat("--trace and --report need a simulated device; '", path, "' was compiled for target ",
+                             a.target()));
+  if (npu && isatty(2)) std::cerr << "kiln: simulating " << a.npusim().tasks_size() << " tasks x " << options.batches
+                                  << " batch" << (options.batches > 1 ? "es" : "") << " on " << npu->machine().name()
+                                  << "...\n";
+  auto outputs = (*loaded)->Run(*std::move(inputs), options);
   if (!outputs.ok()) return Fail(outputs.status());
-  return WriteOutputs(out_names, *outputs);
+  if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
+  if (!npu) return 0;
+  if (absl::GetFlag(FLAGS_report)) std::cout << "\n" << npu->ReportText();
+  if (std::string csv = absl::GetFlag(FLAGS_report_csv); !csv.empty())
+    if (absl::Status s = WriteFile(csv, npu->ReportCsv()); !s.ok()) return Fail(s);
+  if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
+    if (absl::Status s = WriteFile(tr, npu->device().trace().ToJson(npu->machine().chip().clock_mhz())); !s.ok())
+      return Fail(s);
+    if (npu->device().trace().truncated())
+      std::cerr << "kiln: warning: the trace reached its size bound and was truncated\n";
+  }
+  return 0;
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -132,9 +165,12 @@ int Run(const std::vector<std::string>& args) {
 extern const Command kRunCommand;
 const Command kRunCommand = {
     "run", "run a model and write its outputs",
-    R"(usage: kiln run MODEL.onnx|MODEL.kir [--input NAME=FILE ...] [--output-dir=DIR]
+    R"(usage: kiln run MODEL.onnx|MODEL.kir|MODEL.kiln [--input NAME=FILE ...] [--output-dir=DIR]
+                [--trace=FILE] [--report] [--report-csv=FILE] [--batches=N] [--timing-only]
 
-Runs the model on the host reference executor. Each input is given as
+Runs a model: .onnx and .kir on the host reference executor, a compiled
+.kiln artifact on its target's device (npusim: the SystemC model of the
+NPU, with the trace and report below). Each input is given as
 NAME=FILE, where FILE is a NumPy .npy file or an ONNX TensorProto .pb file.
 Prints each output's type and first values; with --output-dir, writes each
 output as DIR/<output name>.npy (characters other than letters, digits,
@@ -143,6 +179,14 @@ output as DIR/<output name>.npy (characters other than letters, digits,
 flags:
   --input NAME=FILE    an input (repeat for each input)
   --output-dir=DIR     where to write the outputs
+  --trace=FILE         npusim: Chrome trace-event JSON of the run (Perfetto, chrome://tracing)
+  --report             npusim: per-task cycles, cube utilization and bound, totals
+  --report-csv=FILE    npusim: the per-kernel, per-pipe report as CSV
+  --batches=N          npusim: stream N batches (inputs of batch i+1 cross PCIe
+                       while batch i computes); the report gives the throughput
+                       against max(compute, transfer)
+  --timing-only        npusim: skip the arithmetic (outputs are not computed)
+  --cycle-limit=N      npusim: stop with an error past N cycles
 )",
     Run};
 

@@ -46,13 +46,6 @@ kiln::DType GraphDType(sim::DType t) {
   return kiln::DType::kUndefined;
 }
 
-absl::Status WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size())))
-    return absl::InvalidArgumentError("cannot write '" + path + "'");
-  return absl::OkStatus();
-}
-
 int Sim(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("sim takes one program (PROGRAM.kasm)");
   const std::string& path = args[0];

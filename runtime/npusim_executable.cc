@@ -1,0 +1,351 @@
+//===- npusim_executable.cc - Running npusim artifacts on the model -------===//
+#include "runtime/npusim_executable.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/exec/executor.h"
+#include "graph/support/status.h"
+#include "sim/isa/encode.h"
+#include "sim/machine/machine.h"
+#include "sim/model/report.h"
+
+namespace kiln::runtime {
+
+using artifact::Buffer;
+
+struct NpusimExecutable::Impl {
+  const artifact::Artifact* artifact = nullptr;
+  const artifact::NpusimModule* module = nullptr;
+  const Model* model = nullptr;
+  std::vector<const Node*> nodes;            // the graph's top-level nodes, in order
+  std::vector<sim::KernelId> kernels;        // per program
+  sim::DevAddr constants = 0;
+  std::vector<sim::DevAddr> slots;           // activation regions, one per batch in flight
+  std::vector<std::map<int, Tensor>> host;   // per slot: HOST buffers' values
+  bool functional = true;
+
+  int Root(int b) const {
+    while (module->buffers(b).has_alias_of()) b = module->buffers(b).alias_of();
+    return b;
+  }
+  sim::DevAddr Address(int b, int slot) const {
+    const Buffer& r = module->buffers(Root(b));
+    return (r.kind() == Buffer::CONSTANT ? constants : slots[slot]) + static_cast<sim::DevAddr>(r.offset());
+  }
+  bool IsHost(int b) const { return module->buffers(Root(b)).kind() == Buffer::HOST; }
+
+  static std::vector<int64_t> Dims(const Buffer& b) { return {b.dims().begin(), b.dims().end()}; }
+
+  absl::StatusOr<Tensor> ReadBuffer(sim::Device& d, int b, int slot) {
+    if (IsHost(b)) {
+      auto it = host[slot].find(Root(b));
+      if (it == host[slot].end())
+        return absl::InternalError(absl::StrCat("buffer '", module->buffers(b).name(), "' has no value"));
+      return it->second;
+    }
+    const Buffer& buf = module->buffers(b);
+    std::optional<DType> dt = ParseDType(buf.dtype());
+    if (!dt) return absl::InternalError(absl::StrCat("buffer '", buf.name(), "': unknown dtype ", buf.dtype()));
+    Tensor t(*dt, Dims(buf));
+    if (t.nbytes()) KILN_RETURN_IF_ERROR(d.Read(Address(b, slot), t.raw(), static_cast<int64_t>(t.nbytes())));
+    return t;
+  }
+
+  absl::Status WriteBuffer(sim::Device& d, int b, int slot, const Tensor& t) {
+    if (IsHost(b)) {
+      host[slot][Root(b)] = t;
+      return absl::OkStatus();
+    }
+    const Buffer& buf = module->buffers(b);
+    if (static_cast<int64_t>(t.nbytes()) != buf.bytes())
+      return absl::InternalError(absl::StrCat("buffer '", buf.name(), "' holds ", buf.bytes(), " bytes; the kernel made ",
+                                              t.nbytes()));
+    if (t.nbytes()) KILN_RETURN_IF_ERROR(d.Write(Address(b, slot), t.raw(), static_cast<int64_t>(t.nbytes())));
+    return absl::OkStatus();
+  }
+
+  // The AICPU task: reads its operands from device memory, runs the node's
+  // reference kernel, writes the outputs back.
+  absl::Status RunAicpu(sim::Device& d, const artifact::AicpuTask& task, int slot) {
+    if (!functional) return absl::OkStatus();
+    const Node& n = *nodes[task.node()];
+    std::vector<const Value*> operands = NodeOperands(n);
+    if (operands.size() != static_cast<size_t>(task.operands_size()))
+      return absl::InternalError(absl::StrCat("AICPU task '", n.name(), "': operand count mismatch"));
+    absl::flat_hash_map<const Value*, Tensor> values;
+    for (size_t i = 0; i < operands.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(Tensor t, ReadBuffer(d, task.operands(static_cast<int>(i)), slot));
+      values[operands[i]] = std::move(t);
+    }
+    Executor exec;
+    auto outs = exec.RunNode(n, [&](const Value* v) -> const Tensor* {
+      auto it = values.find(v);
+      return it == values.end() ? nullptr : &it->second;
+    });
+    if (!outs.ok()) return outs.status();
+    for (int i = 0; i < task.outputs_size() && i < static_cast<int>(outs->size()); ++i) {
+      if (task.outputs(i) < 0 || !(*outs)[i].defined()) continue;
+      KILN_RETURN_IF_ERROR(WriteBuffer(d, task.outputs(i), slot, (*outs)[i]));
+    }
+    return absl::OkStatus();
+  }
+};
+
+NpusimExecutable::~NpusimExecutable() = default;
+
+absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const artifact::Artifact& artifact,
+                                                                        const Model* model) {
+  std::unique_ptr<NpusimExecutable> e(new NpusimExecutable());
+  e->impl_ = std::make_unique<Impl>();
+  Impl& im = *e->impl_;
+  im.artifact = &artifact;
+  im.module = &artifact.npusim();
+  im.model = model;
+  const artifact::NpusimModule& m = *im.module;
+  KILN_ASSIGN_OR_RETURN(e->machine_, sim::ParseMachine(m.machine(), "the artifact's machine"));
+  for (const Node* n : model->graph->nodes()) im.nodes.push_back(n);
+  const int nb = m.buffers_size();
+  auto bad = [](const std::string& why) { return absl::InvalidArgumentError("the npusim module is inconsistent: " + why); };
+  for (int i = 0; i < nb; ++i) {
+    const Buffer& b = m.buffers(i);
+    if (b.has_alias_of() && (b.alias_of() < 0 || b.alias_of() >= i)) return bad(absl::StrCat("buffer ", i, " aliases ", b.alias_of()));
+    if (b.kind() != Buffer::HOST && (b.offset() < 0 || b.bytes() < 0)) return bad(absl::StrCat("buffer ", i, " offset"));
+    int64_t region = b.kind() == Buffer::CONSTANT ? m.constant_bytes() : m.device_bytes();
+    if (b.kind() != Buffer::HOST && !b.has_alias_of() && b.offset() + b.bytes() > region)
+      return bad(absl::StrCat("buffer '", b.name(), "' lies outside its region"));
+  }
+  for (const artifact::Task& t : m.tasks()) {
+    if (t.has_kernel()) {
+      if (t.kernel().program() < 0 || t.kernel().program() >= m.programs_size()) return bad("task program index");
+      for (int a : t.kernel().args())
+        if (a < 0 || a >= nb) return bad("kernel argument buffer index");
+    } else if (t.has_aicpu()) {
+      if (t.aicpu().node() < 0 || t.aicpu().node() >= static_cast<int>(im.nodes.size())) return bad("AICPU node index");
+      for (int a : t.aicpu().operands())
+        if (a < 0 || a >= nb) return bad("AICPU operand buffer index");
+      for (int a : t.aicpu().outputs())
+        if (a < -1 || a >= nb) return bad("AICPU output buffer index");
+    }
+  }
+  if (m.input_buffers_size() != artifact.inputs_size() || m.output_buffers_size() != artifact.outputs_size())
+    return bad("input/output buffers do not match the signature");
+  for (int b : m.input_buffers())
+    if (b < 0 || b >= nb) return bad("input buffer index");
+  for (int b : m.output_buffers())
+    if (b < 0 || b >= nb) return bad("output buffer index");
+
+  KILN_ASSIGN_OR_RETURN(e->device_, sim::Device::Create(e->machine_));
+  sim::Device& d = *e->device_;
+  for (const sim::isa::Program& p : m.programs()) {
+    auto prog = sim::FromProto(p);
+    if (!prog.ok()) return absl::InvalidArgumentError(absl::StrCat("program '", p.name(), "': ", prog.status().message()));
+    auto k = d.LoadProgram(*std::move(prog));
+    if (!k.ok()) return absl::InvalidArgumentError(absl::StrCat("program '", p.name(), "': ", k.status().message()));
+    im.kernels.push_back(*k);
+  }
+  // Constants: every constant of the graph nest, by name.
+  absl::flat_hash_map<std::string, const Value*> constants;
+  std::vector<const Graph*> stack = {model->graph.get()};
+  while (!stack.empty()) {
+    const Graph* g = stack.back();
+    stack.pop_back();
+    for (const Value* v : g->Constants()) constants.emplace(v->name(), v);
+    for (const Node* n : g->nodes())
+      for (const Graph* s : n->subgraphs()) stack.push_back(s);
+  }
+  KILN_ASSIGN_OR_RETURN(im.constants, d.Malloc(std::max<int64_t>(m.constant_bytes(), 512)));
+  for (int i = 0; i < nb; ++i) {
+    const Buffer& b = m.buffers(i);
+    if (b.kind() != Buffer::CONSTANT || b.has_alias_of()) continue;
+    auto it = constants.find(b.name());
+    if (it == constants.end() || !it->second->constant().defined())
+      return bad(absl::StrCat("constant '", b.name(), "' is not in the graph"));
+    const Tensor& t = it->second->constant();
+    if (static_cast<int64_t>(t.nbytes()) != b.bytes()) return bad(absl::StrCat("constant '", b.name(), "' size"));
+    if (t.nbytes()) KILN_RETURN_IF_ERROR(d.Write(im.constants + b.offset(), t.raw(), b.bytes()));
+  }
+  return e;
+}
+
+absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> inputs, const NpusimRunOptions& options) {
+  Impl& im = *impl_;
+  const artifact::NpusimModule& m = *im.module;
+  sim::Device& d = *device_;
+  const int batches = std::max(1, options.batches);
+  const int num_slots = batches > 1 ? 2 : 1;
+  im.functional = options.functional;
+  while (static_cast<int>(im.slots.size()) < num_slots) {
+    KILN_ASSIGN_OR_RETURN(sim::DevAddr a, d.Malloc(std::max<int64_t>(m.device_bytes(), 512)));
+    im.slots.push_back(a);
+  }
+  im.host.assign(num_slots, {});
+
+  sim::StreamId in_stream = d.CreateStream();
+  sim::StreamId compute = batches > 1 ? d.CreateStream() : in_stream;
+  sim::StreamId out_stream = batches > 1 ? d.CreateStream() : in_stream;
+  // Host buffers of the outputs, per batch (copies land there during Run).
+  std::vector<std::vector<Tensor>> outputs(batches);
+  std::vector<sim::EventId> slot_free(batches, -1);
+  for (int b = 0; b < batches; ++b) {
+    const int slot = b % num_slots;
+    if (b >= num_slots) KILN_RETURN_IF_ERROR(d.WaitEvent(in_stream, slot_free[b - num_slots]));
+    for (int i = 0; i < m.input_buffers_size(); ++i) {
+      int buf = m.input_buffers(i);
+      if (im.IsHost(buf)) {
+        im.host[slot][im.Root(buf)] = inputs[i];
+        continue;
+      }
+      if (inputs[i].nbytes())
+        KILN_RETURN_IF_ERROR(d.CopyH2D(in_stream, im.Address(buf, slot), inputs[i].raw(),
+                                       static_cast<int64_t>(inputs[i].nbytes())));
+    }
+    if (batches > 1) {
+      sim::EventId in_ready = d.CreateEvent();
+      KILN_RETURN_IF_ERROR(d.RecordEvent(in_stream, in_ready));
+      KILN_RETURN_IF_ERROR(d.WaitEvent(compute, in_ready));
+    }
+    for (const artifact::Task& t : m.tasks()) {
+      if (t.has_kernel()) {
+        std::vector<sim::DevAddr> args;
+        for (int a : t.kernel().args()) args.push_back(im.Address(a, slot));
+        KILN_RETURN_IF_ERROR(d.Launch(compute, im.kernels[t.kernel().program()], t.kernel().block_dim(), args));
+      } else if (t.has_aicpu()) {
+        const artifact::AicpuTask* task = &t.aicpu();
+        KILN_RETURN_IF_ERROR(d.LaunchAicpu(compute, t.node(), task->ops(), [&im, task, slot](sim::Device& dev) {
+          return im.RunAicpu(dev, *task, slot);
+        }));
+      }
+    }
+    if (batches > 1) {
+      sim::EventId done = d.CreateEvent();
+      KILN_RETURN_IF_ERROR(d.RecordEvent(compute, done));
+      KILN_RETURN_IF_ERROR(d.WaitEvent(out_stream, done));
+    }
+    for (int i = 0; i < m.output_buffers_size(); ++i) {
+      int buf = m.output_buffers(i);
+      const Buffer& ob = m.buffers(buf);
+      if (im.IsHost(buf)) {
+        outputs[b].emplace_back();
+        continue;
+      }
+      std::optional<DType> dt = ParseDType(ob.dtype());
+      if (!dt) return absl::InternalError("output dtype");
+      outputs[b].emplace_back(*dt, Impl::Dims(ob));
+    }
+    for (int i = 0; i < m.output_buffers_size(); ++i) {
+      int buf = m.output_buffers(i);
+      Tensor& t = outputs[b][i];
+      if (im.IsHost(buf) || !t.nbytes()) continue;
+      KILN_RETURN_IF_ERROR(d.CopyD2H(out_stream, t.raw(), im.Address(buf, slot), static_cast<int64_t>(t.nbytes())));
+    }
+    if (batches > 1) {
+      slot_free[b] = d.CreateEvent();
+      KILN_RETURN_IF_ERROR(d.RecordEvent(out_stream, slot_free[b]));
+    }
+  }
+
+  sim::RunOptions ro;
+  ro.functional = options.functional;
+  ro.trace = options.trace;
+  ro.cycle_limit = options.cycle_limit;
+  KILN_ASSIGN_OR_RETURN(sim::RunStats stats, d.Run(ro));
+
+  const int last = (batches - 1) % num_slots;
+  std::vector<Tensor> result = std::move(outputs[batches - 1]);
+  for (int i = 0; i < m.output_buffers_size(); ++i) {
+    int buf = m.output_buffers(i);
+    if (!im.IsHost(buf)) continue;
+    auto it = im.host[last].find(im.Root(buf));
+    if (it == im.host[last].end()) {
+      if (options.functional)
+        return absl::InternalError(absl::StrCat("output '", m.buffers(buf).name(), "' was not computed"));
+      continue;
+    }
+    result[i] = it->second;
+  }
+
+  summary_ = {};
+  summary_.stats = std::move(stats);
+  summary_.batches = batches;
+  int64_t kernels_per_batch = 0;
+  for (const artifact::Task& t : m.tasks())
+    if (t.has_kernel()) {
+      ++kernels_per_batch;
+      summary_.estimated_cycles += t.estimated_cycles();
+    }
+  const auto& ks = summary_.stats.kernels;
+  if (kernels_per_batch > 0 && static_cast<int64_t>(ks.size()) >= kernels_per_batch)
+    summary_.compute_cycles = ks[kernels_per_batch - 1].end_cycle - ks[0].start_cycle;
+  int64_t io_bytes = 0;
+  for (const Tensor& t : inputs) io_bytes += static_cast<int64_t>(t.nbytes());
+  for (const Tensor& t : result) io_bytes += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+  const double link = sim::HostLinkBytesPerCycle(machine_);
+  summary_.transfer_cycles = io_bytes / link + sim::UsToCycles(machine_, machine_.host_link().latency_us()) *
+                                                  (m.input_buffers_size() + m.output_buffers_size());
+  return result;
+}
+
+std::string NpusimExecutable::ReportText() const {
+  const Impl& im = *impl_;
+  const artifact::NpusimModule& m = *im.module;
+  const sim::RunStats& s = summary_.stats;
+  std::string out;
+  absl::StrAppendFormat(&out, "machine %s: %d AI cores at %.0f MHz; precision %s\n", machine_.name(),
+                        machine_.chip().ai_cores(), machine_.chip().clock_mhz(), m.precision());
+  absl::StrAppendFormat(&out, "\n%-40s %-7s %12s %12s %7s %7s  %s\n", "task (first batch)", "engine", "cycles",
+                        "estimated", "cube%", "cores", "bound");
+  size_t k = 0;
+  std::map<std::string, std::pair<int, double>> per_engine;
+  for (const artifact::Task& t : m.tasks()) {
+    if (!t.has_kernel()) {
+      auto& e = per_engine[t.engine()];
+      ++e.first;
+      continue;
+    }
+    if (k >= s.kernels.size()) break;
+    const sim::KernelStats& ks = s.kernels[k++];
+    double cycles = ks.end_cycle - ks.start_cycle;
+    double span = std::max(1e-9, cycles * std::max(1, ks.cores_used));
+    double cube = ks.cube_peak_macs_per_cycle > 0 ? ks.cube_macs / (ks.cube_peak_macs_per_cycle * span) : 0;
+    std::string name = t.node().size() > 40 ? "..." + t.node().substr(t.node().size() - 37) : t.node();
+    absl::StrAppendFormat(&out, "%-40s %-7s %12.0f %12.0f %6.1f%% %7d  %s\n", name, t.engine(), cycles,
+                          t.estimated_cycles(), 100 * cube, ks.cores_used, sim::KernelBound(ks, machine_));
+    auto& e = per_engine[t.engine()];
+    ++e.first;
+    e.second += cycles;
+  }
+  absl::StrAppendFormat(&out, "\nper engine:\n");
+  for (const auto& [engine, e] : per_engine)
+    absl::StrAppendFormat(&out, "  %-7s %5d tasks  %12.0f kernel cycles\n", engine, e.first, e.second);
+  double clock_hz = machine_.chip().clock_mhz() * 1e6;
+  absl::StrAppendFormat(&out,
+                        "\ntotal: %.0f cycles (%.1f us) for %d batch%s; %d instructions; HBM read %d B, write %d B; "
+                        "H2D %d B, D2H %d B; AICPU tasks %d\n",
+                        s.total_cycles, s.seconds * 1e6, summary_.batches, summary_.batches == 1 ? "" : "es",
+                        s.instructions, s.hbm_read_bytes, s.hbm_write_bytes, s.h2d_bytes, s.d2h_bytes, s.aicpu_tasks);
+  absl::StrAppendFormat(&out, "code generators' estimate of the kernels: %.0f cycles\n", summary_.estimated_cycles);
+  absl::StrAppendFormat(&out, "device memory: %d B activations (%d B without reuse), %d B constants\n",
+                        m.device_bytes(), m.naive_bytes(), m.constant_bytes());
+  if (summary_.batches > 1) {
+    double per_batch = s.total_cycles / summary_.batches;
+    double bound = std::max(summary_.compute_cycles, summary_.transfer_cycles);
+    absl::StrAppendFormat(&out,
+                          "pipelined: %.0f cycles per batch (%.1f batches/s); bound max(compute %.0f, transfer %.0f) = "
+                          "%.0f cycles: %.1f%% of the bound's throughput\n",
+                          per_batch, clock_hz / per_batch, summary_.compute_cycles, summary_.transfer_cycles, bound,
+                          100 * bound / per_batch);
+  } else if (s.total_cycles > 0) {
+    absl::StrAppendFormat(&out, "throughput: %.1f runs/s at %.0f MHz\n", clock_hz / s.total_cycles,
+                          machine_.chip().clock_mhz());
+  }
+  return out;
+}
+
+std::string NpusimExecutable::ReportCsv() const { return sim::ReportCsv(summary_.stats, machine_); }
+
+}  // namespace kiln::runtime

@@ -1,0 +1,76 @@
+//===- npusim_executable.h - Running npusim artifacts on the model -*- C++ -*-===//
+//
+// An npusim artifact loaded onto a simulated device (sim::Device): constants
+// are written to device memory once, programs are verified against the
+// machine and kept. Each run copies the inputs host->device over the
+// modeled PCIe link, enqueues every task on a compute stream (AI-core
+// kernels; AICPU tasks that run the reference kernel on the device's
+// buffers), copies the outputs back, and simulates it all.
+//
+// With batches > 1 the run streams that many batches through two
+// activation regions: the inputs of batch i+1 go over PCIe while batch i
+// computes, and the outputs of batch i come back while batch i+1 computes
+// (a copy-in stream, a compute stream and a copy-out stream ordered by
+// events).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
+#include "graph/ir/tensor.h"
+#include "sim/model/device.h"
+#include "target/artifact/artifact.pb.h"
+
+namespace kiln::runtime {
+
+struct NpusimRunOptions {
+  bool functional = true;  // false: timing only (kernels and AICPU tasks skip their arithmetic)
+  bool trace = false;
+  int batches = 1;
+  double cycle_limit = 1e11;
+};
+
+// What a run measured, beside the simulator's own statistics.
+struct NpusimRunSummary {
+  sim::RunStats stats;
+  int batches = 1;
+  double compute_cycles = 0;   // one batch's tasks, from the first kernel's start to the last task's end
+  double transfer_cycles = 0;  // one batch's host<->device copies at the link's bandwidth and latency
+  double estimated_cycles = 0; // the code generators' estimates, summed over the kernel tasks
+};
+
+class NpusimExecutable {
+ public:
+  // `model` is the artifact's parsed graph (AICPU tasks run its nodes).
+  static absl::StatusOr<std::unique_ptr<NpusimExecutable>> Load(const artifact::Artifact& artifact,
+                                                                const Model* model);
+  ~NpusimExecutable();
+
+  // Runs the inputs (signature order, already checked) and returns the
+  // outputs (signature order). With batches > 1 every batch takes the same
+  // inputs; the outputs are the last batch's.
+  absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs, const NpusimRunOptions& options);
+
+  const NpusimRunSummary& summary() const { return summary_; }
+  const sim::Device& device() const { return *device_; }
+  const sim::Machine& machine() const { return machine_; }
+  // The report of the last run: the simulator's per-kernel and per-pipe
+  // table, then per-task engine totals and the batch throughput.
+  std::string ReportText() const;
+  std::string ReportCsv() const;
+
+ private:
+  NpusimExecutable() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<sim::Device> device_;
+  sim::Machine machine_;
+  NpusimRunSummary summary_;
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,394 @@
+//===- npusim_compile.cc - Compiling a model for the simulated NPU ---------===//
+#include "target/npusim/npusim_compile.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/text_format.h"
+#include "graph/exec/executor.h"
+#include "graph/ir/printer.h"
+#include "graph/ops/op_registry.h"
+#include "graph/support/status.h"
+#include "sim/isa/encode.h"
+#include "sim/machine/machine.h"
+#include "target/artifact/artifact_io.h"
+#include "target/backend/memory_plan.h"
+#include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/vector.h"
+
+namespace kiln::target {
+namespace {
+
+using artifact::Buffer;
+using npusim::GeneratedKernel;
+
+constexpr int64_t kAlignment = 512;
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kMixed: return "mixed";
+  }
+  return "fp32";
+}
+
+absl::StatusOr<sim::Machine> MachineFromOptions(const CompileOptions& options) {
+  for (const auto& [k, v] : options.settings)
+    if (k == "machine" && !v.empty()) return sim::LoadMachine(v);
+  return sim::DefaultMachine();
+}
+
+// A value lives in device memory when its size is known at compile time.
+bool OnDevice(const Value* v) {
+  const Type& t = v->type();
+  return t.is_tensor() && t.shape().ranked() && t.shape().is_static() && t.dtype() != DType::kString &&
+         t.dtype() != DType::kUndefined;
+}
+
+int64_t BytesOf(const Value* v) {
+  return v->type().shape().NumElements() * static_cast<int64_t>(DTypeSize(v->type().dtype()));
+}
+
+bool IsView(const Node& n) {
+  static const char* const kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  if (!n.domain().empty()) return false;
+  bool view = std::find_if(std::begin(kViews), std::end(kViews), [&](const char* s) { return n.op() == s; }) !=
+              std::end(kViews);
+  if (n.op() == "Dropout") view = n.num_outputs() == 1 || !n.output(1)->has_uses();
+  if (!view || !n.input(0)) return false;
+  const Value* in = n.input(0);
+  const Value* out = n.output(0);
+  return OnDevice(in) && OnDevice(out) && in->type().dtype() == out->type().dtype() && BytesOf(in) == BytesOf(out);
+}
+
+// Replaces a kiln.Fused node by copies of its body's nodes.
+void InlineFused(Graph& g, Node* n) {
+  const Graph& body = *n->attr("body")->g();
+  absl::flat_hash_map<const Value*, Value*> map;
+  for (size_t i = 0; i < body.inputs().size(); ++i) map[body.inputs()[i]] = n->input(static_cast<int>(i));
+  auto lookup = [&](Value* v) -> Value* {
+    if (!v) return nullptr;
+    auto it = map.find(v);
+    if (it != map.end()) return it->second;
+    if (v->is_constant() && v->owner() == &body) {
+      Value* c = g.AddConstant(g.UniqueName(v->name()), v->constant());
+      c->set_type(v->type());
+      map[v] = c;
+      return c;
+    }
+    return v;  // a value of an enclosing graph
+  };
+  for (Node* bn : body.nodes()) {
+    std::vector<Value*> ins;
+    for (Value* v : bn->inputs()) ins.push_back(lookup(v));
+    std::vector<std::string> names;
+    for (Value* o : bn->outputs()) names.push_back(g.UniqueName(o->name()));
+    Node* c = g.AddNode(bn->op(), ins, names, bn->domain(), n);
+    c->set_name(bn->name());
+    for (const auto& [k, a] : bn->attrs()) c->SetAttr(k, a.Clone(&g));
+    for (int i = 0; i < bn->num_outputs(); ++i) {
+      c->output(i)->set_type(bn->output(i)->type());
+      map[bn->output(i)] = c->output(i);
+    }
+  }
+  for (int i = 0; i < n->num_outputs(); ++i) {
+    Value* repl = lookup(body.outputs()[i]);
+    if (n->output(i)->has_uses()) n->output(i)->ReplaceAllUsesWith(repl);
+  }
+  g.EraseNode(n);
+}
+
+absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& n, const sim::Machine& machine,
+                                         const CompileOptions& options) {
+  npusim::KernelRequest req;
+  req.node = &n;
+  req.machine = &machine;
+  req.fp16_matrix = options.precision == Precision::kFp16;
+  if (engine == "cube") return npusim::GenerateCubeKernel(req);
+  if (engine == "vector") return npusim::GenerateVectorKernel(req);
+  return absl::InvalidArgumentError(absl::StrCat("no kernel generator for engine '", engine, "'"));
+}
+
+// The buffers of a compilation, one per graph value that has storage.
+class BufferTable {
+ public:
+  explicit BufferTable(artifact::NpusimModule* module) : module_(module) {}
+
+  int Get(const Value* v) const {
+    auto it = index_.find(v);
+    return it == index_.end() ? -1 : it->second;
+  }
+
+  int Add(const Value* v, Buffer::Kind kind) {
+    if (int i = Get(v); i >= 0) return i;
+    int i = AddRaw(v->name(), OnDevice(v) ? kind : Buffer::HOST, v->type());
+    index_[v] = i;
+    return i;
+  }
+
+  int AddWorkspace(const std::string& name, int64_t bytes) {
+    int i = module_->buffers_size();
+    Buffer* b = module_->add_buffers();
+    b->set_name(name);
+    b->set_kind(Buffer::WORKSPACE);
+    b->set_bytes(bytes);
+    b->set_dtype("i8");
+    b->add_dims(bytes);
+    life_.push_back({0, 0});
+    alias_.push_back(-1);
+    return i;
+  }
+
+  // `alias` reads the same bytes as `of`.
+  void Alias(const Value* alias, const Value* of) {
+    int i = AddRaw(alias->name(), module_->buffers(Get(of)).kind() == Buffer::CONSTANT ? Buffer::CONSTANT
+                                                                                         : Buffer::INTERMEDIATE,
+                   alias->type());
+    alias_[i] = Get(of);
+    module_->mutable_buffers(i)->set_alias_of(alias_[i]);
+    index_[alias] = i;
+  }
+
+  void Touch(int buffer, int task) {
+    if (buffer < 0) return;
+    auto& [first, last] = life_[buffer];
+    if (first < 0 || task < first) first = task;
+    last = std::max(last, task);
+  }
+
+  int Root(int i) const {
+    while (alias_[i] >= 0) i = alias_[i];
+    return i;
+  }
+
+  // Places every device buffer; `num_tasks` is the end of the run.
+  void Plan(int num_tasks) {
+    const int n = module_->buffers_size();
+    // Inputs, outputs and constants hold their bytes for the whole run;
+    // an alias keeps its root alive as long as it is read.
+    for (int i = 0; i < n; ++i) {
+      Buffer::Kind k = module_->buffers(i).kind();
+      if (k == Buffer::INPUT || k == Buffer::OUTPUT || k == Buffer::CONSTANT) {
+        Touch(i, 0);
+        Touch(i, num_tasks);
+      }
+      if (life_[i].first < 0) life_[i] = {0, 0};
+    }
+    for (int i = 0; i < n; ++i) {
+      if (alias_[i] < 0) continue;
+      int r = Root(i);
+      Touch(r, life_[i].first);
+      Touch(r, life_[i].second);
+    }
+    std::vector<BufferLife> lives;
+    std::vector<int> which;
+    int64_t constant_end = 0;
+    for (int i = 0; i < n; ++i) {
+      Buffer* b = module_->mutable_buffers(i);
+      if (alias_[i] >= 0 || b->kind() == Buffer::HOST) continue;
+      if (b->kind() == Buffer::CONSTANT) {
+        b->set_offset(constant_end);
+        constant_end += (std::max<int64_t>(b->bytes(), 1) + kAlignment - 1) / kAlignment * kAlignment;
+        continue;
+      }
+      lives.push_back({b->bytes(), life_[i].first, life_[i].second});
+      which.push_back(i);
+    }
+    module_->set_constant_bytes(constant_end);
+    MemoryPlan plan = PlanMemory(lives, kAlignment);
+    for (size_t j = 0; j < which.size(); ++j) module_->mutable_buffers(which[j])->set_offset(plan.offsets[j]);
+    for (int i = 0; i < n; ++i) {
+      if (module_->buffers(i).kind() == Buffer::HOST) module_->mutable_buffers(i)->set_offset(-1);
+      else if (alias_[i] >= 0) module_->mutable_buffers(i)->set_offset(module_->buffers(Root(i)).offset());
+    }
+    module_->set_device_bytes(plan.peak_bytes);
+    module_->set_naive_bytes(plan.naive_bytes);
+  }
+
+ private:
+  int AddRaw(const std::string& name, Buffer::Kind kind, const Type& type) {
+    int i = module_->buffers_size();
+    Buffer* b = module_->add_buffers();
+    b->set_name(name);
+    b->set_kind(kind);
+    b->set_dtype(std::string(DTypeName(type.dtype())));
+    if (type.is_tensor() && type.shape().ranked())
+      for (const Dim& d : type.shape().dims()) b->add_dims(d.is_static() ? d.value() : -1);
+    if (kind != Buffer::HOST) b->set_bytes(type.shape().NumElements() * static_cast<int64_t>(DTypeSize(type.dtype())));
+    life_.push_back({-1, -1});
+    alias_.push_back(-1);
+    return i;
+  }
+
+  artifact::NpusimModule* module_;
+  absl::flat_hash_map<const Value*, int> index_;
+  std::vector<std::pair<int, int>> life_;
+  std::vector<int> alias_;
+};
+
+}  // namespace
+
+absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Target& target,
+                                                    const CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options));
+  Model model = input.Clone();
+  Graph& g = *model.graph;
+
+  artifact::Artifact a;
+  a.set_format_version(artifact::kArtifactFormatVersion);
+  a.set_target("npusim");
+  artifact::FillSignatures(g, &a);
+  artifact::NpusimModule* module = a.mutable_npusim();
+  {
+    google::protobuf::TextFormat::Printer printer;
+    std::string text;
+    printer.PrintToString(machine, &text);
+    module->set_machine(text);
+  }
+  module->set_precision(PrecisionName(options.precision));
+
+  // Fused groups: kept whole when their engine has a kernel for them,
+  // split back into their members otherwise.
+  absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
+  for (Node* n : g.NodeList()) {
+    if (n->domain() != "kiln" || n->op() != "Fused") continue;
+    Placement p = target.Place(*n, options);
+    auto k = Generate(p.engine, *n, machine, options);
+    if (k.ok()) kernels[n] = *std::move(k);
+    else InlineFused(g, n);
+  }
+
+  BufferTable buffers(module);
+  for (const Value* v : g.inputs()) buffers.Add(v, Buffer::INPUT);
+  for (const Value* v : g.outputs()) {
+    if (v->is_constant()) buffers.Add(v, Buffer::CONSTANT);
+    else if (v->producer() && !IsView(*v->producer())) buffers.Add(v, Buffer::OUTPUT);
+  }
+
+  absl::flat_hash_map<std::string, int> program_index;  // serialized program -> index
+  int node_index = -1;
+  for (Node* n : g.nodes()) {
+    ++node_index;
+    const int t = module->tasks_size();
+    artifact::Task* task = module->add_tasks();
+    task->set_node(n->name().empty() ? (n->num_outputs() ? n->output(0)->name() : n->op()) : n->name());
+    task->set_op(n->QualifiedOp());
+    auto use = [&](const Value* v) {
+      int b = v->is_constant() ? buffers.Add(v, Buffer::CONSTANT) : buffers.Add(v, Buffer::INTERMEDIATE);
+      buffers.Touch(b, t);
+      return b;
+    };
+    auto def = [&](const Value* v) {
+      int b = buffers.Add(v, Buffer::INTERMEDIATE);
+      buffers.Touch(b, t);
+      return b;
+    };
+
+    if (IsView(*n) && buffers.Get(n->output(0)) < 0) {
+      use(n->input(0));
+      buffers.Alias(n->output(0), n->input(0));
+      buffers.Touch(buffers.Get(n->output(0)), t);
+      task->set_engine("view");
+      task->set_reason("a view of its input's bytes: nothing moves");
+      continue;
+    }
+
+    Placement p = target.Place(*n, options);
+    if (p.engine.empty())
+      return absl::InvalidArgumentError(absl::StrCat("node '", task->node(), "' (", n->QualifiedOp(), "): ", p.reason));
+    std::string engine = p.engine, reason = p.reason;
+    absl::StatusOr<GeneratedKernel> kernel = absl::UnimplementedError("");
+    if (engine == "cube" || engine == "vector") {
+      if (auto it = kernels.find(n); it != kernels.end()) kernel = std::move(it->second);
+      else kernel = Generate(engine, *n, machine, options);
+      if (!kernel.ok()) {
+        const OpDef* opdef = OpRegistry::Global().Find(*n);
+        if (!opdef || !opdef->kernel)
+          return absl::InvalidArgumentError(absl::StrCat("node '", task->node(), "' (", n->QualifiedOp(), "): the ",
+                                                         engine, " kernel cannot be generated (",
+                                                         kernel.status().message(), ") and there is no AICPU kernel"));
+        reason = absl::StrCat(engine, " kernel: ", kernel.status().message());
+        engine = "aicpu";
+      }
+    } else if (engine != "aicpu") {
+      reason = absl::StrCat("engine '", engine, "' runs on the AICPU here: ", reason);
+      engine = "aicpu";
+    }
+    task->set_engine(engine);
+    task->set_reason(reason);
+
+    if (engine != "aicpu") {
+      GeneratedKernel& k = *kernel;
+      artifact::KernelTask* kt = task->mutable_kernel();
+      for (Value* v : n->inputs())
+        if (v) kt->add_args(use(v));
+      for (Value* v : n->outputs()) kt->add_args(def(v));
+      for (const Value* c : k.constant_args) kt->add_args(use(c));
+      if (k.workspace_bytes > 0) {
+        int w = buffers.AddWorkspace(absl::StrCat(task->node(), ".workspace"), k.workspace_bytes);
+        buffers.Touch(w, t);
+        kt->add_args(w);
+      }
+      sim::isa::Program proto = sim::ToProto(k.program);
+      std::string key;
+      proto.SerializeToString(&key);
+      auto [it, inserted] = program_index.emplace(key, module->programs_size());
+      if (inserted) *module->add_programs() = std::move(proto);
+      kt->set_program(it->second);
+      kt->set_block_dim(k.block_dim);
+      task->set_estimated_cycles(k.estimated_cycles);
+      task->set_plan(k.plan);
+      continue;
+    }
+
+    artifact::AicpuTask* at = task->mutable_aicpu();
+    at->set_node(node_index);
+    for (const Value* v : NodeOperands(*n)) at->add_operands(use(v));
+    for (Value* v : n->outputs()) at->add_outputs(v->has_uses() || std::count(g.outputs().begin(), g.outputs().end(), v)
+                                                      ? def(v)
+                                                      : -1);
+    OpCost cost = NodeCost(*n);
+    at->set_ops(std::max(cost.flops, cost.bytes_read + cost.bytes_written));
+  }
+  for (const Value* v : g.inputs()) module->add_input_buffers(buffers.Get(v));
+  for (const Value* v : g.outputs()) {
+    int b = buffers.Get(v);
+    if (b < 0) b = buffers.Add(v, v->is_constant() ? Buffer::CONSTANT : Buffer::OUTPUT);
+    module->add_output_buffers(b);
+  }
+  buffers.Plan(module->tasks_size());
+
+  BlobStore blobs;
+  a.set_graph_kir(PrintModel(model, PrintOptions(), &blobs));
+  a.set_constants(SerializeBlobStore(blobs));
+  return a;
+}
+
+std::string ExplainNpusimTasks(const artifact::Artifact& a) {
+  const artifact::NpusimModule& m = a.npusim();
+  std::string out;
+  std::map<std::string, std::pair<int, double>> per_engine;
+  for (const artifact::Task& t : m.tasks()) {
+    absl::StrAppend(&out, t.node(), " = ", t.op(), "  ->  ", t.engine(), ": ", t.reason());
+    if (!t.plan().empty()) absl::StrAppend(&out, " [", t.plan(), "]");
+    absl::StrAppend(&out, "\n");
+    auto& e = per_engine[t.engine()];
+    ++e.first;
+    e.second += t.estimated_cycles();
+  }
+  absl::StrAppend(&out, "\ntasks per engine:\n");
+  for (const auto& [engine, e] : per_engine)
+    absl::StrAppend(&out, absl::StrFormat("  %-8s %6d tasks", engine, e.first),
+                    e.second > 0 ? absl::StrFormat("  %.0f estimated cycles", e.second) : "", "\n");
+  absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%)\n",
+                                        m.device_bytes(), m.naive_bytes(),
+                                        m.naive_bytes() ? 100.0 * m.device_bytes() / m.naive_bytes() : 100.0));
+  return out;
+}
+
+}  // namespace kiln::target

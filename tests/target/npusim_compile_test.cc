@@ -1,0 +1,238 @@
+//===- npusim_compile_test.cc - The npusim target end to end ---------------===//
+//
+// Graphs compiled for npusim, run on the SystemC model through the runtime,
+// and compared with the reference executor: whatever engine each node lands
+// on (cube, vector, AICPU), the outputs must agree. Also the compile-time
+// and run-time errors, views, host-resident values, determinism, batches.
+//
+//===----------------------------------------------------------------------===//
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "graph/exec/executor.h"
+#include "graph/ops/shape_inference.h"
+#include "runtime/loaded_model.h"
+#include "target/api/target_registry.h"
+#include "target/artifact/artifact_io.h"
+#include "target/npusim/npusim_compile.h"
+
+namespace kiln {
+namespace {
+
+Tensor Random(std::vector<int64_t> dims, uint32_t seed) {
+  Tensor t(DType::kF32, dims);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : t.span<float>()) v = u(rng);
+  return t;
+}
+
+Type F32(std::vector<int64_t> dims) { return Type::Tensor(DType::kF32, Shape::Static(dims)); }
+
+std::unique_ptr<target::Target> Npusim() {
+  auto t = target::TargetRegistry::Global().Create("npusim");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *std::move(t);
+}
+
+absl::StatusOr<artifact::Artifact> Compile(const Model& m) {
+  auto t = Npusim();
+  return target::CompileForNpusim(m, *t, {});
+}
+
+// Compiles, runs on the simulator, and compares every output with the
+// reference executor; returns the loaded model for further checks.
+std::unique_ptr<runtime::LoadedModel> ExpectMatchesReference(const Model& m, std::vector<Tensor> inputs,
+                                                             runtime::NpusimRunOptions options = {}) {
+  auto a = Compile(m);
+  EXPECT_TRUE(a.ok()) << a.status();
+  if (!a.ok()) return nullptr;
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "test.kiln");
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  if (!loaded.ok()) return nullptr;
+  auto got = (*loaded)->Run(inputs, options);
+  EXPECT_TRUE(got.ok()) << got.status();
+  Executor exec;
+  auto want = exec.Run(*m.graph, inputs);
+  EXPECT_TRUE(want.ok()) << want.status();
+  if (!got.ok() || !want.ok()) return nullptr;
+  EXPECT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < got->size() && i < want->size(); ++i) {
+    const Tensor& g = (*got)[i];
+    const Tensor& w = (*want)[i];
+    EXPECT_EQ(g.dims(), w.dims()) << "output " << i;
+    EXPECT_EQ(g.dtype(), w.dtype()) << "output " << i;
+    if (g.dims() != w.dims() || g.dtype() != w.dtype()) continue;
+    int bad = 0;
+    for (int64_t j = 0; j < w.numel() && bad < 5; ++j) {
+      double x = g.GetDouble(j), y = w.GetDouble(j);
+      if (std::fabs(x - y) > 1e-4 * std::max(1.0, std::fabs(y))) {
+        ADD_FAILURE() << "output " << i << " element " << j << ": " << x << " vs " << y;
+        ++bad;
+      }
+    }
+  }
+  return *std::move(loaded);
+}
+
+Model Mlp() {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({8, 32}));
+  Value* w = g.AddConstant("w", Random({32, 16}, 1));
+  Value* b = g.AddConstant("b", Random({16}, 2));
+  Value* h = g.AddNode("MatMul", {x, w}, {"h"})->output(0);
+  Value* hb = g.AddNode("Add", {h, b}, {"hb"})->output(0);
+  Value* r = g.AddNode("Relu", {hb}, {"r"})->output(0);
+  Value* shape = g.AddConstant("shape", Tensor::FromVector<int64_t>({4, 32}, {2}));
+  Value* y = g.AddNode("Reshape", {r, shape}, {"y"})->output(0);
+  g.AddOutput(y);
+  EXPECT_TRUE(InferShapes(g).ok());
+  return m;
+}
+
+TEST(NpusimCompile, MlpMatchesReference) {
+  Model m = Mlp();
+  auto loaded = ExpectMatchesReference(m, {Random({8, 32}, 3)});
+  ASSERT_TRUE(loaded);
+  const artifact::NpusimModule& mod = loaded->artifact().npusim();
+  // The Reshape is a view of the Relu's buffer.
+  bool view = false;
+  for (const auto& t : mod.tasks()) view |= t.op() == "Reshape" && t.engine() == "view";
+  EXPECT_TRUE(view);
+  EXPECT_GT(loaded->npusim()->summary().stats.total_cycles, 0);
+  EXPECT_EQ(loaded->npusim()->summary().stats.h2d_bytes, 8 * 32 * 4);
+  EXPECT_EQ(loaded->npusim()->summary().stats.d2h_bytes, 8 * 16 * 4);
+}
+
+TEST(NpusimCompile, EveryTaskHasAnEngineAndAReason) {
+  auto a = Compile(Mlp());
+  ASSERT_TRUE(a.ok()) << a.status();
+  for (const auto& t : a->npusim().tasks()) {
+    EXPECT_FALSE(t.engine().empty()) << t.node();
+    EXPECT_FALSE(t.reason().empty()) << t.node();
+  }
+  std::string explain = target::ExplainNpusimTasks(*a);
+  EXPECT_NE(explain.find("tasks per engine"), std::string::npos) << explain;
+  EXPECT_NE(explain.find("device memory"), std::string::npos) << explain;
+}
+
+TEST(NpusimCompile, ArtifactIsDeterministic) {
+  auto a = Compile(Mlp());
+  auto b = Compile(Mlp());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::string x, y;
+  ASSERT_TRUE(a->SerializeToString(&x));
+  ASSERT_TRUE(b->SerializeToString(&y));
+  EXPECT_EQ(x, y);
+}
+
+TEST(NpusimCompile, UnknownDomainFailsNamingTheNode) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({4}));
+  Node* n = g.AddNode("Frobnicate", {x}, {"y"}, "com.example");
+  n->set_name("my_custom_node");
+  n->output(0)->set_type(F32({4}));
+  g.AddOutput(n->output(0));
+  auto a = Compile(m);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("my_custom_node"), std::string::npos) << a.status();
+}
+
+TEST(NpusimCompile, WrongInputShapeNamesBothSignatures) {
+  auto a = Compile(Mlp());
+  ASSERT_TRUE(a.ok());
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "mlp.kiln");
+  ASSERT_TRUE(loaded.ok());
+  auto r = (*loaded)->Run({Random({8, 31}, 1)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("f32[8,32]"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("f32[8,31]"), std::string::npos) << r.status();
+  auto d = (*loaded)->Run({Tensor::FromVector<int32_t>(std::vector<int32_t>(256, 1), {8, 32})});
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("i32"), std::string::npos) << d.status();
+}
+
+TEST(NpusimCompile, DataDependentShapesStayOnTheHost) {
+  // NonZero's output shape depends on the data: it lives on the host side
+  // and every consumer runs on the AICPU.
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({3, 4}));
+  Value* r = g.AddNode("Relu", {x}, {"r"})->output(0);
+  Value* nz = g.AddNode("NonZero", {r}, {"nz"})->output(0);
+  Value* t = g.AddNode("Transpose", {nz}, {"t"})->output(0);
+  g.AddOutput(t);
+  g.AddOutput(r);
+  ASSERT_TRUE(InferShapes(g).ok());
+  ExpectMatchesReference(m, {Random({3, 4}, 9)});
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok());
+  int host = 0;
+  for (const auto& b : a->npusim().buffers()) host += b.kind() == artifact::Buffer::HOST;
+  EXPECT_GE(host, 2);
+}
+
+TEST(NpusimCompile, ControlFlowRunsOnTheAicpu) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({4}));
+  Value* c = g.AddInput("c", Type::Tensor(DType::kBool, Shape::Static({})));
+  auto then_g = std::make_unique<Graph>("then", &g);
+  Value* tr = then_g->AddNode("Relu", {x}, {"tr"})->output(0);
+  tr->set_type(F32({4}));
+  then_g->AddOutput(tr);
+  auto else_g = std::make_unique<Graph>("else", &g);
+  Value* en = else_g->AddNode("Neg", {x}, {"en"})->output(0);
+  en->set_type(F32({4}));
+  else_g->AddOutput(en);
+  Node* n = g.AddNode("If", {c}, {"y"});
+  n->SetAttr("then_branch", Attribute::GraphValue(std::move(then_g)));
+  n->SetAttr("else_branch", Attribute::GraphValue(std::move(else_g)));
+  g.AddOutput(n->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  for (bool cond : {true, false})
+    ExpectMatchesReference(m, {Random({4}, 5), Tensor::FromVector<bool>({cond}, {})});
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->npusim().tasks(0).engine(), "aicpu");
+}
+
+TEST(NpusimCompile, BatchesGiveTheSameOutputsAndOverlapTransfers) {
+  Model m = Mlp();
+  runtime::NpusimRunOptions one;
+  auto single = ExpectMatchesReference(m, {Random({8, 32}, 3)}, one);
+  ASSERT_TRUE(single);
+  double single_cycles = single->npusim()->summary().stats.total_cycles;
+  runtime::NpusimRunOptions four;
+  four.batches = 4;
+  auto batched = ExpectMatchesReference(m, {Random({8, 32}, 3)}, four);
+  ASSERT_TRUE(batched);
+  const auto& s = batched->npusim()->summary();
+  EXPECT_EQ(s.stats.h2d_bytes, 4 * 8 * 32 * 4);
+  EXPECT_EQ(s.batches, 4);
+  // Pipelined: four batches take less than four separate runs.
+  EXPECT_LT(s.stats.total_cycles, 4 * single_cycles);
+  EXPECT_NE(batched->npusim()->ReportText().find("pipelined"), std::string::npos);
+}
+
+TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
+  auto a = Compile(Mlp());
+  ASSERT_TRUE(a.ok());
+  artifact::Artifact bad = *a;
+  for (auto& t : *bad.mutable_npusim()->mutable_tasks())
+    if (t.has_kernel()) t.mutable_kernel()->set_program(99);
+    else if (t.has_aicpu()) t.mutable_aicpu()->set_node(999);
+  auto loaded = runtime::LoadedModel::FromArtifact(bad, "bad.kiln");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("bad.kiln"), std::string::npos) << loaded.status();
+
+  artifact::Artifact shifted = *a;
+  shifted.mutable_npusim()->mutable_buffers(0)->set_offset(int64_t{1} << 40);
+  EXPECT_FALSE(runtime::LoadedModel::FromArtifact(shifted, "shifted.kiln").ok());
+}
+
+}  // namespace
+}  // namespace kiln
