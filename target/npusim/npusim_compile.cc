@@ -11,6 +11,8 @@
 #include "graph/exec/executor.h"
 #include "graph/ir/printer.h"
 #include "graph/ops/op_registry.h"
+#include "graph/ops/shape_inference.h"
+#include "graph/passes/patterns/composite_expanders.h"
 #include "graph/support/status.h"
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
@@ -252,16 +254,32 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   }
   module->set_precision(PrecisionName(options.precision));
 
-  // Fused groups: kept whole when their engine has a kernel for them,
-  // split back into their members otherwise.
+  // Fused groups and composites (kiln.Attention, kiln.Gelu): kept whole
+  // when their engine has a kernel for them, split back into their members
+  // (expanded into the ONNX ops they stand for) otherwise, so the parts can
+  // still run on the cube and the vector unit.
   absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
+  bool expanded = false;
   for (Node* n : g.NodeList()) {
-    if (n->domain() != "kiln" || n->op() != "Fused") continue;
+    if (n->domain() != "kiln") continue;
     Placement p = target.Place(*n, options);
     auto k = Generate(p.engine, *n, machine, options);
-    if (k.ok()) kernels[n] = *std::move(k);
-    else InlineFused(g, n);
+    if (k.ok()) {
+      kernels[n] = *std::move(k);
+      continue;
+    }
+    if (n->op() == "Fused") {
+      InlineFused(g, n);
+      expanded = true;
+      continue;
+    }
+    for (const patterns::CompositeExpander& e : patterns::CompositeExpanders())
+      if (n->op() == e.op && e.apply(n)) {
+        expanded = true;
+        break;
+      }
   }
+  if (expanded) KILN_RETURN_IF_ERROR(InferShapes(g));
 
   BufferTable buffers(module);
   for (const Value* v : g.inputs()) buffers.Add(v, Buffer::INPUT);
