@@ -1,11 +1,24 @@
 //===- vector_dispatch.cc - Which vector kernel generator runs a node -----===//
 #include "absl/strings/str_cat.h"
 #include "target/npusim/kernels/vector.h"
+#include "target/npusim/kernels/vector_internal.h"
 
 namespace kiln::target::npusim {
 
 absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
-  return absl::UnimplementedError(absl::StrCat("no vector kernel for ", req.node->QualifiedOp(), " yet"));
+  const Node& n = *req.node;
+  if (!req.machine) return absl::InvalidArgumentError("no machine");
+  if (vec::IsUnaryOp(n)) return vec::GenerateUnary(req);
+  if (vec::IsBinaryOp(n)) return vec::GenerateBinary(req);
+  if (vec::IsReduceOp(n)) return vec::GenerateReduce(req);
+  if (n.domain().empty()) {
+    const std::string& op = n.op();
+    if (op == "Cast" || op == "CastLike") return vec::GenerateCast(req);
+    if (op == "Softmax" || op == "LogSoftmax") return vec::GenerateSoftmax(req);
+    if (op == "LayerNormalization") return vec::GenerateLayerNorm(req);
+    if (op == "BatchNormalization") return vec::GenerateBatchNorm(req);
+  }
+  return absl::UnimplementedError(absl::StrCat("no vector kernel for ", n.QualifiedOp()));
 }
 
 }  // namespace kiln::target::npusim

@@ -1,0 +1,124 @@
+//===- vector_pipeline.h - Tiled, double-buffered vector kernel skeletons -*- C++ -*-===//
+//
+// The skeletons every vector kernel is built on. Work is split into equal
+// contiguous shares per block (the last block takes the remainder), and each
+// block walks its share tile by tile through two UB slots (ping-pong):
+//
+//   MTE2   wait V->MTE2 (slot free)   copy_gm_ub ins -> slot   set MTE2->V
+//   VECTOR wait MTE2->V, wait MTE3->V (output slot free)   compute   set V->MTE2, set V->MTE3
+//   MTE3   wait V->MTE3   copy_ub_gm slot -> out   set MTE3->V
+//
+// Flags count, so one event id per direction carries both slots: the
+// prologue grants two credits each way and the epilogue takes back what is
+// left. Every wait depends only on sets issued before it in program order,
+// so full pipe queues never deadlock the scalar unit. Tile sizes are static
+// (a loop of full tiles and one tail tile), so DMA lengths and vector masks
+// are exact and no byte outside a tensor is read or written.
+//
+// Flat kernels see the output as one run of elements (every input either
+// covers the whole output or is one broadcast element); row kernels see it
+// as rows of `cols` elements, each row padded to 32 bytes in UB, and emit
+// their compute once per row with a runtime row loop.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
+#include "target/npusim/kernels/kernel.h"
+#include "target/npusim/kernels/vector_kasm.h"
+
+namespace kiln::target::npusim::vec {
+
+// The program argument names of a node's tensors: "in0", "in1", ... (absent
+// inputs keep their index), "out0", ...
+std::string InArg(int i);
+std::string OutArg(int i);
+// Adds the .arg lines of the node's present inputs and outputs; an error
+// when a tensor is not static or has a dtype AI cores do not hold.
+absl::Status AddNodeArgs(Kasm& k, const Node& node);
+// The ISA dtype of a value (kNone when the AI cores do not hold it).
+sim::DType IsaOf(const Value* v);
+// The dtype vector arithmetic runs in for data of dtype `t`: f32 for every
+// float type (f16 and bf16 convert on the way in and out), s32 for s32.
+sim::DType ComputeOf(sim::DType t);
+
+// HBM bytes per core cycle of the whole chip.
+double HbmBytesPerCycle(const sim::Machine& m);
+
+//===--- Flat kernels -------------------------------------------------------===//
+
+struct FlatTensor {
+  std::string arg;
+  sim::DType dt = sim::DType::kF32;
+};
+
+// What the body of a flat kernel works on, all in the compute dtype `ct`.
+struct FlatOperands {
+  sim::DType ct = sim::DType::kF32;
+  std::vector<VArg> ins;      // the tile of each input
+  std::vector<VArg> scalars;  // a broadcast block per scalar input
+  VArg out;                   // where the result goes
+  std::vector<Ub> temps;      // scratch buffers of a tile each
+};
+
+struct FlatSpec {
+  std::string name;
+  int64_t numel = 0;
+  std::vector<FlatTensor> ins;      // read over the same element range as the output
+  std::vector<FlatTensor> scalars;  // one element each, loaded once per block
+  FlatTensor out;
+  // The dtype the body computes in; inputs and output of another dtype are
+  // converted with vconv (f16/bf16 <-> f32, s32 <-> f32).
+  sim::DType ct = sim::DType::kF32;
+  int temps = 0;
+  // True: the output is input 0 bit for bit (no conversion, no body).
+  bool raw_copy = false;
+  std::function<void(Kasm&, const FlatOperands&, int64_t n)> body;
+  std::string what;  // for the plan line ("Relu")
+};
+
+absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpec& spec);
+
+//===--- Row kernels --------------------------------------------------------===//
+
+// What the per-row body of a row kernel works on. Addresses are of the
+// current row (a register walks the rows of the tile); `row` holds the
+// global row index (for per-channel parameters).
+struct RowOperands {
+  sim::DType ct = sim::DType::kF32;
+  std::vector<Ub> ins;   // the row of each row input (ct), `cols` elements
+  Ub out;                // the output row (ct), out_cols elements
+  std::vector<Ub> temps; // scratch rows of max(cols, out_cols) elements, plus one 256-byte block each
+  int row = -1;          // register: the global row index
+};
+
+struct RowInput {
+  FlatTensor t;
+  int64_t cols = 0;  // elements per row
+};
+
+struct RowSpec {
+  std::string name;
+  int64_t rows = 0;
+  std::vector<RowInput> ins;  // each row-major [rows, cols_k]
+  FlatTensor out;
+  int64_t out_cols = 0;
+  sim::DType ct = sim::DType::kF32;
+  int temps = 0;
+  // Resident data loaded once per block before the rows (parameters):
+  // their UB bytes; `prologue` emits the loads and their conversion.
+  int64_t resident_bytes = 0;
+  std::function<void(Kasm&, Ub resident)> prologue;
+  std::function<void(Kasm&, const RowOperands&, Ub resident)> body;
+  // Vector cycles of one row's body (for the estimate); filled by EmitRows.
+  std::string what;
+};
+
+absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec& spec);
+
+}  // namespace kiln::target::npusim::vec
