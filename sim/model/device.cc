@@ -383,7 +383,9 @@ struct Device::Impl {
       }
       if (pending) {
         if (!WaitEvent(c.idle_ev)) return false;
-      } else if (done > Now()) {
+      } else if (Cycles(done - Now()) != sc_core::SC_ZERO_TIME) {
+        // A remainder below the time resolution (1 ps) is done: waiting
+        // for it would wait zero time forever.
         if (!WaitUntil(done)) return false;
       } else {
         return true;
