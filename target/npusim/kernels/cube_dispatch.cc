@@ -1,11 +1,18 @@
 //===- cube_dispatch.cc - Which cube kernel generator runs a node -----===//
 #include "absl/strings/str_cat.h"
+#include "graph/support/status.h"
 #include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/cube_matmul.h"
 
 namespace kiln::target::npusim {
 
 absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
-  return absl::UnimplementedError(absl::StrCat("no cube kernel for ", req.node->QualifiedOp(), " yet"));
+  const Node& node = *req.node;
+  if (node.domain().empty() && (node.op() == "MatMul" || node.op() == "Gemm")) {
+    KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfNode(node, req.max_blocks));
+    return GenerateGemm(spec, *req.machine);
+  }
+  return absl::UnimplementedError(absl::StrCat("no cube kernel for ", node.QualifiedOp(), " yet"));
 }
 
 }  // namespace kiln::target::npusim

@@ -48,6 +48,9 @@ struct KernelRequest {
   // f32 on the cube (its fp32 rate); true lets a generator compute in fp16
   // with fp32 accumulation (the driver sets it for --precision=fp16).
   bool fp16_matrix = false;
+  // The most blocks the kernel may launch (one per core at a time); 0: as
+  // many as the machine has cores. Tests and benchmarks use 1 for one core.
+  int max_blocks = 0;
 };
 
 struct GeneratedKernel {

@@ -1,0 +1,674 @@
+//===- cube_matmul.cc - GEMM kernels on the cube --------------------------===//
+//
+// The program (docs/npusim-kernels.md, "cube"): block b takes tiles b,
+// b + block_dim, ... of C (flattened over batch, M-tile, N-tile). Edge tiles
+// shift inward (m0 = min(mt*tm, M - tm)) so every tile is whole; two tiles
+// overlapping there compute the same values. Where one tile is wider than
+// the matrix (M or N below the tile), tiles leave through UB and MTE3 writes
+// only the valid rows and columns.
+//
+// Per tile, K runs in L1 stages of tk1 (two slots, MTE2 `nd2nz` of A and B)
+// split into L0 steps of tk (two slots in L0A/L0B, MTE1 loads, one `mmad`
+// each) accumulating into one of two L0C buffers, so FIXP writes tile i
+// while the cube runs tile i+1. Every buffer hand-off is a counting flag:
+// producer and consumer take the slots in the same order, so one event id
+// per direction serves both slots, and the slot address lives in a register.
+//
+//===----------------------------------------------------------------------===//
+#include "target/npusim/kernels/cube_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "graph/support/status.h"
+#include "sim/isa/asm.h"
+
+namespace kiln::target::npusim {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+
+// Registers of the program.
+enum Reg {
+  kTmp = 0,
+  kTile = 1,      // this block's current tile index
+  kBlockDim = 2,  // block_dim
+  kL1 = 3,        // L1 slot offset
+  kL0A = 4,       // L0A slot offset
+  kL0B = 5,       // L0B slot offset
+  kL0C = 6,       // L0C buffer offset
+  kUbOut = 7,     // UB output slot offset (tiles through UB without an epilogue)
+  kAOff = 8,      // byte offsets into A, B, Y, C of the current tile / stage
+  kBOff = 9,
+  kYOff = 10,
+  kCOff = 11,
+  kStage = 12,
+  kT0 = 13,  // scratch for decoding a tile
+  kT1 = 14,
+  kT2 = 15,
+  kT3 = 16,
+  kT4 = 17,
+  kT5 = 18,
+  kNumRegs = 19,
+};
+
+std::string R(int r) { return absl::StrCat("r", r); }
+
+std::string FloatImm(float v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v)) return "nan";
+  return absl::StrFormat("%.9g", v);
+}
+
+class Emitter {
+ public:
+  void Line(absl::string_view s) { absl::StrAppend(&text_, "  ", s, "\n"); }
+  template <typename... T>
+  void L(const T&... parts) { Line(absl::StrCat(parts...)); }
+  void Label(absl::string_view l) { absl::StrAppend(&text_, l, ":\n"); }
+  std::string NewLabel(absl::string_view stem) { return absl::StrCat(stem, "_", next_++); }
+  std::string& text() { return text_; }
+
+ private:
+  std::string text_;
+  int next_ = 0;
+};
+
+// r = half - r: flips a slot offset between 0 and `half`.
+void Toggle(Emitter& e, int r, int64_t half) {
+  e.L("mul ", R(r), ", ", R(r), ", -1");
+  e.L("add ", R(r), ", ", R(r), ", ", half);
+}
+
+// Buffers and sizes shared by the emitting functions.
+struct Layout {
+  const GemmSpec* s = nullptr;
+  CubeTiling t;
+  int es = 2;       // element bytes of A, B, C, Y
+  int64_t k0 = 16;  // elements of K per fractal
+  const char* dt = "f16";
+  std::string a, b, c, y;  // argument names
+  int64_t rows = 0, cols = 0;  // valid rows / columns of every tile
+  int64_t l1_half = 0, l0a_half = 0, l0b_half = 0, l0c_half = 0;
+  int64_t l1_b = 0;  // B's offset in an L1 slot
+  bool via_ub = false, epilogue = false, bias = false;
+  // UB: fixp bias (raw C, f32 bias), output slots, the epilogue's areas.
+  int64_t ub_raw = 0, ub_tmp = 0, ub_bias = 0, ub_out = 0, ub_out_half = 0;
+  int64_t ub_acc = 0, ub_cf = 0, ub_craw = 0, ub_ctmp = 0, ub_eout = 0;
+};
+
+int64_t Align(int64_t v, int64_t a) { return RoundUp(v, a); }
+
+// One vector instruction over `n` elements of 64 f32 (or 128 f16) per
+// repeat, split into pieces of at most 255 repeats. `extra` holds other
+// attributes (strides). dst/src are UB offsets in bytes, advanced by the
+// piece; `src_bytes` per element of the source (0: no source).
+void VecOver(Emitter& e, absl::string_view op, int64_t n, int dst_es, int64_t dst, int src_es, int64_t src,
+             int64_t src1, absl::string_view tail, bool src_fixed = false, bool src1_fixed = false) {
+  const int64_t epr = 256 / std::max(dst_es, std::max(src_es, 1));
+  int64_t done = 0;
+  while (done < n) {
+    int64_t reps = std::min<int64_t>(255, CeilDiv(n - done, epr));
+    int64_t cnt = std::min(reps * epr, n - done);
+    int64_t full = cnt / epr, rest = cnt % epr;
+    auto emit = [&](int64_t r, int64_t mask, int64_t off) {
+      std::string line = absl::StrCat(op, " UB[", dst + off * dst_es, "]");
+      if (src_es) absl::StrAppend(&line, ", UB[", src_fixed ? src : src + off * src_es, "]");
+      if (src1 >= 0) absl::StrAppend(&line, ", UB[", src1_fixed ? src1 : src1 + off * src_es, "]");
+      absl::StrAppend(&line, tail, ", repeat=", r);
+      if (mask != epr) absl::StrAppend(&line, ", mask=", mask);
+      e.Line(line);
+    };
+    if (full) emit(full, epr, done);
+    if (rest) emit(1, rest, done + full * epr);
+    done += cnt;
+  }
+}
+
+// Adds `c_ub` (f32, laid out for the C kind) to the f32 tile at ub_acc.
+void EmitEpilogueAdd(Emitter& e, const Layout& L) {
+  const GemmSpec& s = *L.s;
+  const int64_t tm = L.t.tm, tn = L.t.tn, row_blocks = tn / 8;
+  switch (s.c_kind) {
+    case GemmSpec::CKind::kFull:
+      VecOver(e, "vadd.f32", tm * tn, 4, L.ub_acc, 4, L.ub_acc, L.ub_cf, "");
+      break;
+    case GemmSpec::CKind::kScalar:
+      VecOver(e, "vadd.f32", tm * tn, 4, L.ub_acc, 4, L.ub_acc, L.ub_cf, ", src1_blk_stride=0, src1_rep_stride=0",
+              false, true);
+      break;
+    case GemmSpec::CKind::kRow:
+    case GemmSpec::CKind::kCol:
+      // One instruction per 64-column chunk, a repeat per row.
+      for (int64_t c = 0; c < tn; c += 64) {
+        int64_t mask = std::min<int64_t>(64, tn - c);
+        for (int64_t r = 0; r < L.rows; r += 255) {
+          int64_t reps = std::min<int64_t>(255, L.rows - r);
+          int64_t off = (r * tn + c) * 4;
+          std::string src1 = s.c_kind == GemmSpec::CKind::kRow
+                                 ? absl::StrCat("UB[", L.ub_cf + c * 4, "]")
+                                 : absl::StrCat("UB[", L.ub_cf + r * 32, "]");
+          std::string strides =
+              s.c_kind == GemmSpec::CKind::kRow ? ", src1_rep_stride=0" : ", src1_blk_stride=0, src1_rep_stride=1";
+          e.L("vadd.f32 UB[", L.ub_acc + off, "], UB[", L.ub_acc + off, "], ", src1, ", repeat=", reps,
+              mask != 64 ? absl::StrCat(", mask=", mask) : "", ", dst_rep_stride=", row_blocks,
+              ", src0_rep_stride=", row_blocks, strides);
+        }
+      }
+      break;
+    case GemmSpec::CKind::kNone:
+      break;
+  }
+}
+
+// C (raw, in UB at `raw`) to f32 times beta at `dst`: `n` elements, or one
+// element broadcast over all `n` when `scalar`.
+void EmitCToF32(Emitter& e, const Layout& L, int64_t raw, int64_t tmp, int64_t dst, int64_t n, bool scalar) {
+  const GemmSpec& s = *L.s;
+  std::string strides;
+  int64_t src = raw;
+  if (scalar) {
+    // Broadcast element 0 over a block, then read that block for every element.
+    e.L("vbrcb.", L.es == 4 ? "f32" : "f16", " UB[", tmp, "], UB[", raw, "]");
+    src = tmp;
+    strides = ", src0_blk_stride=0, src0_rep_stride=0";
+  }
+  if (L.es == 4) {
+    VecOver(e, "vmuls.f32", n, 4, dst, 4, src, -1, absl::StrCat(", ", FloatImm(s.beta), strides), scalar);
+  } else {
+    VecOver(e, absl::StrCat("vconv.f32.", L.dt), n, 4, dst, 2, src, -1, strides, scalar);
+    if (s.beta != 1.0f) VecOver(e, "vmuls.f32", n, 4, dst, 4, dst, -1, absl::StrCat(", ", FloatImm(s.beta)));
+  }
+}
+
+}  // namespace
+
+CubeProblem ProblemOf(const GemmSpec& s) {
+  CubeProblem p;
+  p.batch = 1;
+  for (int64_t d : s.batch_dims) p.batch *= d;
+  p.M = s.M;
+  p.N = s.N;
+  p.K = s.K;
+  p.in_bytes = sim::DTypeSize(s.dtype);
+  p.out_bytes = p.in_bytes;
+  p.trans_a = s.trans_a;
+  p.trans_b = s.trans_b;
+  bool c_in_fixp = (s.c_kind == GemmSpec::CKind::kRow || s.c_kind == GemmSpec::CKind::kScalar) && s.alpha == 1.0f;
+  p.epilogue_in_ub = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp);
+  p.ub_reserved = c_in_fixp ? 8192 : 0;
+  p.max_blocks = s.max_blocks;
+  return p;
+}
+
+absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling, const sim::Machine& m) {
+  Layout L;
+  L.s = &s;
+  L.t = tiling;
+  const CubeTiling& t = L.t;
+  L.es = sim::DTypeSize(s.dtype);
+  L.k0 = 32 / L.es;
+  L.dt = sim::DTypeName(s.dtype);
+  L.a = s.arg_names[s.a_arg];
+  L.b = s.arg_names[s.b_arg];
+  L.y = s.arg_names[s.y_arg];
+  if (s.c_arg >= 0) L.c = s.arg_names[s.c_arg];
+  L.rows = std::min(t.tm, s.M);
+  L.cols = std::min(t.tn, s.N);
+  const sim::Core& core = m.core();
+  L.l1_half = core.l1_kib() * 512;
+  L.l0a_half = core.l0a_kib() * 512;
+  L.l0b_half = core.l0b_kib() * 512;
+  L.l0c_half = core.l0c_kib() * 512;
+  L.l1_b = Align(t.tm * t.tk1 * L.es, 512);
+  CubeProblem prob = ProblemOf(s);
+  L.epilogue = prob.epilogue_in_ub;
+  L.bias = s.c_kind != GemmSpec::CKind::kNone && !L.epilogue;
+  L.via_ub = t.via_ub;
+  if (L.bias) {
+    L.ub_raw = 0;      // raw C row (tn elements at most 512: 2 KiB)
+    L.ub_tmp = 2048;   // a broadcast block for a scalar C
+    L.ub_bias = 4096;  // f32 bias, tn elements (2 KiB)
+    L.ub_out = 8192;
+  }
+  if (L.via_ub && !L.epilogue) {
+    L.ub_out_half = Align(t.tm * t.tn * L.es, 32);
+  }
+  if (L.epilogue) {
+    int64_t tile4 = t.tm * t.tn * 4;
+    L.ub_acc = 0;
+    L.ub_cf = Align(tile4, 32);
+    int64_t cf = s.c_kind == GemmSpec::CKind::kFull ? tile4
+                 : s.c_kind == GemmSpec::CKind::kRow ? t.tn * 4
+                 : s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 8) * 32
+                                                     : 256;
+    L.ub_craw = L.ub_cf + Align(cf, 32);
+    int64_t craw = s.c_kind == GemmSpec::CKind::kFull ? t.tm * t.tn * L.es
+                   : s.c_kind == GemmSpec::CKind::kRow ? t.tn * L.es
+                   : s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 64) * L.es
+                                                       : 32;
+    L.ub_ctmp = L.ub_craw + Align(craw, 32);
+    int64_t ctmp = s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 64) * 4 : 256;
+    L.ub_eout = L.ub_ctmp + Align(ctmp, 32);
+    if (L.ub_eout + t.tm * t.tn * L.es > core.ub_kib() * 1024)
+      return absl::ResourceExhaustedError("the epilogue's tile does not fit UB");
+  }
+
+  const int64_t tm16 = t.tm / 16, tn16 = t.tn / 16;
+  const bool shift_m = t.tm <= s.M, shift_n = t.tn <= s.N;
+  Emitter e;
+  e.text() = absl::StrCat("// ", s.name, ": ", t.tm, "x", t.tn, "x", t.tk, " tiles, K stages of ", t.tk1, "\n.program ",
+                          s.name, "\n.regs ", static_cast<int>(kNumRegs), "\n");
+  for (const std::string& line : s.arg_lines) absl::StrAppend(&e.text(), line, "\n");
+
+  e.L("block_idx ", R(kTile));
+  e.L("block_dim ", R(kBlockDim));
+  for (int r : {kL1, kL0A, kL0B, kL0C, kUbOut}) e.L("mov ", R(r), ", 0");
+  // Every slot starts free.
+  for (int i = 0; i < 2; ++i) {
+    e.Line("set_flag MTE1, MTE2, 0");
+    e.Line("set_flag CUBE, MTE1, 0");
+    e.Line("set_flag FIXP, CUBE, 0");
+  }
+  if (L.bias) {
+    e.Line("set_flag VECTOR, MTE2, 1");
+    e.Line("set_flag FIXP, VECTOR, 1");
+  }
+  if (L.via_ub && !L.epilogue) {
+    e.Line("set_flag MTE3, FIXP, 3");
+    e.Line("set_flag MTE3, FIXP, 3");
+  }
+  if (L.epilogue) {
+    if (s.c_kind != GemmSpec::CKind::kNone) e.Line("set_flag VECTOR, MTE2, 2");
+    e.Line("set_flag VECTOR, FIXP, 2");
+    e.Line("set_flag MTE3, VECTOR, 2");
+  }
+
+  const std::string tile_loop = e.NewLabel("tile"), done = e.NewLabel("done");
+  e.Label(tile_loop);
+  e.L("bge ", R(kTile), ", ", t.tiles, ", ", done);
+  // Decode the tile: nt, mt, batch index.
+  e.L("rem ", R(kT0), ", ", R(kTile), ", ", t.n_tiles);
+  e.L("div ", R(kT1), ", ", R(kTile), ", ", t.n_tiles);
+  e.L("rem ", R(kT2), ", ", R(kT1), ", ", t.m_tiles);
+  e.L("div ", R(kT3), ", ", R(kT1), ", ", t.m_tiles);
+  e.L("mul ", R(kT0), ", ", R(kT0), ", ", t.tn);  // n0
+  if (shift_n && t.n_tiles > 1) e.L("min ", R(kT0), ", ", R(kT0), ", ", s.N - t.tn);
+  e.L("mul ", R(kT2), ", ", R(kT2), ", ", t.tm);  // m0
+  if (shift_m && t.m_tiles > 1) e.L("min ", R(kT2), ", ", R(kT2), ", ", s.M - t.tm);
+  // Batch offsets (bytes) of A and B.
+  e.L("mov ", R(kAOff), ", 0");
+  e.L("mov ", R(kBOff), ", 0");
+  const int nb = static_cast<int>(s.batch_dims.size());
+  if (nb > 0) {
+    e.L("mov ", R(kT1), ", ", R(kT3));  // remaining batch index
+    for (int d = nb - 1; d >= 0; --d) {
+      int64_t dim = s.batch_dims[d];
+      if (dim == 1) continue;
+      e.L("rem ", R(kT4), ", ", R(kT1), ", ", dim);
+      e.L("div ", R(kT1), ", ", R(kT1), ", ", dim);
+      if (s.a_batch_stride[d]) {
+        e.L("mul ", R(kT5), ", ", R(kT4), ", ", s.a_batch_stride[d] * L.es);
+        e.L("add ", R(kAOff), ", ", R(kAOff), ", ", R(kT5));
+      }
+      if (s.b_batch_stride[d]) {
+        e.L("mul ", R(kT5), ", ", R(kT4), ", ", s.b_batch_stride[d] * L.es);
+        e.L("add ", R(kBOff), ", ", R(kBOff), ", ", R(kT5));
+      }
+    }
+  }
+  // A: + m0 rows (or columns when transposed); B: + n0 columns (or rows).
+  e.L("mul ", R(kT4), ", ", R(kT2), ", ", (s.trans_a ? 1 : s.K) * L.es);
+  e.L("add ", R(kAOff), ", ", R(kAOff), ", ", R(kT4));
+  e.L("mul ", R(kT4), ", ", R(kT0), ", ", (s.trans_b ? s.K : 1) * L.es);
+  e.L("add ", R(kBOff), ", ", R(kBOff), ", ", R(kT4));
+  // Y: batch*M*N + m0*N + n0.
+  e.L("mul ", R(kYOff), ", ", R(kT3), ", ", s.M * s.N * L.es);
+  e.L("mul ", R(kT4), ", ", R(kT2), ", ", s.N * L.es);
+  e.L("add ", R(kYOff), ", ", R(kYOff), ", ", R(kT4));
+  e.L("mul ", R(kT4), ", ", R(kT0), ", ", L.es);
+  e.L("add ", R(kYOff), ", ", R(kYOff), ", ", R(kT4));
+  // C: its offset for this tile.
+  switch (s.c_kind) {
+    case GemmSpec::CKind::kFull:
+      e.L("mul ", R(kCOff), ", ", R(kT2), ", ", s.N * L.es);
+      e.L("mul ", R(kT4), ", ", R(kT0), ", ", L.es);
+      e.L("add ", R(kCOff), ", ", R(kCOff), ", ", R(kT4));
+      break;
+    case GemmSpec::CKind::kRow: e.L("mul ", R(kCOff), ", ", R(kT0), ", ", L.es); break;
+    case GemmSpec::CKind::kCol: e.L("mul ", R(kCOff), ", ", R(kT2), ", ", L.es); break;
+    default: break;
+  }
+
+  // One L1 stage of kc elements of K.
+  const int64_t ns = CeilDiv(s.K, t.tk1);
+  auto stage = [&](int64_t kc, bool first) {
+    const int64_t gk = CeilDiv(kc, L.k0);  // K fractals of the stage
+    e.Line("wait_flag MTE1, MTE2, 0");
+    if (!s.trans_a)
+      e.L("nd2nz.", L.dt, " L1[", R(kL1), "], ", L.a, "[", R(kAOff), "], rows=", L.rows, ", cols=", kc,
+          ", src_row_stride=", s.K);
+    else
+      e.L("nd2nz.", L.dt, " L1[", R(kL1), "], ", L.a, "[", R(kAOff), "], rows=", kc, ", cols=", L.rows,
+          ", src_row_stride=", s.M);
+    if (!s.trans_b)
+      e.L("nd2nz.", L.dt, " L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], rows=", kc, ", cols=", L.cols,
+          ", src_row_stride=", s.N);
+    else
+      e.L("nd2nz.", L.dt, " L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], rows=", L.cols, ", cols=", kc,
+          ", src_row_stride=", s.K);
+    e.Line("set_flag MTE2, MTE1, 0");
+    e.L("add ", R(kAOff), ", ", R(kAOff), ", ", (s.trans_a ? kc * s.M : kc) * L.es);
+    e.L("add ", R(kBOff), ", ", R(kBOff), ", ", (s.trans_b ? kc : kc * s.N) * L.es);
+    const int64_t nsub = CeilDiv(kc, t.tk);
+    // Fractal-grid row lengths of the L1 images (nd2nz: ceil(cols / K0)).
+    const int64_t ga = s.trans_a ? CeilDiv(L.rows, L.k0) : gk;
+    const int64_t gb = s.trans_b ? gk : CeilDiv(L.cols, L.k0);
+    for (int64_t j = 0; j < nsub; ++j) {
+      const int64_t kj = std::min(t.tk, kc - j * t.tk);
+      const int64_t kf = CeilDiv(kj, L.k0);     // mmad k
+      const int64_t kf16 = CeilDiv(kj, 16);     // 16x16 squares of a transposing load
+      const int64_t kpos = j * t.tk / L.k0;     // first K fractal column of this step
+      const int64_t kpos16 = j * t.tk / 16;     // first 16-row band of this step
+      if (j == 0) e.Line("wait_flag MTE2, MTE1, 0");
+      e.Line("wait_flag CUBE, MTE1, 0");
+      if (!s.trans_a) {
+        e.L("load_l0a.", L.dt, " L0A[", R(kL0A), "], L1[", R(kL1), " + ", kpos * 512, "], rows=", tm16, ", cols=", kf,
+            ", src_row_stride=", ga);
+      } else {
+        // A^T in L1 is kc x rows: one transposing load per 16 rows of A.
+        const int64_t per_sq = L.es == 2 ? 1 : 2;  // source fractals per 16 columns
+        for (int64_t m1 = 0; m1 < tm16; ++m1)
+          e.L("load_l0a.", L.dt, " L0A[", R(kL0A), " + ", m1 * kf * 512, "], L1[", R(kL1), " + ",
+              (kpos16 * ga + m1 * per_sq) * 512, "], rows=", kf16, ", cols=1, src_row_stride=", ga, ", transpose=1");
+      }
+      if (!s.trans_b) {
+        e.L("load_l0b.", L.dt, " L0B[", R(kL0B), "], L1[", R(kL1), " + ", L.l1_b + kpos16 * gb * 512, "], rows=", kf16,
+            ", cols=", tn16, ", src_row_stride=", gb, ", transpose=1");
+      } else {
+        // B is N x K in L1: its fractals are already in L0B form; reorder the grid.
+        for (int64_t k1 = 0; k1 < kf; ++k1)
+          e.L("load_l0b.", L.dt, " L0B[", R(kL0B), " + ", k1 * tn16 * 512, "], L1[", R(kL1), " + ",
+              L.l1_b + (kpos + k1) * 512, "], rows=", tn16, ", cols=1, src_row_stride=", gb);
+      }
+      if (j == nsub - 1) e.Line("set_flag MTE1, MTE2, 0");
+      e.Line("set_flag MTE1, CUBE, 0");
+      if (first && j == 0) e.Line("wait_flag FIXP, CUBE, 0");
+      e.Line("wait_flag MTE1, CUBE, 0");
+      e.L("mmad.", L.dt, " L0C[", R(kL0C), "], L0A[", R(kL0A), "], L0B[", R(kL0B), "], m=", tm16, ", k=", kf, ", n=", tn16,
+          first && j == 0 ? ", init=1" : "");
+      e.Line("set_flag CUBE, MTE1, 0");
+      Toggle(e, kL0A, L.l0a_half);
+      Toggle(e, kL0B, L.l0b_half);
+    }
+    Toggle(e, kL1, L.l1_half);
+  };
+  stage(ns == 1 ? s.K : t.tk1, true);
+  if (ns > 2) {
+    const std::string loop = e.NewLabel("stage"), end = e.NewLabel("stage_end");
+    e.L("mov ", R(kStage), ", 1");
+    e.Label(loop);
+    e.L("bge ", R(kStage), ", ", ns - 1, ", ", end);
+    stage(t.tk1, false);
+    e.L("add ", R(kStage), ", ", R(kStage), ", 1");
+    e.L("jmp ", loop);
+    e.Label(end);
+  }
+  if (ns > 1) stage(s.K - (ns - 1) * t.tk1, false);
+  e.Line("set_flag CUBE, FIXP, 0");
+
+  // The tile's write-out.
+  const std::string relu = s.relu ? ", relu=1" : "";
+  if (L.bias) {
+    const bool scalar = s.c_kind == GemmSpec::CKind::kScalar;
+    e.Line("wait_flag VECTOR, MTE2, 1");
+    e.L("copy_gm_ub UB[", L.ub_raw, "], ", L.c, "[", scalar ? std::string("0") : R(kCOff), "], len=",
+        (scalar ? 1 : L.cols) * L.es);
+    e.Line("set_flag MTE2, VECTOR, 1");
+    e.Line("wait_flag MTE2, VECTOR, 1");
+    e.Line("wait_flag FIXP, VECTOR, 1");
+    EmitCToF32(e, L, L.ub_raw, L.ub_tmp, L.ub_bias, t.tn, scalar);
+    e.Line("set_flag VECTOR, MTE2, 1");
+    e.Line("set_flag VECTOR, FIXP, 1");
+    e.Line("wait_flag VECTOR, FIXP, 1");
+  }
+  const std::string bias_op = L.bias ? absl::StrCat(", UB[", L.ub_bias, "]") : "";
+  e.Line("wait_flag CUBE, FIXP, 0");
+  if (L.epilogue) {
+    const bool has_c = s.c_kind != GemmSpec::CKind::kNone;
+    const bool scalar = s.c_kind == GemmSpec::CKind::kScalar;
+    if (has_c) {
+      // MTE2 brings the tile's C.
+      e.Line("wait_flag VECTOR, MTE2, 2");
+      switch (s.c_kind) {
+        case GemmSpec::CKind::kFull:
+          e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[", R(kCOff), "], nburst=", L.rows, ", len=", L.cols * L.es,
+              ", src_stride=", s.N * L.es, ", dst_stride=", t.tn * L.es);
+          break;
+        case GemmSpec::CKind::kRow:
+          e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[", R(kCOff), "], len=", L.cols * L.es);
+          break;
+        case GemmSpec::CKind::kCol:
+          e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[", R(kCOff), "], len=", L.rows * L.es);
+          break;
+        default:
+          e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[0], len=", L.es);
+      }
+      e.Line("set_flag MTE2, VECTOR, 2");
+    }
+    e.Line("wait_flag VECTOR, FIXP, 2");
+    e.L("fixp.f32.f32 UB[", L.ub_acc, "], L0C[", R(kL0C), "], m=", tm16, ", n=", tn16);
+    e.Line("set_flag FIXP, CUBE, 0");
+    e.Line("set_flag FIXP, VECTOR, 2");
+    e.Line("wait_flag FIXP, VECTOR, 2");
+    if (s.alpha != 1.0f)
+      VecOver(e, "vmuls.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, absl::StrCat(", ", FloatImm(s.alpha)));
+    if (has_c) {
+      e.Line("wait_flag MTE2, VECTOR, 2");
+      switch (s.c_kind) {
+        case GemmSpec::CKind::kFull: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.tm * t.tn, false); break;
+        case GemmSpec::CKind::kRow: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.tn, false); break;
+        case GemmSpec::CKind::kCol:
+          EmitCToF32(e, L, L.ub_craw, 0, L.ub_ctmp, RoundUp(L.rows, 8), false);
+          e.L("vbrcb.f32 UB[", L.ub_cf, "], UB[", L.ub_ctmp, "], repeat=", CeilDiv(L.rows, 8));
+          break;
+        default: EmitCToF32(e, L, L.ub_craw, L.ub_ctmp, L.ub_cf, 64, scalar); break;
+      }
+      e.Line("set_flag VECTOR, MTE2, 2");
+      EmitEpilogueAdd(e, L);
+    }
+    if (s.relu) VecOver(e, "vrelu.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, "");
+    e.Line("wait_flag MTE3, VECTOR, 2");
+    if (L.es == 4) VecOver(e, "vmov.f32", t.tm * t.tn, 4, L.ub_eout, 4, L.ub_acc, -1, "");
+    else VecOver(e, absl::StrCat("vconv.", L.dt, ".f32"), t.tm * t.tn, L.es, L.ub_eout, 4, L.ub_acc, -1, "");
+    e.Line("set_flag VECTOR, FIXP, 2");
+    e.Line("set_flag VECTOR, MTE3, 2");
+    e.Line("wait_flag VECTOR, MTE3, 2");
+    e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", L.ub_eout, "], nburst=", L.rows, ", len=", L.cols * L.es,
+        ", src_stride=", t.tn * L.es, ", dst_stride=", s.N * L.es);
+    e.Line("set_flag MTE3, VECTOR, 2");
+  } else if (L.via_ub) {
+    e.Line("wait_flag MTE3, FIXP, 3");
+    e.L("fixp.", L.dt, ".f32 UB[", R(kUbOut), " + ", L.ub_out, "], L0C[", R(kL0C), "]", bias_op, ", m=", tm16,
+        ", n=", tn16, relu);
+    e.Line("set_flag FIXP, CUBE, 0");
+    if (L.bias) e.Line("set_flag FIXP, VECTOR, 1");
+    e.Line("set_flag FIXP, MTE3, 3");
+    e.Line("wait_flag FIXP, MTE3, 3");
+    e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", R(kUbOut), " + ", L.ub_out, "], nburst=", L.rows,
+        ", len=", L.cols * L.es, ", src_stride=", t.tn * L.es, ", dst_stride=", s.N * L.es);
+    e.Line("set_flag MTE3, FIXP, 3");
+    Toggle(e, kUbOut, L.ub_out_half);
+  } else {
+    e.L("fixp.", L.dt, ".f32 ", L.y, "[", R(kYOff), "], L0C[", R(kL0C), "]", bias_op, ", m=", tm16, ", n=", tn16,
+        ", dst_row_stride=", s.N, relu);
+    e.Line("set_flag FIXP, CUBE, 0");
+    if (L.bias) e.Line("set_flag FIXP, VECTOR, 1");
+  }
+  Toggle(e, kL0C, L.l0c_half);
+  e.L("add ", R(kTile), ", ", R(kTile), ", ", R(kBlockDim));
+  e.L("jmp ", tile_loop);
+  e.Label(done);
+  // Take back the flags that marked slots free.
+  for (int i = 0; i < 2; ++i) {
+    e.Line("wait_flag MTE1, MTE2, 0");
+    e.Line("wait_flag CUBE, MTE1, 0");
+    e.Line("wait_flag FIXP, CUBE, 0");
+  }
+  if (L.bias) {
+    e.Line("wait_flag VECTOR, MTE2, 1");
+    e.Line("wait_flag FIXP, VECTOR, 1");
+  }
+  if (L.via_ub && !L.epilogue) {
+    e.Line("wait_flag MTE3, FIXP, 3");
+    e.Line("wait_flag MTE3, FIXP, 3");
+  }
+  if (L.epilogue) {
+    if (s.c_kind != GemmSpec::CKind::kNone) e.Line("wait_flag VECTOR, MTE2, 2");
+    e.Line("wait_flag VECTOR, FIXP, 2");
+    e.Line("wait_flag MTE3, VECTOR, 2");
+  }
+  return e.text();
+}
+
+}  // namespace kiln::target::npusim
+
+namespace kiln::target::npusim {
+
+absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m) {
+  CubeProblem p = ProblemOf(s);
+  CubeMachineFigures f = CubeMachineFigures::From(m);
+  KILN_ASSIGN_OR_RETURN(CubeTiling t, ChooseCubeTiling(p, f));
+  KILN_ASSIGN_OR_RETURN(std::string text, GemmKasm(s, t, m));
+  auto file = sim::Assemble(text, absl::StrCat(s.name, ".kasm"));
+  if (!file.ok())
+    return absl::InternalError(absl::StrCat("generated cube program does not assemble: ", file.status().message()));
+  GeneratedKernel k;
+  k.program = std::move(file->program);
+  k.block_dim = t.blocks;
+  k.engine = "cube";
+  k.estimated_cycles = t.cycles;
+  std::string shape = absl::StrCat(s.M, "x", s.N, "x", s.K);
+  if (p.batch > 1) shape = absl::StrCat(p.batch, "x", shape);
+  k.plan = absl::StrCat(s.name, " ", shape, " ", sim::DTypeName(s.dtype), ": tiles ", t.tm, "x", t.tn, "x", t.tk,
+                        " (K stages of ", t.tk1, "), ", t.blocks, " blocks, double-buffered",
+                        t.via_ub ? ", written through UB" : "", ", est. ", static_cast<int64_t>(t.cycles),
+                        " cycles (", t.bound, "-bound)");
+  return k;
+}
+
+namespace {
+
+absl::StatusOr<std::vector<int64_t>> StaticDimsOf(const Value* v) {
+  if (!v->type().is_tensor() || !v->type().shape().is_static())
+    return absl::FailedPreconditionError(absl::StrCat("'", v->name(), "' has no static shape"));
+  return v->type().shape().StaticDims();
+}
+
+}  // namespace
+
+absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks) {
+  GemmSpec s;
+  s.max_blocks = max_blocks;
+  const bool gemm = node.op() == "Gemm";
+  if (!node.domain().empty() || (node.op() != "MatMul" && !gemm))
+    return absl::UnimplementedError(absl::StrCat("no cube GEMM for ", node.QualifiedOp()));
+  if (node.num_inputs() < 2 || !node.input(0) || !node.input(1))
+    return absl::FailedPreconditionError("A or B is missing");
+  const Value* a = node.input(0);
+  const Value* b = node.input(1);
+  const Value* c = gemm && node.num_inputs() > 2 ? node.input(2) : nullptr;
+  const Value* y = node.output(0);
+  DType dt = y->type().dtype();
+  s.dtype = IsaDTypeOf(dt);
+  if (!sim::IsFloat(s.dtype))
+    return absl::UnimplementedError(absl::StrCat("the cube GEMM takes f32, f16 or bf16, not ", DTypeName(dt)));
+  for (const Value* v : {a, b, c}) {
+    if (v && v->type().dtype() != dt)
+      return absl::FailedPreconditionError(absl::StrCat("operand '", v->name(), "' has dtype ",
+                                                        DTypeName(v->type().dtype()), ", not ", DTypeName(dt)));
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> da, StaticDimsOf(a));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> db, StaticDimsOf(b));
+  KILN_RETURN_IF_ERROR(StaticDimsOf(y).status());
+  s.name = gemm ? "gemm" : "matmul";
+  if (gemm) {
+    if (da.size() != 2 || db.size() != 2) return absl::FailedPreconditionError("Gemm's A and B must be 2-D");
+    s.trans_a = node.GetInt("transA", 0) != 0;
+    s.trans_b = node.GetInt("transB", 0) != 0;
+    s.alpha = node.GetFloat("alpha", 1.0f);
+    s.beta = node.GetFloat("beta", 1.0f);
+    s.M = da[s.trans_a ? 1 : 0];
+    s.K = da[s.trans_a ? 0 : 1];
+    s.N = db[s.trans_b ? 0 : 1];
+    if (db[s.trans_b ? 1 : 0] != s.K) return absl::FailedPreconditionError("Gemm's inner dims differ");
+    if (c && s.beta != 0.0f) {
+      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dc, StaticDimsOf(c));
+      int64_t n = 1;
+      for (int64_t d : dc) n *= d;
+      int64_t c_rows = dc.size() == 2 ? dc[0] : 1, c_cols = dc.empty() ? 1 : dc.back();
+      if (n == 1) s.c_kind = GemmSpec::CKind::kScalar;
+      else if (c_rows == 1 && c_cols == s.N) s.c_kind = GemmSpec::CKind::kRow;
+      else if (c_cols == 1 && c_rows == s.M) s.c_kind = GemmSpec::CKind::kCol;
+      else if (c_rows == s.M && c_cols == s.N) s.c_kind = GemmSpec::CKind::kFull;
+      else return absl::FailedPreconditionError("C does not broadcast to [M, N]");
+    }
+  } else {
+    if (da.empty() || db.empty()) return absl::FailedPreconditionError("MatMul operands must have rank >= 1");
+    std::vector<int64_t> pa = da.size() == 1 ? std::vector<int64_t>{1, da[0]} : da;
+    std::vector<int64_t> pb = db.size() == 1 ? std::vector<int64_t>{db[0], 1} : db;
+    s.M = pa[pa.size() - 2];
+    s.K = pa.back();
+    s.N = pb.back();
+    if (pb[pb.size() - 2] != s.K) return absl::FailedPreconditionError("MatMul's inner dims differ");
+    std::vector<int64_t> ba(pa.begin(), pa.end() - 2), bb(pb.begin(), pb.end() - 2);
+    size_t nb = std::max(ba.size(), bb.size());
+    ba.insert(ba.begin(), nb - ba.size(), 1);
+    bb.insert(bb.begin(), nb - bb.size(), 1);
+    std::vector<int64_t> out(nb), sa(nb), sb(nb);
+    int64_t ra = s.M * s.K, rb = s.K * s.N;  // element strides of the innermost batch dims
+    for (size_t i = nb; i-- > 0;) {
+      if (ba[i] != bb[i] && ba[i] != 1 && bb[i] != 1)
+        return absl::FailedPreconditionError("MatMul batch dims do not broadcast");
+      out[i] = std::max(ba[i], bb[i]);
+      sa[i] = ba[i] == 1 ? 0 : ra;
+      sb[i] = bb[i] == 1 ? 0 : rb;
+      ra *= ba[i];
+      rb *= bb[i];
+    }
+    int64_t batch_a = 1, batch_b = 1, batch = 1;
+    for (size_t i = 0; i < nb; ++i) {
+      batch_a *= ba[i];
+      batch_b *= bb[i];
+      batch *= out[i];
+    }
+    if (batch_b == 1 && batch_a == batch) {
+      s.M *= batch;  // B shared and A's batches contiguous: one tall GEMM
+    } else if (batch > 1) {
+      s.batch_dims = out;
+      s.a_batch_stride = sa;
+      s.b_batch_stride = sb;
+    }
+  }
+  if (s.M <= 0 || s.N <= 0 || s.K <= 0) return absl::UnimplementedError("the cube GEMM needs non-empty M, N and K");
+  // Arguments: the present inputs in order, then the output.
+  std::vector<std::pair<const Value*, std::string>> args = {{a, "a"}, {b, "b"}};
+  if (c) args.push_back({c, "c"});
+  args.push_back({y, "y"});
+  for (size_t i = 0; i < args.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(args[i].second, *args[i].first));
+    s.arg_lines.push_back(line);
+    s.arg_names.push_back(args[i].second);
+  }
+  s.a_arg = 0;
+  s.b_arg = 1;
+  s.c_arg = c ? 2 : -1;
+  s.y_arg = c ? 3 : 2;
+  return s;
+}
+
+}  // namespace kiln::target::npusim

@@ -1,0 +1,57 @@
+//===- cube_matmul.h - GEMM kernels on the cube ------------------*- C++ -*-===//
+//
+// The generator of tiled, multi-core, double-buffered GEMM programs for the
+// simulated NPU: MatMul (2-D and batched with numpy broadcasting) and Gemm
+// (transA/transB, alpha, beta, a broadcast C), f32 / f16 / bf16 with fp32
+// accumulation. docs/npusim-kernels.md ("cube") describes the program.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/isa/isa.h"
+#include "target/npusim/kernels/cube_tiling.h"
+#include "target/npusim/kernels/kernel.h"
+
+namespace kiln::target::npusim {
+
+// A GEMM as the program computes it: for each output batch index,
+// Y[M,N] = alpha * op(A) x op(B) + beta * C, then relu when asked.
+struct GemmSpec {
+  std::string name = "gemm";
+  sim::DType dtype = sim::DType::kF16;  // A, B, C and Y
+  int64_t M = 1, N = 1, K = 1;
+  bool trans_a = false, trans_b = false;
+  // Output batch dims and, per dim, the element stride of A's and B's
+  // matrices (0 where that operand broadcasts).
+  std::vector<int64_t> batch_dims;
+  std::vector<int64_t> a_batch_stride, b_batch_stride;
+  float alpha = 1, beta = 1;
+  enum class CKind { kNone, kRow, kCol, kFull, kScalar } c_kind = CKind::kNone;
+  bool relu = false;
+  // Program arguments: .arg lines in launch order and the indices of A, B,
+  // C (-1: none) and Y among them.
+  std::vector<std::string> arg_lines;
+  std::vector<std::string> arg_names;
+  int a_arg = 0, b_arg = 1, c_arg = -1, y_arg = 2;
+  int max_blocks = 0;  // 0: all cores
+};
+
+// The problem the tiling model sees for `s`.
+CubeProblem ProblemOf(const GemmSpec& s);
+
+// The program for `s` with tiling `t` (from ChooseCubeTiling), as .kasm text.
+absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& t, const sim::Machine& m);
+
+// Tiling, program and estimate for `s`.
+absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m);
+
+// GemmSpec of a MatMul or Gemm node (arguments named from its inputs and
+// output), or why the cube cannot run it.
+absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks);
+
+}  // namespace kiln::target::npusim

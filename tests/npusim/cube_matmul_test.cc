@@ -1,0 +1,328 @@
+//===- cube_matmul_test.cc - Cube GEMM kernels on the SystemC model ------===//
+//
+// MatMul and Gemm kernels from GenerateCubeKernel run on the simulated NPU
+// and are compared with the reference kernels (f32 within 1e-4 relative,
+// f16/bf16 within 1e-2); the timing tests state their bounds in the
+// machine's own terms (the cube's peak rate, the cost model's estimate).
+//
+//===----------------------------------------------------------------------===//
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sim/machine/machine.h"
+#include "target/npusim/kernels/cube.h"
+#include "tests/npusim/kernel_harness.h"
+
+namespace kiln::testing {
+namespace {
+
+using target::npusim::GeneratedKernel;
+using target::npusim::KernelRequest;
+
+Tensor RandomTensor(DType dt, const Dims& dims, uint32_t seed) {
+  Tensor f(DType::kF32, dims);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& x : f.span<float>()) x = u(rng);
+  return dt == DType::kF32 ? f : CastTensor(f, dt);
+}
+
+struct Case {
+  std::string op = "MatMul";
+  DType dt = DType::kF16;
+  Dims a, b, c;  // c empty: no C
+  bool has_c = false;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1, beta = 1;
+  bool const_b = false;
+  int max_blocks = 0;
+};
+
+std::string Describe(const Case& k) {
+  std::string s = absl::StrCat(k.op, " ", DTypeName(k.dt), " [", absl::StrJoin(k.a, ","), "]x[",
+                               absl::StrJoin(k.b, ","), "]");
+  if (k.has_c) absl::StrAppend(&s, " C[", absl::StrJoin(k.c, ","), "]");
+  if (k.trans_a) absl::StrAppend(&s, " transA");
+  if (k.trans_b) absl::StrAppend(&s, " transB");
+  if (k.alpha != 1) absl::StrAppend(&s, " alpha=", k.alpha);
+  if (k.beta != 1) absl::StrAppend(&s, " beta=", k.beta);
+  if (k.const_b) absl::StrAppend(&s, " const B");
+  if (k.max_blocks) absl::StrAppend(&s, " max_blocks=", k.max_blocks);
+  return s;
+}
+
+// Builds the node, infers its output, generates and runs the kernel, and
+// compares with the reference.
+void RunCase(const Case& k, uint32_t seed = 1) {
+  SCOPED_TRACE(Describe(k));
+  Graph g;
+  absl::flat_hash_map<const Value*, Tensor> inputs;
+  Value* a = g.AddInput("a", Type::Tensor(k.dt, Shape::Static(k.a)));
+  inputs[a] = RandomTensor(k.dt, k.a, seed);
+  Value* b = nullptr;
+  Tensor bt = RandomTensor(k.dt, k.b, seed + 1);
+  if (k.const_b) {
+    b = g.AddConstant("b", bt);
+  } else {
+    b = g.AddInput("b", Type::Tensor(k.dt, Shape::Static(k.b)));
+    inputs[b] = bt;
+  }
+  std::vector<Value*> ins = {a, b};
+  if (k.has_c) {
+    Value* c = g.AddInput("c", Type::Tensor(k.dt, Shape::Static(k.c)));
+    inputs[c] = RandomTensor(k.dt, k.c, seed + 2);
+    ins.push_back(c);
+  }
+  Node* n = g.AddNode(k.op, ins, 1);
+  if (k.op == "Gemm") {
+    n->SetAttr("transA", Attribute::Int(k.trans_a));
+    n->SetAttr("transB", Attribute::Int(k.trans_b));
+    n->SetAttr("alpha", Attribute::Float(k.alpha));
+    n->SetAttr("beta", Attribute::Float(k.beta));
+  }
+  // The output shape from the reference itself.
+  auto ref = RunNodeOnReference(*n, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  n->output(0)->set_type(Type::Tensor(k.dt, Shape::Static((*ref)[0].dims())));
+  sim::Machine m = sim::DefaultMachine();
+  KernelRequest req;
+  req.node = n;
+  req.machine = &m;
+  req.max_blocks = k.max_blocks;
+  auto kernel = target::npusim::GenerateCubeKernel(req);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->engine, "cube");
+  EXPECT_FALSE(kernel->plan.empty());
+  EXPECT_GT(kernel->estimated_cycles, 0);
+  auto run = RunKernelOnSim(*kernel, *n, inputs, m);
+  ASSERT_TRUE(run.ok()) << run.status() << "\n" << kernel->plan;
+  double tol = k.dt == DType::kF32 ? 1e-4 : 1e-2;
+  EXPECT_LE(MaxRelativeError(run->outputs[0], (*ref)[0]), tol) << kernel->plan;
+}
+
+class CubeMatMulDTypes : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CubeMatMulDTypes, TwoDimensional) {
+  const DType dt = GetParam();
+  for (auto [a, b] : std::vector<std::pair<Dims, Dims>>{
+           {{1, 1}, {1, 1}},
+           {{16, 16}, {16, 16}},
+           {{17, 33}, {33, 5}},
+           {{1, 300}, {300, 70}},
+           {{5, 7}, {7, 1}},
+           {{130, 200}, {200, 270}},
+           {{64, 1000}, {1000, 48}},
+           {{200, 96}, {96, 530}},
+       }) {
+    Case k;
+    k.dt = dt;
+    k.a = a;
+    k.b = b;
+    RunCase(k);
+  }
+}
+
+TEST_P(CubeMatMulDTypes, OneDimensionalOperands) {
+  const DType dt = GetParam();
+  for (auto [a, b] : std::vector<std::pair<Dims, Dims>>{{{300}, {300, 40}}, {{20, 30}, {30}}, {{40}, {40}}}) {
+    Case k;
+    k.dt = dt;
+    k.a = a;
+    k.b = b;
+    RunCase(k);
+  }
+}
+
+TEST_P(CubeMatMulDTypes, BatchedWithBroadcast) {
+  const DType dt = GetParam();
+  for (auto [a, b] : std::vector<std::pair<Dims, Dims>>{
+           {{3, 20, 40}, {40, 24}},            // B shared: one tall GEMM
+           {{4, 50, 64}, {1, 64, 80}},
+           {{2, 1, 20, 40}, {3, 40, 24}},      // both broadcast
+           {{2, 3, 33, 17}, {2, 3, 17, 9}},
+           {{40}, {2, 40, 18}},                // 1-D A against a batch
+           {{5, 16, 32}, {32, 8}},             // B 2-D, A batched
+       }) {
+    Case k;
+    k.dt = dt;
+    k.a = a;
+    k.b = b;
+    RunCase(k);
+  }
+}
+
+TEST_P(CubeMatMulDTypes, ConstantB) {
+  Case k;
+  k.dt = GetParam();
+  k.a = {37, 90};
+  k.b = {90, 50};
+  k.const_b = true;
+  RunCase(k);
+}
+
+TEST_P(CubeMatMulDTypes, GemmTransposesAlphaBeta) {
+  const DType dt = GetParam();
+  const int64_t M = 45, N = 70, K = 100;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      Case k;
+      k.op = "Gemm";
+      k.dt = dt;
+      k.a = ta ? Dims{K, M} : Dims{M, K};
+      k.b = tb ? Dims{N, K} : Dims{K, N};
+      k.trans_a = ta;
+      k.trans_b = tb;
+      k.has_c = true;
+      k.c = {N};
+      RunCase(k);
+    }
+  for (Dims c : std::vector<Dims>{{N}, {1, N}, {M, N}, {M, 1}, {1}, {}}) {
+    for (auto [alpha, beta] : std::vector<std::pair<float, float>>{{1, 1}, {0.5f, 2.0f}, {1, 0.25f}}) {
+      Case k;
+      k.op = "Gemm";
+      k.dt = dt;
+      k.a = {M, K};
+      k.b = {N, K};
+      k.trans_b = true;
+      k.has_c = true;
+      k.c = c;
+      k.alpha = alpha;
+      k.beta = beta;
+      RunCase(k);
+    }
+  }
+  Case k;
+  k.op = "Gemm";
+  k.dt = dt;
+  k.a = {M, K};
+  k.b = {K, N};
+  k.alpha = 1.5f;
+  RunCase(k);
+}
+
+TEST_P(CubeMatMulDTypes, ManyTilesOnFewBlocks) {
+  Case k;
+  k.dt = GetParam();
+  k.a = {300, 130};
+  k.b = {130, 290};
+  k.max_blocks = 3;
+  RunCase(k);
+  k.op = "Gemm";
+  k.has_c = true;
+  k.c = {1, 290};
+  RunCase(k);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypes, CubeMatMulDTypes, ::testing::Values(DType::kF16, DType::kBF16, DType::kF32),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(DTypeName(i.param)); });
+
+TEST(CubeMatMul, RejectsWhatTheCubeDoesNotRun) {
+  Graph g;
+  Value* a = g.AddInput("a", Type::Tensor(DType::kI32, Shape::Static({4, 4})));
+  Value* b = g.AddInput("b", Type::Tensor(DType::kI32, Shape::Static({4, 4})));
+  Node* n = g.AddNode("MatMul", {a, b}, 1);
+  n->output(0)->set_type(Type::Tensor(DType::kI32, Shape::Static({4, 4})));
+  sim::Machine m = sim::DefaultMachine();
+  KernelRequest req;
+  req.node = n;
+  req.machine = &m;
+  auto k = target::npusim::GenerateCubeKernel(req);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("i32"), std::string::npos) << k.status();
+}
+
+// A GEMM node of static shape for the timing tests.
+struct GemmNode {
+  Graph g;
+  Node* n = nullptr;
+  absl::flat_hash_map<const Value*, Tensor> inputs;
+};
+
+std::unique_ptr<GemmNode> MakeGemm(int64_t M, int64_t N, int64_t K, DType dt) {
+  auto r = std::make_unique<GemmNode>();
+  Value* a = r->g.AddInput("a", Type::Tensor(dt, Shape::Static({M, K})));
+  Value* b = r->g.AddInput("b", Type::Tensor(dt, Shape::Static({K, N})));
+  r->n = r->g.AddNode("MatMul", {a, b}, 1);
+  r->n->output(0)->set_type(Type::Tensor(dt, Shape::Static({M, N})));
+  r->inputs[a] = Tensor(dt, {M, K});
+  r->inputs[b] = Tensor(dt, {K, N});
+  return r;
+}
+
+struct Timing {
+  double cycles = 0, estimate = 0, cube_util = 0;
+  std::string plan;
+};
+
+Timing TimeGemm(int64_t M, int64_t N, int64_t K, DType dt, int max_blocks) {
+  auto gn = MakeGemm(M, N, K, dt);
+  sim::Machine m = sim::DefaultMachine();
+  KernelRequest req;
+  req.node = gn->n;
+  req.machine = &m;
+  req.max_blocks = max_blocks;
+  auto kernel = target::npusim::GenerateCubeKernel(req);
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  if (!kernel.ok()) return {};
+  auto run = RunKernelOnSim(*kernel, *gn->n, gn->inputs, m, /*functional=*/false);
+  EXPECT_TRUE(run.ok()) << run.status();
+  if (!run.ok()) return {};
+  Timing t;
+  t.cycles = static_cast<double>(run->stats.total_cycles);
+  t.estimate = kernel->estimated_cycles;
+  double macs = static_cast<double>(M) * N * K;
+  int64_t cores = max_blocks ? max_blocks : m.chip().ai_cores();
+  double rate = dt == DType::kF32 ? m.core().cube_fp32_macs_per_cycle() : m.core().cube_fp16_macs_per_cycle();
+  t.cube_util = macs / (t.cycles * rate * static_cast<double>(cores));
+  t.plan = kernel->plan;
+  return t;
+}
+
+TEST(CubeMatMulTiming, Fp16Gemm1024OnOneCoreReachesTheCubesPeak) {
+  Timing t = TimeGemm(1024, 1024, 1024, DType::kF16, 1);
+  std::printf("1024^3 f16, one core: %.0f cycles, %.1f%% of peak, estimate %.0f (%s)\n", t.cycles,
+              100 * t.cube_util, t.estimate, t.plan.c_str());
+  EXPECT_GE(t.cube_util, 0.85) << t.plan;
+  // The cost model within 10% of the simulation where the cube bounds.
+  EXPECT_LE(t.estimate, 1.10 * t.cycles);
+  EXPECT_GE(t.estimate, t.cycles / 1.10);
+}
+
+TEST(CubeMatMulTiming, Fp16Gemm1024OnAllCoresMatchesTheEstimate) {
+  Timing t = TimeGemm(1024, 1024, 1024, DType::kF16, 0);
+  std::printf("1024^3 f16, all cores: %.0f cycles, %.1f%% of peak, estimate %.0f (%s)\n", t.cycles,
+              100 * t.cube_util, t.estimate, t.plan.c_str());
+  // HBM-bound: the estimate within a factor of 1.5.
+  EXPECT_LE(t.estimate, 1.5 * t.cycles);
+  EXPECT_GE(t.estimate, t.cycles / 1.5);
+}
+
+// Figures for benchmarks/RESULTS.md ("npusim cube kernels"):
+//   npusim_cube_tests --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_Figures*'
+TEST(CubeMatMulTiming, DISABLED_Figures) {
+  struct Row {
+    int64_t n;
+    DType dt;
+    int max_blocks;
+  };
+  for (Row r : std::vector<Row>{{1024, DType::kF16, 1},
+                                {1024, DType::kF16, 0},
+                                {2048, DType::kF16, 0},
+                                {2048, DType::kBF16, 0},
+                                {4096, DType::kF16, 0},
+                                {4096, DType::kBF16, 0},
+                                {1024, DType::kF32, 0}}) {
+    Timing t = TimeGemm(r.n, r.n, r.n, r.dt, r.max_blocks);
+    double tflops = 2.0 * r.n * r.n * r.n / t.cycles * 1e9 / 1e12;  // at 1 GHz
+    std::printf("| %ld^3 | %s | %s | %.0f | %.1f%% | %.1f | %.0f | %.2f | %s |\n", static_cast<long>(r.n),
+                std::string(DTypeName(r.dt)).c_str(), r.max_blocks ? "1" : "32", t.cycles, 100 * t.cube_util, tflops, t.estimate,
+                t.estimate / t.cycles, t.plan.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
