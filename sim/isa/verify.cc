@@ -60,10 +60,13 @@ int Accesses(const Inst& in, const std::array<int64_t, 4>& addr, std::array<Acce
       add(1, ((a[attr::kNzRows] - 1) * a[attr::kNzSrcRowStride] + a[attr::kNzCols]) * es, false);
       break;
     }
-    case Op::kLoadL0A: case Op::kLoadL0B:
-      add(0, a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes, true);
-      add(1, ((a[attr::kLdRows] - 1) * a[attr::kLdSrcRowStride] + a[attr::kLdCols]) * kFractalBytes, false);
+    case Op::kLoadL0A: case Op::kLoadL0B: {
+      // A 32-bit transpose works on 16x16 squares of two fractals.
+      int64_t w = a[attr::kLdTranspose] && es == 4 ? 2 : 1;
+      add(0, w * a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes, true);
+      add(1, ((a[attr::kLdRows] - 1) * a[attr::kLdSrcRowStride] + w * a[attr::kLdCols]) * kFractalBytes, false);
       break;
+    }
     case Op::kImg2Col:
       add(0, a[attr::kIcM] * a[attr::kIcK] * kFractalBytes, true);
       add(1, a[attr::kIcC1] * a[attr::kIcH] * a[attr::kIcW] * kBlockBytes, false);
@@ -216,8 +219,8 @@ absl::Status CheckOp(const Program& p, size_t i) {
       KILN_RETURN_IF_ERROR(CheckDType(p, i, {D::kF16, D::kBF16, D::kF32, D::kS8}));
       KILN_RETURN_IF_ERROR(positive({attr::kLdRows, attr::kLdCols}));
       KILN_RETURN_IF_ERROR(at_most(attr::kLdTranspose, 1));
-      if (a[attr::kLdTranspose] && DTypeSize(in.dtype) != 2)
-        return Rule(p, i, "transpose needs a 16-bit dtype (square 16x16 fractals)");
+      if (a[attr::kLdTranspose] && DTypeSize(in.dtype) == 1)
+        return Rule(p, i, "transpose needs a 16- or 32-bit dtype (16x16 squares)");
       break;
     case Op::kImg2Col:
       KILN_RETURN_IF_ERROR(CheckSpaces(p, i, {Space::kL0A, Space::kL1}));

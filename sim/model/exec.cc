@@ -93,6 +93,26 @@ void Nd2Nz(const Inst& in, uint8_t* dst, const uint8_t* src) {
 
 void Load2d(const Inst& in, uint8_t* dst, const uint8_t* src) {
   const auto& a = in.attrs;
+  if (a[attr::kLdTranspose] && DTypeSize(in.dtype) == 4) {
+    // 32-bit: rows x cols 16x16 squares, square (r, c) being the source
+    // fractals (r, 2c) and (r, 2c+1); its transpose's columns 0-7 go to
+    // fractal (2r, c) and columns 8-15 to (2r+1, c) of a cols-wide grid.
+    for (int64_t r = 0; r < a[attr::kLdRows]; ++r)
+      for (int64_t c = 0; c < a[attr::kLdCols]; ++c) {
+        const uint8_t* s = src + (r * a[attr::kLdSrcRowStride] + 2 * c) * kFractalBytes;
+        uint8_t sq[2 * kFractalBytes];
+        std::memcpy(sq, s, sizeof(sq));
+        for (int h = 0; h < 2; ++h) {
+          uint8_t* d = dst + ((2 * r + h) * a[attr::kLdCols] + c) * kFractalBytes;
+          for (int j = 0; j < 16; ++j)
+            for (int i = 0; i < 8; ++i) {
+              int row = h * 8 + i;  // the square's row i of this half, column j
+              std::memcpy(d + (j * 8 + i) * 4, sq + (j / 8) * kFractalBytes + (row * 8 + j % 8) * 4, 4);
+            }
+        }
+      }
+    return;
+  }
   for (int64_t r = 0; r < a[attr::kLdRows]; ++r)
     for (int64_t c = 0; c < a[attr::kLdCols]; ++c) {
       const uint8_t* s = src + (r * a[attr::kLdSrcRowStride] + c) * kFractalBytes;
@@ -455,6 +475,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
       break;
     case Op::kLoadL0A: case Op::kLoadL0B:
       c.busy = a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes / k.mte1_bytes_per_cycle();
+      if (a[attr::kLdTranspose] && DTypeSize(in.dtype) == 4) c.busy *= 2;  // squares of two fractals
       c.latency = k.mte1_latency_cycles();
       break;
     case Op::kImg2Col:
