@@ -279,6 +279,7 @@ TEST(VectorReduce, InnermostAxes) {
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
     for (DType dt : kFloats)
       for (int keep : {0, 1}) {
+        if (dt != DType::kF32 && keep) continue;  // keepdims changes no layout: once is enough
         struct R {
           Dims x;
           std::vector<int64_t> axes;
