@@ -296,9 +296,10 @@ TEST(CubeMatMulTiming, Fp16Gemm1024OnAllCoresMatchesTheEstimate) {
   Timing t = TimeGemm(1024, 1024, 1024, DType::kF16, 0);
   std::printf("1024^3 f16, all cores: %.0f cycles, %.1f%% of peak, estimate %.0f (%s)\n", t.cycles,
               100 * t.cube_util, t.estimate, t.plan.c_str());
-  // HBM-bound: the estimate within a factor of 1.5.
-  EXPECT_LE(t.estimate, 1.5 * t.cycles);
-  EXPECT_GE(t.estimate, t.cycles / 1.5);
+  // HBM-bound (the cores share 1,200 B/cycle): the estimate within 20%.
+  EXPECT_LE(t.estimate, 1.2 * t.cycles);
+  EXPECT_GE(t.estimate, t.cycles / 1.2);
+  EXPECT_GE(t.cube_util, 0.3);
 }
 
 // Figures for benchmarks/RESULTS.md ("npusim cube kernels"):

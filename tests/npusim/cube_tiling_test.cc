@@ -32,7 +32,7 @@ TEST(CubeTiling, ChosenTilesFitDoubleBuffered) {
       ASSERT_TRUE(t.ok()) << t.status();
       EXPECT_LE(2 * t->tm * t->tk * bytes, f.l0a_bytes);
       EXPECT_LE(2 * t->tk * t->tn * bytes, f.l0b_bytes);
-      EXPECT_LE(2 * t->tm * t->tn * 4, f.l0c_bytes);
+      EXPECT_LE(t->l0c_buffers * t->tm * t->tn * 4, f.l0c_bytes);
       EXPECT_LE(2 * (t->tm + t->tn) * t->tk1 * bytes, f.l1_bytes);
       EXPECT_EQ(t->tk1 % t->tk, 0);
       EXPECT_GT(t->cycles, 0);
@@ -58,7 +58,7 @@ TEST(CubeTiling, LargeGemmOnAllCoresIsHbmBound) {
   CubeMachineFigures f;
   auto t = ChooseCubeTiling(Square(1024), f);
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ(t->blocks, 32);
+  EXPECT_GE(t->blocks, 16);
   EXPECT_EQ(t->bound, "HBM");
   EXPECT_GE(t->cycles, t->hbm_cycles);
   // Faster HBM moves the bound to the cube.

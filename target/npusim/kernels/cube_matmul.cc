@@ -223,7 +223,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   L.l1_half = core.l1_kib() * 512;
   L.l0a_half = core.l0a_kib() * 512;
   L.l0b_half = core.l0b_kib() * 512;
-  L.l0c_half = core.l0c_kib() * 512;
+  L.l0c_half = t.l0c_buffers == 2 ? core.l0c_kib() * 512 : 0;
   L.l1_b = Align(t.tm * t.tk1 * L.es, 512);
   CubeProblem prob = ProblemOf(s);
   L.epilogue = prob.epilogue_in_ub;
@@ -272,7 +272,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   for (int i = 0; i < 2; ++i) {
     e.Line("set_flag MTE1, MTE2, 0");
     e.Line("set_flag CUBE, MTE1, 0");
-    e.Line("set_flag FIXP, CUBE, 0");
+    if (i < t.l0c_buffers) e.Line("set_flag FIXP, CUBE, 0");
   }
   if (L.bias) {
     e.Line("set_flag VECTOR, MTE2, 1");
@@ -509,7 +509,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag FIXP, CUBE, 0");
     if (L.bias) e.Line("set_flag FIXP, VECTOR, 1");
   }
-  Toggle(e, kL0C, L.l0c_half);
+  if (L.l0c_half) Toggle(e, kL0C, L.l0c_half);
   e.L("add ", R(kTile), ", ", R(kTile), ", ", R(kBlockDim));
   e.L("jmp ", tile_loop);
   e.Label(done);
@@ -517,7 +517,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   for (int i = 0; i < 2; ++i) {
     e.Line("wait_flag MTE1, MTE2, 0");
     e.Line("wait_flag CUBE, MTE1, 0");
-    e.Line("wait_flag FIXP, CUBE, 0");
+    if (i < t.l0c_buffers) e.Line("wait_flag FIXP, CUBE, 0");
   }
   if (L.bias) {
     e.Line("wait_flag VECTOR, MTE2, 1");
@@ -556,6 +556,7 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machi
   if (p.batch > 1) shape = absl::StrCat(p.batch, "x", shape);
   k.plan = absl::StrCat(s.name, " ", shape, " ", sim::DTypeName(s.dtype), ": tiles ", t.tm, "x", t.tn, "x", t.tk,
                         " (K stages of ", t.tk1, "), ", t.blocks, " blocks, double-buffered",
+                        t.l0c_buffers == 1 ? " (one L0C buffer)" : "",
                         t.via_ub ? ", written through UB" : "", ", est. ", static_cast<int64_t>(t.cycles),
                         " cycles (", t.bound, "-bound)");
   return k;

@@ -15,6 +15,7 @@ int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 // Time of the MTE1 and cube work of one L0 step of kj elements of K.
 struct StepTime {
   double mte1 = 0, cube = 0;
+  int64_t mte1_insts = 0;
 };
 
 StepTime L0Step(const CubeProblem& p, const CubeMachineFigures& m, const CubeTiling& t, int64_t kj) {
@@ -26,6 +27,7 @@ StepTime L0Step(const CubeProblem& p, const CubeMachineFigures& m, const CubeTil
   int64_t a_insts = p.trans_a ? t.tm / 16 : 1;
   int64_t b_insts = p.trans_b ? k16 / k0 : 1;
   double bytes = static_cast<double>((t.tm + t.tn) * k16 * p.in_bytes);
+  s.mte1_insts = a_insts + b_insts + 2;
   s.mte1 = bytes / m.mte1_bytes_per_cycle + static_cast<double>(a_insts + b_insts) * m.mte1_latency + 2 * m.flag_latency;
   double macs_per_frac = 16.0 * 16.0 * static_cast<double>(k0);
   double rate = p.in_bytes == 4 ? m.fp32_macs_per_cycle : m.fp16_macs_per_cycle;
@@ -60,6 +62,7 @@ CubeMachineFigures CubeMachineFigures::From(const sim::Machine& mc) {
   f.flag_latency = static_cast<double>(k.flag_latency_cycles());
   f.fp16_macs_per_cycle = static_cast<double>(k.cube_fp16_macs_per_cycle());
   f.fp32_macs_per_cycle = static_cast<double>(k.cube_fp32_macs_per_cycle());
+  f.pipe_queue_depth = k.pipe_queue_depth();
   return f;
 }
 
@@ -70,7 +73,7 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   const int64_t ib = p.in_bytes;
   // Double-buffered L0A, L0B, L0C and L1.
   if (2 * t->tm * t->tk * ib > m.l0a_bytes || 2 * t->tk * t->tn * ib > m.l0b_bytes ||
-      2 * t->tm * t->tn * 4 > m.l0c_bytes || 2 * (t->tm + t->tn) * t->tk1 * ib > m.l1_bytes)
+      t->l0c_buffers * t->tm * t->tn * 4 > m.l0c_bytes || t->l0c_buffers < 1 || t->l0c_buffers > 2 || 2 * (t->tm + t->tn) * t->tk1 * ib > m.l1_bytes)
     return absl::ResourceExhaustedError(
         absl::StrCat("tiling ", t->tm, "x", t->tn, "x", t->tk, "/", t->tk1, " does not fit the buffers"));
   t->m_tiles = CeilDiv(p.M, t->tm);
@@ -90,18 +93,26 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
 
   // One L1 stage of kc elements of K: its MTE2 time (the transfer, then the
   // HBM latency that the stage's set_flag waits for) and its L0 steps.
+  // The active cores stream in step, so each gets its share of HBM while
+  // they transfer and all of them wait out the latency together.
   const double dma_lat = m.hbm_latency + m.mte2_latency + m.flag_latency;
+  const double core_bw = std::min(m.mte2_bytes_per_cycle, m.hbm_bytes_per_cycle / static_cast<double>(active));
   auto stage = [&](int64_t kc, double* mte2, double* compute, double* cube, double* first_mte1) {
     double bytes = static_cast<double>((rows + cols) * kc * ib);
-    *mte2 = bytes / m.mte2_bytes_per_cycle + dma_lat;
+    *mte2 = bytes / core_bw + dma_lat;
     *compute = 0;
     *cube = 0;
+    int64_t insts = 2;
     for (int64_t k = 0; k < kc; k += t->tk) {
       StepTime s = L0Step(p, m, *t, std::min(t->tk, kc - k));
       if (k == 0) *first_mte1 = s.mte1;
       *compute += std::max(s.mte1, s.cube);
       *cube += s.cube;
+      insts += s.mte1_insts;
     }
+    // A stage longer than MTE1's queue keeps the scalar unit from issuing
+    // the next stage's loads until this one's steps are nearly done.
+    if (insts > m.pipe_queue_depth) *mte2 += *compute;
   };
   const int64_t ns = CeilDiv(p.K, t->tk1);
   const int64_t kc_tail = p.K - (ns - 1) * t->tk1;
@@ -122,12 +133,16 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   } else {
     fixp += m.hbm_latency;
   }
-  tile_time = std::max(tile_time, fixp);
-  double ns_d = static_cast<double>(ns);
+  // With one L0C buffer the cube waits for each write-out.
+  tile_time = t->l0c_buffers == 2 ? std::max(tile_time, fixp) : tile_time + fixp;
+  // The core's stages run back to back: the first stage's load is exposed,
+  // then each stage takes the larger of its load and the previous stage's
+  // L0 steps, and the last stage's steps and write-out follow.
   double first_mte2 = ns == 1 ? tail_mte2 : full_mte2;
+  double first_stage = ns == 1 ? std::max(tail_mte2, tail_compute) : std::max(full_mte2, full_compute);
   double fill = first_mte2 + (ns == 1 ? tail_mte1 : full_mte1);
-  double core_time = fill + static_cast<double>(tiles_per_core) * tile_time + fixp;
-  (void)ns_d;
+  double core_time =
+      fill + static_cast<double>(tiles_per_core) * tile_time - first_stage + tail_compute + fixp;
 
   // The chip's HBM traffic: A and B chunks for every tile, C written once.
   double hbm_bytes = static_cast<double>(t->tiles) * static_cast<double>((rows + cols) * p.K * ib) +
@@ -137,7 +152,8 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   t->compute_cycles = static_cast<double>(tiles_per_core) * tile_cube;
   t->cycles = std::max(core_time, hbm_time);
   double core_mte2 = static_cast<double>(tiles_per_core) * tile_mte2;
-  if (hbm_time >= core_time) t->bound = "HBM";
+  const double transfer = static_cast<double>(tiles_per_core) * static_cast<double>((rows + cols) * p.K * ib) / core_bw;
+  if (hbm_time >= core_time || (core_bw < m.mte2_bytes_per_cycle && transfer >= 0.6 * core_time)) t->bound = "HBM";
   else if (t->compute_cycles >= 0.8 * core_time) t->bound = "cube";
   else if (core_mte2 >= 0.8 * core_time) t->bound = "MTE2 latency";
   else if (fixp >= tile_time) t->bound = "FIXP";
@@ -160,18 +176,21 @@ absl::StatusOr<CubeTiling> ChooseCubeTiling(const CubeProblem& p, const CubeMach
         for (int64_t nsub : {1, 2, 4, 8, 16}) {
           int64_t tk1 = tk * nsub;
           if (tk1 > RoundUp(p.K, tk) && nsub > 1) continue;
-          CubeTiling t;
-          t.tm = tm;
-          t.tn = tn;
-          t.tk = tk;
-          t.tk1 = tk1;
-          if (!EstimateCubeTiling(p, m, &t).ok()) continue;
-          bool better = !found || t.cycles < best.cycles * 0.999 ||
-                        (t.cycles <= best.cycles * 1.001 && t.hbm_cycles < best_hbm);
-          if (better) {
-            best = t;
-            best_hbm = t.hbm_cycles;
-            found = true;
+          for (int l0c : {2, 1}) {
+            CubeTiling t;
+            t.tm = tm;
+            t.tn = tn;
+            t.tk = tk;
+            t.tk1 = tk1;
+            t.l0c_buffers = l0c;
+            if (!EstimateCubeTiling(p, m, &t).ok()) continue;
+            bool better = !found || t.cycles < best.cycles * 0.999 ||
+                          (t.cycles <= best.cycles * 1.001 && t.hbm_cycles < best_hbm);
+            if (better) {
+              best = t;
+              best_hbm = t.hbm_cycles;
+              found = true;
+            }
           }
         }
       }

@@ -37,6 +37,7 @@ struct CubeMachineFigures {
   double hbm_latency = 500, mte2_latency = 50, mte1_latency = 20, mte3_latency = 50, cube_latency = 10,
          fixp_latency = 20, flag_latency = 1;
   double fp16_macs_per_cycle = 4096, fp32_macs_per_cycle = 1024;
+  int pipe_queue_depth = 32;  // instructions a pipe's queue holds ahead of it
 
   static CubeMachineFigures From(const sim::Machine& m);
 };
@@ -56,6 +57,7 @@ struct CubeProblem {
 // A tiling and what the model says about it.
 struct CubeTiling {
   int64_t tm = 16, tn = 16, tk = 16, tk1 = 16;  // C tile, L0 step and L1 stage depth (elements)
+  int l0c_buffers = 2;  // 2: FIXP writes a tile while the cube runs the next; 1: larger tiles
   int64_t m_tiles = 1, n_tiles = 1, tiles = 1, blocks = 1;
   bool via_ub = false;    // tiles leave through UB (ragged edge narrower than a tile, or an epilogue)
   double cycles = 0;      // the estimate of the launch
@@ -69,8 +71,9 @@ struct CubeTiling {
 // tiling does not fit the buffers.
 absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& m, CubeTiling* t);
 
-// The cheapest tiling the model finds among candidates that fit L1, L0A,
-// L0B and L0C double-buffered (and UB when the tile goes through it).
+// The cheapest tiling the model finds among candidates that fit L1, L0A and
+// L0B double-buffered, L0C single- or double-buffered (and UB when the tile
+// goes through it).
 absl::StatusOr<CubeTiling> ChooseCubeTiling(const CubeProblem& p, const CubeMachineFigures& m);
 
 }  // namespace kiln::target::npusim
