@@ -12,6 +12,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfNode(node, req.max_blocks));
     return GenerateGemm(spec, *req.machine);
   }
+  if (node.domain().empty() && node.op() == "Conv") {
+    KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfPointwiseConv(node, req.max_blocks));
+    return GenerateGemm(spec, *req.machine);
+  }
   return absl::UnimplementedError(absl::StrCat("no cube kernel for ", node.QualifiedOp(), " yet"));
 }
 

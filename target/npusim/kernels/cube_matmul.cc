@@ -672,4 +672,62 @@ absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks) {
   return s;
 }
 
+absl::StatusOr<GemmSpec> GemmSpecOfPointwiseConv(const Node& node, int max_blocks) {
+  if (node.num_inputs() < 2 || !node.input(0) || !node.input(1))
+    return absl::FailedPreconditionError("Conv's X or W is missing");
+  const Value* x = node.input(0);
+  const Value* w = node.input(1);
+  const Value* bias = node.num_inputs() > 2 ? node.input(2) : nullptr;
+  const Value* y = node.output(0);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dx, StaticDimsOf(x));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dw, StaticDimsOf(w));
+  KILN_RETURN_IF_ERROR(StaticDimsOf(y).status());
+  DType dt = y->type().dtype();
+  sim::DType idt = IsaDTypeOf(dt);
+  if (!sim::IsFloat(idt))
+    return absl::UnimplementedError(absl::StrCat("the cube Conv takes f32, f16 or bf16, not ", DTypeName(dt)));
+  for (const Value* v : {x, w, bias})
+    if (v && v->type().dtype() != dt) return absl::FailedPreconditionError("Conv operand dtypes differ");
+  if (dx.size() < 3 || dw.size() != dx.size())
+    return absl::FailedPreconditionError("Conv needs X [N, C, spatial...] and W of the same rank");
+  bool pointwise = node.GetInt("group", 1) == 1;
+  for (size_t i = 2; i < dw.size(); ++i) pointwise &= dw[i] == 1;
+  for (int64_t v : node.GetInts("strides")) pointwise &= v == 1;
+  for (int64_t v : node.GetInts("pads")) pointwise &= v == 0;
+  if (!pointwise)
+    return absl::UnimplementedError(
+        "the cube runs Conv only as a pointwise GEMM (1x1 kernel, stride 1, no padding, group 1) so far; "
+        "img2col convolutions (strides, pads, dilations, groups) are not generated yet");
+  GemmSpec s;
+  s.name = "conv1x1";
+  s.max_blocks = max_blocks;
+  s.dtype = idt;
+  int64_t spatial = 1;
+  for (size_t i = 2; i < dx.size(); ++i) spatial *= dx[i];
+  s.M = dw[0];
+  s.K = dx[1];
+  s.N = spatial;
+  if (dw[1] != s.K) return absl::FailedPreconditionError("W's input channels differ from X's");
+  if (dx[0] > 1) {
+    s.batch_dims = {dx[0]};
+    s.a_batch_stride = {0};
+    s.b_batch_stride = {s.K * spatial};
+  }
+  if (s.M <= 0 || s.N <= 0 || s.K <= 0) return absl::UnimplementedError("the cube GEMM needs non-empty M, N and K");
+  if (bias) s.c_kind = s.M == 1 ? GemmSpec::CKind::kScalar : GemmSpec::CKind::kCol;
+  std::vector<std::pair<const Value*, std::string>> args = {{x, "x"}, {w, "w"}};
+  if (bias) args.push_back({bias, "bias"});
+  args.push_back({y, "y"});
+  for (const auto& [v, name] : args) {
+    KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(name, *v));
+    s.arg_lines.push_back(line);
+    s.arg_names.push_back(name);
+  }
+  s.a_arg = 1;  // W is the left operand
+  s.b_arg = 0;
+  s.c_arg = bias ? 2 : -1;
+  s.y_arg = bias ? 3 : 2;
+  return s;
+}
+
 }  // namespace kiln::target::npusim

@@ -54,4 +54,9 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machi
 // output), or why the cube cannot run it.
 absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks);
 
+// A pointwise Conv (1x1 kernel, stride 1, no padding, one group) is, per
+// image, W[Co, Ci] x X[Ci, H*W] plus the bias broadcast along rows; other
+// convolutions get an Unimplemented status that says what is missing.
+absl::StatusOr<GemmSpec> GemmSpecOfPointwiseConv(const Node& node, int max_blocks);
+
 }  // namespace kiln::target::npusim
