@@ -12,6 +12,13 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfNode(node, req.max_blocks));
     return GenerateGemm(spec, *req.machine);
   }
+  if (node.domain() == "kiln" && node.op() == "Fused") {
+    std::vector<const Value*> constants;
+    KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfFused(node, req.max_blocks, &constants));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine));
+    k.constant_args = std::move(constants);
+    return k;
+  }
   if (node.domain().empty() && node.op() == "Conv") {
     KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfPointwiseConv(node, req.max_blocks));
     return GenerateGemm(spec, *req.machine);

@@ -730,4 +730,94 @@ absl::StatusOr<GemmSpec> GemmSpecOfPointwiseConv(const Node& node, int max_block
   return s;
 }
 
+absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
+                                         std::vector<const Value*>* constant_args) {
+  const Attribute* attr = node.attr("body");
+  const Graph* body = attr ? attr->g() : nullptr;
+  if (!body) return absl::FailedPreconditionError("kiln.Fused has no body");
+  std::vector<Node*> nodes;
+  for (Node* n : body->nodes()) nodes.push_back(n);
+  auto unfit = [](absl::string_view why) {
+    return absl::UnimplementedError(
+        absl::StrCat("the cube runs a fused body of MatMul/Gemm, then Add of a row bias and/or Relu; ", why));
+  };
+  if (nodes.empty() || !nodes[0]->domain().empty() || (nodes[0]->op() != "MatMul" && nodes[0]->op() != "Gemm"))
+    return unfit("this body does not start with MatMul or Gemm");
+  if (nodes.size() > 3 || node.num_outputs() != 1 || body->outputs().size() != 1) return unfit("this body has more");
+  const Node* mm = nodes[0];
+  const Value* cur = mm->output(0);
+  const Value* bias = nullptr;
+  bool relu = false;
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    const Node* e = nodes[i];
+    if (cur->uses().size() != 1) return unfit("an intermediate value has other uses");
+    if (e->domain().empty() && e->op() == "Add" && !bias && !relu && e->num_inputs() == 2) {
+      bias = e->input(0) == cur ? e->input(1) : e->input(1) == cur ? e->input(0) : nullptr;
+      if (!bias) return unfit("the Add does not take the GEMM's result");
+    } else if (e->domain().empty() && e->op() == "Relu" && !relu && e->input(0) == cur) {
+      relu = true;
+    } else {
+      return unfit(absl::StrCat("not ", e->op()));
+    }
+    cur = e->output(0);
+  }
+  if (body->outputs()[0] != cur) return unfit("the body's output is not the last node's");
+  if (!(cur->type() == mm->output(0)->type())) return unfit("the epilogue changes the result's type");
+  KILN_ASSIGN_OR_RETURN(GemmSpec s, GemmSpecOfNode(*mm, max_blocks));
+  s.name = "fused_gemm";
+  s.relu = relu;
+  if (bias) {
+    if (s.c_kind != GemmSpec::CKind::kNone) return unfit("Gemm has its own C");
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> db, StaticDimsOf(bias));
+    int64_t n = 1;
+    for (int64_t d : db) n *= d;
+    if (bias->type().dtype() != mm->output(0)->type().dtype()) return unfit("the bias has another dtype");
+    if (n == 1) s.c_kind = GemmSpec::CKind::kScalar;
+    else if (!db.empty() && db.back() == s.N && n == s.N) s.c_kind = GemmSpec::CKind::kRow;
+    else return unfit("the Add's other operand is not a row bias");
+    s.beta = 1.0f;
+  }
+  // Arguments: the node's present inputs, its output, then body constants.
+  std::vector<std::string> lines, names;
+  std::vector<const Value*> arg_values;
+  for (int i = 0; i < node.num_inputs(); ++i) {
+    if (!node.input(i)) continue;
+    std::string name = absl::StrCat("in", i);
+    KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(name, *node.input(i)));
+    lines.push_back(line);
+    names.push_back(name);
+    arg_values.push_back(i < static_cast<int>(body->inputs().size()) ? body->inputs()[i] : nullptr);
+  }
+  {
+    KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine("y", *node.output(0)));
+    lines.push_back(line);
+    names.push_back("y");
+    arg_values.push_back(nullptr);
+  }
+  auto arg_of = [&](const Value* v) -> absl::StatusOr<int> {
+    for (size_t i = 0; i < arg_values.size(); ++i)
+      if (arg_values[i] == v && v) return static_cast<int>(i);
+    if (!v->is_constant()) return absl::FailedPreconditionError("a GEMM operand is neither a body input nor a constant");
+    constant_args->push_back(v);
+    std::string name = absl::StrCat("k", constant_args->size() - 1);
+    KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(name, *v));
+    lines.push_back(line);
+    names.push_back(name);
+    arg_values.push_back(v);
+    return static_cast<int>(lines.size() - 1);
+  };
+  KILN_ASSIGN_OR_RETURN(s.a_arg, arg_of(mm->input(0)));
+  KILN_ASSIGN_OR_RETURN(s.b_arg, arg_of(mm->input(1)));
+  s.y_arg = static_cast<int>(std::find(names.begin(), names.end(), "y") - names.begin());
+  if (s.c_kind != GemmSpec::CKind::kNone) {
+    const Value* c = bias ? bias : mm->input(2);
+    KILN_ASSIGN_OR_RETURN(s.c_arg, arg_of(c));
+  } else {
+    s.c_arg = -1;
+  }
+  s.arg_lines = std::move(lines);
+  s.arg_names = std::move(names);
+  return s;
+}
+
 }  // namespace kiln::target::npusim

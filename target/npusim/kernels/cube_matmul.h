@@ -54,6 +54,13 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machi
 // output), or why the cube cannot run it.
 absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks);
 
+// A kiln.Fused node whose body is MatMul or Gemm followed by an Add of a
+// row-broadcast (or one-element) bias and/or a Relu: the GEMM's spec with
+// the epilogue folded in; the body's constants the kernel reads go to
+// `constant_args` (program arguments after the output).
+absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
+                                         std::vector<const Value*>* constant_args);
+
 // A pointwise Conv (1x1 kernel, stride 1, no padding, one group) is, per
 // image, W[Co, Ci] x X[Ci, H*W] plus the bias broadcast along rows; other
 // convolutions get an Unimplemented status that says what is missing.
