@@ -39,6 +39,7 @@ absl::StatusOr<target::npusim::GeneratedKernel> Generate(const ConvCase& c, Grap
   n->SetAttr("group", Attribute::Int(c.group));
   auto ref = RunNodeOnReference(*n, *inputs);
   if (!ref.ok()) return ref.status();
+  if (ref->size() != 1) return absl::InternalError("the reference Conv gave no output");
   n->output(0)->set_type(Type::Tensor(c.dt, Shape::Static((*ref)[0].dims())));
   *node = n;
   sim::Machine m = sim::DefaultMachine();
