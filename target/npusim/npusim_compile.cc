@@ -19,6 +19,7 @@
 #include "target/artifact/artifact_io.h"
 #include "target/backend/memory_plan.h"
 #include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/move.h"
 #include "target/npusim/kernels/vector.h"
 
 namespace kiln::target {
@@ -112,7 +113,10 @@ absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& 
   req.machine = &machine;
   req.fp16_matrix = options.precision == Precision::kFp16;
   if (engine == "cube") return npusim::GenerateCubeKernel(req);
-  if (engine == "vector") return npusim::GenerateVectorKernel(req);
+  if (engine == "vector") {
+    if (npusim::IsMoveOp(n)) return npusim::GenerateMoveKernel(req);
+    return npusim::GenerateVectorKernel(req);
+  }
   return absl::InvalidArgumentError(absl::StrCat("no kernel generator for engine '", engine, "'"));
 }
 

@@ -18,6 +18,7 @@
 #include "graph/support/status.h"
 #include "target/artifact/artifact_io.h"
 #include "target/npusim/npusim_compile.h"
+#include "target/npusim/kernels/move.h"
 
 namespace kiln::target {
 namespace {
@@ -127,6 +128,13 @@ class NpusimTarget final : public Target {
       return fallback("control flow runs on the AICPU");
     if (!StaticShapes(n)) return fallback("output shape is not static (data-dependent or symbolic)");
     if (ViewOps().contains(n.op())) return {"vector", "a view: no data moves"};
+    if (npusim::IsMoveOp(n)) {
+      if (!AllTensorsAre(n, [](DType t) { return t != DType::kString; }))
+        return fallback("strings live on the host");
+      if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))
+        return fallback("Gather with data-dependent indices");
+      return {"vector", "data movement by DMA (MTE2 in, MTE3 out)"};
+    }
     if (CubeOps().contains(n.op())) {
       if (!AllTensorsAre(n, CoreFloat)) return fallback("the cube takes fp32/fp16/bf16 operands only");
       if (n.op() == "Conv" && n.input(1) && n.input(1)->type().shape().rank() != 4)
