@@ -11,6 +11,8 @@ absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
   if (vec::IsUnaryOp(n)) return vec::GenerateUnary(req);
   if (vec::IsBinaryOp(n)) return vec::GenerateBinary(req);
   if (vec::IsReduceOp(n)) return vec::GenerateReduce(req);
+  if (vec::IsPoolOp(n)) return vec::GeneratePool(req);
+  if (vec::IsCompareOp(n)) return vec::GenerateCompare(req);
   if (n.domain().empty()) {
     const std::string& op = n.op();
     if (op == "Cast" || op == "CastLike") return vec::GenerateCast(req);

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "target/npusim/kernels/kernel.h"
 
@@ -23,11 +25,24 @@ absl::StatusOr<GeneratedKernel> GenerateCast(const KernelRequest& req);
 // ReduceSum/Mean/Max/Min over the innermost axes.
 bool IsReduceOp(const Node& n);
 absl::StatusOr<GeneratedKernel> GenerateReduce(const KernelRequest& req);
+// The same over middle axes: input merged to [A, R, B], reduced over R
+// (vector_reduce_outer.cc); kind is "add", "max" or "min".
+absl::StatusOr<GeneratedKernel> GenerateReduceOuter(const KernelRequest& req, int64_t A, int64_t R, int64_t B,
+                                                    const std::string& kind, bool mean);
 // Softmax / LogSoftmax over the last axis.
 absl::StatusOr<GeneratedKernel> GenerateSoftmax(const KernelRequest& req);
 // LayerNormalization over the last axes.
 absl::StatusOr<GeneratedKernel> GenerateLayerNorm(const KernelRequest& req);
 // BatchNormalization (inference).
 absl::StatusOr<GeneratedKernel> GenerateBatchNorm(const KernelRequest& req);
+
+// MaxPool / AveragePool, 2-D NCHW (vector_pool.cc).
+bool IsPoolOp(const Node& n);
+absl::StatusOr<GeneratedKernel> GeneratePool(const KernelRequest& req);
+
+// Equal/Less/Greater/LessOrEqual/GreaterOrEqual to bool, Where, Not/And/Or/Xor
+// (vector_compare.cc).
+bool IsCompareOp(const Node& n);
+absl::StatusOr<GeneratedKernel> GenerateCompare(const KernelRequest& req);
 
 }  // namespace kiln::target::npusim::vec

@@ -152,6 +152,14 @@ void Kasm::Conv(sim::DType to, sim::DType from, VArg dst, VArg src, int64_t n, a
   });
 }
 
+void Kasm::Raw(absl::string_view mnemonic, Ub dst, const std::vector<Ub>& srcs, int64_t repeat, int64_t mask,
+               int64_t epr, absl::string_view extra, std::optional<double> imm) {
+  std::vector<VArg> s;
+  for (const Ub& u : srcs) s.push_back(V(u));
+  absl::string_view op = mnemonic.substr(0, mnemonic.find('.'));
+  VecOne(mnemonic, V(dst), s, 0, {}, repeat, mask, epr, imm, extra, IsSpecialOp(op));
+}
+
 void Kasm::CopyBits(sim::DType dt, Ub dst, Ub src, int64_t n) {
   int64_t words = CeilDiv(n * sim::DTypeSize(dt), 4);
   Vec("vmov", sim::DType::kS32, V(dst), {V(src)}, words);

@@ -80,6 +80,11 @@ class Kasm {
   // vcadd/vcmax/vcmin: each of `repeat` repeats (first `mask` elements)
   // reduced to one element, written contiguously at dst.
   void Reduce(absl::string_view op, sim::DType dt, Ub dst, Ub src, int64_t repeat, int64_t mask);
+  // One vector instruction as given: `mnemonic` with its dtypes ("vmax.f32"),
+  // operands, repeat, mask (elements per repeat `epr` when full) and extra
+  // attributes ("dst_rep_stride=4, ..."); counted in vector_cycles.
+  void Raw(absl::string_view mnemonic, Ub dst, const std::vector<Ub>& srcs, int64_t repeat, int64_t mask, int64_t epr,
+           absl::string_view extra = "", std::optional<double> imm = std::nullopt);
   // Fills the 8 blocks at dst with src[0..7], one element per block.
   void Brcb(sim::DType dt, Ub dst, Ub src, int64_t repeat = 1);
 

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "graph/support/status.h"
 
 namespace kiln::target::npusim::vec {
@@ -14,10 +16,27 @@ namespace kiln::target::npusim::vec {
 std::string InArg(int i) { return absl::StrCat("in", i); }
 std::string OutArg(int i) { return absl::StrCat("out", i); }
 
+namespace {
+
+// Bool tensors are one byte per element: s8 arguments of the tensor's dims.
+std::optional<std::string> BoolArgLine(const std::string& name, const Value* v) {
+  if (!v->type().is_tensor() || v->type().dtype() != DType::kBool || !v->type().shape().is_static())
+    return std::nullopt;
+  std::vector<int64_t> dims = v->type().shape().StaticDims();
+  if (dims.empty()) dims = {1};
+  return absl::StrCat(".arg ", name, " s8[", absl::StrJoin(dims, ","), "]");
+}
+
+}  // namespace
+
 absl::Status AddNodeArgs(Kasm& k, const Node& node) {
   for (int i = 0; i < node.num_inputs(); ++i) {
     const Value* v = node.input(i);
     if (!v) continue;
+    if (auto b = BoolArgLine(InArg(i), v)) {
+      k.AddArg(*b);
+      continue;
+    }
     if (v->is_constant() && IsaOf(v) == sim::DType::kNone) {
       // A constant the kernel does not read (ReduceSum's i64 axes): its bytes.
       int64_t bytes = static_cast<int64_t>(v->constant().nbytes());
@@ -29,6 +48,17 @@ absl::Status AddNodeArgs(Kasm& k, const Node& node) {
     k.AddArg(*line);
   }
   for (int i = 0; i < node.num_outputs(); ++i) {
+    const Value* v = node.output(i);
+    if (auto b = BoolArgLine(OutArg(i), v)) {
+      k.AddArg(*b);
+      continue;
+    }
+    if (!v->has_uses() && i > 0 && IsaOf(v) == sim::DType::kNone && v->type().shape().is_static()) {
+      // An unused extra output the kernel does not write (MaxPool's i64 Indices): its bytes.
+      int64_t bytes = v->type().shape().NumElements() * static_cast<int64_t>(DTypeSize(v->type().dtype()));
+      k.AddArg(absl::StrCat(".arg ", OutArg(i), " s8[", std::max<int64_t>(bytes, 1), "]"));
+      continue;
+    }
     auto line = KasmArgLine(OutArg(i), *node.output(i));
     if (!line.ok()) return line.status();
     k.AddArg(*line);
@@ -50,6 +80,8 @@ namespace {
 constexpr const char* kV = "VECTOR";
 constexpr const char* kM2 = "MTE2";
 constexpr const char* kM3 = "MTE3";
+
+}  // namespace
 
 int64_t UbBytes(const sim::Machine& m) { return m.core().ub_kib() * 1024; }
 
@@ -117,8 +149,6 @@ void PerBlock(Kasm& k, int blk, int64_t blocks, int64_t per, int64_t last, const
   k.Label(l_end);
 }
 
-}  // namespace
-
 //===--- Flat kernels -------------------------------------------------------===//
 
 absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpec& s) {
@@ -128,20 +158,41 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   const int ct_es = sim::DTypeSize(s.ct);
   // Per-element bytes of the layout, and fixed bytes.
   int64_t slot_per_elem = sim::DTypeSize(s.out.dt), static_per_elem = 0;
+  const bool convert = !s.raw_copy && !s.manual;
   for (const FlatTensor& t : s.ins) {
     slot_per_elem += sim::DTypeSize(t.dt);
-    if (!s.raw_copy && t.dt != s.ct) static_per_elem += ct_es;
+    if (convert && t.dt != s.ct) static_per_elem += ct_es;
   }
-  if (!s.raw_copy && s.out.dt != s.ct) static_per_elem += ct_es;
+  if (convert && s.out.dt != s.ct) static_per_elem += ct_es;
   static_per_elem += s.temps * ct_es;
-  int64_t fixed = 1024 + 512 * static_cast<int64_t>(s.scalars.size());
+  int64_t fixed = 1024 + 512 * static_cast<int64_t>(s.scalars.size()) + (s.manual ? 512 * s.temps : 0);
   int64_t per_elem = 2 * slot_per_elem + static_per_elem;
   int64_t cap = (UbBytes(m) - fixed) / per_elem / 128 * 128;
   if (cap < 128) return absl::ResourceExhaustedError(absl::StrCat(s.what, ": a tile does not fit UB"));
-  const auto split = SplitBlocks(s.numel, Cores(req), 4096, 128);
+  // Periodic inputs: tiles divide the period, so no tile wraps around it.
+  int64_t period = 0;
+  for (const FlatTensor& t : s.ins)
+    if (t.period > 0) {
+      if (period > 0 && t.period != period)
+        return absl::UnimplementedError(absl::StrCat(s.what, ": inputs repeat with different periods"));
+      period = t.period;
+    }
+  int64_t grain = 128, tile_cap = std::min<int64_t>(cap, 16384);
+  if (period > 0) {
+    grain = 0;
+    for (int64_t d = std::min(period, tile_cap); d >= 1; --d)
+      if (period % d == 0) {
+        grain = d;
+        break;
+      }
+    if (grain < std::min<int64_t>(period, 256))
+      return absl::UnimplementedError(
+          absl::StrCat(s.what, ": the broadcast period ", period, " has no divisor that makes a useful tile"));
+  }
+  const auto split = SplitBlocks(s.numel, Cores(req), std::max<int64_t>(grain, 4096), grain);
   const int64_t blocks = split.first, per = split.second;
   int64_t last = s.numel - (blocks - 1) * per;
-  int64_t tile = std::min<int64_t>({cap, 16384, RoundUp(per, 128)});
+  int64_t tile = period > 0 ? grain : std::min<int64_t>({cap, 16384, RoundUp(per, 128)});
 
   // UB layout.
   int64_t off = 0;
@@ -155,21 +206,21 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   const int64_t slot_bytes = off;
   off = 2 * slot_bytes;
   std::vector<int64_t> cin_off(s.ins.size(), -1);
-  if (!s.raw_copy)
+  if (convert)
     for (size_t i = 0; i < s.ins.size(); ++i)
       if (s.ins[i].dt != s.ct) {
         cin_off[i] = off;
         off += RoundUp(tile * ct_es, 256);
       }
   int64_t cout_off = -1;
-  if (!s.raw_copy && s.out.dt != s.ct) {
+  if (convert && s.out.dt != s.ct) {
     cout_off = off;
     off += RoundUp(tile * ct_es, 256);
   }
   std::vector<Ub> temps;
   for (int i = 0; i < s.temps; ++i) {
     temps.push_back(Ub{-1, off});
-    off += RoundUp(tile * ct_es, 256);
+    off += RoundUp(tile * ct_es, 256) + (s.manual ? 512 : 0);
   }
   std::vector<VArg> scalar_args;
   std::vector<int64_t> scalar_stage;
@@ -184,6 +235,9 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   for (const FlatTensor& t : s.ins) byte_reg[sim::DTypeSize(t.dt)] = -1;
   byte_reg[sim::DTypeSize(s.out.dt)] = -1;
   for (auto& [es, r] : byte_reg) r = k.Reg();
+  std::vector<int> period_reg(s.ins.size(), -1);
+  for (size_t i = 0; i < s.ins.size(); ++i)
+    if (s.ins[i].period > 0) period_reg[i] = k.Reg();
 
   k.Op(absl::StrCat("block_idx r", blk));
   k.Alu("mul", elem, blk, per);
@@ -197,6 +251,12 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
     k.WaitFlag(kM2, kV, 2);
     for (size_t i = 0; i < s.scalars.size(); ++i) {
       Ub src{-1, scalar_stage[i]};
+      if (s.manual) {
+        int es = sim::DTypeSize(s.scalars[i].dt);
+        if (es == 1) return absl::UnimplementedError(absl::StrCat(s.what, ": a broadcast one-byte scalar"));
+        k.Brcb(es == 4 ? sim::DType::kF32 : sim::DType::kF16, scalar_args[i].at, src);
+        continue;
+      }
       if (s.scalars[i].dt != s.ct) {
         k.Conv(s.ct, s.scalars[i].dt, V(Ub{-1, scalar_stage[i] + 128}), V(src), 1);
         src = Ub{-1, scalar_stage[i] + 128};
@@ -204,15 +264,32 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
       k.Brcb(s.ct, scalar_args[i].at, src);
     }
   }
+  // Manual kernels read one-byte (bool) inputs a word or two at a time: the
+  // bytes past a tile's end must read as zero, so their slots start zeroed
+  // and are zeroed again after each tile.
+  auto zero_bytes = [&](int slot_reg_or_none, int which) {
+    for (size_t i = 0; i < s.ins.size(); ++i)
+      if (s.manual && sim::DTypeSize(s.ins[i].dt) == 1)
+        k.Vec("vdup", sim::DType::kS32, V(Ub{slot_reg_or_none, in_off[i] + which * slot_bytes}), {},
+              RoundUp(tile, 256) / 4, 0.0);
+  };
+  zero_bytes(-1, 0);
+  zero_bytes(-1, 1);
   Prologue(k);
   double vec_before = k.vector_cycles();
   double tile_vec = 0;
   auto emit_tile = [&](int64_t n) {
     for (auto& [es, r] : byte_reg) k.Alu("mul", r, elem, es);
+    for (size_t i = 0; i < s.ins.size(); ++i)
+      if (period_reg[i] >= 0) {
+        k.Alu("rem", period_reg[i], elem, s.ins[i].period);
+        k.Alu("mul", period_reg[i], period_reg[i], sim::DTypeSize(s.ins[i].dt));
+      }
     k.WaitFlag(kV, kM2, 0);
     for (size_t i = 0; i < s.ins.size(); ++i) {
       int es = sim::DTypeSize(s.ins[i].dt);
-      k.CopyIn(Ub{slot, in_off[i]}, s.ins[i].arg, byte_reg[es], 0, n * es);
+      int reg = period_reg[i] >= 0 ? period_reg[i] : byte_reg[es];
+      k.CopyIn(Ub{slot, in_off[i]}, s.ins[i].arg, reg, 0, n * es);
     }
     k.SetFlag(kM2, kV, 0);
     k.WaitFlag(kM2, kV, 0);
@@ -235,6 +312,7 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
       ops.out = cout_off >= 0 ? V(Ub{-1, cout_off}) : V(Ub{slot, out_off});
       ops.temps = temps;
       s.body(k, ops, n);
+      zero_bytes(slot, 0);
       if (cout_off >= 0) {
         bool to_int = s.out.dt == sim::DType::kS32;
         k.Conv(s.out.dt, s.ct, V(Ub{slot, out_off}), V(Ub{-1, cout_off}), n, to_int ? "trunc" : "");

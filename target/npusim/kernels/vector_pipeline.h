@@ -24,6 +24,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -50,11 +51,32 @@ sim::DType ComputeOf(sim::DType t);
 // HBM bytes per core cycle of the whole chip.
 double HbmBytesPerCycle(const sim::Machine& m);
 
+//===--- Pieces shared by the skeletons and the custom kernels ---------------===//
+
+int64_t UbBytes(const sim::Machine& m);
+// The most blocks a kernel launches: one per core, or the request's limit.
+int64_t Cores(const KernelRequest& req);
+// Splits `total` units over at most `cores` blocks, each taking at least
+// `min_share` units (a multiple of `grain`): (blocks, units per block).
+std::pair<int64_t, int64_t> SplitBlocks(int64_t total, int64_t cores, int64_t min_share, int64_t grain);
+// The two-credit handshake of the ping-pong slots (V->MTE2 0, MTE3->V 1).
+void Prologue(Kasm& k);
+void Epilogue(Kasm& k);
+// `count` units as a loop of full tiles of `tile` units and a tail tile;
+// emit_tile(n) emits one tile, then `slot` flips between 0 and `slot_size`.
+void TileLoop(Kasm& k, int64_t count, int64_t tile, int slot, int slot_size,
+              const std::function<void(int64_t)>& emit_tile);
+// Per-block bodies: blocks 0..blocks-2 run body(per), the last body(last).
+void PerBlock(Kasm& k, int blk, int64_t blocks, int64_t per, int64_t last, const std::function<void(int64_t)>& body);
+
 //===--- Flat kernels -------------------------------------------------------===//
 
 struct FlatTensor {
   std::string arg;
   sim::DType dt = sim::DType::kF32;
+  // > 0: the input repeats every `period` output elements (an outer
+  // broadcast, [1,1,S,S] against [B,H,S,S]): element e reads e % period.
+  int64_t period = 0;
 };
 
 // What the body of a flat kernel works on, all in the compute dtype `ct`.
@@ -78,6 +100,10 @@ struct FlatSpec {
   int temps = 0;
   // True: the output is input 0 bit for bit (no conversion, no body).
   bool raw_copy = false;
+  // True: no conversion on the way in or out; the body sees each input, the
+  // output and the scalars (broadcast bit for bit) in their own dtypes. For
+  // tensors the vector unit cannot convert (bool as s8).
+  bool manual = false;
   std::function<void(Kasm&, const FlatOperands&, int64_t n)> body;
   std::string what;  // for the plan line ("Relu")
 };

@@ -183,6 +183,19 @@ absl::StatusOr<GeneratedKernel> GenerateReduce(const KernelRequest& req) {
   }
   auto split = InnerSplit(x, reduced);
   if (!split) {
+    // Kept, reduced, kept: [A, R, B] with the reduced axes in the middle.
+    int64_t abr[3] = {1, 1, 1};
+    int phase = 0;
+    bool ok = true;
+    for (int i = 0; i < rank && ok; ++i) {
+      if (x[i] == 1) continue;
+      int want = reduced[i] ? 1 : (phase == 0 ? 0 : 2);
+      if (want < phase) ok = false;
+      phase = want;
+      abr[want] *= x[i];
+    }
+    if (ok && abr[2] > 1 && abr[0] * abr[1] * abr[2] > 0)
+      return GenerateReduceOuter(req, abr[0], abr[1], abr[2], kind, mean);
     std::vector<int> ax;
     for (int i = 0; i < rank; ++i)
       if (reduced[i]) ax.push_back(i);
