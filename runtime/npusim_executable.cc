@@ -272,15 +272,29 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   summary_ = {};
   summary_.stats = std::move(stats);
   summary_.batches = batches;
-  int64_t kernels_per_batch = 0;
-  for (const artifact::Task& t : m.tasks())
+  // One batch's compute: from its first task's start to its last task's end
+  // (kernels and AICPU tasks run in order on the compute stream).
+  int64_t kernels_per_batch = 0, aicpu_per_batch = 0;
+  for (const artifact::Task& t : m.tasks()) {
     if (t.has_kernel()) {
       ++kernels_per_batch;
       summary_.estimated_cycles += t.estimated_cycles();
+    } else if (t.has_aicpu()) {
+      ++aicpu_per_batch;
     }
+  }
   const auto& ks = summary_.stats.kernels;
-  if (kernels_per_batch > 0 && static_cast<int64_t>(ks.size()) >= kernels_per_batch)
-    summary_.compute_cycles = ks[kernels_per_batch - 1].end_cycle - ks[0].start_cycle;
+  const auto& as = summary_.stats.aicpu_spans;
+  double first = 1e300, end = 0;
+  for (int64_t i = 0; i < kernels_per_batch && i < static_cast<int64_t>(ks.size()); ++i) {
+    first = std::min(first, ks[i].start_cycle);
+    end = std::max(end, ks[i].end_cycle);
+  }
+  for (int64_t i = 0; i < aicpu_per_batch && i < static_cast<int64_t>(as.size()); ++i) {
+    first = std::min(first, as[i].first);
+    end = std::max(end, as[i].second);
+  }
+  summary_.compute_cycles = end > first ? end - first : 0;
   int64_t io_bytes = 0;
   for (const Tensor& t : inputs) io_bytes += static_cast<int64_t>(t.nbytes());
   for (const Tensor& t : result) io_bytes += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;

@@ -777,6 +777,7 @@ struct Device::Impl {
             return;
           }
           ++stats.aicpu_tasks;
+          stats.aicpu_spans.push_back({t, Now()});
           aicpu_busy[slot] = false;
           aicpu_ev.notify();
           label = absl::StrCat("AICPU ", op.name);

@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -86,6 +87,8 @@ struct RunStats {
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
   int64_t h2d_bytes = 0, d2h_bytes = 0;
   int64_t aicpu_tasks = 0;
+  // Start and end cycle of each AICPU task, in the order they finished.
+  std::vector<std::pair<double, double>> aicpu_spans;
 };
 
 class Device {
