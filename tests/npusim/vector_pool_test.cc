@@ -279,6 +279,17 @@ TEST(VectorCompare, Rejects) {
   ExpectRejected(*mid, "broadcast of");
 }
 
+TEST(VectorBinary, OuterBroadcastRepeats) {
+  // An additive attention mask [1,1,S,S] against scores [B,H,S,S], both sides.
+  uint32_t seed = 650;
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    auto t = Make("Add", {Random(dt, {2, 3, 20, 20}, -2, 2, seed++), Random(dt, {1, 1, 20, 20}, -2, 2, seed++)}, {});
+    Check(*t, Tol(dt));
+    auto r = Make("Sub", {Random(dt, {20, 20}, -2, 2, seed++), Random(dt, {2, 3, 20, 20}, -2, 2, seed++)}, {});
+    Check(*r, Tol(dt));
+  }
+}
+
 //===--- Reductions over outer axes -----------------------------------------===//
 
 TEST(VectorReduceOuter, MiddleAndLeadingAxes) {

@@ -559,6 +559,23 @@ absl::StatusOr<GeneratedKernel> GenerateBinary(const KernelRequest& req) {
     return EmitFlat(req, s);
   }
   if (mean) return Unimpl(node, "broadcast Mean");
+  // An outer broadcast ([1,1,S,S] against [B,H,S,S]): the small input repeats
+  // every Numel(small) elements of the output (leading dims 1, trailing equal).
+  for (int sm = 0; sm < 2; ++sm) {
+    const Value* small = node.input(sm);
+    if (Numel(node.input(1 - sm)) != n) continue;
+    Dims out = node.output(0)->type().shape().StaticDims(), d = small->type().shape().StaticDims();
+    size_t first = 0;
+    while (first < d.size() && d[first] == 1) ++first;
+    bool periodic = d.size() <= out.size() && first < d.size();
+    for (size_t i = first; periodic && i < d.size(); ++i) periodic = d[i] == out[out.size() - d.size() + i];
+    if (!periodic || Numel(small) < 256) continue;
+    s.ins = {{InArg(0), dt, sm == 0 ? Numel(small) : 0}, {InArg(1), dt, sm == 1 ? Numel(small) : 0}};
+    s.body = [vop](Kasm& k, const FlatOperands& o, int64_t cnt) { k.Vec(vop, o.ct, o.out, {o.ins[0], o.ins[1]}, cnt); };
+    s.what = absl::StrCat(node.QualifiedOp(), " with an outer broadcast (period ", Numel(small), ")");
+    auto g = EmitFlat(req, s);
+    if (g.ok()) return g;
+  }
   if (Numel(a) == n) return BroadcastRows(req, *def, ct, 0);
   if (Numel(b) == n) return BroadcastRows(req, *def, ct, 1);
   return Unimpl(node, "both inputs are broadcast");
