@@ -62,7 +62,13 @@ bool IsView(const Node& n) {
   if (!n.domain().empty()) return false;
   bool view = std::find_if(std::begin(kViews), std::end(kViews), [&](const char* s) { return n.op() == s; }) !=
               std::end(kViews);
-  if (n.op() == "Dropout") view = n.num_outputs() == 1 || !n.output(1)->has_uses();
+  if (n.op() == "Dropout") {
+    // An identity only in inference: training_mode absent or a constant false.
+    const Value* training = n.input(2);
+    bool inference = !training || (training->is_constant() && training->constant().defined() &&
+                                   training->constant().numel() == 1 && training->constant().GetInt(0) == 0);
+    view = inference && (n.num_outputs() == 1 || !n.output(1)->has_uses());
+  }
   if (!view || !n.input(0)) return false;
   const Value* in = n.input(0);
   const Value* out = n.output(0);

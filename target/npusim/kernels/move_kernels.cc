@@ -294,8 +294,14 @@ absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   const Node& n = *req.node;
   const sim::Machine& m = *req.machine;
   if (!IsMoveOp(n)) return absl::UnimplementedError(absl::StrCat("no data-movement kernel for ", n.QualifiedOp()));
-  if (n.op() == "Dropout" && n.num_outputs() > 1 && n.output(1)->has_uses())
-    return absl::FailedPreconditionError("Dropout's mask output is used");
+  if (n.op() == "Dropout") {
+    if (n.num_outputs() > 1 && n.output(1)->has_uses())
+      return absl::FailedPreconditionError("Dropout's mask output is used");
+    const Value* training = n.input(2);
+    if (training && !(training->is_constant() && training->constant().defined() &&
+                      training->constant().numel() == 1 && training->constant().GetInt(0) == 0))
+      return absl::FailedPreconditionError("Dropout in training mode draws random numbers");
+  }
   for (const Value* v : n.inputs())
     if (v && (!v->type().is_tensor() || !v->type().shape().is_static() || v->type().dtype() == DType::kString))
       return absl::FailedPreconditionError(absl::StrCat("'", v->name(), "' has no static shape or is a string"));
