@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/support/status.h"
 #include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/cube_conv.h"
 #include "target/npusim/kernels/cube_matmul.h"
 
 namespace kiln::target::npusim {
@@ -20,8 +21,11 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     return k;
   }
   if (node.domain().empty() && node.op() == "Conv") {
-    KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfPointwiseConv(node, req.max_blocks));
-    return GenerateGemm(spec, *req.machine);
+    // Pointwise convolutions are a batched GEMM; the rest go through im2col.
+    absl::StatusOr<GemmSpec> spec = GemmSpecOfPointwiseConv(node, req.max_blocks);
+    if (spec.ok()) return GenerateGemm(*spec, *req.machine);
+    if (!absl::IsUnimplemented(spec.status())) return spec.status();
+    return GenerateCubeConv(node, *req.machine, req.max_blocks);
   }
   return absl::UnimplementedError(absl::StrCat("no cube kernel for ", node.QualifiedOp(), " yet"));
 }

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/support/status.h"
 #include "sim/isa/asm.h"
+#include "target/npusim/kernels/cube_kasm.h"
 
 namespace kiln::target::npusim {
 namespace {
@@ -32,56 +33,10 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
-// Registers of the program.
-enum Reg {
-  kTmp = 0,
-  kTile = 1,      // this block's current tile index
-  kBlockDim = 2,  // block_dim
-  kL1 = 3,        // L1 slot offset
-  kL0A = 4,       // L0A slot offset
-  kL0B = 5,       // L0B slot offset
-  kL0C = 6,       // L0C buffer offset
-  kUbOut = 7,     // UB output slot offset (tiles through UB without an epilogue)
-  kAOff = 8,      // byte offsets into A, B, Y, C of the current tile / stage
-  kBOff = 9,
-  kYOff = 10,
-  kCOff = 11,
-  kStage = 12,
-  kT0 = 13,  // scratch for decoding a tile
-  kT1 = 14,
-  kT2 = 15,
-  kT3 = 16,
-  kT4 = 17,
-  kT5 = 18,
-  kNumRegs = 19,
-};
-
-std::string R(int r) { return absl::StrCat("r", r); }
-
 std::string FloatImm(float v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   if (std::isnan(v)) return "nan";
   return absl::StrFormat("%.9g", v);
-}
-
-class Emitter {
- public:
-  void Line(absl::string_view s) { absl::StrAppend(&text_, "  ", s, "\n"); }
-  template <typename... T>
-  void L(const T&... parts) { Line(absl::StrCat(parts...)); }
-  void Label(absl::string_view l) { absl::StrAppend(&text_, l, ":\n"); }
-  std::string NewLabel(absl::string_view stem) { return absl::StrCat(stem, "_", next_++); }
-  std::string& text() { return text_; }
-
- private:
-  std::string text_;
-  int next_ = 0;
-};
-
-// r = half - r: flips a slot offset between 0 and `half`.
-void Toggle(Emitter& e, int r, int64_t half) {
-  e.L("mul ", R(r), ", ", R(r), ", -1");
-  e.L("add ", R(r), ", ", R(r), ", ", half);
 }
 
 // Buffers and sizes shared by the emitting functions.
@@ -202,6 +157,13 @@ CubeProblem ProblemOf(const GemmSpec& s) {
   p.epilogue_in_ub = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp);
   p.ub_reserved = c_in_fixp ? 8192 : 0;
   p.max_blocks = s.max_blocks;
+  if (s.conv) {
+    p.batch = s.conv->units;
+    p.conv = true;
+    p.unit_prologue_cycles = s.conv->unit_cycles;
+    p.unit_prologue_hbm_bytes = s.conv->unit_hbm_bytes;
+    p.ub_reserved += s.conv->ub_bytes;
+  }
   return p;
 }
 
@@ -262,10 +224,13 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   const bool shift_m = t.tm <= s.M, shift_n = t.tn <= s.N;
   Emitter e;
   e.text() = absl::StrCat("// ", s.name, ": ", t.tm, "x", t.tn, "x", t.tk, " tiles, K stages of ", t.tk1, "\n.program ",
-                          s.name, "\n.regs ", static_cast<int>(kNumRegs), "\n");
+                          s.name, "\n.regs ", static_cast<int>(kNumCubeRegs), "\n");
   for (const std::string& line : s.arg_lines) absl::StrAppend(&e.text(), line, "\n");
 
-  e.L("block_idx ", R(kTile));
+  const GemmSpec::ConvMode* cv = s.conv ? &*s.conv : nullptr;
+  const int64_t ys = cv ? cv->y_row_stride : s.N;  // elements between rows of Y
+  const int64_t tiles_per_unit = t.m_tiles * t.n_tiles;
+  e.L("block_idx ", R(cv ? kUnit : kTile));
   e.L("block_dim ", R(kBlockDim));
   for (int r : {kL1, kL0A, kL0B, kL0C, kUbOut}) e.L("mov ", R(r), ", 0");
   // Every slot starts free.
@@ -288,9 +253,17 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag MTE3, VECTOR, 2");
   }
 
-  const std::string tile_loop = e.NewLabel("tile"), done = e.NewLabel("done");
+  const std::string unit_loop = e.NewLabel("unit"), tile_loop = e.NewLabel("tile"), done = e.NewLabel("done");
+  if (cv) {
+    cv->emit_init(e);
+    e.Label(unit_loop);
+    e.L("bge ", R(kUnit), ", ", cv->units, ", ", done);
+    cv->emit_unit(e);
+    e.Line("wait_flag MTE3, MTE2, 6");
+    e.L("mov ", R(kTile), ", 0");
+  }
   e.Label(tile_loop);
-  e.L("bge ", R(kTile), ", ", t.tiles, ", ", done);
+  if (!cv) e.L("bge ", R(kTile), ", ", t.tiles, ", ", done);
   // Decode the tile: nt, mt, batch index.
   e.L("rem ", R(kT0), ", ", R(kTile), ", ", t.n_tiles);
   e.L("div ", R(kT1), ", ", R(kTile), ", ", t.n_tiles);
@@ -301,9 +274,9 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   e.L("mul ", R(kT2), ", ", R(kT2), ", ", t.tm);  // m0
   if (shift_m && t.m_tiles > 1) e.L("min ", R(kT2), ", ", R(kT2), ", ", s.M - t.tm);
   // Batch offsets (bytes) of A and B.
-  e.L("mov ", R(kAOff), ", 0");
-  e.L("mov ", R(kBOff), ", 0");
-  const int nb = static_cast<int>(s.batch_dims.size());
+  e.L("mov ", R(kAOff), ", ", cv ? R(kUA) : "0");
+  e.L("mov ", R(kBOff), ", ", cv ? R(kUB) : "0");
+  const int nb = cv ? 0 : static_cast<int>(s.batch_dims.size());
   if (nb > 0) {
     e.L("mov ", R(kT1), ", ", R(kT3));  // remaining batch index
     for (int d = nb - 1; d >= 0; --d) {
@@ -326,9 +299,10 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   e.L("add ", R(kAOff), ", ", R(kAOff), ", ", R(kT4));
   e.L("mul ", R(kT4), ", ", R(kT0), ", ", (s.trans_b ? s.K : 1) * L.es);
   e.L("add ", R(kBOff), ", ", R(kBOff), ", ", R(kT4));
-  // Y: batch*M*N + m0*N + n0.
-  e.L("mul ", R(kYOff), ", ", R(kT3), ", ", s.M * s.N * L.es);
-  e.L("mul ", R(kT4), ", ", R(kT2), ", ", s.N * L.es);
+  // Y: batch*M*N + m0*N + n0 (conv: the unit's offset + m0*ys + n0).
+  if (cv) e.L("mov ", R(kYOff), ", ", R(kUY));
+  else e.L("mul ", R(kYOff), ", ", R(kT3), ", ", s.M * s.N * L.es);
+  e.L("mul ", R(kT4), ", ", R(kT2), ", ", ys * L.es);
   e.L("add ", R(kYOff), ", ", R(kYOff), ", ", R(kT4));
   e.L("mul ", R(kT4), ", ", R(kT0), ", ", L.es);
   e.L("add ", R(kYOff), ", ", R(kYOff), ", ", R(kT4));
@@ -340,7 +314,10 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
       e.L("add ", R(kCOff), ", ", R(kCOff), ", ", R(kT4));
       break;
     case GemmSpec::CKind::kRow: e.L("mul ", R(kCOff), ", ", R(kT0), ", ", L.es); break;
-    case GemmSpec::CKind::kCol: e.L("mul ", R(kCOff), ", ", R(kT2), ", ", L.es); break;
+    case GemmSpec::CKind::kCol:
+      e.L("mul ", R(kCOff), ", ", R(kT2), ", ", L.es);
+      if (cv) e.L("add ", R(kCOff), ", ", R(kCOff), ", ", R(kUC));
+      break;
     default: break;
   }
 
@@ -355,7 +332,14 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     else
       e.L("nd2nz.", L.dt, " L1[", R(kL1), "], ", L.a, "[", R(kAOff), "], rows=", kc, ", cols=", L.rows,
           ", src_row_stride=", s.M);
-    if (!s.trans_b)
+    if (cv) {
+      // The workspace holds B row-major (rows past K are zeros): a copy per
+      // row puts its 32-byte pieces into the row of their fractals.
+      const int64_t nf = CeilDiv(L.cols, L.k0);
+      for (int64_t r = 0; r < RoundUp(kc, 16); ++r)
+        e.L("copy_gm_l1 L1[", R(kL1), " + ", L.l1_b + (r / 16) * nf * 512 + (r % 16) * 32, "], ", cv->ws, "[", R(kBOff),
+            " + ", r * s.N * L.es, "], nburst=", nf, ", len=32, src_stride=32, dst_stride=512");
+    } else if (!s.trans_b)
       e.L("nd2nz.", L.dt, " L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], rows=", kc, ", cols=", L.cols,
           ", src_row_stride=", s.N);
     else
@@ -489,7 +473,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag VECTOR, MTE3, 2");
     e.Line("wait_flag VECTOR, MTE3, 2");
     e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", L.ub_eout, "], nburst=", L.rows, ", len=", L.cols * L.es,
-        ", src_stride=", t.tn * L.es, ", dst_stride=", s.N * L.es);
+        ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
     e.Line("set_flag MTE3, VECTOR, 2");
   } else if (L.via_ub) {
     e.Line("wait_flag MTE3, FIXP, 3");
@@ -500,19 +484,27 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag FIXP, MTE3, 3");
     e.Line("wait_flag FIXP, MTE3, 3");
     e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", R(kUbOut), " + ", L.ub_out, "], nburst=", L.rows,
-        ", len=", L.cols * L.es, ", src_stride=", t.tn * L.es, ", dst_stride=", s.N * L.es);
+        ", len=", L.cols * L.es, ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
     e.Line("set_flag MTE3, FIXP, 3");
     Toggle(e, kUbOut, L.ub_out_half);
   } else {
     e.L("fixp.", L.dt, ".f32 ", L.y, "[", R(kYOff), "], L0C[", R(kL0C), "]", bias_op, ", m=", tm16, ", n=", tn16,
-        ", dst_row_stride=", s.N, relu);
+        ", dst_row_stride=", ys, relu);
     e.Line("set_flag FIXP, CUBE, 0");
     if (L.bias) e.Line("set_flag FIXP, VECTOR, 1");
   }
   if (L.l0c_half) Toggle(e, kL0C, L.l0c_half);
-  e.L("add ", R(kTile), ", ", R(kTile), ", ", R(kBlockDim));
-  e.L("jmp ", tile_loop);
+  if (cv) {
+    e.L("add ", R(kTile), ", ", R(kTile), ", 1");
+    e.L("blt ", R(kTile), ", ", tiles_per_unit, ", ", tile_loop);
+    e.L("add ", R(kUnit), ", ", R(kUnit), ", ", R(kBlockDim));
+    e.L("jmp ", unit_loop);
+  } else {
+    e.L("add ", R(kTile), ", ", R(kTile), ", ", R(kBlockDim));
+    e.L("jmp ", tile_loop);
+  }
   e.Label(done);
+  if (cv) cv->emit_fini(e);
   // Take back the flags that marked slots free.
   for (int i = 0; i < 2; ++i) {
     e.Line("wait_flag MTE1, MTE2, 0");

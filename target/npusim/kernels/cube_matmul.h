@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,8 @@
 #include "target/npusim/kernels/kernel.h"
 
 namespace kiln::target::npusim {
+
+class Emitter;
 
 // A GEMM as the program computes it: for each output batch index,
 // Y[M,N] = alpha * op(A) x op(B) + beta * C, then relu when asked.
@@ -39,6 +43,24 @@ struct GemmSpec {
   std::vector<std::string> arg_names;
   int a_arg = 0, b_arg = 1, c_arg = -1, y_arg = 2;
   int max_blocks = 0;  // 0: all cores
+  // Convolution mode (cube_conv.cc): the batch is `units` shares of the
+  // work; block b takes units b, b + block_dim, ... and all the tiles of
+  // each. Per unit, B is the unit's im2col matrix [K, N] (row-major, rows
+  // padded to a multiple of 16 with zeros) that `emit_unit` builds in the
+  // block's workspace slot at kUB, and the GEMM loads it with copy_gm_l1.
+  struct ConvMode {
+    int64_t units = 1;
+    int64_t y_row_stride = 0;  // elements between rows of Y
+    std::string ws;            // the workspace argument
+    double unit_cycles = 0, unit_hbm_bytes = 0;  // the im2col of a unit, for the cost model
+    int64_t ub_bytes = 0;  // UB the im2col uses, at the top of UB
+    std::function<void(Emitter&)> emit_init;  // after the GEMM's flags: sets kUB, its own flags
+    // kUnit -> kUA, kUY, kUC (byte offsets of the unit's A, Y, C) and the
+    // im2col; MTE2 may read the slot after a `wait_flag MTE3, MTE2, 6`.
+    std::function<void(Emitter&)> emit_unit;
+    std::function<void(Emitter&)> emit_fini;  // takes back its flags
+  };
+  std::optional<ConvMode> conv;
 };
 
 // The problem the tiling model sees for `s`.

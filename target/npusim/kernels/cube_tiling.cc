@@ -86,9 +86,11 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
       return absl::ResourceExhaustedError(absl::StrCat("tile ", t->tm, "x", t->tn, " does not fit UB"));
   }
   int64_t cap = p.max_blocks > 0 ? p.max_blocks : m.cores;
-  t->blocks = std::max<int64_t>(1, std::min(t->tiles, cap));
+  t->blocks = std::max<int64_t>(1, std::min(p.conv ? p.batch : t->tiles, cap));
   const int64_t active = std::min<int64_t>(t->blocks, m.cores);
-  const int64_t tiles_per_core = CeilDiv(t->tiles, active);
+  const int64_t units_per_core = CeilDiv(p.batch, active);
+  const int64_t tiles_per_core =
+      p.conv ? units_per_core * t->m_tiles * t->n_tiles : CeilDiv(t->tiles, active);
   const int64_t rows = std::min(t->tm, p.M), cols = std::min(t->tn, p.N);
 
   // One L1 stage of kc elements of K: its MTE2 time (the transfer, then the
@@ -113,6 +115,7 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
     // A stage longer than MTE1's queue keeps the scalar unit from issuing
     // the next stage's loads until this one's steps are nearly done.
     if (insts > m.pipe_queue_depth) *mte2 += *compute;
+    if (p.conv) *mte2 += static_cast<double>(RoundUp(kc, 16)) * m.flag_latency;  // a copy issued per row
   };
   const int64_t ns = CeilDiv(p.K, t->tk1);
   const int64_t kc_tail = p.K - (ns - 1) * t->tk1;
@@ -143,10 +146,12 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   double fill = first_mte2 + (ns == 1 ? tail_mte1 : full_mte1);
   double core_time =
       fill + static_cast<double>(tiles_per_core) * tile_time - first_stage + tail_compute + fixp;
+  if (p.conv) core_time += static_cast<double>(units_per_core) * p.unit_prologue_cycles;
 
   // The chip's HBM traffic: A and B chunks for every tile, C written once.
   double hbm_bytes = static_cast<double>(t->tiles) * static_cast<double>((rows + cols) * p.K * ib) +
-                     static_cast<double>(p.batch * p.M * p.N * p.out_bytes);
+                     static_cast<double>(p.batch * p.M * p.N * p.out_bytes) +
+                     static_cast<double>(p.batch) * p.unit_prologue_hbm_bytes;
   t->hbm_cycles = hbm_bytes / m.hbm_bytes_per_cycle;
   double hbm_time = t->hbm_cycles + dma_lat + fixp;
   t->compute_cycles = static_cast<double>(tiles_per_core) * tile_cube;

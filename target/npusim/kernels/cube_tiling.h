@@ -52,6 +52,12 @@ struct CubeProblem {
   bool epilogue_in_ub = false;  // the tile goes through UB (f32) for vector work before GM
   int64_t ub_reserved = 0;  // UB bytes the kernel keeps for other things (bias)
   int max_blocks = 0;       // 0: all cores
+  // Convolution mode: each of the `batch` items is a unit whose tiles stay
+  // on one block, after an im2col that takes unit_prologue_cycles (serial
+  // with the unit's GEMM) and moves unit_prologue_hbm_bytes; B comes into L1
+  // by one copy_gm_l1 per row (a scalar issue each).
+  bool conv = false;
+  double unit_prologue_cycles = 0, unit_prologue_hbm_bytes = 0;
 };
 
 // A tiling and what the model says about it.

@@ -1,0 +1,473 @@
+//===- cube_conv.cc - Convolutions on the cube via im2col -----------------===//
+//
+// A Conv is, per image and group, Y[Mg, Ho*Wo] = W[Mg, K] x col[K, Ho*Wo]
+// with K = Cg*KH*KW in W's own (ci, kh, kw) order, so the weights are A as
+// they are. The program is the GEMM of cube_matmul.cc in its convolution
+// mode: units (n, g, a chunk of R output rows, a chunk of Mc output
+// channels) go round-robin to the blocks; for each unit the block writes the
+// chunk's im2col matrix [K16, R*Wo] into its own workspace slot, then runs
+// the unit's GEMM tiles reading the slot.
+//
+// The im2col runs in groups of `cpi` input channels through two UB slots:
+// MTE2 gathers, per channel and tap, the rectangle of valid input pixels
+// (one strided DMA when the stride along W is 1; one per output row with
+// element bursts otherwise), MTE3 scatters it into the tap's row of the
+// slot and writes the padding border from a zeroed UB area. Which output
+// rows of a chunk see padding depends on the chunk, so chunks are grouped
+// into classes with the same border, and each class has its own code.
+//
+//===----------------------------------------------------------------------===//
+#include "target/npusim/kernels/cube_conv.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "graph/support/status.h"
+#include "sim/isa/asm.h"
+#include "target/npusim/kernels/cube_kasm.h"
+#include "target/npusim/kernels/cube_matmul.h"
+#include "target/npusim/kernels/cube_tiling.h"
+
+namespace kiln::target::npusim {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+
+// UB bytes of one im2col slot (two of them, plus the zero area).
+constexpr int64_t kSlotBytes = 48 << 10;
+
+struct ConvGeom {
+  int64_t N = 1, C = 1, H = 1, W = 1, Co = 1, G = 1, Cg = 1, Mg = 1;
+  int64_t KH = 1, KW = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  int64_t Ho = 1, Wo = 1, P = 1, K = 1, K16 = 16;
+  int es = 4;
+  const char* dt = "f32";
+};
+
+// The chunking of one candidate and what the im2col needs for it.
+struct ConvPlan {
+  int64_t R = 1, chunks = 1, mchunks = 1, Mc = 1, Np = 1, cpi = 1, units = 1;
+  int64_t pitch = 0, tap_bytes = 0;  // UB row pitch and bytes of one tap's rectangle
+  int64_t slot_bytes = 0;            // workspace bytes per block
+  int64_t zero_bytes = 0, ub_base = 0, ub_bytes = 0;
+};
+
+// Valid output columns [ow0, ow1) of tap column kw.
+void ValidCols(const ConvGeom& g, int64_t kw, int64_t* ow0, int64_t* ow1) {
+  *ow0 = g.Wo;
+  *ow1 = 0;
+  for (int64_t ow = 0; ow < g.Wo; ++ow) {
+    int64_t iw = ow * g.sw - g.pl + kw * g.dw;
+    if (iw >= 0 && iw < g.W) {
+      *ow0 = std::min(*ow0, ow);
+      *ow1 = ow + 1;
+    }
+  }
+  if (*ow1 <= *ow0) *ow0 = *ow1 = 0;
+}
+
+// Valid rows [r0, r1) of tap row kh in the chunk starting at output row oh_a.
+void ValidRows(const ConvGeom& g, int64_t R, int64_t oh_a, int64_t kh, int64_t* r0, int64_t* r1) {
+  *r0 = R;
+  *r1 = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t ih = (oh_a + r) * g.sh - g.pt + kh * g.dh;
+    if (ih >= 0 && ih < g.H) {
+      *r0 = std::min(*r0, r);
+      *r1 = r + 1;
+    }
+  }
+  if (*r1 <= *r0) *r0 = *r1 = 0;
+}
+
+int64_t ChunkStart(const ConvGeom& g, const ConvPlan& p, int64_t c) { return std::min(c * p.R, g.Ho - p.R); }
+
+// The class of a chunk: its valid rows per tap row.
+std::vector<int64_t> ChunkClass(const ConvGeom& g, const ConvPlan& p, int64_t c) {
+  std::vector<int64_t> v;
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    int64_t r0, r1;
+    ValidRows(g, p.R, ChunkStart(g, p, c), kh, &r0, &r1);
+    v.push_back(r0);
+    v.push_back(r1);
+  }
+  return v;
+}
+
+// One group of `nch` input channels of a chunk class: gathers, then zero
+// borders and scatters, through the UB slot at kC6.
+void EmitGroup(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls, int64_t nch) {
+  const int64_t es = g.es, row_bytes = g.Wo * es;
+  struct Tap {
+    int64_t row_off, r0, r1, ow0, ow1, uoff, xoff, pitch;
+  };
+  std::vector<Tap> taps;
+  int64_t uoff = 0;
+  for (int64_t ci = 0; ci < nch; ++ci) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        Tap t;
+        t.row_off = ((ci * g.KH + kh) * g.KW + kw) * p.Np * es;
+        t.r0 = cls[2 * kh];
+        t.r1 = cls[2 * kh + 1];
+        ValidCols(g, kw, &t.ow0, &t.ow1);
+        int64_t nr = t.r1 - t.r0, nc = t.ow1 - t.ow0;
+        t.pitch = g.sw == 1 ? nc * es : RoundUp(nc * es, 32);
+        t.uoff = uoff;
+        t.xoff = (ci * g.H * g.W + (t.r0 * g.sh + kh * g.dh) * g.W + t.ow0 * g.sw + kw * g.dw) * es;
+        if (nr > 0 && nc > 0) uoff += RoundUp(nr * t.pitch, 32);
+        taps.push_back(t);
+      }
+    }
+  }
+  e.Line("wait_flag MTE3, MTE2, 5");
+  for (const Tap& t : taps) {
+    int64_t nr = t.r1 - t.r0, nc = t.ow1 - t.ow0;
+    if (nr <= 0 || nc <= 0) continue;
+    if (g.sw == 1) {
+      e.L("copy_gm_ub ", Addr("UB", kC6, p.ub_base + t.uoff), ", ", Addr("x", kC5, t.xoff), ", nburst=", nr,
+          ", len=", nc * es, ", src_stride=", g.sh * g.W * es, ", dst_stride=", t.pitch);
+    } else {
+      for (int64_t r = 0; r < nr; ++r)
+        e.L("copy_gm_ub ", Addr("UB", kC6, p.ub_base + t.uoff + r * t.pitch), ", ",
+            Addr("x", kC5, t.xoff + r * g.sh * g.W * es), ", nburst=", nc, ", len=", es, ", src_stride=", g.sw * es,
+            ", dst_stride=", es);
+    }
+  }
+  e.Line("set_flag MTE2, MTE3, 5");
+  e.Line("wait_flag MTE2, MTE3, 5");
+  const std::string zero = absl::StrCat("UB[", p.ub_base - p.zero_bytes, "]");
+  auto zeros = [&](int64_t off, int64_t nburst, int64_t len) {
+    if (nburst > 0 && len > 0)
+      e.L("copy_ub_gm ", Addr("ws", kC4, off), ", ", zero, ", nburst=", nburst, ", len=", len,
+          ", src_stride=0, dst_stride=", row_bytes);
+  };
+  for (const Tap& t : taps) {
+    int64_t nr = t.r1 - t.r0, nc = t.ow1 - t.ow0;
+    if (nr <= 0 || nc <= 0) {
+      zeros(t.row_off, p.R, row_bytes);
+      continue;
+    }
+    zeros(t.row_off, t.r0, row_bytes);
+    zeros(t.row_off + t.r1 * row_bytes, p.R - t.r1, row_bytes);
+    zeros(t.row_off + t.r0 * row_bytes, nr, t.ow0 * es);
+    zeros(t.row_off + t.r0 * row_bytes + t.ow1 * es, nr, (g.Wo - t.ow1) * es);
+    e.L("copy_ub_gm ", Addr("ws", kC4, t.row_off + t.r0 * row_bytes + t.ow0 * es), ", ",
+        Addr("UB", kC6, p.ub_base + t.uoff), ", nburst=", nr, ", len=", nc * es, ", src_stride=", t.pitch,
+        ", dst_stride=", row_bytes);
+  }
+  e.Line("set_flag MTE3, MTE2, 5");
+  Toggle(e, kC6, kSlotBytes);
+  e.L("add ", R(kC5), ", ", R(kC5), ", ", nch * g.H * g.W * es);
+  e.L("add ", R(kC4), ", ", R(kC4), ", ", nch * g.KH * g.KW * p.Np * es);
+}
+
+void EmitInit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
+  e.L("block_idx ", R(kTmp));
+  e.L("mul ", R(kUB), ", ", R(kTmp), ", ", p.slot_bytes);
+  e.L("mov ", R(kC6), ", 0");
+  const int64_t zero = p.ub_base - p.zero_bytes;
+  e.L("vdup.", g.es == 4 ? "f32" : "f16", " UB[", zero, "], 0, repeat=", p.zero_bytes / 256);
+  e.Line("set_flag VECTOR, MTE3, 4");
+  e.Line("wait_flag VECTOR, MTE3, 4");
+  e.Line("set_flag MTE3, MTE2, 5");
+  e.Line("set_flag MTE3, MTE2, 5");
+  // Rows K .. K16 of the slot stay zero.
+  if (g.K16 > g.K)
+    e.L("copy_ub_gm ", Addr("ws", kUB, g.K * p.Np * g.es), ", UB[", zero, "], nburst=", (g.K16 - g.K) * p.R,
+        ", len=", g.Wo * g.es, ", src_stride=0, dst_stride=", g.Wo * g.es);
+}
+
+void EmitUnit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
+  const int64_t es = g.es;
+  // kUnit = ((n*G + g)*chunks + c)*mchunks + mc.
+  e.L("rem ", R(kC0), ", ", R(kUnit), ", ", p.mchunks);
+  e.L("div ", R(kC1), ", ", R(kUnit), ", ", p.mchunks);
+  e.L("rem ", R(kC2), ", ", R(kC1), ", ", p.chunks);
+  e.L("div ", R(kC1), ", ", R(kC1), ", ", p.chunks);
+  e.L("rem ", R(kC3), ", ", R(kC1), ", ", g.G);
+  e.L("div ", R(kC1), ", ", R(kC1), ", ", g.G);  // n
+  e.L("mul ", R(kC0), ", ", R(kC0), ", ", p.Mc);
+  e.L("min ", R(kC0), ", ", R(kC0), ", ", g.Mg - p.Mc);  // m_a
+  e.L("mul ", R(kC4), ", ", R(kC3), ", ", g.Mg);
+  e.L("add ", R(kC4), ", ", R(kC4), ", ", R(kC0));  // first output channel
+  e.L("mul ", R(kUA), ", ", R(kC4), ", ", g.K * es);
+  e.L("mul ", R(kUC), ", ", R(kC4), ", ", es);
+  e.L("mul ", R(kC5), ", ", R(kC1), ", ", g.Co);
+  e.L("add ", R(kC5), ", ", R(kC5), ", ", R(kC4));
+  e.L("mul ", R(kUY), ", ", R(kC5), ", ", g.P * es);
+  e.L("mul ", R(kC0), ", ", R(kC2), ", ", p.R);
+  e.L("min ", R(kC0), ", ", R(kC0), ", ", g.Ho - p.R);  // oh_a
+  e.L("mul ", R(kC5), ", ", R(kC0), ", ", g.Wo * es);
+  e.L("add ", R(kUY), ", ", R(kUY), ", ", R(kC5));
+  // X: the group's first plane, row oh_a*sh, less the padding.
+  e.L("mul ", R(kC5), ", ", R(kC1), ", ", g.C);
+  e.L("mul ", R(kC4), ", ", R(kC3), ", ", g.Cg);
+  e.L("add ", R(kC5), ", ", R(kC5), ", ", R(kC4));
+  e.L("mul ", R(kC5), ", ", R(kC5), ", ", g.H * g.W * es);
+  e.L("mul ", R(kC4), ", ", R(kC0), ", ", g.sh * g.W * es);
+  e.L("add ", R(kC5), ", ", R(kC5), ", ", R(kC4));
+  e.L("sub ", R(kC5), ", ", R(kC5), ", ", (g.pt * g.W + g.pl) * es);
+  e.L("mov ", R(kC4), ", ", R(kUB));
+  // Chunk classes: the most common one is the fall-through.
+  std::map<std::vector<int64_t>, std::vector<int64_t>> classes;
+  for (int64_t c = 0; c < p.chunks; ++c) classes[ChunkClass(g, p, c)].push_back(c);
+  const std::vector<int64_t>* common = nullptr;
+  for (const auto& [cls, cs] : classes)
+    if (!common || cs.size() > common->size()) common = &cs;
+  const std::string end = e.NewLabel("im2col_end");
+  std::vector<std::pair<const std::vector<int64_t>*, std::string>> bodies;
+  for (const auto& [cls, cs] : classes) {
+    std::string label = e.NewLabel("im2col_class");
+    bodies.push_back({&cls, label});
+    if (&cs == common) continue;
+    for (int64_t c : cs) e.L("beq ", R(kC2), ", ", c, ", ", label);
+  }
+  for (const auto& [cls, cs] : classes)
+    if (&cs == common) e.L("jmp ", bodies[std::distance(classes.begin(), classes.find(cls))].second);
+  const int64_t full = g.Cg / p.cpi, rest = g.Cg % p.cpi;
+  for (const auto& [cls, label] : bodies) {
+    e.Label(label);
+    if (full > 1) {
+      const std::string loop = e.NewLabel("im2col_ci");
+      e.L("mov ", R(kC7), ", 0");
+      e.Label(loop);
+      EmitGroup(e, g, p, *cls, p.cpi);
+      e.L("add ", R(kC7), ", ", R(kC7), ", 1");
+      e.L("blt ", R(kC7), ", ", full, ", ", loop);
+    } else if (full == 1) {
+      EmitGroup(e, g, p, *cls, p.cpi);
+    }
+    if (rest) EmitGroup(e, g, p, *cls, rest);
+    e.L("jmp ", end);
+  }
+  e.Label(end);
+  e.Line("set_flag MTE3, MTE2, 6");
+}
+
+absl::StatusOr<std::vector<int64_t>> Dims(const Value* v) {
+  if (!v->type().is_tensor() || !v->type().shape().is_static())
+    return absl::FailedPreconditionError(absl::StrCat("'", v->name(), "' has no static shape"));
+  return v->type().shape().StaticDims();
+}
+
+}  // namespace
+
+absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Machine& m, int max_blocks) {
+  if (node.num_inputs() < 2 || !node.input(0) || !node.input(1))
+    return absl::FailedPreconditionError("Conv's X or W is missing");
+  const Value* x = node.input(0);
+  const Value* w = node.input(1);
+  const Value* bias = node.num_inputs() > 2 ? node.input(2) : nullptr;
+  const Value* y = node.output(0);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dx, Dims(x));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dw, Dims(w));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dy, Dims(y));
+  DType dt = y->type().dtype();
+  sim::DType idt = IsaDTypeOf(dt);
+  if (!sim::IsFloat(idt))
+    return absl::UnimplementedError(absl::StrCat("the cube Conv takes f32, f16 or bf16, not ", DTypeName(dt)));
+  for (const Value* v : {x, w, bias})
+    if (v && v->type().dtype() != dt) return absl::FailedPreconditionError("Conv operand dtypes differ");
+  if ((dx.size() != 4 && dx.size() != 3) || dw.size() != dx.size() || dy.size() != dx.size())
+    return absl::UnimplementedError("the cube runs 1-D and 2-D Conv (X of rank 3 or 4) only");
+  const bool one_d = dx.size() == 3;
+  ConvGeom g;
+  g.es = sim::DTypeSize(idt);
+  g.dt = sim::DTypeName(idt);
+  g.N = dx[0];
+  g.C = dx[1];
+  g.H = one_d ? 1 : dx[2];
+  g.W = dx.back();
+  g.Co = dw[0];
+  g.KH = one_d ? 1 : dw[2];
+  g.KW = dw.back();
+  g.Ho = one_d ? 1 : dy[2];
+  g.Wo = dy.back();
+  g.G = node.GetInt("group", 1);
+  if (g.G <= 0 || g.C % g.G || g.Co % g.G || dw[1] * g.G != g.C || dy[1] != g.Co)
+    return absl::FailedPreconditionError("Conv's channels do not match its groups");
+  g.Cg = g.C / g.G;
+  g.Mg = g.Co / g.G;
+  if (g.Cg == 1 && g.G > 1)
+    return absl::UnimplementedError(
+        "depthwise Conv (one input channel per group) is not run on the cube: its GEMMs have K = KH*KW and one "
+        "output row per group, which leaves the cube nearly idle");
+  std::vector<int64_t> strides = node.GetInts("strides"), dil = node.GetInts("dilations"), pads = node.GetInts("pads");
+  const size_t sp = one_d ? 1 : 2;
+  if (strides.empty()) strides.assign(sp, 1);
+  if (dil.empty()) dil.assign(sp, 1);
+  if (pads.empty()) pads.assign(2 * sp, 0);
+  std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  if (strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp)
+    return absl::FailedPreconditionError("Conv's strides, dilations or pads do not match its rank");
+  if (one_d) {
+    g.sw = strides[0];
+    g.dw = dil[0];
+    g.pl = pads[0];
+    g.pr = pads[1];
+  } else {
+    g.sh = strides[0];
+    g.sw = strides[1];
+    g.dh = dil[0];
+    g.dw = dil[1];
+    g.pt = pads[0];
+    g.pl = pads[1];
+    g.pb = pads[2];
+    g.pr = pads[3];
+  }
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+    // SAME_UPPER / SAME_LOWER: the output is ceil(in / stride).
+    auto same = [&](int64_t in, int64_t k, int64_t s, int64_t d, int64_t* lo, int64_t* hi) {
+      int64_t total = std::max<int64_t>(0, (CeilDiv(in, s) - 1) * s + (k - 1) * d + 1 - in);
+      *lo = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      *hi = total - *lo;
+    };
+    if (!one_d) same(g.H, g.KH, g.sh, g.dh, &g.pt, &g.pb);
+    same(g.W, g.KW, g.sw, g.dw, &g.pl, &g.pr);
+  } else if (auto_pad == "VALID") {
+    g.pt = g.pl = g.pb = g.pr = 0;
+  }
+  if (g.sh <= 0 || g.sw <= 0 || g.dh <= 0 || g.dw <= 0)
+    return absl::FailedPreconditionError("Conv's strides and dilations must be positive");
+  if (g.Ho != (g.H + g.pt + g.pb - (g.KH - 1) * g.dh - 1) / g.sh + 1 ||
+      g.Wo != (g.W + g.pl + g.pr - (g.KW - 1) * g.dw - 1) / g.sw + 1)
+    return absl::FailedPreconditionError("Conv's output shape does not match its attributes");
+  if (g.N <= 0 || g.Ho <= 0 || g.Wo <= 0 || g.Co <= 0) return absl::UnimplementedError("empty Conv");
+  if (g.Wo > 4095) return absl::UnimplementedError("the cube Conv takes output rows of at most 4095 pixels");
+  g.P = g.Ho * g.Wo;
+  g.K = g.Cg * g.KH * g.KW;
+  g.K16 = RoundUp(g.K, 16);
+
+  const CubeMachineFigures f = CubeMachineFigures::From(m);
+  const int64_t ub_total = m.core().ub_kib() * 1024;
+  // Output rows per chunk that fit a UB slot with one channel's taps.
+  const int64_t pitch = g.sw == 1 ? g.Wo * g.es : RoundUp(g.Wo * g.es, 32);
+  auto tap_bytes = [&](int64_t r) { return RoundUp(r * pitch, 32); };
+  int64_t rmax = 0;
+  while (rmax < g.Ho && g.KH * g.KW * tap_bytes(rmax + 1) <= kSlotBytes) ++rmax;
+  if (rmax == 0)
+    return absl::UnimplementedError(absl::StrCat("one input channel's ", g.KH * g.KW, " taps of an output row (",
+                                                 g.KH * g.KW * tap_bytes(1), " bytes) do not fit a UB slot"));
+
+  // Arguments: x, w, [bias], y, ws.
+  std::vector<std::string> lines, names;
+  std::vector<std::pair<const Value*, std::string>> args = {{x, "x"}, {w, "w"}};
+  if (bias) args.push_back({bias, "bias"});
+  args.push_back({y, "y"});
+  for (const auto& [v, name] : args) {
+    KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(name, *v));
+    lines.push_back(line);
+    names.push_back(name);
+  }
+
+  struct Best {
+    ConvPlan plan;
+    GemmSpec spec;
+    CubeTiling tiling;
+    bool found = false;
+  } best;
+  std::vector<int64_t> rs;
+  for (int64_t d : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64}) {
+    int64_t r = std::min(rmax, CeilDiv(g.Ho, d));
+    if (std::find(rs.begin(), rs.end(), r) == rs.end()) rs.push_back(r);
+  }
+  const double dma_lat = f.hbm_latency + f.mte2_latency + f.flag_latency;
+  for (int64_t r : rs) {
+    for (int64_t mch : {1, 2, 4, 8, 16}) {
+      ConvPlan p;
+      p.R = r;
+      p.chunks = CeilDiv(g.Ho, r);
+      p.Mc = mch == 1 ? g.Mg : std::min(g.Mg, RoundUp(CeilDiv(g.Mg, mch), 16));
+      p.mchunks = CeilDiv(g.Mg, p.Mc);
+      if (mch > 1 && p.mchunks != mch) continue;
+      p.Np = r * g.Wo;
+      p.pitch = pitch;
+      p.tap_bytes = tap_bytes(r);
+      p.cpi = std::max<int64_t>(1, std::min(g.Cg, kSlotBytes / (g.KH * g.KW * p.tap_bytes)));
+      p.units = g.N * g.G * p.chunks * p.mchunks;
+      p.slot_bytes = RoundUp(g.K16 * p.Np * g.es + 32, 32);
+      p.zero_bytes = RoundUp(g.Wo * g.es, 256);
+      p.ub_bytes = p.zero_bytes + 2 * kSlotBytes;
+      p.ub_base = ub_total - 2 * kSlotBytes;
+      // The im2col of a unit: per group the gathers, then the scatters.
+      const int64_t active = std::min<int64_t>(p.units, max_blocks > 0 ? max_blocks : f.cores);
+      const double bw = std::min(f.mte2_bytes_per_cycle, f.hbm_bytes_per_cycle / static_cast<double>(active));
+      const int64_t groups = CeilDiv(g.Cg, p.cpi);
+      const double bytes = static_cast<double>(p.cpi * g.KH * g.KW * p.Np * g.es);
+      const double insts = static_cast<double>(p.cpi * g.KH * g.KW) * (g.sw == 1 ? 4.0 : 3.0 + static_cast<double>(r));
+      const double per_group = std::max(insts, 2 * bytes / bw + dma_lat);
+      GemmSpec s;
+      s.name = "conv";
+      s.dtype = idt;
+      s.M = p.Mc;
+      s.N = p.Np;
+      s.K = g.K;
+      s.arg_lines = lines;
+      s.arg_lines.push_back(absl::StrCat(".arg ws s8[", 0, "]"));  // sized below
+      s.arg_names = names;
+      s.arg_names.push_back("ws");
+      s.a_arg = 1;
+      s.b_arg = 0;
+      s.c_arg = bias ? 2 : -1;
+      s.y_arg = bias ? 3 : 2;
+      s.c_kind = bias ? GemmSpec::CKind::kCol : GemmSpec::CKind::kNone;
+      s.max_blocks = max_blocks;
+      GemmSpec::ConvMode cm;
+      cm.units = p.units;
+      cm.y_row_stride = g.P;
+      cm.ws = "ws";
+      cm.unit_cycles = static_cast<double>(groups) * per_group + dma_lat + 40;
+      cm.unit_hbm_bytes = 2.0 * static_cast<double>(groups) * bytes;
+      cm.ub_bytes = p.ub_bytes;
+      s.conv = cm;
+      auto t = ChooseCubeTiling(ProblemOf(s), f);
+      if (!t.ok()) continue;
+      if (!best.found || t->cycles < best.tiling.cycles) {
+        best.plan = p;
+        best.spec = s;
+        best.tiling = *t;
+        best.found = true;
+      }
+    }
+  }
+  if (!best.found) return absl::ResourceExhaustedError("no tiling of this Conv fits the machine's buffers");
+  const ConvPlan& p = best.plan;
+  GemmSpec& s = best.spec;
+  const int64_t ws_bytes = best.tiling.blocks * p.slot_bytes;
+  s.arg_lines.back() = absl::StrCat(".arg ws s8[", ws_bytes, "]");
+  auto geom = std::make_shared<ConvGeom>(g);
+  auto plan = std::make_shared<ConvPlan>(p);
+  s.conv->emit_init = [geom, plan](Emitter& e) { EmitInit(e, *geom, *plan); };
+  s.conv->emit_unit = [geom, plan](Emitter& e) { EmitUnit(e, *geom, *plan); };
+  s.conv->emit_fini = [](Emitter& e) {
+    e.Line("wait_flag MTE3, MTE2, 5");
+    e.Line("wait_flag MTE3, MTE2, 5");
+  };
+  KILN_ASSIGN_OR_RETURN(std::string text, GemmKasm(s, best.tiling, m));
+  auto file = sim::Assemble(text, "conv.kasm");
+  if (!file.ok())
+    return absl::InternalError(absl::StrCat("generated cube Conv does not assemble: ", file.status().message()));
+  GeneratedKernel k;
+  k.program = std::move(file->program);
+  k.block_dim = best.tiling.blocks;
+  k.engine = "cube";
+  k.workspace_bytes = ws_bytes;
+  k.estimated_cycles = best.tiling.cycles;
+  const CubeTiling& t = best.tiling;
+  k.plan = absl::StrCat("conv ", g.KH, "x", g.KW, "/", g.sh, "x", g.sw, " ", g.N, "x", g.C, "x", g.H, "x", g.W, " -> ",
+                        g.Co, "x", g.Ho, "x", g.Wo, g.G > 1 ? absl::StrCat(" group ", g.G) : "", " ", g.dt,
+                        ": im2col in GM (", p.units, " units of ", p.R, " output rows x ", p.Mc,
+                        " channels, workspace ", ws_bytes, " B; the im2col writes and the GEMM reads back ",
+                        static_cast<int64_t>(s.conv->unit_hbm_bytes * static_cast<double>(p.units) / 2.0),
+                        " B of HBM each), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.tm, "x",
+                        t.tn, "x", t.tk, " (K stages of ", t.tk1, "), ", t.blocks, " blocks",
+                        t.via_ub ? ", written through UB" : "", ", est. ", static_cast<int64_t>(t.cycles),
+                        " cycles (", t.bound, "-bound)");
+  return k;
+}
+
+}  // namespace kiln::target::npusim
