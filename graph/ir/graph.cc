@@ -13,15 +13,39 @@ namespace kiln {
 // Value
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+bool SameUse(const Use& a, const Use& b) { return a.user == b.user && a.index == b.index && a.graph == b.graph; }
+
+}  // namespace
+
+// Where the user of `u` records the position of `u` in its value's uses().
+uint32_t& Value::UseSlot(const Use& u) {
+  return u.user ? u.user->use_slots_[u.index] : u.graph->output_use_slots_[u.index];
+}
+
+void Value::AddUse(const Use& u) {
+  UseSlot(u) = static_cast<uint32_t>(uses_.size());
+  uses_.push_back(u);
+}
+
 void Value::RemoveUse(const Use& u) {
-  for (size_t i = 0; i < uses_.size(); ++i) {
-    if (uses_[i].user == u.user && uses_[i].index == u.index && uses_[i].graph == u.graph) {
-      uses_[i] = uses_.back();
-      uses_.pop_back();
+  size_t i = UseSlot(u);
+  if (i >= uses_.size() || !SameUse(uses_[i], u)) {
+    // Not where the slot says (never expected): fall back to a search.
+    assert(false && "a use's recorded slot is stale");
+    for (i = 0; i < uses_.size() && !SameUse(uses_[i], u); ++i) {
+    }
+    if (i == uses_.size()) {
+      assert(false && "removing a use that is not recorded");
       return;
     }
   }
-  assert(false && "removing a use that is not recorded");
+  if (i + 1 != uses_.size()) {
+    uses_[i] = uses_.back();
+    UseSlot(uses_[i]) = static_cast<uint32_t>(i);
+  }
+  uses_.pop_back();
 }
 
 void Value::ReplaceAllUsesWith(Value* other) {
@@ -34,7 +58,7 @@ void Value::ReplaceAllUsesWith(Value* other) {
     } else {
       u.graph->outputs_[u.index] = other;
     }
-    other->uses_.push_back(u);
+    other->AddUse(u);
   }
 }
 
@@ -47,10 +71,13 @@ std::string Node::QualifiedOp() const {
 }
 
 void Node::SetInput(int i, Value* v) {
-  if (i >= num_inputs()) inputs_.resize(i + 1, nullptr);
+  if (i >= num_inputs()) {
+    inputs_.resize(i + 1, nullptr);
+    use_slots_.resize(i + 1, 0);
+  }
   if (inputs_[i]) inputs_[i]->RemoveUse({this, i, nullptr});
   inputs_[i] = v;
-  if (v) v->uses_.push_back({this, i, nullptr});
+  if (v) v->AddUse({this, i, nullptr});
 }
 
 void Node::AddInput(Value* v) { SetInput(num_inputs(), v); }
@@ -59,7 +86,18 @@ void Node::RemoveTrailingInputs(int new_count) {
   for (int i = num_inputs() - 1; i >= new_count; --i) {
     if (inputs_[i]) inputs_[i]->RemoveUse({this, i, nullptr});
   }
-  if (new_count < num_inputs()) inputs_.resize(new_count);
+  if (new_count < num_inputs()) {
+    inputs_.resize(new_count);
+    use_slots_.resize(new_count);
+  }
+}
+
+void Node::SetAttr(std::string name, Attribute a) {
+  if (!a.graphs().empty()) {
+    holds_graphs_ = true;
+    if (owner_) owner_->nested_holders_.insert(this);
+  }
+  attrs_[std::move(name)] = std::move(a);
 }
 
 const Attribute* Node::attr(absl::string_view name) const {
@@ -103,6 +141,7 @@ std::vector<float> Node::GetFloats(absl::string_view name, std::vector<float> df
 
 std::vector<Graph*> Node::subgraphs() const {
   std::vector<Graph*> out;
+  if (!holds_graphs_) return out;
   for (const auto& [name, a] : attrs_)
     for (const auto& g : a.graphs()) out.push_back(g.get());
   return out;
@@ -126,6 +165,7 @@ void Graph::DropExternalUses() {
   for (size_t i = 0; i < outputs_.size(); ++i)
     if (outputs_[i] && outputs_[i]->owner_ != this) outputs_[i]->RemoveUse({nullptr, static_cast<int>(i), this});
   outputs_.clear();
+  output_use_slots_.clear();
   for (const auto& node : nodes_) {
     Node* n = node.get();
     for (int i = 0; i < n->num_inputs(); ++i) {
@@ -183,19 +223,21 @@ Value* Graph::AddElidedConstant(std::string name, Type type) {
 
 void Graph::AddOutput(Value* v) {
   outputs_.push_back(v);
-  v->uses_.push_back({nullptr, static_cast<int>(outputs_.size() - 1), this});
+  output_use_slots_.push_back(0);
+  v->AddUse({nullptr, static_cast<int>(outputs_.size() - 1), this});
 }
 
 void Graph::SetOutput(int i, Value* v) {
   if (outputs_[i]) outputs_[i]->RemoveUse({nullptr, i, this});
   outputs_[i] = v;
-  v->uses_.push_back({nullptr, i, this});
+  v->AddUse({nullptr, i, this});
 }
 
 void Graph::ClearOutputs() {
   for (size_t i = 0; i < outputs_.size(); ++i)
     outputs_[i]->RemoveUse({nullptr, static_cast<int>(i), this});
   outputs_.clear();
+  output_use_slots_.clear();
 }
 
 void Graph::RemoveInput(int i) {
@@ -239,6 +281,7 @@ void Graph::EraseNode(Node* n) {
     values_.erase(o->self_);
   }
   n->RemoveTrailingInputs(0);
+  nested_holders_.erase(n);
   nodes_.erase(n->self_);
 }
 
@@ -274,15 +317,29 @@ std::vector<Value*> Graph::Values() const {
   return out;
 }
 
+bool Graph::NameInNest(absl::string_view name) const {
+  if (by_name_.contains(name)) return true;
+  for (const Node* n : nested_holders_)
+    for (const Graph* s : n->subgraphs())
+      if (s && s->NameInNest(name)) return true;
+  return false;
+}
+
 bool Graph::NameInUse(absl::string_view name) const {
-  return Lookup(name) != nullptr;
+  return Lookup(name) != nullptr || NameInNest(name);
+}
+
+bool Graph::NameInRootNest(absl::string_view name) const {
+  const Graph* root = this;
+  while (root->parent_) root = root->parent_;
+  return Lookup(name) != nullptr || root->NameInNest(name);
 }
 
 std::string Graph::UniqueName(absl::string_view hint) {
   Graph* root = Root();
   for (;;) {
     std::string name = absl::StrCat(hint, ".", root->next_name_++);
-    if (!NameInUse(name)) return name;
+    if (!NameInUse(name) && !root->NameInNest(name)) return name;
   }
 }
 
@@ -325,7 +382,7 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
     for (Value* o : n->outputs_) names.push_back(o->name_);
     Node* c = g->AddNode(n->op_, std::move(ins), std::move(names), n->domain_);
     c->name_ = n->name_;
-    for (const auto& [k, a] : n->attrs_) c->attrs_.emplace(k, a.Clone(g.get()));
+    for (const auto& [k, a] : n->attrs_) c->SetAttr(k, a.Clone(g.get()));
     for (size_t i = 0; i < n->outputs_.size(); ++i) {
       c->outputs_[i]->type_ = n->outputs_[i]->type_;
       map[n->outputs_[i]] = c->outputs_[i];

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "graph/ir/attribute.h"
 #include "graph/ir/tensor.h"
 #include "graph/ir/type.h"
@@ -75,7 +76,11 @@ class Value {
   Tensor constant_;
   std::vector<Use> uses_;
   std::list<std::unique_ptr<Value>>::iterator self_;
+  // Uses are added and removed in O(1): each user records where its use sits
+  // in uses_ (Node::use_slots_, Graph::output_use_slots_).
+  void AddUse(const Use& u);
   void RemoveUse(const Use& u);
+  static uint32_t& UseSlot(const Use& u);
 };
 
 class Node {
@@ -103,7 +108,7 @@ class Node {
   const std::map<std::string, Attribute>& attrs() const { return attrs_; }
   bool has_attr(absl::string_view name) const { return attrs_.count(std::string(name)) != 0; }
   const Attribute* attr(absl::string_view name) const;
-  void SetAttr(std::string name, Attribute a) { attrs_[std::move(name)] = std::move(a); }
+  void SetAttr(std::string name, Attribute a);
   void RemoveAttr(absl::string_view name) { attrs_.erase(std::string(name)); }
   int64_t GetInt(absl::string_view name, int64_t dflt) const;
   float GetFloat(absl::string_view name, float dflt) const;
@@ -118,8 +123,12 @@ class Node {
   friend class Value;
   std::string op_, domain_, name_;
   Graph* owner_ = nullptr;
+  // Whether an attribute was ever given graphs (subgraphs() is empty if not).
+  bool holds_graphs_ = false;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
+  // use_slots_[i]: where this node's use of inputs_[i] sits in its uses().
+  std::vector<uint32_t> use_slots_;
   std::map<std::string, Attribute> attrs_;
   std::list<std::unique_ptr<Node>>::iterator self_;
 };
@@ -187,8 +196,14 @@ class Graph {
   // Every value owned by this graph, in creation order.
   std::vector<Value*> Values() const;
 
-  // Names are unique across a graph and the graphs nested in it.
+  // Names are unique across a graph and the graphs nested in it: a name is
+  // in use in `g` when a value of g, of a graph enclosing g, or of a graph
+  // nested in g (at any depth) holds it.
   bool NameInUse(absl::string_view name) const;
+  // Whether a value anywhere in the nest of the root graph (enclosing,
+  // nested and sibling graphs included) holds `name`.
+  bool NameInRootNest(absl::string_view name) const;
+  // A fresh "HINT.N" held by no value anywhere in the nest of the root graph.
   std::string UniqueName(absl::string_view hint);
   // Looks a value up by name here and in enclosing graphs.
   Value* Lookup(absl::string_view name) const;
@@ -198,15 +213,24 @@ class Graph {
 
  private:
   friend class Value;
+  friend class Node;
   Value* NewValue(std::string name, Value::Kind kind);
   Graph* Root();
   void DropExternalUses();
+  // Whether this graph or a graph nested in it holds a value named `name`.
+  bool NameInNest(absl::string_view name) const;
 
   std::string name_;
   Graph* parent_ = nullptr;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
+  // output_use_slots_[i]: where the use of outputs_[i] sits in its uses().
+  std::vector<uint32_t> output_use_slots_;
   std::list<std::unique_ptr<Node>> nodes_;
+  // Nodes of this graph that were given a graph attribute (a superset of
+  // those holding subgraphs now), so that name lookups can search nested
+  // graphs without walking every node.
+  absl::flat_hash_set<const Node*> nested_holders_;
   std::list<std::unique_ptr<Value>> values_;
   absl::flat_hash_map<std::string, Value*> by_name_;
   uint64_t next_name_ = 0;

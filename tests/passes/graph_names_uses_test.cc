@@ -1,0 +1,186 @@
+//===- graph_names_uses_test.cc - Names across a nest; use lists ----------===//
+//
+// Graph::UniqueName never returns a name held anywhere in the nest (nested
+// and sibling graphs included), and NameInUse sees names of nested graphs;
+// use lists stay exact when uses are added, removed and redirected in any
+// order (removal finds a use through the slot its user records).
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ir/graph.h"
+#include "graph/ir/parser.h"
+#include "graph/passes/pass_manager.h"
+#include "graph/verifier/verifier.h"
+#include "gtest/gtest.h"
+
+namespace kiln {
+namespace {
+
+Type F32(std::vector<int64_t> dims) { return Type::Tensor(DType::kF32, Shape::Static(dims)); }
+
+// A graph nested under `parent` holding values named `names`.
+std::unique_ptr<Graph> Body(Graph* parent, const std::string& gname, const std::vector<std::string>& names) {
+  auto b = std::make_unique<Graph>(gname, parent);
+  Value* prev = nullptr;
+  for (const std::string& n : names) {
+    if (!prev) {
+      prev = b->AddConstant(n, Tensor::Scalar<float>(1.0f));
+      continue;
+    }
+    prev = b->AddNode("Neg", {prev}, std::vector<std::string>{n})->output(0);
+  }
+  if (prev) b->AddOutput(prev);
+  return b;
+}
+
+TEST(GraphNames, UniqueNameAvoidsNamesOfNestedGraphs) {
+  Graph root;
+  Value* c = root.AddInput("c", Type::Tensor(DType::kBool, Shape::Static({})));
+  Node* n = root.AddNode("If", {c}, std::vector<std::string>{"r"});
+  std::unique_ptr<Graph> then_g = Body(&root, "then", {"v.0", "v.1", "v.2"});
+  Graph* then_raw = then_g.get();
+  // A graph nested two levels deep, inside the else branch.
+  std::unique_ptr<Graph> else_g = Body(&root, "else", {"v.4"});
+  Node* inner = else_g->AddNode("If", {c}, std::vector<std::string>{"inner_r"});
+  inner->SetAttr("then_branch", Attribute::GraphValue(Body(else_g.get(), "t2", {"v.3", "v.5"})));
+  inner->SetAttr("else_branch", Attribute::GraphValue(Body(else_g.get(), "e2", {"v.6"})));
+  Graph* else_raw = else_g.get();
+  n->SetAttr("then_branch", Attribute::GraphValue(std::move(then_g)));
+  n->SetAttr("else_branch", Attribute::GraphValue(std::move(else_g)));
+
+  EXPECT_TRUE(root.NameInUse("v.1"));   // nested
+  EXPECT_TRUE(root.NameInUse("v.5"));   // nested two levels deep
+  EXPECT_TRUE(then_raw->NameInUse("c"));  // enclosing
+  EXPECT_FALSE(then_raw->NameInUse("v.4"));  // a sibling's: not visible, not nested
+  EXPECT_FALSE(root.NameInUse("v.7"));
+
+  // Names come from the root's counter and skip every name of the nest,
+  // sibling graphs included.
+  std::vector<std::string> got = {root.UniqueName("v"), then_raw->UniqueName("v"), else_raw->UniqueName("v")};
+  EXPECT_EQ(got, (std::vector<std::string>{"v.7", "v.8", "v.9"}));
+
+  // Once the node holding them is gone, its graphs' names are free again.
+  root.AddOutput(n->output(0));
+  root.ClearOutputs();
+  root.EraseNode(n);
+  EXPECT_FALSE(root.NameInUse("v.1"));
+}
+
+TEST(GraphNames, ClonedNestKeepsNestedNamesInUse) {
+  Graph root;
+  Value* c = root.AddInput("c", Type::Tensor(DType::kBool, Shape::Static({})));
+  Node* n = root.AddNode("If", {c}, std::vector<std::string>{"r"});
+  n->SetAttr("then_branch", Attribute::GraphValue(Body(&root, "then", {"k.0", "k.1"})));
+  n->SetAttr("else_branch", Attribute::GraphValue(Body(&root, "else", {"k.2"})));
+  root.AddOutput(n->output(0));
+  std::unique_ptr<Graph> copy = root.Clone();
+  EXPECT_TRUE(copy->NameInUse("k.1"));
+  EXPECT_EQ(copy->UniqueName("k"), "k.3");
+}
+
+// Before the fix, simplify (through Graph::UniqueName) named a new constant
+// of the main graph after a value of an If branch, which the verifier
+// rejects as a redefinition.
+TEST(GraphNames, PassesDoNotReuseNamesOfNestedGraphs) {
+  auto model = ParseModel(R"(
+graph @main(%x: f32[2,3], %c: bool[]) {
+  %s32 = const i64[2] dense [3, 2]
+  %s0 = const i64[2] dense [0, -1]
+  %r1 = Reshape(%x, %s32) : f32[3,2]
+  %r2 = Reshape(%r1, %s0) : f32[3,2]
+  %y = If(%c) {else_branch = graph @else() {
+    %shape.0 = Neg(%r2) : f32[3,2]
+    %shape.1 = Neg(%shape.0) : f32[3,2]
+    return %shape.1
+  }, then_branch = graph @then() {
+    %shape.2 = Relu(%r2) : f32[3,2]
+    return %shape.2
+  }} : f32[3,2]
+  return %y
+}
+)");
+  ASSERT_TRUE(model.ok()) << model.status();
+  PassManagerOptions mo;
+  mo.verify_each = true;
+  PassManager pm({}, mo);
+  ASSERT_TRUE(pm.AddPipeline("simplify").ok());
+  auto changed = pm.Run(*model);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  absl::Status v = VerifyModel(*model);
+  EXPECT_TRUE(v.ok()) << v;
+}
+
+// Checks that `v`'s use list is exactly the set of places that read it.
+void ExpectUsesExact(const Graph& g, const Value* v) {
+  int expected = 0;
+  for (const Node* n : g.nodes())
+    for (const Value* in : n->inputs()) expected += in == v;
+  for (const Value* o : g.outputs()) expected += o == v;
+  ASSERT_EQ(static_cast<int>(v->uses().size()), expected) << v->name();
+  for (const Use& u : v->uses()) {
+    if (u.user) {
+      EXPECT_EQ(u.user->input(u.index), v);
+    } else {
+      EXPECT_EQ(u.graph->outputs()[u.index], v);
+    }
+  }
+}
+
+TEST(GraphUses, StayExactUnderRandomEdits) {
+  Graph g;
+  Value* x = g.AddInput("x", F32({4}));
+  Value* y = g.AddInput("y", F32({4}));
+  std::vector<Node*> users;
+  for (int i = 0; i < 2000; ++i) {
+    // Some nodes read x twice, so one user holds two uses of it.
+    Node* n = g.AddNode(i % 3 == 0 ? "Add" : "Neg", i % 3 == 0 ? std::vector<Value*>{x, x} : std::vector<Value*>{x}, 1);
+    users.push_back(n);
+  }
+  for (int i = 0; i < 10; ++i) g.AddOutput(x);
+  ExpectUsesExact(g, x);
+
+  std::mt19937 rng(7);
+  std::shuffle(users.begin(), users.end(), rng);
+  // Redirect a third to y, erase a third, rewire the rest input by input.
+  for (size_t i = 0; i < users.size(); ++i) {
+    Node* n = users[i];
+    if (i % 3 == 0) {
+      for (int k = 0; k < n->num_inputs(); ++k) n->SetInput(k, y);
+    } else if (i % 3 == 1) {
+      g.EraseNode(n);
+    } else {
+      n->SetInput(0, y);
+      n->SetInput(0, x);
+    }
+    if (i % 97 == 0) {
+      ExpectUsesExact(g, x);
+      ExpectUsesExact(g, y);
+    }
+  }
+  g.SetOutput(3, y);
+  ExpectUsesExact(g, x);
+  ExpectUsesExact(g, y);
+  // Every remaining use of x moves to y, then back to x.
+  x->ReplaceAllUsesWith(y);
+  EXPECT_FALSE(x->has_uses());
+  ExpectUsesExact(g, y);
+  Node* last = g.AddNode("Neg", {y}, 1);
+  g.AddOutput(last->output(0));
+  for (Node* n : g.NodeList())
+    if (n != last && n->num_inputs() > 0) n->SetInput(0, x);
+  ExpectUsesExact(g, x);
+  ExpectUsesExact(g, y);
+  g.ClearOutputs();
+  ExpectUsesExact(g, x);
+  ExpectUsesExact(g, y);
+  EXPECT_FALSE(last->output(0)->has_uses());
+}
+
+}  // namespace
+}  // namespace kiln
