@@ -17,6 +17,8 @@ ABSL_FLAG(std::string, emit, "kir", "Output form: kir (text IR) or dot (Graphviz
 ABSL_FLAG(bool, inline_constants, false, "Print every constant inline instead of as a blob reference.");
 ABSL_FLAG(std::string, passes, "default", "Pipeline to run: pass names, named pipelines, fixpoint(...) groups.");
 ABSL_FLAG(std::vector<std::string>, outputs, {}, "prune: graph outputs to keep.");
+ABSL_FLAG(int64_t, fold_max_elements, kiln::PassOptions().fold_max_elements,
+          "fold-constants: leave a node alone when a result would have more elements than this.");
 ABSL_FLAG(bool, verify_each, false, "Run the verifier after every pass.");
 ABSL_FLAG(std::vector<std::string>, print_after, {}, "Print the graph after these passes (on stderr).");
 ABSL_FLAG(bool, print_after_all, false, "Print the graph after every pass (on stderr).");
@@ -30,6 +32,9 @@ namespace kiln::cli {
 absl::StatusOr<PassOptions> PassOptionsFromFlags() {
   PassOptions po;
   po.outputs = absl::GetFlag(FLAGS_outputs);
+  po.fold_max_elements = absl::GetFlag(FLAGS_fold_max_elements);
+  if (po.fold_max_elements < 0)
+    return absl::InvalidArgumentError("--fold-max-elements: must not be negative");
   for (const std::string& b : absl::GetFlag(FLAGS_dynamic_batch)) {
     int64_t v;
     if (!absl::SimpleAtoi(b, &v) || v <= 0)
@@ -128,6 +133,8 @@ flags:
   -o OUT.kir              output file; default standard output
   --passes=PIPELINE       default: default
   --outputs=a,b           prune: the graph outputs to keep
+  --fold-max-elements=N   fold-constants: do not fold a node whose result would
+                          have more than N elements (default 4194304, 4 Mi)
   --dynamic-batch=1,2,4   gears: one static variant per batch size
   --dynamic-dims='seq=16,32;len=8'  gears: values of other symbolic dims
   --verify-each           run the verifier after every pass
