@@ -117,6 +117,13 @@ TestResult RunOne(const fs::path& dir, const ConformanceOptions& options, const 
     r.reason = "outputs are random draws; the expected values come from numpy's generator";
     return r;
   }
+  if (options.transform_model) {
+    absl::Status s = options.transform_model(*model);
+    if (!s.ok()) {
+      r.reason = std::string(s.message());
+      return r;
+    }
+  }
   if (options.extra_model_check) {
     absl::Status s = options.extra_model_check(*model);
     if (!s.ok()) {

@@ -37,7 +37,11 @@ struct ConformanceOptions {
   bool progress = false;       // a progress line on stderr
   double rtol = 1e-3;
   double atol = 1e-7;
-  // Also check that print -> parse -> print of each imported graph is exact.
+  // Applied to each imported model before it is checked and run (kiln
+  // conformance --optimize runs the optimizer here); an error fails the test
+  // with its message.
+  std::function<absl::Status(Model&)> transform_model;
+  // Also check that print -> parse -> print of each (transformed) graph is exact.
   std::function<absl::Status(const Model&)> extra_model_check;
 };
 

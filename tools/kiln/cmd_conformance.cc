@@ -7,6 +7,7 @@
 #include "graph/exec/executor.h"
 #include "graph/ir/parser.h"
 #include "graph/ir/printer.h"
+#include "graph/verifier/verifier.h"
 #include "tools/conformance/conformance.h"
 #include "tools/kiln/cli_util.h"
 
@@ -17,8 +18,12 @@ ABSL_FLAG(bool, verbose, false, "Also print the tests that pass.");
 ABSL_FLAG(bool, isolate, true, "Run each test in its own process (a crash fails one test, not the run).");
 ABSL_FLAG(bool, check_roundtrip, true, "Check that print -> parse -> print of each imported graph is exact.");
 ABSL_FLAG(int, timeout, 300, "Seconds allowed per test when isolated.");
+ABSL_FLAG(bool, optimize, false,
+          "Run the optimizer (--passes, default: the default pipeline) on each model before running it.");
 
 namespace kiln::cli {
+
+absl::Status RunPipelineFromFlags(Model& model);  // cmd_opt.cc
 
 extern const Command kConformanceCommand;
 const Command kConformanceCommand = {
@@ -39,6 +44,10 @@ flags:
   --noisolate          run tests in-process (faster, but a crash ends the run)
   --nocheck-roundtrip  skip the .kir print/parse/print check of each model
   --timeout=SECONDS    per-test limit when isolated; default 300
+  --optimize           run the optimizer on each imported model first (the
+                       pipeline given by --passes, default: default), then
+                       verify the optimized graph; --verify-each, --stats and
+                       the other `kiln opt` pipeline flags apply
 )",
     [](const std::vector<std::string>& args) -> int {
       if (!args.empty()) return Fail("conformance takes no positional arguments");
@@ -59,6 +68,16 @@ flags:
       options.isolate = absl::GetFlag(FLAGS_isolate);
       options.timeout_seconds = absl::GetFlag(FLAGS_timeout);
       options.progress = isatty(STDERR_FILENO);
+      if (absl::GetFlag(FLAGS_optimize)) {
+        options.transform_model = [](Model& m) -> absl::Status {
+          absl::Status s = RunPipelineFromFlags(m);
+          if (!s.ok()) return absl::InternalError(absl::StrCat("optimize: ", s.message()));
+          s = VerifyModel(m);
+          if (!s.ok()) return absl::InternalError(absl::StrCat("optimize: the optimized graph does not verify: ",
+                                                               s.message()));
+          return absl::OkStatus();
+        };
+      }
       if (absl::GetFlag(FLAGS_check_roundtrip)) {
         options.extra_model_check = [](const Model& m) -> absl::Status {
           PrintOptions po;
