@@ -347,6 +347,7 @@ absl::StatusOr<ConformanceSummary> RunConformance(const ConformanceOptions& opti
     out.flush();
   }
   if (options.progress) std::cerr << "\r\033[K" << std::flush;
+  if (options.before_summary) out << options.before_summary();
   out << sum.passed << " passed, " << sum.failed << " failed, " << sum.skipped << " skipped\n";
   return sum;
 }

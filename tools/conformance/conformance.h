@@ -43,6 +43,9 @@ struct ConformanceOptions {
   std::function<absl::Status(Model&)> transform_model;
   // Also check that print -> parse -> print of each (transformed) graph is exact.
   std::function<absl::Status(const Model&)> extra_model_check;
+  // Lines printed after the tests and before the closing summary line (a
+  // target's own totals).
+  std::function<std::string()> before_summary;
 };
 
 struct ConformanceSummary {

@@ -10,6 +10,7 @@
 #include "graph/verifier/verifier.h"
 #include "tools/conformance/conformance.h"
 #include "tools/kiln/cli_util.h"
+#include "tools/kiln/conformance_npusim.h"
 
 ABSL_FLAG(std::string, target, "reference", "Target to run on: reference, npusim or cuda.");
 ABSL_FLAG(std::string, filter, "", "Regular expression selecting tests by 'suite/test_name'.");
@@ -37,7 +38,10 @@ test with the reason, and as its last line `N passed, N failed, N skipped`.
 Exits non-zero when a test fails.
 
 flags:
-  --target=NAME        reference (the host reference executor); default reference
+  --target=NAME        reference (the host reference executor) or npusim
+                       (the default pipeline, npusim code generation, the
+                       SystemC model; the tasks per engine are summed up
+                       before the summary line); default reference
   --filter=REGEX       only tests whose 'suite/test_name' matches
   --data-dir=DIR       test data root; default /usr/share/libonnx-testdata/data
   --verbose            also print passing tests
@@ -53,15 +57,25 @@ flags:
       if (!args.empty()) return Fail("conformance takes no positional arguments");
       std::string target = absl::GetFlag(FLAGS_target);
       ModelRunner runner;
+      std::string tally_path;
       if (target == "reference") {
         runner = [](const Model& m, std::vector<Tensor> inputs) {
           Executor exec;
           return exec.Run(*m.graph, std::move(inputs));
         };
+      } else if (target == "npusim") {
+        char tally[] = "/tmp/kiln-conformance-XXXXXX";
+        int fd = mkstemp(tally);
+        if (fd < 0) return Fail("cannot create a temporary file for the engine tally");
+        close(fd);
+        tally_path = tally;
+        runner = MakeNpusimRunner(tally_path);
       } else {
-        return Fail("target '" + target + "' is not available in this build (available: reference)");
+        return Fail("target '" + target + "' is not available in this build (available: reference, npusim)");
       }
       ConformanceOptions options;
+      if (!tally_path.empty())
+        options.before_summary = [&tally_path] { return SummarizeEngineTally(tally_path) + "\n"; };
       options.data_dir = absl::GetFlag(FLAGS_data_dir);
       options.filter = absl::GetFlag(FLAGS_filter);
       options.verbose = absl::GetFlag(FLAGS_verbose);
@@ -92,6 +106,7 @@ flags:
         };
       }
       auto summary = RunConformance(options, runner, std::cout);
+      if (!tally_path.empty()) unlink(tally_path.c_str());
       if (!summary.ok()) return Fail(summary.status());
       return summary->failed == 0 ? 0 : 1;
     }};
