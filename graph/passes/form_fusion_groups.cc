@@ -18,8 +18,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "graph/passes/form_fusion_groups.h"
-#include <chrono>
-#include <cstdio>
 
 #include "graph/passes/fusion/outline.h"
 #include "graph/passes/rewrite_helpers.h"
@@ -34,13 +32,9 @@ void FormIn(Graph& g, const fusion::PartitionOptions& options, NameTable& names,
   for (Node* n : g.nodes())
     if (!IsFused(*n))
       for (Graph* s : n->subgraphs()) FormIn(*s, options, names, body_count, report);
-  auto t0 = std::chrono::steady_clock::now();
   fusion::Partition p = fusion::PartitionGraph(g, options);
-  auto t1 = std::chrono::steady_clock::now();
   report.groups_dissolved += p.dissolved;
   fusion::OutlineReport o = fusion::OutlineGroups(g, p, names, body_count);
-  auto t2 = std::chrono::steady_clock::now();
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING partition %.1f ms outline %.1f ms\n", std::chrono::duration<double>(t1-t0).count()*1e3, std::chrono::duration<double>(t2-t1).count()*1e3);
   for (int k = 0; k < 4; ++k) report.groups[k] += o.groups[k];
   report.nodes_fused += o.nodes_fused;
   report.nodes_duplicated += o.nodes_duplicated;
@@ -52,9 +46,7 @@ void FormIn(Graph& g, const fusion::PartitionOptions& options, NameTable& names,
 
 FusionReport FormFusionGroups(Graph& g, const fusion::PartitionOptions& options) {
   FusionReport report;
-  auto t0 = std::chrono::steady_clock::now();
   NameTable names(g);
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING names %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-t0).count()*1e3);
   int body_count = 0;
   FormIn(g, options, names, &body_count, report);
   return report;

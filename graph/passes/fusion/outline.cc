@@ -15,8 +15,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <chrono>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -80,7 +78,6 @@ int64_t BytesSaved(const Graph& body, const absl::flat_hash_set<const Node*>& co
 OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& names, int* body_count) {
   OutlineReport report;
   if (partition.groups.empty()) return report;
-  auto tstart = std::chrono::steady_clock::now();
   absl::flat_hash_map<const Node*, int> pos;
   {
     int i = 0;
@@ -106,7 +103,6 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
         if (v && !(v->producer() && members.contains(v->producer()))) read_by_groups.insert(v);
   }
 
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // 1. Bodies, then placeholders.
   std::vector<Value*> inlined;  // constants of g copied into bodies
   std::vector<Pending> pending(partition.groups.size());
@@ -181,7 +177,6 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
       }
     }
   }
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // Bodies are copied from the untouched graph first: a group holding a copy
   // of another group's member reads the copy, not the other group's result.
   for (Pending& p : pending) {
@@ -191,7 +186,6 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
   for (Pending& p : pending)
     for (size_t i = 0; i < p.leaving.size(); ++i) p.leaving[i]->ReplaceAllUsesWith(p.placeholder->output(i));
 
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // 2. Members and unread originals, last first.
   std::sort(originals.begin(), originals.end());
   originals.erase(std::unique(originals.begin(), originals.end()), originals.end());
@@ -212,13 +206,11 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
     g.EraseNode(n);
   }
 
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // Constants every reader of which now holds a copy.
   absl::flat_hash_set<const Value*> seen;
   for (Value* c : inlined)
     if (seen.insert(c).second && !c->has_uses()) g.EraseValue(c);
 
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // 3. The final nodes.
   std::vector<Node*> fused(pending.size(), nullptr);
   for (size_t k = 0; k < pending.size(); ++k) {
@@ -256,13 +248,11 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
     fused[k] = f;
   }
 
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING step %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   // 4. Order.
   for (const OrderItem& item : partition.order) {
     Node* n = item.node ? (erased.contains(item.node) ? nullptr : item.node) : fused[item.group];
     if (n) g.MoveNode(n, nullptr);
   }
-  if (g.num_nodes() > 1000) fprintf(stderr, "TIMING end %.1f ms\n", std::chrono::duration<double>(std::chrono::steady_clock::now()-tstart).count()*1e3);
   return report;
 }
 
