@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/rewrite_helpers.h"
@@ -76,25 +77,26 @@ class CommonSubexpressions {
   explicit CommonSubexpressions() = default;
 
   void ProcessGraph(Graph& g) {
-    size_t mark = pushed_.size();
+    size_t mark = entries_.size();
     for (Node* n : g.NodeList()) {
-      if (!n->subgraphs().empty()) {
-        for (Graph* s : n->subgraphs()) ProcessGraph(*s);
+      if (std::vector<Graph*> subs = n->subgraphs(); !subs.empty()) {
+        for (Graph* s : subs) ProcessGraph(*s);
         continue;
       }
       if (IsNondeterministicOp(*n) || n->num_outputs() == 0) continue;
-      std::vector<const Value*> ids = InputIds(*n);
+      Ids ids = InputIds(*n);
       uint64_t h = NodeHash(*n, ids);
-      std::vector<Entry>& bucket = table_[h];
+      auto head = heads_.find(h);
       const Entry* match = nullptr;
-      for (const Entry& e : bucket)
-        if (Same(*e.node, e.ids, *n, ids)) {
-          match = &e;
+      for (int k = head == heads_.end() ? -1 : head->second; k >= 0; k = entries_[k].next)
+        if (Same(*entries_[k].node, entries_[k].ids, *n, ids)) {
+          match = &entries_[k];
           break;
         }
       if (!match) {
-        bucket.push_back({n, std::move(ids)});
-        pushed_.push_back(h);
+        int next = head == heads_.end() ? -1 : head->second;
+        entries_.push_back({n, std::move(ids), h, next});
+        heads_[h] = static_cast<int>(entries_.size() - 1);
         continue;
       }
       bool interface = false;
@@ -111,18 +113,27 @@ class CommonSubexpressions {
       g.EraseNode(n);
       ++removed;
     }
-    while (pushed_.size() > mark) {
-      table_[pushed_.back()].pop_back();
-      pushed_.pop_back();
+    // Leaving the scope: forget its nodes, newest first.
+    while (entries_.size() > mark) {
+      const Entry& e = entries_.back();
+      if (e.next < 0) heads_.erase(e.hash);
+      else heads_[e.hash] = e.next;
+      entries_.pop_back();
     }
   }
 
   int64_t removed = 0;
 
  private:
+  using Ids = absl::InlinedVector<const Value*, 4>;
+  // A node in scope. Entries with the same hash form a chain through `next`
+  // (the previous one with that hash, or -1), newest first from heads_; at
+  // most one entry of a chain matches a node (a later match was merged).
   struct Entry {
     Node* node;
-    std::vector<const Value*> ids;  // input identities, sorted for commutative pairs
+    Ids ids;  // input identities, sorted for commutative pairs
+    uint64_t hash;
+    int next;
   };
 
   // The identity of an input: the value itself, or for a constant the first
@@ -144,8 +155,8 @@ class CommonSubexpressions {
     return rep;
   }
 
-  std::vector<const Value*> InputIds(const Node& n) {
-    std::vector<const Value*> ids;
+  Ids InputIds(const Node& n) {
+    Ids ids;
     ids.reserve(n.num_inputs());
     for (const Value* v : n.inputs()) ids.push_back(Identity(v));
     // Only whether two nodes match depends on this order, not what is kept.
@@ -153,15 +164,14 @@ class CommonSubexpressions {
     return ids;
   }
 
-  static uint64_t NodeHash(const Node& n, const std::vector<const Value*>& ids) {
+  static uint64_t NodeHash(const Node& n, const Ids& ids) {
     uint64_t h = absl::HashOf(n.op(), n.domain(), n.num_outputs(), ids.size());
     for (const Value* v : ids) h = Mix(h, reinterpret_cast<uintptr_t>(v));
     for (const auto& [name, a] : n.attrs()) h = absl::HashOf(h, name, AttrHash(a));
     return h;
   }
 
-  static bool Same(const Node& a, const std::vector<const Value*>& a_ids, const Node& b,
-                   const std::vector<const Value*>& b_ids) {
+  static bool Same(const Node& a, const Ids& a_ids, const Node& b, const Ids& b_ids) {
     if (a.op() != b.op() || a.domain() != b.domain() || a.num_outputs() != b.num_outputs() || a_ids != b_ids)
       return false;
     if (a.attrs().size() != b.attrs().size()) return false;
@@ -171,8 +181,8 @@ class CommonSubexpressions {
     return true;
   }
 
-  absl::flat_hash_map<uint64_t, std::vector<Entry>> table_;
-  std::vector<uint64_t> pushed_;
+  std::vector<Entry> entries_;  // the nodes in scope, in visiting order
+  absl::flat_hash_map<uint64_t, int> heads_;
   absl::flat_hash_map<const Value*, const Value*> canon_;
   absl::flat_hash_map<uint64_t, std::vector<const Value*>> by_content_;
 };

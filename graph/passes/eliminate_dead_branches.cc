@@ -98,7 +98,9 @@ class DeadBranchEliminator {
       if (IsRootGraphOutput(n->output(i))) return std::nullopt;
     }
 
-    // Take the branch out of the node, park the If's uses, erase the If.
+    // Take the branch out of the node, park the If's uses, erase the If
+    // (names are counted while its outputs and the branch still hold theirs).
+    names_.Ensure();
     std::unique_ptr<Graph> taken = std::move(const_cast<Attribute*>(attr)->mutable_graphs()[0]);
     const_cast<Attribute*>(attr)->mutable_graphs().clear();
     std::vector<std::string> out_names;

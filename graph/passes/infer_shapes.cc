@@ -117,10 +117,30 @@ class LoopAwareInference {
       auto merged = MergeTypes(out->type(), (*inferred)[i]);
       if (!merged.ok())
         return InvalidArgument(NodeText(*n), ": output '", out->name(), "': ", merged.status().message());
+      // Outside a loop body's rounds each value is inferred once: count it
+      // here. A body's values are compared once its fixpoint is reached.
+      if (fixpoint_depth_ == 0 && *merged != out->type()) ++report.types_refined;
       out->set_type(*std::move(merged));
     }
     return absl::OkStatus();
   }
+
+  // Runs FixpointRounds and counts the body values whose type it changed.
+  absl::Status Fixpoint(const Node& n, Graph& body, const std::vector<std::pair<int, Type>>& fixed,
+                        const std::vector<Carried>& carried) {
+    TypeSnapshot before;
+    if (fixpoint_depth_ == 0) Snapshot(body, &before);
+    ++fixpoint_depth_;
+    absl::Status s = FixpointRounds(n, body, fixed, carried);
+    --fixpoint_depth_;
+    if (fixpoint_depth_ == 0) {
+      for (const auto& [v, t] : before)
+        if (v->type() != t) ++report.types_refined;
+    }
+    return s;
+  }
+
+  int fixpoint_depth_ = 0;  // > 0 inside a loop body's rounds
 
   // Loop body: (iteration, condition, carried...) -> (condition, carried..., scans...).
   absl::Status InferLoopBody(const Node& n, Graph& body) {
@@ -174,8 +194,8 @@ class LoopAwareInference {
     return Fixpoint(n, body, fixed, carried);
   }
 
-  absl::Status Fixpoint(const Node& n, Graph& body, const std::vector<std::pair<int, Type>>& fixed,
-                        const std::vector<Carried>& carried) {
+  absl::Status FixpointRounds(const Node& n, Graph& body, const std::vector<std::pair<int, Type>>& fixed,
+                              const std::vector<Carried>& carried) {
     std::vector<Type> declared;
     for (Value* v : body.inputs()) declared.push_back(v->type());
     TypeSnapshot snap;
@@ -251,15 +271,9 @@ class LoopAwareInference {
 }  // namespace
 
 absl::StatusOr<InferShapesReport> InferShapesWithLoops(Graph& g) {
-  TypeSnapshot before;
-  Snapshot(g, &before);
   LoopAwareInference inference;
   KILN_RETURN_IF_ERROR(inference.InferGraph(g));
-  TypeSnapshot after;
-  Snapshot(g, &after);
   InferShapesReport report = inference.report;
-  for (size_t i = 0; i < before.size() && i < after.size(); ++i)
-    if (before[i].second != after[i].second) ++report.types_refined;
   report.changed = report.types_refined > 0;
   return report;
 }

@@ -56,20 +56,47 @@ inline bool HasNondeterministicOp(const Graph& g) {
 
 // Every value name of a graph nest, with how many values hold it (sibling
 // graphs may reuse names). Names generated through Fresh() are unique across
-// the nest, not only along the enclosing chain as Graph::UniqueName is.
+// the nest and never handed out twice, even before a value takes them.
+//
+// The table is collected on first use (a pass that only folds, or rewrites
+// nothing, never pays for it), from the nest as it is then: a caller that
+// asks AtMostOne about a value it is about to erase calls Ensure() while the
+// value exists.
 class NameTable {
  public:
-  explicit NameTable(const Graph& root) { Collect(root); }
+  explicit NameTable(const Graph& root) : root_(&root) {}
 
+  // Collects the names now, if not done yet.
+  void Ensure() {
+    if (collected_) return;
+    collected_ = true;
+    Collect(*root_);
+  }
+  // Whether `name`, held until now by one value of `g` that is gone, may be
+  // given to a new value of `g`: no other value of the nest holds it and
+  // Fresh() did not hand it out. Before the table is collected this asks
+  // the graph nest itself.
+  bool FreeAgain(const Graph& g, const std::string& name) {
+    if (!collected_) return !g.NameInRootNest(name);
+    return AtMostOne(name) && !g.NameInUse(name);
+  }
   // True when no value of the nest other than (possibly) one holds `name`.
-  bool AtMostOne(const std::string& name) const {
+  bool AtMostOne(const std::string& name) {
+    Ensure();
     auto it = count_.find(name);
     return it == count_.end() || it->second <= 1;
   }
-  bool Contains(const std::string& name) const { return count_.contains(name); }
-  void Take(const std::string& name) { ++count_[name]; }
+  bool Contains(const std::string& name) {
+    Ensure();
+    return count_.contains(name);
+  }
+  void Take(const std::string& name) {
+    Ensure();
+    ++count_[name];
+  }
   // A new name from `hint`, unused anywhere in the nest; recorded as taken.
   std::string Fresh(Graph& g, absl::string_view hint) {
+    Ensure();
     for (;;) {
       std::string name = g.UniqueName(hint);
       if (!count_.contains(name)) {
@@ -85,6 +112,8 @@ class NameTable {
     for (const Node* n : g.nodes())
       for (const Graph* s : n->subgraphs()) Collect(*s);
   }
+  const Graph* root_;
+  bool collected_ = false;
   absl::flat_hash_map<std::string, int> count_;
 };
 
@@ -119,7 +148,7 @@ inline std::vector<Value*> ReplaceNodeOutputs(Graph& g, Node* n, const std::vect
   }
   g.EraseNode(n);
   for (Pending& p : pending) {
-    std::string name = names.AtMostOne(p.name) && !g.NameInUse(p.name) ? p.name : names.Fresh(g, p.name);
+    std::string name = names.FreeAgain(g, p.name) ? p.name : names.Fresh(g, p.name);
     Value* c = g.AddConstant(name, p.temp->constant());
     p.temp->ReplaceAllUsesWith(c);
     g.EraseValue(p.temp);
