@@ -110,6 +110,9 @@ TEST(CubeConv, ResNetLikeConvolutionsMatchReference) {
                    {dt, {2, 20, 9, 11}, {40, 20, 3, 3}, true, {2, 2}, {1, 1, 1, 1}},
                    {dt, {2, 32, 8, 8}, {48, 32, 1, 1}, false, {2, 2}, {0, 0, 0, 0}}});
   }
+  // Enough channels that the im2col runs in several groups and a rest.
+  ExpectMatches({{DType::kF32, {1, 100, 28, 28}, {32, 100, 3, 3}, true, {1, 1}, {1, 1, 1, 1}},
+                 {DType::kF16, {1, 70, 14, 30}, {24, 70, 3, 3}, false, {2, 2}, {1, 1, 1, 1}}});
 }
 
 // Grouped, dilated, asymmetric pads, bf16, 1-D.
@@ -127,17 +130,24 @@ TEST(CubeConv, MobileNetLikeConvolutionsMatchReference) {
                  {DType::kF16, {1, 16, 14, 14}, {96, 16, 1, 1}, true, {}, {}}});
 }
 
-TEST(CubeConv, DepthwiseConvolutionsSayWhyTheyGoElsewhere) {
-  for (ConvCase c : std::vector<ConvCase>{{DType::kF16, {1, 16, 8, 8}, {16, 1, 3, 3}, false, {}, {1, 1, 1, 1}, 16},
-                                          {DType::kF16, {1, 16, 8, 8}, {16, 1, 1, 1}, false, {}, {}, 16}}) {
-    Graph g;
-    Node* n = nullptr;
-    absl::flat_hash_map<const Value*, Tensor> inputs;
-    auto k = Generate(c, g, &n, &inputs);
-    ASSERT_FALSE(k.ok());
-    EXPECT_TRUE(absl::IsUnimplemented(k.status())) << k.status();
-    EXPECT_NE(k.status().message().find("depthwise"), std::string::npos) << k.status();
-  }
+// Depthwise: super-groups of 16 channels with a block-diagonal weight (the
+// last one shifting inward when the channels are not a multiple of 16).
+TEST(CubeConv, DepthwiseConvolutionsMatchReference) {
+  ExpectMatches({{DType::kF32, {1, 32, 12, 12}, {32, 1, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, 32},
+                 {DType::kF32, {2, 24, 9, 9}, {24, 1, 3, 3}, true, {2, 2}, {1, 1, 1, 1}, 24},
+                 {DType::kF16, {1, 8, 10, 10}, {8, 1, 3, 3}, false, {1, 1}, {1, 1, 1, 1}, 8},
+                 {DType::kF16, {1, 48, 7, 7}, {48, 1, 5, 5}, true, {1, 1}, {2, 2, 2, 2}, 48}});
+}
+
+TEST(CubeConv, DepthwiseWithAChannelMultiplierSaysWhyItGoesElsewhere) {
+  ConvCase c{DType::kF16, {1, 16, 8, 8}, {32, 1, 3, 3}, false, {}, {1, 1, 1, 1}, 16};
+  Graph g;
+  Node* n = nullptr;
+  absl::flat_hash_map<const Value*, Tensor> inputs;
+  auto k = Generate(c, g, &n, &inputs);
+  ASSERT_FALSE(k.ok());
+  EXPECT_TRUE(absl::IsUnimplemented(k.status())) << k.status();
+  EXPECT_NE(k.status().message().find("channel multiplier"), std::string::npos) << k.status();
 }
 
 }  // namespace

@@ -45,6 +45,12 @@ struct ConvGeom {
   int64_t Ho = 1, Wo = 1, P = 1, K = 1, K16 = 16;
   int es = 4;
   const char* dt = "f32";
+  // Depthwise (one input and one output channel per group): super-groups of
+  // S channels run as grouped convolutions with a block-diagonal [S, S*T]
+  // weight (T = KH*KW taps) that each unit builds in its workspace; C, G, Cg
+  // and Mg above describe the super-groups (G of them, Cg = Mg = S).
+  bool depthwise = false;
+  int64_t S = 0, T = 1;
 };
 
 // The chunking of one candidate and what the im2col needs for it.
@@ -53,6 +59,8 @@ struct ConvPlan {
   int64_t pitch = 0, tap_bytes = 0;  // UB row pitch and bytes of one tap's rectangle
   int64_t slot_bytes = 0;            // workspace bytes per block
   int64_t zero_bytes = 0, ub_base = 0, ub_bytes = 0;
+  int64_t b_bytes = 0;     // the im2col matrix's part of a slot (then the depthwise A)
+  int64_t w_ub = 0;        // depthwise: UB staging of S channels' taps
 };
 
 // Valid output columns [ow0, ow1) of tap column kw.
@@ -97,13 +105,14 @@ std::vector<int64_t> ChunkClass(const ConvGeom& g, const ConvPlan& p, int64_t c)
   return v;
 }
 
-// One group of `nch` input channels of a chunk class: gathers, then zero
-// borders and scatters, through the UB slot at kC6.
-void EmitGroup(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls, int64_t nch) {
-  const int64_t es = g.es, row_bytes = g.Wo * es;
-  struct Tap {
-    int64_t row_off, r0, r1, ow0, ow1, uoff, xoff, pitch;
-  };
+// The taps of a group of `nch` input channels of a chunk class: where each
+// tap's valid rectangle sits in X, in the UB slot and in the workspace.
+struct Tap {
+  int64_t row_off, r0, r1, ow0, ow1, uoff, xoff, pitch;
+};
+
+std::vector<Tap> GroupTaps(const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls, int64_t nch) {
+  const int64_t es = g.es;
   std::vector<Tap> taps;
   int64_t uoff = 0;
   for (int64_t ci = 0; ci < nch; ++ci) {
@@ -123,8 +132,14 @@ void EmitGroup(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vect
       }
     }
   }
+  return taps;
+}
+
+// MTE2 gathers a group's valid rectangles into the UB slot at kC6.
+void EmitGathers(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls, int64_t nch) {
+  const int64_t es = g.es;
   e.Line("wait_flag MTE3, MTE2, 5");
-  for (const Tap& t : taps) {
+  for (const Tap& t : GroupTaps(g, p, cls, nch)) {
     int64_t nr = t.r1 - t.r0, nc = t.ow1 - t.ow0;
     if (nr <= 0 || nc <= 0) continue;
     if (g.sw == 1) {
@@ -138,6 +153,14 @@ void EmitGroup(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vect
     }
   }
   e.Line("set_flag MTE2, MTE3, 5");
+  Toggle(e, kC6, kSlotBytes);
+  e.L("add ", R(kC5), ", ", R(kC5), ", ", nch * g.H * g.W * es);
+}
+
+// MTE3 writes a group's rows of the workspace (at kC4) from the UB slot at
+// kC8: the valid rectangles and the zero borders.
+void EmitScatters(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls, int64_t nch) {
+  const int64_t es = g.es, row_bytes = g.Wo * es;
   e.Line("wait_flag MTE2, MTE3, 5");
   const std::string zero = absl::StrCat("UB[", p.ub_base - p.zero_bytes, "]");
   auto zeros = [&](int64_t off, int64_t nburst, int64_t len) {
@@ -145,7 +168,7 @@ void EmitGroup(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vect
       e.L("copy_ub_gm ", Addr("ws", kC4, off), ", ", zero, ", nburst=", nburst, ", len=", len,
           ", src_stride=0, dst_stride=", row_bytes);
   };
-  for (const Tap& t : taps) {
+  for (const Tap& t : GroupTaps(g, p, cls, nch)) {
     int64_t nr = t.r1 - t.r0, nc = t.ow1 - t.ow0;
     if (nr <= 0 || nc <= 0) {
       zeros(t.row_off, p.R, row_bytes);
@@ -156,12 +179,11 @@ void EmitGroup(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vect
     zeros(t.row_off + t.r0 * row_bytes, nr, t.ow0 * es);
     zeros(t.row_off + t.r0 * row_bytes + t.ow1 * es, nr, (g.Wo - t.ow1) * es);
     e.L("copy_ub_gm ", Addr("ws", kC4, t.row_off + t.r0 * row_bytes + t.ow0 * es), ", ",
-        Addr("UB", kC6, p.ub_base + t.uoff), ", nburst=", nr, ", len=", nc * es, ", src_stride=", t.pitch,
+        Addr("UB", kC8, p.ub_base + t.uoff), ", nburst=", nr, ", len=", nc * es, ", src_stride=", t.pitch,
         ", dst_stride=", row_bytes);
   }
   e.Line("set_flag MTE3, MTE2, 5");
-  Toggle(e, kC6, kSlotBytes);
-  e.L("add ", R(kC5), ", ", R(kC5), ", ", nch * g.H * g.W * es);
+  Toggle(e, kC8, kSlotBytes);
   e.L("add ", R(kC4), ", ", R(kC4), ", ", nch * g.KH * g.KW * p.Np * es);
 }
 
@@ -175,6 +197,11 @@ void EmitInit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
   e.Line("wait_flag VECTOR, MTE3, 4");
   e.Line("set_flag MTE3, MTE2, 5");
   e.Line("set_flag MTE3, MTE2, 5");
+  if (g.depthwise) {
+    e.Line("set_flag MTE3, MTE2, 7");
+    // 32 zero bytes after A: the last row's loads read up to them.
+    e.L("copy_ub_gm ", Addr("ws", kUB, p.b_bytes + g.S * g.K * g.es), ", UB[", zero, "], len=32");
+  }
   // Rows K .. K16 of the slot stay zero.
   if (g.K16 > g.K)
     e.L("copy_ub_gm ", Addr("ws", kUB, g.K * p.Np * g.es), ", UB[", zero, "], nburst=", (g.K16 - g.K) * p.R,
@@ -192,9 +219,15 @@ void EmitUnit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
   e.L("div ", R(kC1), ", ", R(kC1), ", ", g.G);  // n
   e.L("mul ", R(kC0), ", ", R(kC0), ", ", p.Mc);
   e.L("min ", R(kC0), ", ", R(kC0), ", ", g.Mg - p.Mc);  // m_a
-  e.L("mul ", R(kC4), ", ", R(kC3), ", ", g.Mg);
+  if (g.depthwise) {
+    // The super-group's first channel (the last one shifts inward).
+    e.L("mul ", R(kC3), ", ", R(kC3), ", ", g.S);
+    e.L("min ", R(kC3), ", ", R(kC3), ", ", g.C - g.S);
+  }
+  e.L("mul ", R(kC4), ", ", R(kC3), ", ", g.depthwise ? 1 : g.Mg);
   e.L("add ", R(kC4), ", ", R(kC4), ", ", R(kC0));  // first output channel
-  e.L("mul ", R(kUA), ", ", R(kC4), ", ", g.K * es);
+  if (g.depthwise) e.L("add ", R(kUA), ", ", R(kUB), ", ", p.b_bytes);
+  else e.L("mul ", R(kUA), ", ", R(kC4), ", ", g.K * es);
   e.L("mul ", R(kUC), ", ", R(kC4), ", ", es);
   e.L("mul ", R(kC5), ", ", R(kC1), ", ", g.Co);
   e.L("add ", R(kC5), ", ", R(kC5), ", ", R(kC4));
@@ -205,13 +238,14 @@ void EmitUnit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
   e.L("add ", R(kUY), ", ", R(kUY), ", ", R(kC5));
   // X: the group's first plane, row oh_a*sh, less the padding.
   e.L("mul ", R(kC5), ", ", R(kC1), ", ", g.C);
-  e.L("mul ", R(kC4), ", ", R(kC3), ", ", g.Cg);
+  e.L("mul ", R(kC4), ", ", R(kC3), ", ", g.depthwise ? 1 : g.Cg);
   e.L("add ", R(kC5), ", ", R(kC5), ", ", R(kC4));
   e.L("mul ", R(kC5), ", ", R(kC5), ", ", g.H * g.W * es);
   e.L("mul ", R(kC4), ", ", R(kC0), ", ", g.sh * g.W * es);
   e.L("add ", R(kC5), ", ", R(kC5), ", ", R(kC4));
   e.L("sub ", R(kC5), ", ", R(kC5), ", ", (g.pt * g.W + g.pl) * es);
   e.L("mov ", R(kC4), ", ", R(kUB));
+  e.L("mov ", R(kC8), ", ", R(kC6));  // the scatters take the slots in the gathers' order
   // Chunk classes: the most common one is the fall-through.
   std::map<std::vector<int64_t>, std::vector<int64_t>> classes;
   for (int64_t c = 0; c < p.chunks; ++c) classes[ChunkClass(g, p, c)].push_back(c);
@@ -228,23 +262,44 @@ void EmitUnit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
   }
   for (const auto& [cls, cs] : classes)
     if (&cs == common) e.L("jmp ", bodies[std::distance(classes.begin(), classes.find(cls))].second);
+  // Groups of cpi channels (and a rest), software-pipelined: the gathers of
+  // group i+1 are issued before the scatters of group i, so MTE2 and MTE3
+  // overlap even though the scalar unit issues in program order.
   const int64_t full = g.Cg / p.cpi, rest = g.Cg % p.cpi;
   for (const auto& [cls, label] : bodies) {
     e.Label(label);
+    EmitGathers(e, g, p, *cls, p.cpi);
     if (full > 1) {
       const std::string loop = e.NewLabel("im2col_ci");
-      e.L("mov ", R(kC7), ", 0");
+      e.L("mov ", R(kC7), ", 1");
       e.Label(loop);
-      EmitGroup(e, g, p, *cls, p.cpi);
+      EmitGathers(e, g, p, *cls, p.cpi);
+      EmitScatters(e, g, p, *cls, p.cpi);
       e.L("add ", R(kC7), ", ", R(kC7), ", 1");
       e.L("blt ", R(kC7), ", ", full, ", ", loop);
-    } else if (full == 1) {
-      EmitGroup(e, g, p, *cls, p.cpi);
     }
-    if (rest) EmitGroup(e, g, p, *cls, rest);
+    if (rest) EmitGathers(e, g, p, *cls, rest);
+    EmitScatters(e, g, p, *cls, p.cpi);
+    if (rest) EmitScatters(e, g, p, *cls, rest);
     e.L("jmp ", end);
   }
   e.Label(end);
+  if (g.depthwise) {
+    // The block-diagonal A: zeros between the diagonal blocks, then each
+    // channel's taps at row i, columns i*T .. i*T+T-1.
+    const int64_t zero = p.ub_base - p.zero_bytes;
+    e.Line("wait_flag MTE3, MTE2, 7");
+    e.L("mul ", R(kT0), ", ", R(kC3), ", ", g.T * es);
+    e.L("copy_gm_ub UB[", p.w_ub, "], w[", R(kT0), "], len=", g.S * g.T * es);
+    e.Line("set_flag MTE2, MTE3, 7");
+    e.Line("wait_flag MTE2, MTE3, 7");
+    if (g.S > 1)
+      e.L("copy_ub_gm ", Addr("ws", kUA, g.T * es), ", UB[", zero, "], nburst=", g.S - 1, ", len=", g.K * es,
+          ", src_stride=0, dst_stride=", (g.K + g.T) * es);
+    e.L("copy_ub_gm ws[", R(kUA), "], UB[", p.w_ub, "], nburst=", g.S, ", len=", g.T * es, ", src_stride=", g.T * es,
+        ", dst_stride=", (g.K + g.T) * es);
+    e.Line("set_flag MTE3, MTE2, 7");
+  }
   e.Line("set_flag MTE3, MTE2, 6");
 }
 
@@ -292,10 +347,9 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
     return absl::FailedPreconditionError("Conv's channels do not match its groups");
   g.Cg = g.C / g.G;
   g.Mg = g.Co / g.G;
-  if (g.Cg == 1 && g.G > 1)
+  if (g.Cg == 1 && g.G > 1 && g.Mg != 1)
     return absl::UnimplementedError(
-        "depthwise Conv (one input channel per group) is not run on the cube: its GEMMs have K = KH*KW and one "
-        "output row per group, which leaves the cube nearly idle");
+        "depthwise Conv with a channel multiplier (several output channels per input channel) is not run on the cube");
   std::vector<int64_t> strides = node.GetInts("strides"), dil = node.GetInts("dilations"), pads = node.GetInts("pads");
   const size_t sp = one_d ? 1 : 2;
   if (strides.empty()) strides.assign(sp, 1);
@@ -339,6 +393,13 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   if (g.N <= 0 || g.Ho <= 0 || g.Wo <= 0 || g.Co <= 0) return absl::UnimplementedError("empty Conv");
   if (g.Wo > 4095) return absl::UnimplementedError("the cube Conv takes output rows of at most 4095 pixels");
   g.P = g.Ho * g.Wo;
+  g.T = g.KH * g.KW;
+  if (g.Cg == 1 && g.G > 1) {
+    g.depthwise = true;
+    g.S = std::min<int64_t>(16, g.G);
+    g.G = CeilDiv(g.C, g.S);
+    g.Cg = g.Mg = g.S;
+  }
   g.K = g.Cg * g.KH * g.KW;
   g.K16 = RoundUp(g.K, 16);
 
@@ -378,6 +439,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   const double dma_lat = f.hbm_latency + f.mte2_latency + f.flag_latency;
   for (int64_t r : rs) {
     for (int64_t mch : {1, 2, 4, 8, 16}) {
+      if (g.depthwise && mch > 1) continue;
       ConvPlan p;
       p.R = r;
       p.chunks = CeilDiv(g.Ho, r);
@@ -389,10 +451,12 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       p.tap_bytes = tap_bytes(r);
       p.cpi = std::max<int64_t>(1, std::min(g.Cg, kSlotBytes / (g.KH * g.KW * p.tap_bytes)));
       p.units = g.N * g.G * p.chunks * p.mchunks;
-      p.slot_bytes = RoundUp(g.K16 * p.Np * g.es + 32, 32);
-      p.zero_bytes = RoundUp(g.Wo * g.es, 256);
-      p.ub_bytes = p.zero_bytes + 2 * kSlotBytes;
+      p.b_bytes = RoundUp(g.K16 * p.Np * g.es + 32, 32);
+      p.slot_bytes = p.b_bytes + (g.depthwise ? RoundUp(g.S * g.K * g.es + 32, 32) : 0);
+      p.zero_bytes = RoundUp(std::max(g.Wo, g.depthwise ? g.K : 0) * g.es, 256);
       p.ub_base = ub_total - 2 * kSlotBytes;
+      p.w_ub = p.ub_base - p.zero_bytes - (g.depthwise ? RoundUp(g.S * g.T * g.es, 32) : 0);
+      p.ub_bytes = ub_total - p.w_ub;
       // The im2col of a unit: per group the gathers, then the scatters.
       const int64_t active = std::min<int64_t>(p.units, max_blocks > 0 ? max_blocks : f.cores);
       const double bw = std::min(f.mte2_bytes_per_cycle, f.hbm_bytes_per_cycle / static_cast<double>(active));
@@ -421,8 +485,11 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       cm.y_row_stride = g.P;
       cm.ws = "ws";
       cm.unit_cycles = static_cast<double>(groups) * per_group + dma_lat + 40;
+      // Depthwise: the block-diagonal A (taps in, zeros and the diagonal out).
+      if (g.depthwise) cm.unit_cycles += 2 * dma_lat + static_cast<double>(g.S * g.K * g.es) / bw;
       cm.unit_hbm_bytes = 2.0 * static_cast<double>(groups) * bytes;
       cm.ub_bytes = p.ub_bytes;
+      cm.a_in_ws = g.depthwise;
       s.conv = cm;
       auto t = ChooseCubeTiling(ProblemOf(s), f);
       if (!t.ok()) continue;
@@ -443,9 +510,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   auto plan = std::make_shared<ConvPlan>(p);
   s.conv->emit_init = [geom, plan](Emitter& e) { EmitInit(e, *geom, *plan); };
   s.conv->emit_unit = [geom, plan](Emitter& e) { EmitUnit(e, *geom, *plan); };
-  s.conv->emit_fini = [](Emitter& e) {
+  s.conv->emit_fini = [dw = g.depthwise](Emitter& e) {
     e.Line("wait_flag MTE3, MTE2, 5");
     e.Line("wait_flag MTE3, MTE2, 5");
+    if (dw) e.Line("wait_flag MTE3, MTE2, 7");
   };
   KILN_ASSIGN_OR_RETURN(std::string text, GemmKasm(s, best.tiling, m));
   auto file = sim::Assemble(text, "conv.kasm");
@@ -459,7 +527,9 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   k.estimated_cycles = best.tiling.cycles;
   const CubeTiling& t = best.tiling;
   k.plan = absl::StrCat("conv ", g.KH, "x", g.KW, "/", g.sh, "x", g.sw, " ", g.N, "x", g.C, "x", g.H, "x", g.W, " -> ",
-                        g.Co, "x", g.Ho, "x", g.Wo, g.G > 1 ? absl::StrCat(" group ", g.G) : "", " ", g.dt,
+                        g.Co, "x", g.Ho, "x", g.Wo, g.depthwise ? absl::StrCat(" depthwise (block-diagonal super-groups of ", g.S, " channels)")
+                        : g.G > 1 ? absl::StrCat(" group ", g.G)
+                                  : "", " ", g.dt,
                         ": im2col in GM (", p.units, " units of ", p.R, " output rows x ", p.Mc,
                         " channels, workspace ", ws_bytes, " B; the im2col writes and the GEMM reads back ",
                         static_cast<int64_t>(s.conv->unit_hbm_bytes * static_cast<double>(p.units) / 2.0),

@@ -52,7 +52,8 @@ enum CubeReg {
   kC5 = 29,
   kC6 = 30,
   kC7 = 31,
-  kNumCubeRegs = 32,
+  kC8 = 32,
+  kNumCubeRegs = 33,
 };
 
 inline std::string R(int r) { return absl::StrCat("r", r); }

@@ -326,7 +326,13 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   auto stage = [&](int64_t kc, bool first) {
     const int64_t gk = CeilDiv(kc, L.k0);  // K fractals of the stage
     e.Line("wait_flag MTE1, MTE2, 0");
-    if (!s.trans_a)
+    if (cv && cv->a_in_ws) {
+      // A built in the workspace (row-major, finite past K): a copy per row.
+      const int64_t gka = CeilDiv(kc, L.k0);
+      for (int64_t r = 0; r < L.rows; ++r)
+        e.L("copy_gm_l1 L1[", R(kL1), " + ", (r / 16) * gka * 512 + (r % 16) * 32, "], ", cv->ws, "[", R(kAOff),
+            " + ", r * s.K * L.es, "], nburst=", gka, ", len=32, src_stride=32, dst_stride=512");
+    } else if (!s.trans_a)
       e.L("nd2nz.", L.dt, " L1[", R(kL1), "], ", L.a, "[", R(kAOff), "], rows=", L.rows, ", cols=", kc,
           ", src_row_stride=", s.K);
     else

@@ -54,6 +54,9 @@ struct GemmSpec {
     std::string ws;            // the workspace argument
     double unit_cycles = 0, unit_hbm_bytes = 0;  // the im2col of a unit, for the cost model
     int64_t ub_bytes = 0;  // UB the im2col uses, at the top of UB
+    // A is in the workspace at kUA (row-major [M, K], rows finite up to the
+    // next multiple of K0 past K) rather than the argument a_arg.
+    bool a_in_ws = false;
     std::function<void(Emitter&)> emit_init;  // after the GEMM's flags: sets kUB, its own flags
     // kUnit -> kUA, kUY, kUC (byte offsets of the unit's A, Y, C) and the
     // im2col; MTE2 may read the slot after a `wait_flag MTE3, MTE2, 6`.
