@@ -13,6 +13,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/patterns/composite_expanders.h"
+#include "graph/support/float16.h"
 #include "graph/support/status.h"
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
@@ -110,6 +111,53 @@ void InlineFused(Graph& g, Node* n) {
     if (n->output(i)->has_uses()) n->output(i)->ReplaceAllUsesWith(repl);
   }
   g.EraseNode(n);
+}
+
+// --precision=fp16 (and bf16): matrix ops of an f32 graph compute on the
+// cube in the narrower type with fp32 accumulation. Constant operands
+// (weights, biases) are converted once here; other operands get a Cast in,
+// the result a Cast back to f32, so the rest of the graph keeps its types.
+absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
+  std::vector<Node*> nodes = g.NodeList();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    Node* n = nodes[k];
+    Node* next = k + 1 < nodes.size() ? nodes[k + 1] : nullptr;
+    if (!n->domain().empty() || (n->op() != "MatMul" && n->op() != "Gemm" && n->op() != "Conv")) continue;
+    bool all_f32 = n->output(0)->type().dtype() == DType::kF32;
+    for (Value* v : n->inputs()) all_f32 &= !v || v->type().dtype() == DType::kF32;
+    if (!all_f32 || !n->output(0)->type().shape().is_static()) continue;
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      Value* v = n->input(i);
+      if (!v) continue;
+      Shape shape = v->type().shape();
+      if (v->is_constant() && v->constant().defined()) {
+        const Tensor& t = v->constant();
+        Tensor c(narrow, t.dims());
+        for (int64_t j = 0; j < t.numel(); ++j) {
+          float f = t.data<float>()[j];
+          if (narrow == DType::kF16) c.data<Half>()[j] = Half(f);
+          else c.data<BFloat16>()[j] = BFloat16(f);
+        }
+        Value* nc = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))), std::move(c));
+        n->SetInput(i, nc);
+      } else {
+        Node* cast = g.AddNode("Cast", {v}, {g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow)))}, "", n);
+        cast->SetAttr("to", Attribute::Int(DTypeToOnnx(narrow)));
+        cast->output(0)->set_type(Type::Tensor(narrow, shape));
+        n->SetInput(i, cast->output(0));
+      }
+    }
+    // The node now produces the narrow type; a Cast restores f32 for its users.
+    Value* out = n->output(0);
+    Type wide = out->type();
+    Node* back = g.AddNode("Cast", {out}, {g.UniqueName(absl::StrCat(out->name(), ".f32"))}, "", next);
+    back->SetAttr("to", Attribute::Int(DTypeToOnnx(DType::kF32)));
+    back->output(0)->set_type(wide);
+    out->ReplaceAllUsesWith(back->output(0));
+    back->SetInput(0, out);
+    out->set_type(Type::Tensor(narrow, wide.shape()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& n, const sim::Machine& machine,
@@ -290,6 +338,10 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
       }
   }
   if (expanded) KILN_RETURN_IF_ERROR(InferShapes(g));
+  if (options.precision == Precision::kFp16 || options.precision == Precision::kMixed)
+    KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, DType::kF16));
+  else if (options.precision == Precision::kBf16)
+    KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, DType::kBF16));
 
   BufferTable buffers(module);
   for (const Value* v : g.inputs()) buffers.Add(v, Buffer::INPUT);

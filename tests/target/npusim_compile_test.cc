@@ -218,6 +218,35 @@ TEST(NpusimCompile, BatchesGiveTheSameOutputsAndOverlapTransfers) {
   EXPECT_NE(batched->npusim()->ReportText().find("pipelined"), std::string::npos);
 }
 
+TEST(NpusimCompile, Fp16PrecisionRunsMatrixWorkInHalfWithinTolerance) {
+  Model m = Mlp();
+  auto t = Npusim();
+  target::CompileOptions options;
+  options.precision = target::Precision::kFp16;
+  auto a = target::CompileForNpusim(m, *t, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->npusim().precision(), "fp16");
+  // The weights are f16 constants; casts surround the MatMul.
+  int casts = 0;
+  bool half_weights = false;
+  for (const auto& task : a->npusim().tasks()) casts += task.op() == "Cast";
+  for (const auto& b : a->npusim().buffers())
+    half_weights |= b.kind() == artifact::Buffer::CONSTANT && b.dtype() == "f16";
+  EXPECT_EQ(casts, 2);
+  EXPECT_TRUE(half_weights);
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "fp16.kiln");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  Tensor x = Random({8, 32}, 3);
+  auto got = (*loaded)->Run({x});
+  ASSERT_TRUE(got.ok()) << got.status();
+  Executor exec;
+  auto want = exec.Run(*m.graph, {x});
+  ASSERT_TRUE(want.ok());
+  ASSERT_EQ((*got)[0].dtype(), DType::kF32);
+  for (int64_t j = 0; j < (*want)[0].numel(); ++j)
+    EXPECT_NEAR((*got)[0].GetDouble(j), (*want)[0].GetDouble(j), 1e-2 * std::max(1.0, std::fabs((*want)[0].GetDouble(j))));
+}
+
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
   auto a = Compile(Mlp());
   ASSERT_TRUE(a.ok());
