@@ -112,7 +112,8 @@ TEST(CubeConv, ResNetLikeConvolutionsMatchReference) {
   }
   // Enough channels that the im2col runs in several groups and a rest.
   ExpectMatches({{DType::kF32, {1, 100, 28, 28}, {32, 100, 3, 3}, true, {1, 1}, {1, 1, 1, 1}},
-                 {DType::kF16, {1, 70, 14, 30}, {24, 70, 3, 3}, false, {2, 2}, {1, 1, 1, 1}}});
+                 {DType::kF16, {1, 70, 14, 30}, {24, 70, 3, 3}, false, {2, 2}, {1, 1, 1, 1}},
+                 {DType::kF32, {1, 45, 12, 120}, {16, 45, 3, 3}, true, {1, 1}, {1, 1, 1, 1}}});
 }
 
 // Grouped, dilated, asymmetric pads, bf16, 1-D.

@@ -61,6 +61,12 @@ struct ConvPlan {
   int64_t zero_bytes = 0, ub_base = 0, ub_bytes = 0;
   int64_t b_bytes = 0;     // the im2col matrix's part of a slot (then the depthwise A)
   int64_t w_ub = 0;        // depthwise: UB staging of S channels' taps
+  // Padded mode (strides 1): the slot holds the chunk's input rows as
+  // zero-padded planes of rin rows x Wp columns (plane bytes apart) and a
+  // zero row at zero_row; B row (ci, kh, kw) is plane ci shifted by
+  // kh*dh*Wp + kw*dw, over R rows of Wp columns (the last Wp - Wo discarded).
+  bool padded = false;
+  int64_t Wp = 0, rin = 0, plane = 0, zero_row = 0, ch_bytes = 0;
 };
 
 // Valid output columns [ow0, ow1) of tap column kw.
@@ -93,9 +99,22 @@ void ValidRows(const ConvGeom& g, int64_t R, int64_t oh_a, int64_t kh, int64_t* 
 
 int64_t ChunkStart(const ConvGeom& g, const ConvPlan& p, int64_t c) { return std::min(c * p.R, g.Ho - p.R); }
 
-// The class of a chunk: its valid rows per tap row.
+// The class of a chunk: its valid rows per tap row (padded mode: its valid
+// input rows).
 std::vector<int64_t> ChunkClass(const ConvGeom& g, const ConvPlan& p, int64_t c) {
   std::vector<int64_t> v;
+  if (p.padded) {
+    int64_t r0 = p.rin, r1 = 0;
+    for (int64_t rr = 0; rr < p.rin; ++rr) {
+      int64_t ih = ChunkStart(g, p, c) - g.pt + rr;
+      if (ih >= 0 && ih < g.H) {
+        r0 = std::min(r0, rr);
+        r1 = rr + 1;
+      }
+    }
+    if (r1 <= r0) r0 = r1 = 0;
+    return {r0, r1};
+  }
   for (int64_t kh = 0; kh < g.KH; ++kh) {
     int64_t r0, r1;
     ValidRows(g, p.R, ChunkStart(g, p, c), kh, &r0, &r1);
@@ -135,8 +154,54 @@ std::vector<Tap> GroupTaps(const ConvGeom& g, const ConvPlan& p, const std::vect
   return taps;
 }
 
+// Padded mode: MTE2 reads each channel's valid input rows (contiguous).
+void EmitPaddedGathers(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls,
+                       int64_t nch) {
+  const int64_t es = g.es, nr = cls[1] - cls[0];
+  e.Line("wait_flag MTE3, MTE2, 5");
+  if (nr > 0)
+    for (int64_t ci = 0; ci < nch; ++ci)
+      e.L("copy_gm_ub ", Addr("UB", kC6, p.ub_base + ci * p.ch_bytes), ", ",
+          Addr("x", kC5, (ci * g.H * g.W + cls[0] * g.W) * es), ", len=", nr * g.W * es);
+  e.Line("set_flag MTE2, MTE3, 5");
+  Toggle(e, kC6, kSlotBytes);
+  e.L("add ", R(kC5), ", ", R(kC5), ", ", nch * g.H * g.W * es);
+}
+
+// Padded mode: MTE3 writes each channel's plane: the rows, then the zeros
+// around them.
+void EmitPaddedScatters(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls,
+                        int64_t nch) {
+  const int64_t es = g.es, r0 = cls[0], r1 = cls[1], nr = r1 - r0, row = p.Wp * es;
+  e.Line("wait_flag MTE2, MTE3, 5");
+  const std::string zero = absl::StrCat("UB[", p.ub_base - p.zero_bytes, "]");
+  auto zeros = [&](int64_t off, int64_t nburst, int64_t len) {
+    if (nburst > 0 && len > 0)
+      e.L("copy_ub_gm ", Addr("ws", kC4, off), ", ", zero, ", nburst=", nburst, ", len=", len,
+          ", src_stride=0, dst_stride=", row);
+  };
+  for (int64_t ci = 0; ci < nch; ++ci) {
+    const int64_t base = ci * p.plane;
+    if (nr <= 0) {
+      zeros(base, p.rin, row);
+      continue;
+    }
+    e.L("copy_ub_gm ", Addr("ws", kC4, base + (r0 * p.Wp + g.pl) * es), ", ",
+        Addr("UB", kC8, p.ub_base + ci * p.ch_bytes), ", nburst=", nr, ", len=", g.W * es,
+        ", src_stride=", g.W * es, ", dst_stride=", row);
+    zeros(base, r0, row);
+    zeros(base + r1 * row, p.rin - r1, row);
+    zeros(base + r0 * row, nr, g.pl * es);
+    zeros(base + r0 * row + (g.pl + g.W) * es, nr, (p.Wp - g.pl - g.W) * es);
+  }
+  e.Line("set_flag MTE3, MTE2, 5");
+  Toggle(e, kC8, kSlotBytes);
+  e.L("add ", R(kC4), ", ", R(kC4), ", ", nch * p.plane);
+}
+
 // MTE2 gathers a group's valid rectangles into the UB slot at kC6.
 void EmitGathers(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls, int64_t nch) {
+  if (p.padded) return EmitPaddedGathers(e, g, p, cls, nch);
   const int64_t es = g.es;
   e.Line("wait_flag MTE3, MTE2, 5");
   for (const Tap& t : GroupTaps(g, p, cls, nch)) {
@@ -160,6 +225,7 @@ void EmitGathers(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::ve
 // MTE3 writes a group's rows of the workspace (at kC4) from the UB slot at
 // kC8: the valid rectangles and the zero borders.
 void EmitScatters(Emitter& e, const ConvGeom& g, const ConvPlan& p, const std::vector<int64_t>& cls, int64_t nch) {
+  if (p.padded) return EmitPaddedScatters(e, g, p, cls, nch);
   const int64_t es = g.es, row_bytes = g.Wo * es;
   e.Line("wait_flag MTE2, MTE3, 5");
   const std::string zero = absl::StrCat("UB[", p.ub_base - p.zero_bytes, "]");
@@ -202,8 +268,11 @@ void EmitInit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
     // 32 zero bytes after A: the last row's loads read up to them.
     e.L("copy_ub_gm ", Addr("ws", kUB, p.b_bytes + g.S * g.K * g.es), ", UB[", zero, "], len=32");
   }
-  // Rows K .. K16 of the slot stay zero.
-  if (g.K16 > g.K)
+  // Rows K .. K16 of the slot stay zero (padded mode: they all read one zero row).
+  if (p.padded)
+    e.L("copy_ub_gm ", Addr("ws", kUB, p.zero_row), ", UB[", zero, "], nburst=", p.R + 1, ", len=", p.Wp * g.es,
+        ", src_stride=0, dst_stride=", p.Wp * g.es);
+  else if (g.K16 > g.K)
     e.L("copy_ub_gm ", Addr("ws", kUB, g.K * p.Np * g.es), ", UB[", zero, "], nburst=", (g.K16 - g.K) * p.R,
         ", len=", g.Wo * g.es, ", src_stride=0, dst_stride=", g.Wo * g.es);
 }
@@ -243,7 +312,7 @@ void EmitUnit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
   e.L("mul ", R(kC5), ", ", R(kC5), ", ", g.H * g.W * es);
   e.L("mul ", R(kC4), ", ", R(kC0), ", ", g.sh * g.W * es);
   e.L("add ", R(kC5), ", ", R(kC5), ", ", R(kC4));
-  e.L("sub ", R(kC5), ", ", R(kC5), ", ", (g.pt * g.W + g.pl) * es);
+  e.L("sub ", R(kC5), ", ", R(kC5), ", ", (g.pt * g.W + (p.padded ? 0 : g.pl)) * es);
   e.L("mov ", R(kC4), ", ", R(kUB));
   e.L("mov ", R(kC8), ", ", R(kC6));  // the scatters take the slots in the gathers' order
   // Chunk classes: the most common one is the fall-through.
@@ -410,7 +479,16 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   auto tap_bytes = [&](int64_t r) { return RoundUp(r * pitch, 32); };
   int64_t rmax = 0;
   while (rmax < g.Ho && g.KH * g.KW * tap_bytes(rmax + 1) <= kSlotBytes) ++rmax;
-  if (rmax == 0)
+  // Padded mode (strides 1): rows of Wp columns, 32-byte aligned, whose
+  // chunks span at most one tile (512 columns) and fit a UB slot per channel.
+  const bool can_pad = g.sh == 1 && g.sw == 1;
+  const int64_t wp = RoundUp(g.W + g.pl + g.pr, 32 / g.es);
+  auto rin_of = [&](int64_t r) { return r + (g.KH - 1) * g.dh; };
+  int64_t rmax_pad = 0;
+  while (can_pad && rmax_pad < g.Ho && (rmax_pad + 1) * wp <= 512 &&
+         RoundUp(rin_of(rmax_pad + 1) * g.W * g.es, 32) <= kSlotBytes)
+    ++rmax_pad;
+  if (rmax == 0 && rmax_pad == 0)
     return absl::UnimplementedError(absl::StrCat("one input channel's ", g.KH * g.KW, " taps of an output row (",
                                                  g.KH * g.KW * tap_bytes(1), " bytes) do not fit a UB slot"));
 
@@ -431,29 +509,45 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
     CubeTiling tiling;
     bool found = false;
   } best;
+  const double dma_lat = f.hbm_latency + f.mte2_latency + f.flag_latency;
+  for (bool padded : {false, true}) {
+  const int64_t rm = padded ? rmax_pad : rmax;
+  if (rm == 0) continue;
   std::vector<int64_t> rs;
   for (int64_t d : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64}) {
-    int64_t r = std::min(rmax, CeilDiv(g.Ho, d));
+    int64_t r = std::min(rm, CeilDiv(g.Ho, d));
     if (std::find(rs.begin(), rs.end(), r) == rs.end()) rs.push_back(r);
   }
-  const double dma_lat = f.hbm_latency + f.mte2_latency + f.flag_latency;
   for (int64_t r : rs) {
     for (int64_t mch : {1, 2, 4, 8, 16}) {
       if (g.depthwise && mch > 1) continue;
       ConvPlan p;
       p.R = r;
+      p.padded = padded;
       p.chunks = CeilDiv(g.Ho, r);
       p.Mc = mch == 1 ? g.Mg : std::min(g.Mg, RoundUp(CeilDiv(g.Mg, mch), 16));
       p.mchunks = CeilDiv(g.Mg, p.Mc);
       if (mch > 1 && p.mchunks != mch) continue;
-      p.Np = r * g.Wo;
-      p.pitch = pitch;
-      p.tap_bytes = tap_bytes(r);
-      p.cpi = std::max<int64_t>(1, std::min(g.Cg, kSlotBytes / (g.KH * g.KW * p.tap_bytes)));
       p.units = g.N * g.G * p.chunks * p.mchunks;
-      p.b_bytes = RoundUp(g.K16 * p.Np * g.es + 32, 32);
+      const int64_t k0 = 32 / g.es;
+      if (padded) {
+        p.Wp = wp;
+        p.rin = rin_of(r);
+        p.Np = r * wp;
+        p.ch_bytes = RoundUp(p.rin * g.W * g.es, 32);
+        p.cpi = std::max<int64_t>(1, std::min(g.Cg, kSlotBytes / p.ch_bytes));
+        p.plane = RoundUp((p.rin * wp + (g.KW - 1) * g.dw + k0) * g.es, 32);
+        p.zero_row = g.Cg * p.plane;
+        p.b_bytes = RoundUp(p.zero_row + (r + 1) * wp * g.es, 32);
+      } else {
+        p.Np = r * g.Wo;
+        p.pitch = pitch;
+        p.tap_bytes = tap_bytes(r);
+        p.cpi = std::max<int64_t>(1, std::min(g.Cg, kSlotBytes / (g.KH * g.KW * p.tap_bytes)));
+        p.b_bytes = RoundUp(g.K16 * p.Np * g.es + 32, 32);
+      }
       p.slot_bytes = p.b_bytes + (g.depthwise ? RoundUp(g.S * g.K * g.es + 32, 32) : 0);
-      p.zero_bytes = RoundUp(std::max(g.Wo, g.depthwise ? g.K : 0) * g.es, 256);
+      p.zero_bytes = RoundUp(std::max({g.Wo, p.Wp, g.depthwise ? g.K : 0}) * g.es, 256);
       p.ub_base = ub_total - 2 * kSlotBytes;
       p.w_ub = p.ub_base - p.zero_bytes - (g.depthwise ? RoundUp(g.S * g.T * g.es, 32) : 0);
       p.ub_bytes = ub_total - p.w_ub;
@@ -461,8 +555,12 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       const int64_t active = std::min<int64_t>(p.units, max_blocks > 0 ? max_blocks : f.cores);
       const double bw = std::min(f.mte2_bytes_per_cycle, f.hbm_bytes_per_cycle / static_cast<double>(active));
       const int64_t groups = CeilDiv(g.Cg, p.cpi);
-      const double bytes = static_cast<double>(p.cpi * g.KH * g.KW * p.Np * g.es);
-      const double insts = static_cast<double>(p.cpi * g.KH * g.KW) * (g.sw == 1 ? 4.0 : 3.0 + static_cast<double>(r));
+      // Bytes a group moves each way, and its DMA instructions.
+      const double bytes = padded ? static_cast<double>(p.cpi * p.rin * wp * g.es)
+                                  : static_cast<double>(p.cpi * g.KH * g.KW * p.Np * g.es);
+      const double insts = padded ? static_cast<double>(p.cpi) * 6.0
+                                  : static_cast<double>(p.cpi * g.KH * g.KW) *
+                                        (g.sw == 1 ? 4.0 : 3.0 + static_cast<double>(r));
       const double per_group = std::max(insts, 2 * bytes / bw + dma_lat);
       GemmSpec s;
       s.name = "conv";
@@ -490,6 +588,15 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       cm.unit_hbm_bytes = 2.0 * static_cast<double>(groups) * bytes;
       cm.ub_bytes = p.ub_bytes;
       cm.a_in_ws = g.depthwise;
+      if (padded) {
+        for (int64_t k = 0; k < g.K16; ++k) {
+          const int64_t ci = k / g.T, kh = (k % g.T) / g.KW, kw = k % g.KW;
+          cm.b_row_offsets.push_back(k < g.K ? ci * p.plane + (kh * g.dh * wp + kw * g.dw) * g.es : p.zero_row);
+        }
+        cm.out_rows = r;
+        cm.out_pitch = wp;
+        cm.out_cols = g.Wo;
+      }
       s.conv = cm;
       auto t = ChooseCubeTiling(ProblemOf(s), f);
       if (!t.ok()) continue;
@@ -500,6 +607,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
         best.found = true;
       }
     }
+  }
   }
   if (!best.found) return absl::ResourceExhaustedError("no tiling of this Conv fits the machine's buffers");
   const ConvPlan& p = best.plan;
@@ -530,10 +638,11 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
                         g.Co, "x", g.Ho, "x", g.Wo, g.depthwise ? absl::StrCat(" depthwise (block-diagonal super-groups of ", g.S, " channels)")
                         : g.G > 1 ? absl::StrCat(" group ", g.G)
                                   : "", " ", g.dt,
-                        ": im2col in GM (", p.units, " units of ", p.R, " output rows x ", p.Mc,
-                        " channels, workspace ", ws_bytes, " B; the im2col writes and the GEMM reads back ",
+                        p.padded ? ": im2col as shifted rows of zero-padded input in GM (" : ": im2col in GM (",
+                        p.units, " units of ", p.R, " output rows x ", p.Mc,
+                        " channels, workspace ", ws_bytes, " B; the units write ",
                         static_cast<int64_t>(s.conv->unit_hbm_bytes * static_cast<double>(p.units) / 2.0),
-                        " B of HBM each), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.tm, "x",
+                        " B to it, and the GEMM reads its B there), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.tm, "x",
                         t.tn, "x", t.tk, " (K stages of ", t.tk1, "), ", t.blocks, " blocks",
                         t.via_ub ? ", written through UB" : "", ", est. ", static_cast<int64_t>(t.cycles),
                         " cycles (", t.bound, "-bound)");

@@ -163,6 +163,7 @@ CubeProblem ProblemOf(const GemmSpec& s) {
     p.unit_prologue_cycles = s.conv->unit_cycles;
     p.unit_prologue_hbm_bytes = s.conv->unit_hbm_bytes;
     p.ub_reserved += s.conv->ub_bytes;
+    if (s.conv->out_rows > 0) p.whole_n = true;
   }
   return p;
 }
@@ -323,7 +324,8 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
 
   // One L1 stage of kc elements of K.
   const int64_t ns = CeilDiv(s.K, t.tk1);
-  auto stage = [&](int64_t kc, bool first) {
+  const bool b_rows = cv && !cv->b_row_offsets.empty();
+  auto stage = [&](int64_t kc, bool first, int64_t kstart) {
     const int64_t gk = CeilDiv(kc, L.k0);  // K fractals of the stage
     e.Line("wait_flag MTE1, MTE2, 0");
     if (cv && cv->a_in_ws) {
@@ -344,7 +346,8 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
       const int64_t nf = CeilDiv(L.cols, L.k0);
       for (int64_t r = 0; r < RoundUp(kc, 16); ++r)
         e.L("copy_gm_l1 L1[", R(kL1), " + ", L.l1_b + (r / 16) * nf * 512 + (r % 16) * 32, "], ", cv->ws, "[", R(kBOff),
-            " + ", r * s.N * L.es, "], nburst=", nf, ", len=32, src_stride=32, dst_stride=512");
+            " + ", b_rows ? cv->b_row_offsets[kstart + r] : r * s.N * L.es, "], nburst=", nf,
+            ", len=32, src_stride=32, dst_stride=512");
     } else if (!s.trans_b)
       e.L("nd2nz.", L.dt, " L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], rows=", kc, ", cols=", L.cols,
           ", src_row_stride=", s.N);
@@ -353,7 +356,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
           ", src_row_stride=", s.K);
     e.Line("set_flag MTE2, MTE1, 0");
     e.L("add ", R(kAOff), ", ", R(kAOff), ", ", (s.trans_a ? kc * s.M : kc) * L.es);
-    e.L("add ", R(kBOff), ", ", R(kBOff), ", ", (s.trans_b ? kc : kc * s.N) * L.es);
+    if (!b_rows) e.L("add ", R(kBOff), ", ", R(kBOff), ", ", (s.trans_b ? kc : kc * s.N) * L.es);
     const int64_t nsub = CeilDiv(kc, t.tk);
     // Fractal-grid row lengths of the L1 images (nd2nz: ceil(cols / K0)).
     const int64_t ga = s.trans_a ? CeilDiv(L.rows, L.k0) : gk;
@@ -397,19 +400,36 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     }
     Toggle(e, kL1, L.l1_half);
   };
-  stage(ns == 1 ? s.K : t.tk1, true);
+  if (b_rows) {
+    for (int64_t st = 0; st < ns; ++st) stage(std::min(t.tk1, s.K - st * t.tk1), st == 0, st * t.tk1);
+  } else {
+  stage(ns == 1 ? s.K : t.tk1, true, 0);
   if (ns > 2) {
     const std::string loop = e.NewLabel("stage"), end = e.NewLabel("stage_end");
     e.L("mov ", R(kStage), ", 1");
     e.Label(loop);
     e.L("bge ", R(kStage), ", ", ns - 1, ", ", end);
-    stage(t.tk1, false);
+    stage(t.tk1, false, 0);
     e.L("add ", R(kStage), ", ", R(kStage), ", 1");
     e.L("jmp ", loop);
     e.Label(end);
   }
-  if (ns > 1) stage(s.K - (ns - 1) * t.tk1, false);
+  if (ns > 1) stage(s.K - (ns - 1) * t.tk1, false, 0);
+  }
   e.Line("set_flag CUBE, FIXP, 0");
+  // Copies of the tile at UB[ub] to Y: its valid rows and columns, or, with
+  // out_rows, the first out_cols columns of each of its rows of out_pitch.
+  auto write_rows = [&](const std::string& ub_reg, int64_t ub) {
+    if (cv && cv->out_rows > 0) {
+      for (int64_t r = 0; r < cv->out_rows; ++r)
+        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", r * cv->out_cols * L.es, "], UB[", ub_reg, ub + r * cv->out_pitch * L.es,
+            "], nburst=", L.rows, ", len=", cv->out_cols * L.es, ", src_stride=", t.tn * L.es,
+            ", dst_stride=", ys * L.es);
+    } else {
+      e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", ub_reg, ub, "], nburst=", L.rows, ", len=", L.cols * L.es,
+          ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
+    }
+  };
 
   // The tile's write-out.
   const std::string relu = s.relu ? ", relu=1" : "";
@@ -478,8 +498,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag VECTOR, FIXP, 2");
     e.Line("set_flag VECTOR, MTE3, 2");
     e.Line("wait_flag VECTOR, MTE3, 2");
-    e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", L.ub_eout, "], nburst=", L.rows, ", len=", L.cols * L.es,
-        ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
+    write_rows("", L.ub_eout);
     e.Line("set_flag MTE3, VECTOR, 2");
   } else if (L.via_ub) {
     e.Line("wait_flag MTE3, FIXP, 3");
@@ -489,8 +508,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     if (L.bias) e.Line("set_flag FIXP, VECTOR, 1");
     e.Line("set_flag FIXP, MTE3, 3");
     e.Line("wait_flag FIXP, MTE3, 3");
-    e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", R(kUbOut), " + ", L.ub_out, "], nburst=", L.rows,
-        ", len=", L.cols * L.es, ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
+    write_rows(absl::StrCat(R(kUbOut), " + "), L.ub_out);
     e.Line("set_flag MTE3, FIXP, 3");
     Toggle(e, kUbOut, L.ub_out_half);
   } else {

@@ -57,6 +57,13 @@ struct GemmSpec {
     // A is in the workspace at kUA (row-major [M, K], rows finite up to the
     // next multiple of K0 past K) rather than the argument a_arg.
     bool a_in_ws = false;
+    // When set, B row k (k < K rounded up to 16) is at kBOff + b_row_offsets[k]
+    // bytes (the K stages are unrolled) rather than at kBOff + k*N*elements.
+    std::vector<int64_t> b_row_offsets;
+    // When out_rows > 0, N is out_rows rows of out_pitch columns of which the
+    // first out_cols are Y's (the rest are discarded): tiles leave through
+    // UB, one copy per row, to Y columns r*out_cols ...
+    int64_t out_rows = 0, out_pitch = 0, out_cols = 0;
     std::function<void(Emitter&)> emit_init;  // after the GEMM's flags: sets kUB, its own flags
     // kUnit -> kUA, kUY, kUC (byte offsets of the unit's A, Y, C) and the
     // im2col; MTE2 may read the slot after a `wait_flag MTE3, MTE2, 6`.

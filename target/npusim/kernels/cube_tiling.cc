@@ -79,7 +79,9 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   t->m_tiles = CeilDiv(p.M, t->tm);
   t->n_tiles = CeilDiv(p.N, t->tn);
   t->tiles = p.batch * t->m_tiles * t->n_tiles;
-  t->via_ub = p.epilogue_in_ub || t->tm > p.M || t->tn > p.N;
+  if (p.whole_n && t->tn < p.N)
+    return absl::InvalidArgumentError(absl::StrCat("tile width ", t->tn, " does not span N = ", p.N));
+  t->via_ub = p.epilogue_in_ub || t->tm > p.M || t->tn > p.N || p.whole_n;
   if (t->via_ub) {
     int64_t ub = p.epilogue_in_ub ? t->tm * t->tn * (8 + p.out_bytes) : 2 * t->tm * t->tn * p.out_bytes;
     if (ub + p.ub_reserved > m.ub_bytes)

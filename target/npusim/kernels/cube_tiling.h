@@ -58,6 +58,9 @@ struct CubeProblem {
   // by one copy_gm_l1 per row (a scalar issue each).
   bool conv = false;
   double unit_prologue_cycles = 0, unit_prologue_hbm_bytes = 0;
+  // One tile spans N (tn >= N) and leaves through UB: N holds discarded
+  // columns between the rows the kernel writes.
+  bool whole_n = false;
 };
 
 // A tiling and what the model says about it.
