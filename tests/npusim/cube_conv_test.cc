@@ -79,7 +79,8 @@ void ExpectMatches(const std::vector<ConvCase>& cases) {
     SCOPED_TRACE(::testing::Message() << DTypeName(c.dt) << " X " << ::testing::PrintToString(c.x) << " W "
                                       << ::testing::PrintToString(c.w) << " strides "
                                       << ::testing::PrintToString(c.strides) << " pads "
-                                      << ::testing::PrintToString(c.pads) << " group " << c.group << " bias " << c.bias);
+                                      << ::testing::PrintToString(c.pads) << " group " << c.group
+                                      << " bias " << c.bias);
     Graph g;
     Node* n = nullptr;
     absl::flat_hash_map<const Value*, Tensor> inputs;
@@ -122,7 +123,8 @@ TEST(CubeConv, GroupedDilatedAndOtherConvolutionsMatchReference) {
                  {DType::kF16, {1, 24, 9, 9}, {18, 8, 3, 3}, false, {1, 1}, {2, 2, 2, 2}, 3, {2, 2}},
                  {DType::kF32, {1, 8, 12, 10}, {20, 8, 3, 5}, true, {1, 2}, {0, 2, 1, 0}, 1, {2, 1}},
                  {DType::kBF16, {2, 16, 6, 6}, {16, 16, 3, 3}, true, {1, 1}, {1, 1, 1, 1}},
-                 {DType::kF32, {2, 8, 40}, {12, 8, 5}, true, {2}, {2, 2}}});
+                 {DType::kF32, {2, 8, 40}, {12, 8, 5}, true, {2}, {2, 2}},
+                 {DType::kF32, {1, 16, 6, 14}, {32, 16, 3, 3}, false, {1, 1}, {1, 1, 1, 1}}});
 }
 
 // MobileNet-like: the 3x3 stride 2 stem on 3 channels, a pointwise expansion.

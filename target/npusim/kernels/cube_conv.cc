@@ -270,7 +270,8 @@ void EmitInit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
   }
   // Rows K .. K16 of the slot stay zero (padded mode: they all read one zero row).
   if (p.padded)
-    e.L("copy_ub_gm ", Addr("ws", kUB, p.zero_row), ", UB[", zero, "], nburst=", p.R + 1, ", len=", p.Wp * g.es,
+    e.L("copy_ub_gm ", Addr("ws", kUB, p.zero_row), ", UB[", zero, "], nburst=", p.R + 1 + CeilDiv(32 / g.es, p.Wp),
+        ", len=", p.Wp * g.es,
         ", src_stride=0, dst_stride=", p.Wp * g.es);
   else if (g.K16 > g.K)
     e.L("copy_ub_gm ", Addr("ws", kUB, g.K * p.Np * g.es), ", UB[", zero, "], nburst=", (g.K16 - g.K) * p.R,
@@ -479,10 +480,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   auto tap_bytes = [&](int64_t r) { return RoundUp(r * pitch, 32); };
   int64_t rmax = 0;
   while (rmax < g.Ho && g.KH * g.KW * tap_bytes(rmax + 1) <= kSlotBytes) ++rmax;
-  // Padded mode (strides 1): rows of Wp columns, 32-byte aligned, whose
-  // chunks span at most one tile (512 columns) and fit a UB slot per channel.
+  // Padded mode (strides 1): rows of Wp = W + pads columns, whose chunks
+  // span at most one tile (512 columns) and fit a UB slot per channel.
   const bool can_pad = g.sh == 1 && g.sw == 1;
-  const int64_t wp = RoundUp(g.W + g.pl + g.pr, 32 / g.es);
+  const int64_t wp = g.W + g.pl + g.pr;
   auto rin_of = [&](int64_t r) { return r + (g.KH - 1) * g.dh; };
   int64_t rmax_pad = 0;
   while (can_pad && rmax_pad < g.Ho && (rmax_pad + 1) * wp <= 512 &&
@@ -538,7 +539,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
         p.cpi = std::max<int64_t>(1, std::min(g.Cg, kSlotBytes / p.ch_bytes));
         p.plane = RoundUp((p.rin * wp + (g.KW - 1) * g.dw + k0) * g.es, 32);
         p.zero_row = g.Cg * p.plane;
-        p.b_bytes = RoundUp(p.zero_row + (r + 1) * wp * g.es, 32);
+        p.b_bytes = RoundUp(p.zero_row + (r + 1 + CeilDiv(k0, wp)) * wp * g.es, 32);
       } else {
         p.Np = r * g.Wo;
         p.pitch = pitch;
@@ -634,18 +635,18 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   k.workspace_bytes = ws_bytes;
   k.estimated_cycles = best.tiling.cycles;
   const CubeTiling& t = best.tiling;
-  k.plan = absl::StrCat("conv ", g.KH, "x", g.KW, "/", g.sh, "x", g.sw, " ", g.N, "x", g.C, "x", g.H, "x", g.W, " -> ",
-                        g.Co, "x", g.Ho, "x", g.Wo, g.depthwise ? absl::StrCat(" depthwise (block-diagonal super-groups of ", g.S, " channels)")
-                        : g.G > 1 ? absl::StrCat(" group ", g.G)
-                                  : "", " ", g.dt,
-                        p.padded ? ": im2col as shifted rows of zero-padded input in GM (" : ": im2col in GM (",
-                        p.units, " units of ", p.R, " output rows x ", p.Mc,
-                        " channels, workspace ", ws_bytes, " B; the units write ",
-                        static_cast<int64_t>(s.conv->unit_hbm_bytes * static_cast<double>(p.units) / 2.0),
-                        " B to it, and the GEMM reads its B there), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.tm, "x",
-                        t.tn, "x", t.tk, " (K stages of ", t.tk1, "), ", t.blocks, " blocks",
-                        t.via_ub ? ", written through UB" : "", ", est. ", static_cast<int64_t>(t.cycles),
-                        " cycles (", t.bound, "-bound)");
+  const std::string kind = g.depthwise ? absl::StrCat(" depthwise (block-diagonal super-groups of ", g.S, " channels)")
+                           : g.G > 1   ? absl::StrCat(" group ", g.G)
+                                       : std::string();
+  k.plan = absl::StrCat(
+      "conv ", g.KH, "x", g.KW, "/", g.sh, "x", g.sw, " ", g.N, "x", g.C, "x", g.H, "x", g.W, " -> ", g.Co, "x", g.Ho,
+      "x", g.Wo, kind, " ", g.dt,
+      p.padded ? ": im2col as shifted rows of zero-padded input in GM (" : ": im2col in GM (", p.units, " units of ",
+      p.R, " output rows x ", p.Mc, " channels, workspace ", ws_bytes, " B; the units write ",
+      static_cast<int64_t>(s.conv->unit_hbm_bytes * static_cast<double>(p.units) / 2.0),
+      " B to it, and the GEMM reads its B there), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.tm, "x", t.tn,
+      "x", t.tk, " (K stages of ", t.tk1, "), ", t.blocks, " blocks", t.via_ub ? ", written through UB" : "", ", est. ",
+      static_cast<int64_t>(t.cycles), " cycles (", t.bound, "-bound)");
   return k;
 }
 

@@ -420,11 +420,17 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   // Copies of the tile at UB[ub] to Y: its valid rows and columns, or, with
   // out_rows, the first out_cols columns of each of its rows of out_pitch.
   auto write_rows = [&](const std::string& ub_reg, int64_t ub) {
-    if (cv && cv->out_rows > 0) {
+    if (cv && cv->out_rows > 0 && ((cv->out_pitch * L.es) % 32 || L.rows < cv->out_rows)) {
+      // A copy per row of the tile (UB rows start on 32-byte blocks).
+      for (int64_t i = 0; i < L.rows; ++i)
+        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", i * ys * L.es, "], UB[", ub_reg, ub + i * t.tn * L.es,
+            "], nburst=", cv->out_rows, ", len=", cv->out_cols * L.es, ", src_stride=", cv->out_pitch * L.es,
+            ", dst_stride=", cv->out_cols * L.es);
+    } else if (cv && cv->out_rows > 0) {
       for (int64_t r = 0; r < cv->out_rows; ++r)
-        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", r * cv->out_cols * L.es, "], UB[", ub_reg, ub + r * cv->out_pitch * L.es,
-            "], nburst=", L.rows, ", len=", cv->out_cols * L.es, ", src_stride=", t.tn * L.es,
-            ", dst_stride=", ys * L.es);
+        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", r * cv->out_cols * L.es, "], UB[", ub_reg,
+            ub + r * cv->out_pitch * L.es, "], nburst=", L.rows, ", len=", cv->out_cols * L.es,
+            ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
     } else {
       e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", ub_reg, ub, "], nburst=", L.rows, ", len=", L.cols * L.es,
           ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
