@@ -63,6 +63,9 @@ struct TargetDescription {
   double global_bytes_per_second = 0;      // HBM
   double vector_bytes_per_cycle = 0;       // per compute unit
   double host_link_bytes_per_second = 0;   // PCIe, each way
+  // The optimizer pipeline `kiln compile` runs for this target when
+  // --passes is left at its default ("" for the default pipeline).
+  std::string pipeline;
 };
 
 // Where a node runs, and why.

@@ -239,6 +239,10 @@ class BufferTable {
       }
       if (life_[i].first < 0) life_[i] = {0, 0};
     }
+    // Graph inputs and outputs that are views of other buffers keep those
+    // buffers alive as long as they themselves are.
+    for (int b : module_->input_buffers()) Touch(b, 0), Touch(b, num_tasks);
+    for (int b : module_->output_buffers()) Touch(b, 0), Touch(b, num_tasks);
     for (int i = 0; i < n; ++i) {
       if (alias_[i] < 0) continue;
       int r = Root(i);

@@ -50,6 +50,9 @@ TargetDescription MakeDescription() {
   d.global_bytes_per_second = 1.2e12;
   d.vector_bytes_per_cycle = 256;
   d.host_link_bytes_per_second = 32e9;
+  // Fusion groups: MatMul/Gemm epilogues (bias, Relu) run in the cube
+  // kernel's FIXP stage; groups no kernel takes are split back.
+  d.pipeline = "default,form-fusion-groups";
   return d;
 }
 

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "graph/exec/executor.h"
 #include "graph/ops/shape_inference.h"
 #include "runtime/loaded_model.h"
@@ -104,6 +106,23 @@ TEST(NpusimCompile, MlpMatchesReference) {
   EXPECT_GT(loaded->npusim()->summary().stats.total_cycles, 0);
   EXPECT_EQ(loaded->npusim()->summary().stats.h2d_bytes, 8 * 32 * 4);
   EXPECT_EQ(loaded->npusim()->summary().stats.d2h_bytes, 8 * 16 * 4);
+}
+
+TEST(NpusimCompile, AnOutputThatIsAViewKeepsItsBytesToTheEnd) {
+  // y = Reshape(Relu(x)) is a graph output computed early; later tasks
+  // must not reuse the Relu's buffer.
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({64, 64}));
+  Value* r = g.AddNode("Relu", {x}, {"r"})->output(0);
+  Value* shape = g.AddConstant("shape", Tensor::FromVector<int64_t>({4096}, {1}));
+  Value* y = g.AddNode("Reshape", {r, shape}, {"y"})->output(0);
+  Value* cur = g.AddNode("Neg", {x}, {"n0"})->output(0);
+  for (int i = 1; i < 6; ++i) cur = g.AddNode(i % 2 ? "Abs" : "Neg", {cur}, {absl::StrCat("n", i)})->output(0);
+  g.AddOutput(y);
+  g.AddOutput(cur);
+  ASSERT_TRUE(InferShapes(g).ok());
+  ExpectMatchesReference(m, {Random({64, 64}, 11)});
 }
 
 TEST(NpusimCompile, EveryTaskHasAnEngineAndAReason) {

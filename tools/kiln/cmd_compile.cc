@@ -20,7 +20,7 @@ ABSL_FLAG(std::vector<std::string>, plugin, {}, "Target plugin shared libraries 
 
 namespace kiln::cli {
 
-absl::Status RunPipelineFromFlags(Model& model);
+absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);
 
 absl::Status LoadPluginsFromFlags() {
   for (const std::string& p : absl::GetFlag(FLAGS_plugin)) {
@@ -55,7 +55,7 @@ int Compile(const std::vector<std::string>& args) {
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
-  if (absl::Status s = RunPipelineFromFlags(*model); !s.ok()) return Fail(s);
+  if (absl::Status s = RunPipelineFromFlags(*model, (*target)->description().pipeline); !s.ok()) return Fail(s);
   if (absl::Status s = VerifyModel(*model); !s.ok())
     return Fail("the optimized graph does not verify: " + std::string(s.message()));
 

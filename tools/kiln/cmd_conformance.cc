@@ -24,7 +24,7 @@ ABSL_FLAG(bool, optimize, false,
 
 namespace kiln::cli {
 
-absl::Status RunPipelineFromFlags(Model& model);  // cmd_opt.cc
+absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);  // cmd_opt.cc
 
 extern const Command kConformanceCommand;
 const Command kConformanceCommand = {
@@ -84,7 +84,7 @@ flags:
       options.progress = isatty(STDERR_FILENO);
       if (absl::GetFlag(FLAGS_optimize)) {
         options.transform_model = [](Model& m) -> absl::Status {
-          absl::Status s = RunPipelineFromFlags(m);
+          absl::Status s = RunPipelineFromFlags(m, "");
           if (!s.ok()) return absl::InternalError(absl::StrCat("optimize: ", s.message()));
           s = VerifyModel(m);
           if (!s.ok()) return absl::InternalError(absl::StrCat("optimize: the optimized graph does not verify: ",

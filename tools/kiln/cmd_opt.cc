@@ -59,8 +59,10 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
 }
 
 // Runs the --passes pipeline (with the reporting flags) on `model`.
-absl::Status RunPipelineFromFlags(Model& model) {
+absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline) {
   std::string passes = absl::GetFlag(FLAGS_passes);
+  // `--passes` left at "default": the pipeline the target asks for.
+  if (passes == "default" && !target_pipeline.empty()) passes = target_pipeline;
   if (passes.empty() || passes == "none") return absl::OkStatus();
   auto po = PassOptionsFromFlags();
   if (!po.ok()) return po.status();
@@ -86,7 +88,7 @@ int Opt(const std::vector<std::string>& args) {
   if (!model.ok()) return Fail(model.status());
   absl::Status v = VerifyModel(*model);
   if (!v.ok()) return Fail(v);
-  absl::Status p = RunPipelineFromFlags(*model);
+  absl::Status p = RunPipelineFromFlags(*model, "");
   if (!p.ok()) return Fail(p);
   v = VerifyModel(*model);
   if (!v.ok()) return Fail("the optimized graph does not verify: " + std::string(v.message()));

@@ -16,7 +16,7 @@
 
 namespace kiln::cli {
 
-absl::Status RunPipelineFromFlags(Model& model);
+absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);
 
 namespace {
 
@@ -41,11 +41,11 @@ void Tally(const std::string& path, const artifact::Artifact& a) {
 ModelRunner MakeNpusimRunner(const std::string& tally_path) {
   return [tally_path](const Model& input, std::vector<Tensor> inputs) -> absl::StatusOr<std::vector<Tensor>> {
     Model m = input.Clone();
-    if (absl::Status s = RunPipelineFromFlags(m); !s.ok()) return s;
-    if (absl::Status s = VerifyModel(m); !s.ok())
-      return absl::InternalError(absl::StrCat("the optimized graph does not verify: ", s.message()));
     auto target = target::TargetRegistry::Global().Create("npusim");
     if (!target.ok()) return target.status();
+    if (absl::Status s = RunPipelineFromFlags(m, (*target)->description().pipeline); !s.ok()) return s;
+    if (absl::Status s = VerifyModel(m); !s.ok())
+      return absl::InternalError(absl::StrCat("the optimized graph does not verify: ", s.message()));
     auto a = target::CompileForNpusim(m, **target, {});
     if (!a.ok()) return absl::Status(a.status().code(), absl::StrCat("compile: ", a.status().message()));
     Tally(tally_path, *a);
