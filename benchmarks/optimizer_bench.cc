@@ -267,9 +267,8 @@ void RegisterAll() {
       b->Unit(benchmark::kMillisecond)->MinTime(0.5);
     }
   }
-  const GeneratorInfo& torch = kGenerators[2];
   for (const PassCase& p : kPasses) {
-    for (const GeneratorInfo* gen : {&kGenerators[0], &torch}) {
+    for (const GeneratorInfo* gen : {&kGenerators[0], &kGenerators[1], &kGenerators[2]}) {
       auto* b = benchmark::RegisterBenchmark(
           absl::StrCat("Pass/", p.pass, "/", gen->name).c_str(),
           [gen, p](benchmark::State& s) { Measure(s, gen->make, p.before, p.pass); });
