@@ -47,9 +47,7 @@ struct ModelCase {
 };
 
 std::string RepoRoot() {
-  std::string f = __FILE__;
-  size_t at = f.rfind("/tests/passes/");
-  return at == std::string::npos ? "." : f.substr(0, at);
+  return KILN_SOURCE_DIR;  // set by tests/CMakeLists.txt
 }
 
 bool HaveTorch() {

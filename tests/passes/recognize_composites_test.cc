@@ -42,9 +42,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string RepoRoot() {
-  std::string f = __FILE__;
-  size_t at = f.rfind("/tests/passes/");
-  return at == std::string::npos ? "." : f.substr(0, at);
+  return KILN_SOURCE_DIR;  // set by tests/CMakeLists.txt
 }
 
 // Ops (qualified) of a graph and its nested graphs, counted.
