@@ -117,9 +117,39 @@ struct LaunchState {
   std::set<int> cores;
 };
 
+// A FIFO in a ring of power-of-two capacity that grows when full and never
+// shrinks: a pipe's queue and its pop times stay within the queue depth, so
+// after the first instructions they cost no allocation.
+template <typename T>
+class Ring {
+ public:
+  bool empty() const { return head_ == tail_; }
+  size_t size() const { return tail_ - head_; }
+  T& front() { return buf_[head_ & mask_]; }
+  T& operator[](size_t i) { return buf_[(head_ + i) & mask_]; }
+  void pop_front() { ++head_; }
+  void push_back(const T& v) {
+    if (size() == buf_.size()) Grow();
+    buf_[tail_++ & mask_] = v;
+  }
+  void clear() { head_ = tail_ = 0; }
+
+ private:
+  void Grow() {
+    std::vector<T> b(buf_.empty() ? 64 : 2 * buf_.size());
+    for (size_t i = 0; i < size(); ++i) b[i] = (*this)[i];
+    tail_ = size();
+    head_ = 0;
+    buf_.swap(b);
+    mask_ = buf_.size() - 1;
+  }
+  std::vector<T> buf_;
+  size_t head_ = 0, tail_ = 0, mask_ = 0;
+};
+
 struct PipeState {
-  std::deque<Issued> q;
-  std::deque<double> pop_times;  // when the pipe took recent instructions (for the scalar unit's view)
+  Ring<Issued> q;
+  Ring<double> pop_times;  // when the pipe took recent instructions (for the scalar unit's view)
   sc_event pushed, popped;
   bool busy = false;
   double local = 0;  // cycles: the pipe's own clock, at or ahead of simulated time
@@ -215,6 +245,10 @@ struct Device::Impl {
     sizes.bytes[static_cast<int>(Space::kUb)] = k.ub_kib() << 10;
   }
 
+  // Waits begun by any process: simulated time can only have moved for a
+  // process while this count changed (SystemC processes are cooperative).
+  uint64_t waits = 0;
+
   double Now() const { return static_cast<double>((sc_core::sc_time_stamp() - t0).value()) / kPsPerCycle; }
 
   void Fail(absl::Status s) {
@@ -224,12 +258,16 @@ struct Device::Impl {
   }
   bool WaitCycles(double c) {
     if (aborted) return false;
-    if (c > 0) sc_core::wait(Cycles(c));
+    if (c > 0) {
+      ++waits;
+      sc_core::wait(Cycles(c));
+    }
     return !aborted;
   }
   bool WaitUntil(double t) { return WaitCycles(t - Now()); }
   bool WaitEvent(sc_event& e) {
     if (aborted) return false;
+    ++waits;
     sc_core::wait(e);
     return !aborted;
   }
@@ -318,9 +356,18 @@ struct Device::Impl {
       }
     }
     double next = -1;
-    for (Xfer* x : xfers) {
-      double t = std::max(0.0, x->remaining) / x->rate;
-      if (next < 0 || t < next) next = t;
+    if (!xfers.empty() && sum_caps > hbm_bw && min_cap >= fair && fair > 0) {
+      // One rate for all: the first finish is the least remaining over it
+      // (division by a positive constant keeps the order, so this is the
+      // same value as the least quotient).
+      double least = std::numeric_limits<double>::infinity();
+      for (Xfer* x : xfers) least = std::min(least, x->remaining);
+      next = std::max(0.0, least) / fair;
+    } else {
+      for (Xfer* x : xfers) {
+        double t = std::max(0.0, x->remaining) / x->rate;
+        if (next < 0 || t < next) next = t;
+      }
     }
     hbm_ev.cancel();
     if (next >= 0) hbm_ev.notify(Cycles(next));
@@ -564,9 +611,16 @@ struct Device::Impl {
     const int64_t n = static_cast<int64_t>(p.insts.size());
     int64_t pc = 0;
     auto value = [&](const Operand& o) { return o.kind == Operand::Kind::kReg ? c.regs[o.reg] : o.imm; };
+    // Now(), read again only after this process waited.
+    double now = Now();
+    uint64_t now_waits = waits;
     while (pc < n) {
       c.scalar_pc = static_cast<int32_t>(pc);
-      if (local - Now() > kSyncQuantum && !sync_to_local()) return false;
+      if (waits != now_waits) {
+        now = Now();
+        now_waits = waits;
+      }
+      if (local - now > kSyncQuantum && !sync_to_local()) return false;
       const Inst& in = p.insts[pc];
       const Operand* o = in.ops.data();
       int64_t next = pc + 1;
