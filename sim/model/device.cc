@@ -184,14 +184,20 @@ struct CoreState {
   std::array<PipeStats, kNumPipes> stats{};
 };
 
+// A DMA's wait for the HBM arbiter (on the DMA's pipe's stack).
 struct Xfer {
-  Xfer(double bytes, double cap) : bytes(bytes), remaining(bytes), cap(cap) {}
+  bool finished = false;
+  sc_event done;
+};
+
+// A transfer in flight, as the arbiter plans it: the transfers are kept
+// side by side, so a re-plan does not visit each waiting pipe's stack.
+struct XferSlot {
   double bytes;
   double remaining;
   double cap;
-  double rate = 0;
-  bool finished = false;
-  sc_event done;
+  double rate;
+  Xfer* owner;
 };
 
 }  // namespace
@@ -227,11 +233,11 @@ struct Device::Impl {
   sc_event link_ev[2];
   std::vector<bool> aicpu_busy;
   sc_event aicpu_ev;
-  std::vector<Xfer*> xfers;
+  std::vector<XferSlot> xfers;
   sc_event hbm_ev;  // the next finish of a transfer
   double hbm_last = 0;
   int64_t next_flow = 0;
-  std::vector<Xfer*> hbm_order;
+  std::vector<XferSlot*> hbm_order;
   double hbm_total = -1;
   RunStats stats;
   double hbm_bw = 0;
@@ -288,7 +294,7 @@ struct Device::Impl {
     link_ev[1].notify(d);
     aicpu_ev.notify(d);
     for (auto& e : event_evs) e->notify(d);
-    for (Xfer* x : xfers) x->done.notify(d);
+    for (XferSlot& x : xfers) x.owner->done.notify(d);
     hbm_ev.notify(d);
   }
 
@@ -324,32 +330,34 @@ struct Device::Impl {
   void HbmAdvance() {
     double now = Now(), dt = now - hbm_last;
     if (dt > 0)
-      for (Xfer* x : xfers) x->remaining -= x->rate * dt;
+      for (XferSlot& x : xfers) x.remaining -= x.rate * dt;
     hbm_last = now;
   }
   // Max-min fair rates (water-filling over the caps), then the next finish.
   void HbmReplan() {
     double total = 0;
     double sum_caps = 0, min_cap = 0;
-    for (Xfer* x : xfers) {
-      sum_caps += x->cap;
-      min_cap = (x == xfers.front() || x->cap < min_cap) ? x->cap : min_cap;
+    for (size_t i = 0; i < xfers.size(); ++i) {
+      const double cap = xfers[i].cap;
+      sum_caps += cap;
+      min_cap = (i == 0 || cap < min_cap) ? cap : min_cap;
     }
     const double fair = xfers.empty() ? 0 : hbm_bw / static_cast<double>(xfers.size());
     if (sum_caps <= hbm_bw) {
-      for (Xfer* x : xfers) x->rate = x->cap;
+      for (XferSlot& x : xfers) x.rate = x.cap;
       total = sum_caps;
     } else if (min_cap >= fair) {  // every transfer is held to an equal share
-      for (Xfer* x : xfers) x->rate = fair;
+      for (XferSlot& x : xfers) x.rate = fair;
       total = hbm_bw;
     } else {
-      std::vector<Xfer*>& order = hbm_order;
-      order.assign(xfers.begin(), xfers.end());
-      std::sort(order.begin(), order.end(), [](Xfer* a, Xfer* b) { return a->cap < b->cap; });
+      std::vector<XferSlot*>& order = hbm_order;
+      order.clear();
+      for (XferSlot& x : xfers) order.push_back(&x);
+      std::sort(order.begin(), order.end(), [](XferSlot* a, XferSlot* b) { return a->cap < b->cap; });
       double left = hbm_bw;
       size_t n = order.size();
       for (size_t i = 0; i < n; ++i) {
-        Xfer* x = order[i];
+        XferSlot* x = order[i];
         x->rate = std::min(x->cap, left / static_cast<double>(n - i));
         left -= x->rate;
         total += x->rate;
@@ -361,11 +369,11 @@ struct Device::Impl {
       // (division by a positive constant keeps the order, so this is the
       // same value as the least quotient).
       double least = std::numeric_limits<double>::infinity();
-      for (Xfer* x : xfers) least = std::min(least, x->remaining);
+      for (const XferSlot& x : xfers) least = std::min(least, x.remaining);
       next = std::max(0.0, least) / fair;
     } else {
-      for (Xfer* x : xfers) {
-        double t = std::max(0.0, x->remaining) / x->rate;
+      for (const XferSlot& x : xfers) {
+        double t = std::max(0.0, x.remaining) / x.rate;
         if (next < 0 || t < next) next = t;
       }
     }
@@ -384,10 +392,10 @@ struct Device::Impl {
       HbmAdvance();
       bool any = false;
       for (size_t i = 0; i < xfers.size();) {
-        Xfer* x = xfers[i];
-        if (x->remaining <= 1e-9 * x->bytes + 1e-6) {
-          x->finished = true;
-          x->done.notify();
+        XferSlot& x = xfers[i];
+        if (x.remaining <= 1e-9 * x.bytes + 1e-6) {
+          x.owner->finished = true;
+          x.owner->done.notify();
           xfers[i] = xfers.back();
           xfers.pop_back();
           any = true;
@@ -400,13 +408,13 @@ struct Device::Impl {
   }
   bool HbmTransfer(double bytes, double cap) {
     if (bytes <= 0) return true;
-    Xfer x(bytes, cap);
+    Xfer x;
     HbmAdvance();
-    xfers.push_back(&x);
+    xfers.push_back(XferSlot{bytes, bytes, cap, 0, &x});
     HbmReplan();
     while (!x.finished) {
       if (!WaitEvent(x.done)) {
-        auto it = std::find(xfers.begin(), xfers.end(), &x);
+        auto it = std::find_if(xfers.begin(), xfers.end(), [&](const XferSlot& s) { return s.owner == &x; });
         if (it != xfers.end()) xfers.erase(it);
         return false;
       }
