@@ -302,28 +302,5 @@ TEST(CubeMatMulTiming, Fp16Gemm1024OnAllCoresMatchesTheEstimate) {
   EXPECT_GE(t.cube_util, 0.3);
 }
 
-// Figures for benchmarks/RESULTS.md ("npusim cube kernels"):
-//   npusim_cube_tests --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_Figures*'
-TEST(CubeMatMulTiming, DISABLED_Figures) {
-  struct Row {
-    int64_t n;
-    DType dt;
-    int max_blocks;
-  };
-  for (Row r : std::vector<Row>{{1024, DType::kF16, 1},
-                                {1024, DType::kF16, 0},
-                                {2048, DType::kF16, 0},
-                                {2048, DType::kBF16, 0},
-                                {4096, DType::kF16, 0},
-                                {4096, DType::kBF16, 0},
-                                {1024, DType::kF32, 0}}) {
-    Timing t = TimeGemm(r.n, r.n, r.n, r.dt, r.max_blocks);
-    double tflops = 2.0 * r.n * r.n * r.n / t.cycles * 1e9 / 1e12;  // at 1 GHz
-    std::printf("| %ld^3 | %s | %s | %.0f | %.1f%% | %.1f | %.0f | %.2f | %s |\n", static_cast<long>(r.n),
-                std::string(DTypeName(r.dt)).c_str(), r.max_blocks ? "1" : "32", t.cycles, 100 * t.cube_util, tflops, t.estimate,
-                t.estimate / t.cycles, t.plan.c_str());
-  }
-}
-
 }  // namespace
 }  // namespace kiln::testing
