@@ -13,6 +13,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/patterns/composite_expanders.h"
+#include "graph/passes/rewrite_helpers.h"
 #include "graph/support/float16.h"
 #include "graph/support/status.h"
 #include "sim/isa/encode.h"
@@ -63,13 +64,8 @@ bool IsView(const Node& n) {
   if (!n.domain().empty()) return false;
   bool view = std::find_if(std::begin(kViews), std::end(kViews), [&](const char* s) { return n.op() == s; }) !=
               std::end(kViews);
-  if (n.op() == "Dropout") {
-    // An identity only in inference: training_mode absent or a constant false.
-    const Value* training = n.input(2);
-    bool inference = !training || (training->is_constant() && training->constant().defined() &&
-                                   training->constant().numel() == 1 && training->constant().GetInt(0) == 0);
-    view = inference && (n.num_outputs() == 1 || !n.output(1)->has_uses());
-  }
+  // Dropout is an identity only in inference (training mode draws random numbers).
+  if (n.op() == "Dropout") view = !IsNondeterministicOp(n) && (n.num_outputs() == 1 || !n.output(1)->has_uses());
   if (!view || !n.input(0)) return false;
   const Value* in = n.input(0);
   const Value* out = n.output(0);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "graph/passes/rewrite_helpers.h"
 #include "graph/support/status.h"
 #include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
@@ -297,10 +298,7 @@ absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   if (n.op() == "Dropout") {
     if (n.num_outputs() > 1 && n.output(1)->has_uses())
       return absl::FailedPreconditionError("Dropout's mask output is used");
-    const Value* training = n.input(2);
-    if (training && !(training->is_constant() && training->constant().defined() &&
-                      training->constant().numel() == 1 && training->constant().GetInt(0) == 0))
-      return absl::FailedPreconditionError("Dropout in training mode draws random numbers");
+    if (IsNondeterministicOp(n)) return absl::FailedPreconditionError("Dropout in training mode draws random numbers");
   }
   for (const Value* v : n.inputs())
     if (v && (!v->type().is_tensor() || !v->type().shape().is_static() || v->type().dtype() == DType::kString))
