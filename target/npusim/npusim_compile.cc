@@ -55,10 +55,6 @@ bool OnDevice(const Value* v) {
          t.dtype() != DType::kUndefined;
 }
 
-int64_t BytesOf(const Value* v) {
-  return v->type().shape().NumElements() * static_cast<int64_t>(DTypeSize(v->type().dtype()));
-}
-
 bool IsView(const Node& n) {
   static const char* const kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   if (!n.domain().empty()) return false;
@@ -69,7 +65,7 @@ bool IsView(const Node& n) {
   if (!view || !n.input(0)) return false;
   const Value* in = n.input(0);
   const Value* out = n.output(0);
-  return OnDevice(in) && OnDevice(out) && in->type().dtype() == out->type().dtype() && BytesOf(in) == BytesOf(out);
+  return OnDevice(in) && OnDevice(out) && in->type().dtype() == out->type().dtype() && npusim::StaticBytes(in->type()) == npusim::StaticBytes(out->type());
 }
 
 // Replaces a kiln.Fused node by copies of its body's nodes.
@@ -279,7 +275,7 @@ class BufferTable {
     b->set_dtype(std::string(DTypeName(type.dtype())));
     if (type.is_tensor() && type.shape().ranked())
       for (const Dim& d : type.shape().dims()) b->add_dims(d.is_static() ? d.value() : -1);
-    if (kind != Buffer::HOST) b->set_bytes(type.shape().NumElements() * static_cast<int64_t>(DTypeSize(type.dtype())));
+    if (kind != Buffer::HOST) b->set_bytes(npusim::StaticBytes(type));
     life_.push_back({-1, -1});
     alias_.push_back(-1);
     return i;

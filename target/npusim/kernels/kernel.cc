@@ -1,6 +1,8 @@
 //===- kernel.cc - Shared helpers of the npusim kernel generators ---------===//
 #include "target/npusim/kernels/kernel.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -27,6 +29,14 @@ absl::StatusOr<std::string> KasmArgLine(absl::string_view name, const Value& v) 
   std::vector<int64_t> dims = v.type().shape().StaticDims();
   if (dims.empty()) dims = {1};
   return absl::StrCat(".arg ", name, " ", sim::DTypeName(dt), "[", absl::StrJoin(dims, ","), "]");
+}
+
+int64_t StaticBytes(const Type& t) {
+  return t.shape().NumElements() * static_cast<int64_t>(DTypeSize(t.dtype()));
+}
+
+std::string KasmByteArgLine(absl::string_view name, const Value& v) {
+  return absl::StrCat(".arg ", name, " s8[", std::max<int64_t>(StaticBytes(v.type()), 1), "]");
 }
 
 }  // namespace kiln::target::npusim

@@ -69,4 +69,10 @@ sim::DType IsaDTypeOf(DType t);
 // The `.arg NAME DT[d0,...]` line for a value (static shape, ISA dtype).
 absl::StatusOr<std::string> KasmArgLine(absl::string_view name, const Value& v);
 
+// Bytes of a tensor type with a static shape.
+int64_t StaticBytes(const Type& t);
+// The `.arg NAME s8[BYTES]` line for a value a kernel handles as plain bytes
+// (copies, or an output it leaves alone); at least one byte.
+std::string KasmByteArgLine(absl::string_view name, const Value& v);
+
 }  // namespace kiln::target::npusim

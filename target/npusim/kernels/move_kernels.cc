@@ -313,8 +313,7 @@ absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   std::string text = absl::StrCat(".program move_", n.op(), "\n.regs 2\n");
   int args = 0;
   auto add_arg = [&](const Value* v) {
-    int64_t bytes = v->type().shape().NumElements() * static_cast<int64_t>(DTypeSize(v->type().dtype()));
-    absl::StrAppend(&text, ".arg a", args, " s8[", std::max<int64_t>(bytes, 1), "]\n");
+    absl::StrAppend(&text, KasmByteArgLine(absl::StrCat("a", args), *v), "\n");
     return args++;
   };
   for (int i = 0; i < n.num_inputs(); ++i)

@@ -55,8 +55,7 @@ absl::Status AddNodeArgs(Kasm& k, const Node& node) {
     }
     if (!v->has_uses() && i > 0 && IsaOf(v) == sim::DType::kNone && v->type().shape().is_static()) {
       // An unused extra output the kernel does not write (MaxPool's i64 Indices): its bytes.
-      int64_t bytes = v->type().shape().NumElements() * static_cast<int64_t>(DTypeSize(v->type().dtype()));
-      k.AddArg(absl::StrCat(".arg ", OutArg(i), " s8[", std::max<int64_t>(bytes, 1), "]"));
+      k.AddArg(KasmByteArgLine(OutArg(i), *v));
       continue;
     }
     auto line = KasmArgLine(OutArg(i), *node.output(i));
