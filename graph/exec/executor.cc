@@ -97,6 +97,30 @@ struct Executor::Impl {
     return raw;
   }
 
+  // Runs one node's kernel and checks its outputs: output i is undefined
+  // only when the kernel made none and nothing reads it.
+  absl::StatusOr<std::vector<Tensor>> RunKernel(const OpDef& def, const Node& n, std::vector<const Tensor*> ins,
+                                                SubgraphRunner runner) {
+    KILN_RETURN_IF_ERROR(CheckRequiredInputs(def, n));
+    KernelContext ctx(n, std::move(ins), std::move(runner));
+    KILN_RETURN_IF_ERROR(def.kernel(ctx));
+    std::vector<Tensor> outs(n.num_outputs());
+    for (int i = 0; i < n.num_outputs(); ++i) {
+      Tensor& t = ctx.output(i);
+      const Value* out = n.output(i);
+      if (!t.defined()) {
+        if (out->has_uses()) return Internal(ctx.NodeLabel(), ": kernel did not produce output ", i);
+        continue;
+      }
+      if (options.check_types) {
+        absl::Status c = CheckTensorMatchesType(t, out->type(), absl::StrCat("output '", out->name(), "'"));
+        if (!c.ok()) return Internal(ctx.NodeLabel(), ": kernel result disagrees with inferred type: ", c.message());
+      }
+      outs[i] = std::move(t);
+    }
+    return outs;
+  }
+
   absl::StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, std::vector<Tensor> inputs,
                                                std::vector<const Env*> outer) {
     if (inputs.size() != g.inputs().size())
@@ -140,24 +164,9 @@ struct Executor::Impl {
           return RunGraph(sub, std::move(sub_inputs), outer);
         };
       }
-      KILN_RETURN_IF_ERROR(CheckRequiredInputs(*step.def, n));
-      KernelContext ctx(n, std::move(ins), std::move(runner));
-      absl::Status s = step.def->kernel(ctx);
-      if (!s.ok()) return s;
-      for (int i = 0; i < n.num_outputs(); ++i) {
-        Tensor& t = ctx.output(i);
-        const Value* out = n.output(i);
-        if (!t.defined()) {
-          if (out->has_uses())
-            return Internal(ctx.NodeLabel(), ": kernel did not produce output ", i);
-          continue;
-        }
-        if (options.check_types) {
-          absl::Status c = CheckTensorMatchesType(t, out->type(), absl::StrCat("output '", out->name(), "'"));
-          if (!c.ok()) return Internal(ctx.NodeLabel(), ": kernel result disagrees with inferred type: ", c.message());
-        }
-        env[out] = std::move(t);
-      }
+      KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs, RunKernel(*step.def, n, std::move(ins), std::move(runner)));
+      for (int i = 0; i < n.num_outputs(); ++i)
+        if (outs[i].defined()) env[n.output(i)] = std::move(outs[i]);
       for (const Value* v : step.free_after) env.erase(v);
     }
     std::vector<Tensor> results;
@@ -231,19 +240,7 @@ absl::StatusOr<std::vector<Tensor>> Executor::RunNode(const Node& node,
       return impl_->RunGraph(sub, std::move(sub_inputs), {&env});
     };
   }
-  KILN_RETURN_IF_ERROR(CheckRequiredInputs(*def, node));
-  KernelContext ctx(node, std::move(ins), std::move(runner));
-  KILN_RETURN_IF_ERROR(def->kernel(ctx));
-  std::vector<Tensor> outs;
-  for (int i = 0; i < node.num_outputs(); ++i) {
-    Tensor& t = ctx.output(i);
-    if (t.defined() && impl_->options.check_types) {
-      absl::Status c = CheckTensorMatchesType(t, node.output(i)->type(), absl::StrCat("output '", node.output(i)->name(), "'"));
-      if (!c.ok()) return absl::InternalError(absl::StrCat(ctx.NodeLabel(), ": kernel result disagrees with inferred type: ", c.message()));
-    }
-    outs.push_back(std::move(t));
-  }
-  return outs;
+  return impl_->RunKernel(*def, node, std::move(ins), std::move(runner));
 }
 
 Executor::Executor(ExecOptions options) : impl_(std::make_unique<Impl>()) { impl_->options = options; }
