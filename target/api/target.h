@@ -42,6 +42,10 @@ struct MemoryLevel {
   std::string name;               // "GM", "L1", "L0A", "UB", "smem", ...
   int64_t bytes = 0;              // capacity per compute unit (global: total)
   double bytes_per_cycle = 0;     // bandwidth into this level per compute unit
+  // The tile IR scope this level holds (target/backend/tile_ir.h: "global",
+  // "stage", "operand_a", "operand_b", "accumulator", "vector"); empty for a
+  // level the tile IR does not address (a cache).
+  std::string scope;
 };
 
 // A matrix-multiply step the matrix engine executes natively.

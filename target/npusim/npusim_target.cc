@@ -34,12 +34,12 @@ TargetDescription MakeDescription() {
       {"host", EngineKind::kHost, "the host CPU, across PCIe"},
   };
   d.memory = {
-      {"GM", int64_t{32} << 30, 256},
-      {"L1", 1 << 20, 256},
-      {"L0A", 64 << 10, 512},
-      {"L0B", 64 << 10, 512},
-      {"L0C", 256 << 10, 256},
-      {"UB", 256 << 10, 256},
+      {"GM", int64_t{32} << 30, 256, "global"},
+      {"L1", 1 << 20, 256, "stage"},
+      {"L0A", 64 << 10, 512, "operand_a"},
+      {"L0B", 64 << 10, 512, "operand_b"},
+      {"L0C", 256 << 10, 256, "accumulator"},
+      {"UB", 256 << 10, 256, "vector"},
   };
   d.mma = {{16, 16, 16, DType::kF16, DType::kF32, 4096},
            {16, 16, 16, DType::kBF16, DType::kF32, 4096},

@@ -1,0 +1,148 @@
+//===- tile_lowering.h - Fused groups to tile IR, tiled by a shared cost model -*- C++ -*-===//
+//
+// The shared half of every target's code generator: a node of an
+// optimized graph (one op, or a kiln.Fused group from the optimizer's
+// fusion grouping) becomes a tile::TileKernel, tiled by an analytic cost
+// model stated in the figures of a TargetDescription (buffer capacities,
+// bandwidths, MMA and vector rates). Targets then print the kernel in their
+// own language (npusim: .kasm for the SystemC model; cuda: CUDA C++).
+//
+// Three kernel shapes come out, each in one canonical form that code
+// generators recognize (docs/tile-ir.md shows each):
+//
+//  - GEMM (MatMul, Gemm, batched MatMul, and a kiln.Fused group of one of
+//    them with an elementwise epilogue: bias row/column, residual, scalar
+//    ops, activations, a cast):
+//      grid %b = B?, %m = Mt, %n = Nt [, %s = splits] {
+//        buffer %As stage xS, %Bs stage xS
+//        group %wm = bm/gm, %wn = bn/gn {
+//          buffer %Aa operand_a [xT], %Bb operand_b [xT], %acc accumulator
+//          [epilogue operand buffers, vector scope]
+//          fill %acc, 0
+//          pipelined(S) %k = Kt {
+//            copy A tile -> %As  [transpose]
+//            copy B tile -> %Bs  [transpose]
+//            sync global -> stage
+//            pipelined(T) %kk = bk/tk {        (omitted when bk == tk)
+//              copy %As[%wm*gm, %kk*tk] -> %Aa
+//              copy %Bs[%kk*tk, %wn*gn] -> %Bb
+//              sync stage -> operand_a
+//              mma %acc += %Aa * %Bb
+//            }
+//          }
+//          copy epilogue operands (bias row, residual tile) -> vector buffers
+//          ew ... %acc <- %acc, ...              (the epilogue, in order)
+//          copy %acc -> %Y[...] [add]            (converting to Y's dtype; add under split-K)
+//        }
+//      }
+//  - Elementwise (one op, or a kiln.Fused chain of elementwise ops): the
+//    output viewed as [rows, cols] (cols the innermost dims that no input
+//    broadcasts differently), a grid over row tiles, copies of each input's
+//    tile (or its broadcast row/column/scalar) into vector buffers, the ew
+//    steps in graph order, a copy out.
+//  - Row reduction (ReduceSum/Mean/Max/Min over the innermost axes,
+//    Softmax/LogSoftmax and LayerNormalization over the last axis, and
+//    composites of them): a grid over row tiles, whole rows in vector
+//    buffers, reduce steps with axis 1, ew steps, a copy out.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
+#include "target/api/target.h"
+#include "target/backend/tile_ir.h"
+
+namespace kiln::target::tile {
+
+// The figures of a target the cost model uses, from its TargetDescription
+// (and, for scopes a description does not name, the target's own numbers).
+struct TileCostFigures {
+  TileTarget target;               // scope capacities and MMA shapes (for Verify)
+  int compute_units = 1;           // AI cores, SMs
+  double clock_ghz = 1;
+  double global_bytes_per_cycle = 1200;   // chip-wide, shared by the units
+  double global_latency_cycles = 500;
+  double stage_bytes_per_cycle = 256;     // global -> stage, per unit
+  double operand_bytes_per_cycle = 512;   // stage -> operand, per unit
+  double vector_bytes_per_cycle = 256;    // per unit
+  // MACs per cycle per unit by matrix input dtype (f16, bf16, f32 (tf32 on a GPU), i8).
+  std::vector<std::pair<DType, double>> macs_per_cycle;
+  int max_group = 1;               // groups (warps) per unit the lowering may use
+  int max_stages = 2;              // pipeline depth of the stage scope the target supports
+
+  double MacsPerCycle(DType input) const;
+};
+
+// The figures of `d`: capacities and bandwidths from d.memory, whose levels
+// each name the tile scope they hold (MemoryLevel::scope).
+TileCostFigures FiguresOf(const TargetDescription& d);
+
+// One step of a GEMM's epilogue, applied in order to the accumulator tile.
+struct EpilogueStep {
+  EwOp op = EwOp::kRelu;
+  // The second operand of a binary op: none (unary), a scalar, a bias row
+  // ([N], broadcast down the rows), a bias column ([M, 1]), or a full
+  // [..., M, N] tensor (a residual), the last three kernel arguments.
+  enum class Operand : uint8_t { kNone, kScalar, kRow, kCol, kFull } operand = Operand::kNone;
+  int arg = -1;          // index in GemmProblem::args
+  double scalar = 0;
+  bool operand_first = false;  // op(operand, acc) rather than op(acc, operand) (Sub, Div)
+};
+
+// One GEMM: for each output batch index, Y[M, N] = epilogue(alpha * op(A) x op(B)).
+struct GemmProblem {
+  std::string name;
+  std::vector<int64_t> batch;                          // output batch dims
+  std::vector<int64_t> a_batch_stride, b_batch_stride; // per batch dim, elements (0: broadcast)
+  int64_t M = 1, N = 1, K = 1;
+  DType input = DType::kF16;      // A and B as the matrix engine reads them
+  DType accumulator = DType::kF32;
+  DType output = DType::kF16;     // Y
+  bool trans_a = false, trans_b = false;  // A stored [K, M]; B stored [N, K]
+  double alpha = 1;
+  std::vector<EpilogueStep> epilogue;
+  std::vector<TileArg> args;      // kernel arguments in launch order (inputs, outputs, body constants)
+  int a_arg = 0, b_arg = 1, y_arg = 2;
+};
+
+// The GEMM of a MatMul or Gemm node, or of a kiln.Fused group whose body is
+// one of them followed by epilogue ops; `matrix_input` is the dtype the
+// matrix engine reads (f16 under --precision=fp16 for an f32 model, else the
+// tensors' dtype). An error says why the node is no GEMM this lowering takes.
+absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input);
+
+// A GEMM tiling and what the cost model says of it.
+struct GemmTiling {
+  int64_t bm = 128, bn = 128, bk = 32;  // the block tile (C tile of one grid iteration) and stage depth
+  int64_t gm = 64, gn = 64;             // the group (warp) tile
+  int64_t tk = 32;                      // the operand step (bk: no inner loop)
+  int stages = 2;                       // stage-scope copies in flight
+  int operand_stages = 1;               // operand-scope copies in flight
+  int split_k = 1;
+  double estimated_cycles = 0;
+  double compute_cycles = 0, global_cycles = 0;
+  std::string bound;                    // "matrix", "global memory", "stage bandwidth", ...
+  std::string Describe() const;         // "128x128x32 tiles, 64x64 groups, 3 stages, est 12345 cycles (matrix)"
+};
+
+// Estimates `t` for `p` (fills its estimate fields); an error when it does
+// not fit the target's capacities.
+absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTiling* t);
+// The cheapest tiling the cost model finds for `p` on `f`.
+absl::StatusOr<GemmTiling> ChooseGemmTiling(const GemmProblem& p, const TileCostFigures& f);
+// The canonical GEMM kernel of `p` tiled by `t` (verified against f.target).
+absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& t, const TileCostFigures& f);
+
+// The elementwise or row-reduction kernel of a node (one op or a kiln.Fused
+// group), tiled for `f`; an error says why the node has no such form.
+absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigures& f);
+
+// Any node: GEMM form when GemmProblemOf takes it, else LowerVectorNode.
+absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f);
+
+}  // namespace kiln::target::tile

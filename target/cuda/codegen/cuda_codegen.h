@@ -1,0 +1,67 @@
+//===- cuda_codegen.h - CUDA C++ from tile IR kernels ------------*- C++ -*-===//
+//
+// The cuda target's code generator: one tile::TileKernel (target/backend/
+// tile_lowering.h's canonical GEMM, elementwise or row-reduction form) to
+// the CUDA C++ source of its __global__ functions and their launch
+// geometry. GEMMs run on TensorCores: mma.sync (m16n8k16 for f16/bf16,
+// m16n8k8 for tf32) fed by ldmatrix from swizzled shared memory filled by a
+// multi-stage cp.async pipeline, for sm_80 and newer; on sm_90a a wgmma
+// path with TMA loads. Elementwise and reduction kernels are vectorized
+// loads with warp-shuffle reductions.
+//
+// Every kernel's source stands alone after the package's common prelude
+// (CudaPrelude(): includes, the fp16/bf16 helpers), so a package is the
+// prelude followed by its kernels.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "target/backend/tile_ir.h"
+
+namespace kiln::target::cuda {
+
+// The GPU a package is built for: the lowest compute capability its
+// kernels must run on, and whether sm_90a variants are emitted.
+struct CudaArch {
+  int min_sm = 80;
+  bool hopper = true;  // also emit sm_90a (wgmma/TMA) variants of GEMMs
+};
+
+// One compiled form of a kernel: the __global__ function to launch on
+// devices of compute capability >= min_sm (the launcher takes the variant
+// with the highest min_sm the device reaches).
+struct CudaVariant {
+  std::string function;            // the __global__ function's name
+  int min_sm = 80;
+  std::array<int64_t, 3> grid = {1, 1, 1};
+  int64_t block_threads = 128;
+  int64_t shared_bytes = 0;        // dynamic shared memory
+};
+
+struct CudaKernel {
+  std::string name;                // the tile kernel's name, as a C identifier
+  std::string source;              // CUDA C++: every variant's __global__ function
+  std::vector<CudaVariant> variants;
+  bool matrix = false;             // runs on TensorCores (mma.sync / wgmma)
+  // The kernel's parameters are pointers to the tile kernel's arguments, in
+  // order; a workspace argument needs this many bytes of device memory,
+  // zeroed before the launch when zero_workspace (split-K partial sums).
+  int64_t workspace_bytes = 0;
+  bool zero_workspace = false;
+  std::string plan;                // one line for --explain-placement
+};
+
+// The common prelude of a package's kernel source.
+std::string CudaPrelude();
+
+// CUDA C++ for `k`, or an error that says which part of the kernel has no
+// CUDA form (the node then falls back to a host kernel).
+absl::StatusOr<CudaKernel> EmitCudaKernel(const tile::TileKernel& k, const CudaArch& arch);
+
+}  // namespace kiln::target::cuda
