@@ -37,7 +37,12 @@
 // the end read as zero and are not written. A global dimension of extent 1
 // broadcasts (a bias [1, N] read into a [128, 64] tile), and a global
 // reference with fewer dimensions than the buffer broadcasts along the
-// leading ones, numpy style. Tiles of a local buffer never run past it.
+// leading ones, numpy style; one with more dimensions than the buffer
+// takes its extra leading dimensions with extent 1 (one batch item's
+// matrix: `copy %A[%b, %m*128, %k*32] -> %As` with %As of rank 2). Tiles of
+// a local buffer never run past it. `transpose` on a copy reads the source
+// tile with the last two extents swapped (A stored [K, M] read into an
+// [m, k] buffer).
 // Every other statement (fill, mma, ew, reduce) works on whole local
 // buffers, printed by name alone; an ew operand whose shape is smaller
 // broadcasts numpy style (a [1, 64] bias row against a [64, 64] tile).

@@ -13,7 +13,9 @@
 //  - GEMM (MatMul, Gemm, batched MatMul, and a kiln.Fused group of one of
 //    them with an elementwise epilogue: bias row/column, residual, scalar
 //    ops, activations, a cast):
-//      grid %b = B?, %m = Mt, %n = Nt [, %s = splits] {
+//      grid [%b0 = B0, %b1 = B1, ...,] %m = Mt, %n = Nt [, %s = splits] {
+//        (one %bI per output batch dim; A, B and Y keep their real shapes,
+//        an operand that broadcasts a batch dim has extent 1 there)
 //        buffer %As stage xS, %Bs stage xS
 //        group %wm = bm/gm, %wn = bn/gn {
 //          buffer %Aa operand_a [xT], %Bb operand_b [xT], %acc accumulator
