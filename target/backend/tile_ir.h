@@ -229,7 +229,10 @@ struct TileKernel {
   std::string plan;
 };
 
-// The text form; Parse(Print(k)) prints back to the same text.
+// The text form; Parse(Print(k)) prints back to the same text. A kernel's
+// plan prints as a `plan "..."` line before its arguments; `//` starts a
+// comment to the end of the line. A bare `%name` parses as the whole of
+// what it names (starts of its rank); Parse's errors start "line N: ".
 std::string Print(const TileKernel& k);
 absl::StatusOr<TileKernel> Parse(absl::string_view text);
 
