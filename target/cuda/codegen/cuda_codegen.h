@@ -42,6 +42,9 @@ struct CudaVariant {
   std::array<int64_t, 3> grid = {1, 1, 1};
   int64_t block_threads = 128;
   int64_t shared_bytes = 0;        // dynamic shared memory
+  // The highest compute capability the variant runs on (0: any from
+  // min_sm up); sm_90a code (wgmma) is arch-specific: max_sm = 90.
+  int max_sm = 0;
 };
 
 struct CudaKernel {
@@ -54,6 +57,9 @@ struct CudaKernel {
   // zeroed before the launch when zero_workspace (split-K partial sums).
   int64_t workspace_bytes = 0;
   bool zero_workspace = false;
+  // Arguments (indices) the launcher zeroes before each launch: outputs
+  // that split-K blocks add their partial sums into.
+  std::vector<int> zero_args;
   std::string plan;                // one line for --explain-placement
 };
 

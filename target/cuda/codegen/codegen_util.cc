@@ -1,0 +1,410 @@
+//===- codegen_util.cc - Shared pieces of the CUDA code generator ---------===//
+//
+// Names and types, affine expressions, global tile indexing, and the
+// per-element programs of elementwise steps (codegen_util.h).
+//
+//===----------------------------------------------------------------------===//
+#include "target/cuda/codegen/codegen_util.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln::target::cuda::internal {
+
+using tile::Affine;
+using tile::EwOp;
+using tile::Scope;
+using tile::Stmt;
+using tile::TileArg;
+using tile::TileRef;
+
+std::string Ident(const std::string& name) {
+  std::string out;
+  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "v" + out;
+  return out;
+}
+
+absl::StatusOr<std::string> CType(DType t) {
+  switch (t) {
+    case DType::kF32: return std::string("float");
+    case DType::kF16: return std::string("__half");
+    case DType::kBF16: return std::string("__nv_bfloat16");
+    case DType::kBool: return std::string("bool");
+    default:
+      return absl::UnimplementedError(absl::StrCat("dtype ", DTypeName(t), " has no CUDA form in kiln's kernels"));
+  }
+}
+
+int64_t Bytes(DType t) { return static_cast<int64_t>(DTypeSize(t)); }
+
+std::string FloatLit(double x) {
+  if (std::isinf(x)) return x > 0 ? "INFINITY" : "-INFINITY";
+  if (std::isnan(x)) return "NAN";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", x);
+  std::string s = buf;
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+std::string AffineC(const Affine& a) {
+  std::string out;
+  for (const auto& [var, coeff] : a.terms) {
+    if (!out.empty()) out += coeff < 0 ? " - " : " + ";
+    else if (coeff < 0) out += "-";
+    int64_t c = coeff < 0 ? -coeff : coeff;
+    out += c == 1 ? Ident(var) : absl::StrCat(Ident(var), " * ", c);
+  }
+  if (a.constant != 0 || out.empty()) {
+    if (out.empty()) return absl::StrCat(a.constant);
+    absl::StrAppend(&out, a.constant < 0 ? " - " : " + ", a.constant < 0 ? -a.constant : a.constant);
+  }
+  return a.terms.size() + (a.constant != 0) > 1 ? absl::StrCat("(", out, ")") : out;
+}
+
+std::vector<std::string> AffineVars(const Affine& a) {
+  std::vector<std::string> v;
+  for (const auto& t : a.terms) v.push_back(t.first);
+  return v;
+}
+
+void Names::CollectBuffers(const tile::Block& b) {
+  for (const auto& s : b) {
+    if (s->kind == Stmt::Kind::kBuffer) buffers[s->buffer] = s.get();
+    if (s->kind == Stmt::Kind::kLoop) CollectBuffers(s->body);
+  }
+}
+
+GlobalIndex IndexGlobal(const TileArg& arg, const TileRef& ref, const std::vector<std::string>& local,
+                        const std::vector<int64_t>& local_shape, bool transpose) {
+  const int r = static_cast<int>(arg.shape.size());
+  const int b = static_cast<int>(local.size());
+  // Starts of missing leading dimensions are 0.
+  std::vector<Affine> start(r, Affine::Const(0));
+  const int given = static_cast<int>(ref.start.size());
+  for (int d = 0; d < given && d < r; ++d) start[r - given + d] = ref.start[d];
+  std::vector<int64_t> stride(r, 1);
+  for (int d = r - 2; d >= 0; --d) stride[d] = stride[d + 1] * arg.shape[d + 1];
+
+  GlobalIndex gi;
+  std::vector<std::string> terms, conds;
+  for (int d = 0; d < r; ++d) {
+    // The local dimension this global dimension runs along (aligned from
+    // the right; the last two swapped by `transpose`).
+    int l = b - (r - d);
+    if (transpose && b >= 2) {
+      if (l == b - 1) l = b - 2;
+      else if (l == b - 2) l = b - 1;
+    }
+    if (arg.shape[d] == 1) continue;  // broadcast (or the only index, 0)
+    std::string index;
+    const bool has_local = l >= 0 && local_shape[l] > 1;
+    if (l >= 0 && l == b - 1) gi.inner_stride = has_local ? stride[d] : 0;
+    if (has_local) {
+      std::string s = AffineC(start[d]);
+      index = s == "0" ? local[l] : absl::StrCat(s, " + ", local[l]);
+      // A tile that stays inside the tensor for every start needs no guard.
+      bool inside = start[d].is_constant() && start[d].constant + local_shape[l] <= arg.shape[d];
+      if (!inside) conds.push_back(absl::StrCat("(", index, ") < ", arg.shape[d]));
+    } else {
+      index = AffineC(start[d]);
+      if (index == "0") continue;
+      if (!start[d].is_constant()) conds.push_back(absl::StrCat(index, " < ", arg.shape[d]));
+    }
+    terms.push_back(stride[d] == 1 ? absl::StrCat("(long long)(", index, ")")
+                                   : absl::StrCat("(long long)(", index, ") * ", stride[d]));
+  }
+  gi.offset = terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
+  gi.valid = conds.empty() ? "true" : absl::StrJoin(conds, " && ");
+  return gi;
+}
+
+const char* EwName(EwOp op) {
+  switch (op) {
+    case EwOp::kCopy: return "copy";
+    case EwOp::kCast: return "cast";
+    case EwOp::kAdd: return "add";
+    case EwOp::kSub: return "sub";
+    case EwOp::kMul: return "mul";
+    case EwOp::kDiv: return "div";
+    case EwOp::kMax: return "max";
+    case EwOp::kMin: return "min";
+    case EwOp::kPow: return "pow";
+    case EwOp::kNeg: return "neg";
+    case EwOp::kAbs: return "abs";
+    case EwOp::kRelu: return "relu";
+    case EwOp::kExp: return "exp";
+    case EwOp::kLog: return "log";
+    case EwOp::kSqrt: return "sqrt";
+    case EwOp::kRsqrt: return "rsqrt";
+    case EwOp::kRecip: return "recip";
+    case EwOp::kTanh: return "tanh";
+    case EwOp::kSigmoid: return "sigmoid";
+    case EwOp::kErf: return "erf";
+    case EwOp::kGelu: return "gelu";
+    case EwOp::kSelect: return "select";
+    case EwOp::kCmpLt: return "cmp_lt";
+    case EwOp::kCmpLe: return "cmp_le";
+    case EwOp::kCmpGt: return "cmp_gt";
+    case EwOp::kCmpGe: return "cmp_ge";
+    case EwOp::kCmpEq: return "cmp_eq";
+  }
+  return "?";
+}
+
+const char* ReduceName(tile::ReduceOp op) {
+  switch (op) {
+    case tile::ReduceOp::kSum: return "sum";
+    case tile::ReduceOp::kMax: return "max";
+    case tile::ReduceOp::kMin: return "min";
+    case tile::ReduceOp::kProd: return "prod";
+  }
+  return "?";
+}
+
+namespace {
+std::string RefText(const TileRef& r) {
+  std::vector<std::string> s;
+  for (const auto& a : r.start) s.push_back(AffineC(a));
+  bool zero = true;
+  for (const auto& x : s) zero = zero && x == "0";
+  return zero ? absl::StrCat("%", r.name) : absl::StrCat("%", r.name, "[", absl::StrJoin(s, ", "), "]");
+}
+std::string OperandText(const tile::Operand& o) { return o.ref ? RefText(*o.ref) : FloatLit(o.scalar); }
+}  // namespace
+
+std::string Describe(const Stmt& s) {
+  switch (s.kind) {
+    case Stmt::Kind::kBuffer: return absl::StrCat("buffer %", s.buffer);
+    case Stmt::Kind::kLoop: {
+      std::vector<std::string> v;
+      for (const auto& lv : s.vars) v.push_back(absl::StrCat("%", lv.name, " = ", lv.extent));
+      const char* kind = s.loop == Stmt::LoopKind::kGrid    ? "grid"
+                         : s.loop == Stmt::LoopKind::kGroup ? "group"
+                         : s.loop == Stmt::LoopKind::kSerial ? "serial"
+                                                             : "pipelined";
+      return absl::StrCat(kind, " ", absl::StrJoin(v, ", "));
+    }
+    case Stmt::Kind::kCopy:
+      return absl::StrCat("copy ", s.srcs.empty() ? "?" : OperandText(s.srcs[0]), " -> ", RefText(s.dst),
+                          s.transpose ? " transpose" : "", s.accumulate ? " add" : "");
+    case Stmt::Kind::kFill: return absl::StrCat("fill ", RefText(s.dst), ", ", FloatLit(s.value));
+    case Stmt::Kind::kMma: return absl::StrCat("mma ", RefText(s.dst), s.accumulate ? " += " : " = ", "...");
+    case Stmt::Kind::kEw: {
+      std::vector<std::string> o;
+      for (const auto& x : s.srcs) o.push_back(OperandText(x));
+      return absl::StrCat("ew ", EwName(s.ew), " ", RefText(s.dst), " <- ", absl::StrJoin(o, ", "));
+    }
+    case Stmt::Kind::kReduce:
+      return absl::StrCat("reduce ", ReduceName(s.reduce), " ", RefText(s.dst), " <- ",
+                          s.srcs.empty() ? "?" : OperandText(s.srcs[0]), " axis ", s.axis);
+    case Stmt::Kind::kSync: return "sync";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::string> EwExpr(EwOp op, const std::vector<std::string>& x) {
+  auto need = [&](size_t n) -> absl::Status {
+    if (x.size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("ew ", EwName(op), " takes ", n, " operands, not ", x.size()));
+    }
+    return absl::OkStatus();
+  };
+  const int arity = op == EwOp::kSelect ? 3
+                    : (op == EwOp::kAdd || op == EwOp::kSub || op == EwOp::kMul || op == EwOp::kDiv ||
+                       op == EwOp::kMax || op == EwOp::kMin || op == EwOp::kPow || op == EwOp::kCmpLt ||
+                       op == EwOp::kCmpLe || op == EwOp::kCmpGt || op == EwOp::kCmpGe || op == EwOp::kCmpEq)
+                        ? 2
+                        : 1;
+  if (auto st = need(arity); !st.ok()) return st;
+  switch (op) {
+    case EwOp::kCopy:
+    case EwOp::kCast: return x[0];
+    case EwOp::kAdd: return absl::StrCat(x[0], " + ", x[1]);
+    case EwOp::kSub: return absl::StrCat(x[0], " - ", x[1]);
+    case EwOp::kMul: return absl::StrCat(x[0], " * ", x[1]);
+    case EwOp::kDiv: return absl::StrCat(x[0], " / ", x[1]);
+    case EwOp::kMax: return absl::StrCat("fmaxf(", x[0], ", ", x[1], ")");
+    case EwOp::kMin: return absl::StrCat("fminf(", x[0], ", ", x[1], ")");
+    case EwOp::kPow: return absl::StrCat("powf(", x[0], ", ", x[1], ")");
+    case EwOp::kNeg: return absl::StrCat("-", x[0]);
+    case EwOp::kAbs: return absl::StrCat("fabsf(", x[0], ")");
+    case EwOp::kRelu: return absl::StrCat("kiln::relu(", x[0], ")");
+    case EwOp::kExp: return absl::StrCat("expf(", x[0], ")");
+    case EwOp::kLog: return absl::StrCat("logf(", x[0], ")");
+    case EwOp::kSqrt: return absl::StrCat("sqrtf(", x[0], ")");
+    case EwOp::kRsqrt: return absl::StrCat("rsqrtf(", x[0], ")");
+    case EwOp::kRecip: return absl::StrCat("kiln::recip(", x[0], ")");
+    case EwOp::kTanh: return absl::StrCat("tanhf(", x[0], ")");
+    case EwOp::kSigmoid: return absl::StrCat("kiln::sigmoid(", x[0], ")");
+    case EwOp::kErf: return absl::StrCat("erff(", x[0], ")");
+    case EwOp::kGelu: return absl::StrCat("kiln::gelu(", x[0], ")");
+    case EwOp::kSelect: return absl::StrCat("kiln::select(", x[0], ", ", x[1], ", ", x[2], ")");
+    case EwOp::kCmpLt: return absl::StrCat("(", x[0], " < ", x[1], " ? 1.f : 0.f)");
+    case EwOp::kCmpLe: return absl::StrCat("(", x[0], " <= ", x[1], " ? 1.f : 0.f)");
+    case EwOp::kCmpGt: return absl::StrCat("(", x[0], " > ", x[1], " ? 1.f : 0.f)");
+    case EwOp::kCmpGe: return absl::StrCat("(", x[0], " >= ", x[1], " ? 1.f : 0.f)");
+    case EwOp::kCmpEq: return absl::StrCat("(", x[0], " == ", x[1], " ? 1.f : 0.f)");
+  }
+  return absl::UnimplementedError("unknown ew op");
+}
+
+namespace {
+// The C index of a buffer of shape `shape` at the iteration position:
+// dimensions of extent 1 broadcast (index 0), missing leading ones too.
+std::vector<std::string> LocalIndex(const ElementProgram& p, const std::vector<int64_t>& shape) {
+  std::vector<std::string> idx;
+  const int ni = static_cast<int>(p.index.size()), nb = static_cast<int>(shape.size());
+  for (int d = 0; d < nb; ++d) {
+    const int it = d + ni - nb;  // aligned from the right
+    idx.push_back(shape[d] == 1 || it < 0 ? "0" : p.index[it]);
+  }
+  return idx;
+}
+}  // namespace
+
+absl::StatusOr<std::string> EmitElementProgram(const ElementProgram& p, const std::vector<const Stmt*>& stmts,
+                                               const std::string& indent) {
+  std::string out;
+  std::map<std::string, bool> declared;
+  for (const auto& [name, expr] : p.given) {
+    absl::StrAppend(&out, indent, "float v_", Ident(name), " = ", expr, ";\n");
+    declared[name] = true;
+  }
+  auto value_of = [&](const tile::Operand& o) -> absl::StatusOr<std::string> {
+    if (!o.ref) return FloatLit(o.scalar);
+    if (!declared.count(o.ref->name)) {
+      return absl::InvalidArgumentError(absl::StrCat("%", o.ref->name, " is read before it is written"));
+    }
+    return absl::StrCat("v_", Ident(o.ref->name));
+  };
+  auto assign = [&](const std::string& name, const std::string& expr) -> absl::Status {
+    auto it = p.names->buffers.find(name);
+    if (it == p.names->buffers.end()) return absl::InvalidArgumentError(absl::StrCat("%", name, " is no buffer"));
+    std::string value = expr;
+    if (it->second->dtype != DType::kF32) {
+      auto ct = CType(it->second->dtype);
+      if (!ct.ok()) return ct.status();
+      value = absl::StrCat("kiln::round_to<", *ct, ">(", expr, ")");
+    }
+    absl::StrAppend(&out, indent, declared[name] ? "" : "float ", "v_", Ident(name), " = ", value, ";\n");
+    declared[name] = true;
+    return absl::OkStatus();
+  };
+  // Buffers some statement reads (loads into others are dead).
+  std::map<std::string, bool> read;
+  for (const Stmt* s : stmts)
+    for (const auto& o : s->srcs)
+      if (o.ref) read[o.ref->name] = true;
+  for (size_t si = 0; si < stmts.size(); ++si) {
+    const Stmt& s = *stmts[si];
+    const int index = static_cast<int>(si);
+    if (s.kind == Stmt::Kind::kBuffer) continue;
+    if (s.kind == Stmt::Kind::kCopy && !p.names->args.count(s.dst.name) && !read[s.dst.name]) continue;
+    if (s.kind == Stmt::Kind::kEw) {
+      std::vector<std::string> ops;
+      for (const auto& o : s.srcs) {
+        auto v = value_of(o);
+        if (!v.ok()) return v.status();
+        ops.push_back(*v);
+      }
+      auto e = EwExpr(s.ew, ops);
+      if (!e.ok()) return e.status();
+      if (auto st = assign(s.dst.name, *e); !st.ok()) return st;
+      continue;
+    }
+    if (s.kind == Stmt::Kind::kCopy && s.srcs.size() == 1 && s.srcs[0].ref) {
+      const TileRef& src = *s.srcs[0].ref;
+      const bool src_global = p.names->args.count(src.name) > 0;
+      const bool dst_global = p.names->args.count(s.dst.name) > 0;
+      if (src_global && !dst_global) {
+        const Stmt* buf = p.names->buffers.at(s.dst.name);
+        std::string load = p.load ? p.load(s, index) : "";
+        if (load.empty()) {
+          const TileArg& a = *p.names->args.at(src.name);
+          GlobalIndex gi = IndexGlobal(a, src, LocalIndex(p, buf->shape), buf->shape, s.transpose);
+          load = gi.valid == "true" ? absl::StrCat("kiln::to_f32(", Ident(a.name), "[", gi.offset, "])")
+                                    : absl::StrCat("(", gi.valid, ") ? kiln::to_f32(", Ident(a.name), "[",
+                                                   gi.offset, "]) : 0.f");
+        }
+        if (auto st = assign(s.dst.name, load); !st.ok()) return st;
+        continue;
+      }
+      if (!src_global && dst_global) {
+        auto v = value_of(s.srcs[0]);
+        if (!v.ok()) return v.status();
+        const Stmt* buf = p.names->buffers.at(src.name);
+        if (p.store) {
+          std::string st = p.store(s, index, *v);
+          if (!st.empty()) {
+            absl::StrAppend(&out, indent, st, "\n");
+            continue;
+          }
+        }
+        const TileArg& a = *p.names->args.at(s.dst.name);
+        auto ct = CType(a.dtype);
+        if (!ct.ok()) return ct.status();
+        GlobalIndex gi = IndexGlobal(a, s.dst, LocalIndex(p, buf->shape), buf->shape, s.transpose);
+        std::string store =
+            s.accumulate
+                ? (p.atomic_stores ? absl::StrCat("kiln::atomic_add(&", Ident(a.name), "[", gi.offset, "], ", *v, ");")
+                                   : absl::StrCat(Ident(a.name), "[", gi.offset, "] = kiln::from_f32<", *ct,
+                                                  ">(kiln::to_f32(", Ident(a.name), "[", gi.offset, "]) + ", *v,
+                                                  ");"))
+                : absl::StrCat(Ident(a.name), "[", gi.offset, "] = kiln::from_f32<", *ct, ">(", *v, ");");
+        if (gi.valid != "true") store = absl::StrCat("if (", gi.valid, ") ", store);
+        absl::StrAppend(&out, indent, store, "\n");
+        continue;
+      }
+      if (!src_global && !dst_global) {
+        auto v = value_of(s.srcs[0]);
+        if (!v.ok()) return v.status();
+        if (auto st = assign(s.dst.name, *v); !st.ok()) return st;
+        continue;
+      }
+    }
+    if (s.kind == Stmt::Kind::kFill) {
+      if (auto st = assign(s.dst.name, FloatLit(s.value)); !st.ok()) return st;
+      continue;
+    }
+    return absl::UnimplementedError(absl::StrCat("`", Describe(s), "` has no per-element CUDA form"));
+  }
+  return out;
+}
+
+void MarkUsed(const tile::Block& b, const Names& names, std::vector<bool>* used) {
+  auto mark = [&](const std::string& n) {
+    auto it = names.arg_index.find(n);
+    if (it != names.arg_index.end()) (*used)[it->second] = true;
+  };
+  for (const auto& s : b) {
+    if (s->kind == Stmt::Kind::kLoop) {
+      MarkUsed(s->body, names, used);
+      continue;
+    }
+    mark(s->dst.name);
+    for (const auto& o : s->srcs)
+      if (o.ref) mark(o.ref->name);
+  }
+}
+
+absl::StatusOr<std::string> ParamList(const tile::TileKernel& k, const std::vector<bool>& used) {
+  std::vector<std::string> params;
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    const TileArg& a = k.args[i];
+    auto ct = CType(a.dtype);
+    if (!ct.ok()) return ct.status();
+    const bool input = a.role == TileArg::Role::kIn || a.role == TileArg::Role::kConst;
+    params.push_back(absl::StrCat(input ? "const " : "", *ct, "* __restrict__ ",
+                                  used[i] ? Ident(a.name) : absl::StrCat("/*", Ident(a.name), ": unused*/")));
+  }
+  return absl::StrJoin(params, ", ");
+}
+
+}  // namespace kiln::target::cuda::internal

@@ -1,0 +1,826 @@
+//===- cuda_gemm.cc - GEMM tile kernels to TensorCore CUDA kernels --------===//
+//
+// The canonical GEMM form of tile_lowering.h becomes one or two __global__
+// functions:
+//
+//  - `<name>_sm80` (sm_80 and newer): one thread block per grid iteration,
+//    visited in a rasterized order (groups of tile rows, so blocks running
+//    together share A and B tiles in L2); split-K slices on blockIdx.y,
+//    batch items on blockIdx.z. The stage tiles %As/%Bs live in shared
+//    memory in `stages` copies filled by a cp.async pipeline (ragged edges
+//    zero-filled through cp.async's src-size); each warp (one iteration of
+//    the group loop) loads its A and B fragments with ldmatrix (.trans for
+//    operands stored MN-major) and runs mma.sync m16n8k16 (f16, bf16) or
+//    m16n8k8 (tf32, for f32 matrices) into f32 accumulators in registers.
+//    The epilogue (the ew steps on %acc and the final copy) runs on the
+//    accumulator fragments in registers, with guarded stores, atomic adds
+//    under split-K.
+//  - `<name>_sm90a` (sm_90a only): the same tiles and pipeline, the block's
+//    warps grouped in warpgroups of 4 that run wgmma.mma_async m64nNk16
+//    (m64nNk8 for tf32) with both operands read from shared memory through
+//    matrix descriptors. The stage tiles are filled by cp.async, not TMA:
+//    the tile layout (panels of 128/64/32-byte lines, chunk XOR swizzle) is
+//    already the one the descriptors' swizzle modes describe, and TMA would
+//    need tensor maps encoded on the host, which the launcher does not make.
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/substitute.h"
+#include "target/cuda/codegen/codegen_util.h"
+
+namespace kiln::target::cuda::internal {
+namespace {
+
+using tile::Affine;
+using tile::Scope;
+using tile::Stmt;
+using tile::TileArg;
+using tile::TileRef;
+
+absl::Status Err(const std::string& what) { return absl::UnimplementedError(what); }
+
+bool IsCopy(const Stmt* s) { return s->kind == Stmt::Kind::kCopy && s->srcs.size() == 1 && s->srcs[0].ref; }
+
+// A stage tile in shared memory: `lines` lines of `contig` elements, the
+// contiguous dimension of the global tensor it comes from.
+struct StageLayout {
+  int64_t lines = 0, contig = 0, elem = 2;
+  int64_t panel = 128;      // bytes per panel line
+  int64_t bytes = 0;        // one copy
+  int64_t slot_stride = 0;  // one copy, rounded up to 1024 bytes
+  std::string Offset(const std::string& line, const std::string& byte) const {
+    return absl::StrCat("kiln::tile_offset<", lines, ", ", panel, ">(", line, ", ", byte, ")");
+  }
+  int SwizzleMode() const { return panel == 128 ? 1 : panel == 64 ? 2 : panel == 32 ? 3 : 0; }
+};
+
+absl::StatusOr<StageLayout> MakeLayout(int64_t lines, int64_t contig, DType dt) {
+  StageLayout l;
+  l.lines = lines;
+  l.contig = contig;
+  l.elem = Bytes(dt);
+  const int64_t line_bytes = contig * l.elem;
+  if (line_bytes % 16 != 0) {
+    return Err(absl::StrCat("a stage tile line of ", line_bytes, " bytes is no multiple of 16 (cp.async/ldmatrix chunks)"));
+  }
+  for (int64_t p : {128, 64, 32, 16}) {
+    if (line_bytes % p == 0) {
+      l.panel = p;
+      break;
+    }
+  }
+  l.bytes = lines * line_bytes;
+  l.slot_stride = (l.bytes + 1023) / 1024 * 1024;
+  return l;
+}
+
+// One matrix operand (A or B) of the GEMM.
+struct Operand {
+  const Stmt* load = nullptr;     // copy global -> stage
+  const Stmt* stage = nullptr;    // the stage buffer
+  const Stmt* frag_copy = nullptr;  // copy stage -> operand
+  const Stmt* operand = nullptr;  // the operand buffer
+  const TileArg* arg = nullptr;
+  bool mn_major = false;          // the stage tile's lines run along K (A stored [K, M], B stored [K, N])
+  StageLayout layout;
+  int copy_bytes = 16;            // cp.async size; 0: plain loads and stores (conversion or misalignment)
+};
+
+struct Gemm {
+  Names names;
+  const Stmt* grid = nullptr;
+  const Stmt* group = nullptr;
+  const Stmt* kloop = nullptr;
+  const Stmt* mma = nullptr;
+  const Stmt* acc = nullptr;
+  const Stmt* fill = nullptr;
+  Operand a, b;
+  std::vector<const Stmt*> epilogue;
+  std::string m_var, n_var, s_var;
+  std::vector<tile::LoopVar> batch_vars;
+  int64_t mt = 1, nt = 1, splits = 1, batch = 1;
+  int64_t bm = 0, bn = 0, bk = 0, gm = 0, gn = 0, kt = 0;
+  int stages = 1;
+  int warps = 1;
+  std::string wm_var, wn_var;  // group variables of the warp's row and column offsets ("" when absent)
+  DType in = DType::kF16;
+  int64_t kstep = 16;          // elements of K per MMA
+  std::map<std::string, int64_t> extent;  // every loop variable's trip count
+};
+
+// The largest value of an affine expression over its variables' ranges.
+int64_t MaxOf(const Affine& a, const std::map<std::string, int64_t>& extent) {
+  int64_t v = a.constant;
+  for (const auto& [var, c] : a.terms) {
+    auto it = extent.find(var);
+    int64_t e = it == extent.end() ? 1 : it->second;
+    if (c > 0) v += c * (e - 1);
+  }
+  return v;
+}
+
+bool AllMultiples(const Affine& a, int64_t m) {
+  if (a.constant % m != 0) return false;
+  for (const auto& t : a.terms)
+    if (t.second % m != 0) return false;
+  return true;
+}
+
+absl::Status MatchOperand(Gemm& g, Operand& op, const Stmt* stage_copy, bool is_a) {
+  op.load = stage_copy;
+  const TileRef& src = *stage_copy->srcs[0].ref;
+  op.arg = g.names.args.at(src.name);
+  op.stage = g.names.buffers.at(stage_copy->dst.name);
+  if (op.stage->shape.size() != 2) return Err("stage buffers must be rank 2");
+  if (op.arg->shape.size() < 2) return Err(absl::StrCat("matrix operand %", op.arg->name, " has rank < 2"));
+  const int64_t rows = op.stage->shape[0], cols = op.stage->shape[1];
+  // A's stage tile is [bm, bk], B's [bk, bn]; MN-major when stored with K outermost.
+  op.mn_major = is_a ? stage_copy->transpose : !stage_copy->transpose;
+  const int64_t lines = stage_copy->transpose ? cols : rows;
+  const int64_t contig = stage_copy->transpose ? rows : cols;
+  auto layout = MakeLayout(lines, contig, op.stage->dtype);
+  if (!layout.ok()) return layout.status();
+  op.layout = *layout;
+  // The cp.async size: 16, 8 or 4 bytes when every chunk is aligned, else
+  // element-wise loads and stores (also when the copy converts dtypes).
+  op.copy_bytes = 0;
+  if (op.arg->dtype == op.stage->dtype) {
+    const int64_t es = Bytes(op.arg->dtype);
+    const int64_t row = op.arg->shape.back() * es;
+    const Affine& cstart = src.start.empty() ? Affine::Const(0) : src.start.back();
+    for (int cb : {16, 8, 4}) {
+      if (row % cb == 0 && (contig * es) % cb == 0 && AllMultiples(cstart, cb / es > 0 ? cb / es : 1) &&
+          cb >= es) {
+        op.copy_bytes = cb;
+        break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Gemm> Match(const tile::TileKernel& k) {
+  Gemm g;
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    g.names.args[k.args[i].name] = &k.args[i];
+    g.names.arg_index[k.args[i].name] = static_cast<int>(i);
+  }
+  g.names.CollectBuffers(k.body);
+  for (const auto& s : k.body) {
+    if (s->kind == Stmt::Kind::kLoop && s->loop == Stmt::LoopKind::kGrid && !g.grid) g.grid = s.get();
+    else if (s->kind != Stmt::Kind::kBuffer) return Err(absl::StrCat("`", Describe(*s), "` outside the grid loop"));
+  }
+  if (!g.grid) return Err("a GEMM needs a grid loop at the top of the kernel");
+  for (const auto& v : g.grid->vars) g.extent[v.name] = v.extent;
+  for (const auto& s : g.grid->body) {
+    if (s->kind == Stmt::Kind::kLoop && s->loop == Stmt::LoopKind::kGroup && !g.group) g.group = s.get();
+    else if (s->kind != Stmt::Kind::kBuffer) {
+      return Err(absl::StrCat("`", Describe(*s), "` in the grid loop outside the group loop"));
+    }
+  }
+  if (!g.group) return Err("a GEMM needs a group loop (the warps) in its grid loop");
+  for (const auto& v : g.group->vars) g.extent[v.name] = v.extent;
+  bool after_k = false;
+  for (const auto& s : g.group->body) {
+    if (s->kind == Stmt::Kind::kBuffer) continue;
+    if (!after_k && s->kind == Stmt::Kind::kFill) {
+      g.fill = s.get();
+      continue;
+    }
+    if (!after_k && s->kind == Stmt::Kind::kLoop &&
+        (s->loop == Stmt::LoopKind::kPipelined || s->loop == Stmt::LoopKind::kSerial)) {
+      g.kloop = s.get();
+      after_k = true;
+      continue;
+    }
+    if (!after_k) return Err(absl::StrCat("`", Describe(*s), "` before the K loop"));
+    g.epilogue.push_back(s.get());
+  }
+  if (!g.kloop || g.kloop->vars.size() != 1) return Err("a GEMM needs one pipelined K loop in its group loop");
+  g.extent[g.kloop->vars[0].name] = g.kloop->vars[0].extent;
+  g.kt = g.kloop->vars[0].extent;
+  g.stages = g.kloop->loop == Stmt::LoopKind::kPipelined ? std::max(1, g.kloop->stages) : 1;
+
+  // The K loop: stage copies, a sync, then the operand copies and the mma
+  // (directly or in an inner loop over the stage tile's K steps).
+  std::vector<const Stmt*> stage_copies, frag_copies;
+  const Stmt* inner = nullptr;
+  for (const auto& s : g.kloop->body) {
+    if (s->kind == Stmt::Kind::kSync || s->kind == Stmt::Kind::kBuffer) continue;
+    if (s->kind == Stmt::Kind::kLoop && !inner) {
+      inner = s.get();
+      for (const auto& t : s->body) {
+        if (t->kind == Stmt::Kind::kSync || t->kind == Stmt::Kind::kBuffer) continue;
+        if (IsCopy(t.get())) frag_copies.push_back(t.get());
+        else if (t->kind == Stmt::Kind::kMma && !g.mma) g.mma = t.get();
+        else return Err(absl::StrCat("`", Describe(*t), "` in the operand loop"));
+      }
+      continue;
+    }
+    if (IsCopy(s.get()) && g.names.args.count(s->srcs[0].ref->name)) stage_copies.push_back(s.get());
+    else if (IsCopy(s.get())) frag_copies.push_back(s.get());
+    else if (s->kind == Stmt::Kind::kMma && !g.mma) g.mma = s.get();
+    else return Err(absl::StrCat("`", Describe(*s), "` in the K loop"));
+  }
+  if (!g.mma || g.mma->srcs.size() != 2 || !g.mma->srcs[0].ref || !g.mma->srcs[1].ref) {
+    return Err("a GEMM's K loop needs one mma step");
+  }
+  if (stage_copies.size() != 2 || frag_copies.size() != 2) {
+    return Err("a GEMM's K loop copies one A and one B tile to the stage scope and to the operand scopes");
+  }
+  g.acc = g.names.buffers.at(g.mma->dst.name);
+  const std::string aa = g.mma->srcs[0].ref->name, bb = g.mma->srcs[1].ref->name;
+  for (const Stmt* f : frag_copies) {
+    if (f->dst.name == aa) g.a.frag_copy = f;
+    else if (f->dst.name == bb) g.b.frag_copy = f;
+  }
+  if (!g.a.frag_copy || !g.b.frag_copy) return Err("the mma's operands are not copied from stage tiles");
+  for (const Stmt* s : stage_copies) {
+    const std::string& dst = s->dst.name;
+    if (dst == g.a.frag_copy->srcs[0].ref->name) {
+      if (auto st = MatchOperand(g, g.a, s, true); !st.ok()) return st;
+    } else if (dst == g.b.frag_copy->srcs[0].ref->name) {
+      if (auto st = MatchOperand(g, g.b, s, false); !st.ok()) return st;
+    }
+  }
+  if (!g.a.load || !g.b.load) return Err("the operand tiles do not come from global A and B tiles");
+  g.a.operand = g.names.buffers.at(aa);
+  g.b.operand = g.names.buffers.at(bb);
+  if (g.a.stage->scope != Scope::kStage || g.b.stage->scope != Scope::kStage ||
+      g.a.operand->scope != Scope::kOperandA || g.b.operand->scope != Scope::kOperandB ||
+      g.acc->scope != Scope::kAccumulator) {
+    return Err("mma operands must be operand_a/operand_b tiles copied from stage tiles, into an accumulator");
+  }
+  g.bm = g.a.stage->shape[0];
+  g.bk = g.a.stage->shape[1];
+  g.bn = g.b.stage->shape[1];
+  if (g.b.stage->shape[0] != g.bk) return Err("the A and B stage tiles disagree on K");
+  if (g.acc->shape.size() != 2) return Err("the accumulator must be rank 2");
+  g.gm = g.acc->shape[0];
+  g.gn = g.acc->shape[1];
+  g.in = g.a.stage->dtype;
+  if (g.b.stage->dtype != g.in) return Err("A and B stage tiles of different dtypes");
+  if (g.in == DType::kF16 || g.in == DType::kBF16) g.kstep = 16;
+  else if (g.in == DType::kF32) g.kstep = 8;
+  else return Err(absl::StrCat("no TensorCore path for ", DTypeName(g.in), " matrices"));
+  if (g.acc->dtype != DType::kF32) return Err("the accumulator must be f32");
+  if (g.gm % 16 != 0 || g.gn % 8 != 0 || g.bk % g.kstep != 0) {
+    return Err(absl::StrCat("warp tile ", g.gm, "x", g.gn, " and stage depth ", g.bk, " must be multiples of the mma shape 16x8x",
+                            g.kstep));
+  }
+  if (g.bm % g.gm != 0 || g.bn % g.gn != 0) return Err("the warp tiles do not divide the block tile");
+
+  // Warp offsets: the operand copies read %As[%wm*gm, ...] and %Bs[..., %wn*gn].
+  auto warp_var = [&](const Stmt* copy, int dim, int64_t tile, std::string* var) -> absl::Status {
+    const TileRef& r = *copy->srcs[0].ref;
+    if (r.start.size() != 2) return Err("operand copies address rank-2 stage tiles");
+    const Affine& a = r.start[dim];
+    if (a.constant != 0 || a.terms.size() > 1 || (a.terms.size() == 1 && a.terms[0].second != tile)) {
+      return Err(absl::StrCat("operand copy `", Describe(*copy), "` does not start at a multiple of the warp tile"));
+    }
+    if (a.terms.size() == 1) *var = a.terms[0].first;
+    return absl::OkStatus();
+  };
+  if (auto st = warp_var(g.a.frag_copy, 0, g.gm, &g.wm_var); !st.ok()) return st;
+  if (auto st = warp_var(g.b.frag_copy, 1, g.gn, &g.wn_var); !st.ok()) return st;
+  g.warps = 1;
+  for (const auto& v : g.group->vars) {
+    g.warps *= static_cast<int>(v.extent);
+    if (v.name != g.wm_var && v.name != g.wn_var) return Err(absl::StrCat("group variable %", v.name, " is no warp offset"));
+  }
+  if (g.warps * g.gm * g.gn != g.bm * g.bn) return Err("the warps do not cover the block tile");
+
+  // The grid: %m and %n from the output tile's start, %s (split-K) the rest.
+  const Stmt* out = nullptr;
+  for (const Stmt* s : g.epilogue)
+    if (IsCopy(s) && g.names.args.count(s->dst.name) && !out) out = s;
+  if (!out) return Err("a GEMM's epilogue copies a tile to an output");
+  std::set<std::string> in_out;
+  const auto& ostart = out->dst.start;
+  if (ostart.size() < 2) return Err("the output copy must address rows and columns");
+  for (size_t d = 0; d < ostart.size(); ++d) {
+    for (const auto& [var, c] : ostart[d].terms) {
+      (void)c;
+      if (!g.extent.count(var)) continue;
+      in_out.insert(var);
+      bool is_grid = false;
+      for (const auto& gv : g.grid->vars) is_grid = is_grid || gv.name == var;
+      if (!is_grid) continue;
+      if (d == ostart.size() - 2) g.m_var = var;
+      else if (d == ostart.size() - 1) g.n_var = var;
+    }
+  }
+  for (const auto& v : g.grid->vars) {
+    if (v.name == g.m_var) g.mt = v.extent;
+    else if (v.name == g.n_var) g.nt = v.extent;
+    else if (in_out.count(v.name)) {
+      g.batch_vars.push_back(v);
+      g.batch *= v.extent;
+    } else if (g.s_var.empty()) {
+      g.s_var = v.name;
+      g.splits = v.extent;
+    } else {
+      return Err(absl::StrCat("grid variable %", v.name, " is neither a tile, a batch index nor the split-K slice"));
+    }
+  }
+  if (g.batch > 65535 || g.splits > 65535) return Err("more than 65535 batch items or split-K slices");
+  return g;
+}
+
+// ---- Source pieces shared by both variants.
+
+std::string TypeOf(DType t) { return *CType(t); }
+
+// The rasterized block order, split-K slice, batch indices, warp indices.
+std::string EmitPrologue(const Gemm& g, bool hopper) {
+  std::string s;
+  const int64_t group_m = std::min<int64_t>(8, g.mt);
+  absl::StrAppend(&s, "  // Block rasterization: consecutive blocks walk down groups of ", group_m,
+                  " tile rows, so blocks in flight together reuse each other's A and B tiles in L2.\n");
+  absl::StrAppend(&s, "  constexpr int kTilesM = ", g.mt, ", kTilesN = ", g.nt, ", kGroupM = ", group_m, ";\n");
+  absl::StrAppend(&s,
+                  "  const int tile_id = blockIdx.x;\n"
+                  "  const int first_m = tile_id / (kGroupM * kTilesN) * kGroupM;\n"
+                  "  const int rows_here = kTilesM - first_m < kGroupM ? kTilesM - first_m : kGroupM;\n");
+  absl::StrAppend(&s, "  const int ", g.m_var.empty() ? "tile_m_unused" : Ident(g.m_var),
+                  " = first_m + (tile_id % (kGroupM * kTilesN)) % rows_here;\n");
+  absl::StrAppend(&s, "  const int ", g.n_var.empty() ? "tile_n_unused" : Ident(g.n_var),
+                  " = (tile_id % (kGroupM * kTilesN)) / rows_here;\n");
+  if (g.m_var.empty()) absl::StrAppend(&s, "  (void)tile_m_unused;\n");
+  if (g.n_var.empty()) absl::StrAppend(&s, "  (void)tile_n_unused;\n");
+  if (!g.s_var.empty()) {
+    absl::StrAppend(&s, "  const int ", Ident(g.s_var), " = blockIdx.y;  // split-K slice (of ", g.splits, ")\n");
+  }
+  int64_t inner = 1;
+  for (int i = static_cast<int>(g.batch_vars.size()) - 1; i >= 0; --i) {
+    absl::StrAppend(&s, "  const int ", Ident(g.batch_vars[i].name), " = blockIdx.z / ", inner, " % ",
+                    g.batch_vars[i].extent, ";  // batch index\n");
+    inner *= g.batch_vars[i].extent;
+  }
+  absl::StrAppend(&s, "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n");
+  if (!hopper) {
+    // Group loop variables, outermost first; the last varies fastest.
+    int64_t stride = 1;
+    for (int i = static_cast<int>(g.group->vars.size()) - 1; i >= 0; --i) {
+      absl::StrAppend(&s, "  const int ", Ident(g.group->vars[i].name), " = warp / ", stride, " % ",
+                      g.group->vars[i].extent, ";  // warp position in the block tile\n");
+      stride *= g.group->vars[i].extent;
+    }
+  }
+  absl::StrAppend(&s, "  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates\n");
+  absl::StrAppend(&s,
+                  "  // Dynamic shared memory, aligned up to 1024 bytes (the swizzle pattern's period).\n"
+                  "  extern __shared__ __align__(1024) unsigned char kiln_smem_raw[];\n"
+                  "  unsigned char* const smem = kiln_smem_raw + ((1024u - (kiln::smem_u32(kiln_smem_raw) & 1023u)) & 1023u);\n"
+                  "  const uint32_t smem_base = kiln::smem_u32(smem);\n"
+                  "  (void)smem;\n");
+  return s;
+}
+
+// The lambda that issues the copies of one global tile into a stage slot.
+absl::StatusOr<std::string> EmitStageLoad(const Gemm& g, const Operand& op, const std::string& fn, int threads) {
+  const StageLayout& l = op.layout;
+  const TileRef& src = *op.load->srcs[0].ref;
+  const std::string kvar = Ident(g.kloop->vars[0].name);
+  const std::string stype = TypeOf(op.stage->dtype);
+  const int64_t es = l.elem;
+  const bool async = op.copy_bytes > 0;
+  const int64_t unit = async ? op.copy_bytes / Bytes(op.arg->dtype) : 1;  // elements per copy
+  const int64_t per_line = l.contig / unit;
+  const int64_t total = l.lines * per_line;
+  const int64_t iters = (total + threads - 1) / threads;
+  // The local (buffer-order) index of a (line, col) position.
+  std::vector<std::string> local = op.load->transpose ? std::vector<std::string>{"col", "line"}
+                                                      : std::vector<std::string>{"line", "col"};
+  GlobalIndex gi = IndexGlobal(*op.arg, src, local, op.stage->shape, op.load->transpose);
+  // Ragged along the contiguous dimension: a chunk may be partly inside.
+  const Affine& cstart = src.start.empty() ? Affine::Const(0) : src.start.back();
+  const int64_t cext = op.arg->shape.back();
+  const bool ragged_contig = cext > 1 && MaxOf(cstart, g.extent) + l.contig > cext;
+  std::string s;
+  absl::StrAppend(&s, "  // %", op.stage->buffer, ": a ", l.lines, " x ", l.contig, " tile of %", op.arg->name, " (",
+                  op.mn_major ? "MN-major: K" : "K-major: M/N", " along the lines), ",
+                  async ? absl::StrCat(op.copy_bytes, "-byte cp.async chunks, zero-filled past the tensor's edge")
+                        : std::string(op.arg->dtype != op.stage->dtype ? "element loads converting to the stage dtype"
+                                                                       : "element loads (rows not 4-byte aligned)"),
+                  ".\n");
+  absl::StrAppend(&s, "  auto ", fn, " = [&](int ", kvar, ", uint32_t slot) {\n");
+  absl::StrAppend(&s, "#pragma unroll\n    for (int it = 0; it < ", iters, "; ++it) {\n");
+  absl::StrAppend(&s, "      const int chunk = threadIdx.x + it * ", threads, ";\n");
+  std::string ind = "      ";
+  if (total % threads != 0) {
+    absl::StrAppend(&s, "      if (chunk < ", total, ") {\n");
+    ind = "        ";
+  }
+  absl::StrAppend(&s, ind, "const int line = chunk / ", per_line, ", col = chunk % ", per_line, " * ", unit, ";\n");
+  absl::StrAppend(&s, ind, "const bool inside = ", gi.valid, ";\n");
+  absl::StrAppend(&s, ind, "const long long off = inside ? ", gi.offset, " : 0LL;\n");
+  absl::StrAppend(&s, ind, "const uint32_t dst = slot + ", l.Offset("line", absl::StrCat("col * ", es)), ";\n");
+  if (async) {
+    std::string bytes = absl::StrCat("inside ? ", op.copy_bytes, " : 0");
+    if (ragged_contig && unit > 1) {
+      absl::StrAppend(&s, ind, "const int left = ", cext, " - (", AffineC(cstart), " + col);  // elements before the edge\n");
+      bytes = absl::StrCat("inside ? (left < ", unit, " ? left * ", Bytes(op.arg->dtype), " : ", op.copy_bytes, ") : 0");
+    }
+    absl::StrAppend(&s, ind, "kiln::cp_async<", op.copy_bytes, ">(smem_base + dst, ", Ident(op.arg->name), " + off, ",
+                    bytes, ");\n");
+  } else {
+    absl::StrAppend(&s, ind, "*reinterpret_cast<", stype, "*>(smem + dst) = kiln::from_f32<", stype,
+                    ">(inside ? kiln::to_f32(", Ident(op.arg->name), "[off]) : 0.f);\n");
+  }
+  if (total % threads != 0) absl::StrAppend(&s, "      }\n");
+  absl::StrAppend(&s, "    }\n  };\n");
+  return s;
+}
+
+// The per-warp fragment loads and MMAs of one K step `ks` of the stage tile.
+std::string EmitWarpMma(const Gemm& g) {
+  const int64_t mi_n = g.gm / 16, ni_n = g.gn / 8;
+  const bool tf32 = g.in == DType::kF32;
+  const char* mma = g.in == DType::kF16 ? "kiln::mma_f16" : g.in == DType::kBF16 ? "kiln::mma_bf16" : "kiln::mma_tf32";
+  const StageLayout& la = g.a.layout;
+  const StageLayout& lb = g.b.layout;
+  const std::string a_row0 = g.wm_var.empty() ? "0" : absl::StrCat(Ident(g.wm_var), " * ", g.gm);
+  const std::string b_col0 = g.wn_var.empty() ? "0" : absl::StrCat(Ident(g.wn_var), " * ", g.gn);
+  std::string s;
+  absl::StrAppend(&s, "#pragma unroll\n      for (int ks = 0; ks < ", g.bk / g.kstep, "; ++ks) {\n");
+  absl::StrAppend(&s, "        uint32_t a[", mi_n, "][4], b[", ni_n, "][2];\n");
+  // A fragments.
+  absl::StrAppend(&s, "#pragma unroll\n        for (int mi = 0; mi < ", mi_n, "; ++mi) {\n");
+  if (!g.a.mn_major) {
+    absl::StrAppend(&s, "          // rows m0 + lane % 16, the 16-byte half lane / 16 of this K step\n",
+                    "          kiln::ldmatrix_x4(a[mi], as + ",
+                    la.Offset(absl::StrCat(a_row0, " + mi * 16 + lane % 16"), "ks * 32 + lane / 16 * 16"), ");\n");
+    if (tf32) absl::StrAppend(&s, "          for (int r = 0; r < 4; ++r) a[mi][r] = kiln::to_tf32(a[mi][r]);\n");
+  } else if (!tf32) {
+    absl::StrAppend(&s, "          // stored [k][m]: matrix j = lane / 8 is m + 8*(j%2), k + 8*(j/2), transposed\n",
+                    "          kiln::ldmatrix_x4_trans(a[mi], as + ",
+                    la.Offset("ks * 16 + lane / 16 * 8 + lane % 8",
+                              absl::StrCat("(", a_row0, " + mi * 16 + lane / 8 % 2 * 8) * 2")),
+                    ");\n");
+  } else {
+    absl::StrAppend(&s, "          // stored [k][m], 32-bit: register r at row gid + 8*(r%2), column tig + 4*(r/2)\n",
+                    "#pragma unroll\n          for (int r = 0; r < 4; ++r)\n",
+                    "            a[mi][r] = kiln::to_tf32(kiln::lds32(as + ",
+                    la.Offset("ks * 8 + tig + r / 2 * 4", absl::StrCat("(", a_row0, " + mi * 16 + gid + r % 2 * 8) * 4")),
+                    "));\n");
+  }
+  absl::StrAppend(&s, "        }\n");
+  // B fragments, two n8 tiles per ldmatrix.x4.
+  if (!tf32 || !g.b.mn_major) {
+    const std::string ld = g.b.mn_major ? "ldmatrix" : "ldmatrix";
+    std::string line4, byte4, line2, byte2;
+    if (g.b.mn_major) {
+      // stored [k][n]: matrix j = lane / 8 is k + 8*(j%2), n + 8*(j/2), transposed
+      line4 = "ks * 16 + lane / 8 % 2 * 8 + lane % 8";
+      byte4 = absl::StrCat("(", b_col0, " + ni * 8 + lane / 16 * 8) * 2");
+      line2 = line4;
+      byte2 = absl::StrCat("(", b_col0, " + ni * 8) * 2");
+    } else {
+      // stored [n][k]: matrix j = lane / 8 is n + 8*(j/2), the 16-byte half j%2 of this K step
+      line4 = absl::StrCat(b_col0, " + ni * 8 + lane / 16 * 8 + lane % 8");
+      byte4 = "ks * 32 + lane / 8 % 2 * 16";
+      line2 = absl::StrCat(b_col0, " + ni * 8 + lane % 8");
+      byte2 = byte4;
+    }
+    const std::string trans = g.b.mn_major ? "_trans" : "";
+    absl::StrAppend(&s, "#pragma unroll\n        for (int ni = 0; ni + 1 < ", ni_n, "; ni += 2) {\n");
+    absl::StrAppend(&s, "          uint32_t r[4];\n          kiln::ldmatrix_x4", trans, "(r, bs + ", lb.Offset(line4, byte4),
+                    ");\n");
+    absl::StrAppend(&s, "          b[ni][0] = r[0]; b[ni][1] = r[1]; b[ni + 1][0] = r[2]; b[ni + 1][1] = r[3];\n");
+    absl::StrAppend(&s, "        }\n");
+    if (ni_n % 2 == 1) {
+      absl::StrAppend(&s, "        {\n          const int ni = ", ni_n - 1, ";\n          kiln::ldmatrix_x2", trans,
+                      "(b[ni], bs + ", lb.Offset(line2, byte2), ");\n        }\n");
+    }
+    if (tf32) {
+      absl::StrAppend(&s, "#pragma unroll\n        for (int ni = 0; ni < ", ni_n,
+                      "; ++ni) { b[ni][0] = kiln::to_tf32(b[ni][0]); b[ni][1] = kiln::to_tf32(b[ni][1]); }\n");
+    }
+  } else {
+    absl::StrAppend(&s, "        // stored [k][n], 32-bit: register r at row tig + 4*r, column gid\n",
+                    "#pragma unroll\n        for (int ni = 0; ni < ", ni_n, "; ++ni)\n",
+                    "#pragma unroll\n          for (int r = 0; r < 2; ++r)\n",
+                    "            b[ni][r] = kiln::to_tf32(kiln::lds32(bs + ",
+                    lb.Offset("ks * 8 + tig + r * 4", absl::StrCat("(", b_col0, " + ni * 8 + gid) * 4")), "));\n");
+  }
+  absl::StrAppend(&s, "#pragma unroll\n        for (int mi = 0; mi < ", mi_n, "; ++mi)\n",
+                  "#pragma unroll\n          for (int ni = 0; ni < ", ni_n, "; ++ni) ", mma, "(acc[mi][ni], a[mi], b[ni]);\n");
+  absl::StrAppend(&s, "      }\n");
+  return s;
+}
+
+// The K loop's pipeline around `compute` (which reads slot `k % S`).
+std::string EmitPipeline(const Gemm& g, const std::string& compute, bool hopper) {
+  const int S = g.stages;
+  const std::string k = Ident(g.kloop->vars[0].name);
+  std::string s;
+  absl::StrAppend(&s, "  constexpr int kStages = ", S, ", kTilesK = ", g.kt, ";\n  (void)kStages; (void)kSlotA; (void)kSlotB;\n");
+  if (S >= 2) {
+    absl::StrAppend(&s,
+                    "  // Prologue: the first kStages - 1 K tiles in flight.\n"
+                    "#pragma unroll\n  for (int p = 0; p < kStages - 1; ++p) {\n"
+                    "    if (p < kTilesK) { load_a(p, a_smem + p * kSlotA); load_b(p, b_smem + p * kSlotB); }\n"
+                    "    kiln::cp_async_commit();\n  }\n");
+    absl::StrAppend(&s, "  for (int ", k, " = 0; ", k, " < kTilesK; ++", k, ") {\n");
+    absl::StrAppend(&s, "    kiln::cp_async_wait<kStages - 2>();  // tile ", k, " has landed\n");
+    if (hopper) absl::StrAppend(&s, "    kiln::fence_proxy_async();  // cp.async writes, then wgmma reads\n");
+    absl::StrAppend(&s, "    __syncthreads();  // ...for every thread; and the slot refilled below is no longer read\n");
+    absl::StrAppend(&s, "    {\n      const int next = ", k, " + kStages - 1;\n",
+                    "      if (next < kTilesK) { load_a(next, a_smem + next % kStages * kSlotA); "
+                    "load_b(next, b_smem + next % kStages * kSlotB); }\n",
+                    "      kiln::cp_async_commit();\n    }\n");
+    absl::StrAppend(&s, "    const uint32_t as = a_smem + ", k, " % kStages * kSlotA, bs = b_smem + ", k,
+                    " % kStages * kSlotB;\n");
+    absl::StrAppend(&s, "    (void)as; (void)bs;\n", compute, "  }\n");
+    absl::StrAppend(&s, "  kiln::cp_async_wait<0>();\n");
+  } else {
+    absl::StrAppend(&s, "  for (int ", k, " = 0; ", k, " < kTilesK; ++", k, ") {\n",
+                    "    load_a(", k, ", a_smem); load_b(", k, ", b_smem);\n",
+                    "    kiln::cp_async_commit();\n    kiln::cp_async_wait<0>();\n");
+    if (hopper) absl::StrAppend(&s, "    kiln::fence_proxy_async();\n");
+    absl::StrAppend(&s, "    __syncthreads();\n    const uint32_t as = a_smem, bs = b_smem;\n    (void)as; (void)bs;\n",
+                    compute, "    __syncthreads();  // the single slot is refilled next iteration\n  }\n");
+  }
+  return s;
+}
+
+absl::StatusOr<std::string> EmitEpilogue(const Gemm& g, const std::string& acc_expr, const std::string& indent) {
+  ElementProgram p;
+  p.names = &g.names;
+  p.index = {"i", "j"};
+  p.shape = g.acc->shape;
+  p.given[g.acc->buffer] = acc_expr;
+  p.atomic_stores = !g.s_var.empty();
+  return EmitElementProgram(p, g.epilogue, indent);
+}
+
+std::string Header(const tile::TileKernel& k, const Gemm& g, const std::string& what) {
+  std::string s;
+  auto shape = [](const std::vector<int64_t>& v) { return absl::StrJoin(v, "x"); };
+  absl::StrAppend(&s, "// ", std::string(76, '-'), "\n");
+  absl::StrAppend(&s, "// @", k.name, ": ", what, "\n");
+  absl::StrAppend(&s, "//   %", g.a.arg->name, " ", DTypeName(g.a.arg->dtype), "[", shape(g.a.arg->shape), "]",
+                  g.a.load->transpose ? " (transposed)" : "", " x %", g.b.arg->name, " ", DTypeName(g.b.arg->dtype), "[",
+                  shape(g.b.arg->shape), "]", g.b.load->transpose ? " (transposed)" : "", ", ",
+                  g.in == DType::kF32 ? "tf32" : DTypeName(g.in), " products accumulated in f32\n");
+  absl::StrAppend(&s, "//   block tile ", g.bm, "x", g.bn, "x", g.bk, " (", g.mt, "x", g.nt, " tiles", g.batch > 1 ? absl::StrCat(" x ", g.batch, " batch items") : "",
+                  g.splits > 1 ? absl::StrCat(", K split ", g.splits, " ways, partial sums added atomically") : "",
+                  "), ", g.stages, "-stage cp.async pipeline over ", g.kt, " K tiles\n");
+  std::vector<std::string> ep;
+  for (const Stmt* s2 : g.epilogue)
+    if (s2->kind == Stmt::Kind::kEw) ep.push_back(EwName(s2->ew));
+  absl::StrAppend(&s, "//   epilogue in registers: ", ep.empty() ? "none" : absl::StrJoin(ep, ", "),
+                  ", then the store (guarded at the ragged edges)\n");
+  if (!k.plan.empty()) absl::StrAppend(&s, "//   plan: ", k.plan, "\n");
+  absl::StrAppend(&s, "// ", std::string(76, '-'), "\n");
+  return s;
+}
+
+// ---- The sm_80 variant.
+
+absl::StatusOr<std::string> EmitSm80(const tile::TileKernel& k, const Gemm& g, const std::string& fn,
+                                     const std::string& params) {
+  const int threads = g.warps * 32;
+  std::string s = Header(
+      k, g,
+      absl::StrCat("mma.sync.m16n8k", g.kstep, " (", g.in == DType::kF32 ? "tf32" : DTypeName(g.in), ") GEMM for sm_80+; ",
+                   g.warps, " warps, each a ", g.gm, "x", g.gn, " tile = ", g.gm / 16, "x", g.gn / 8, " mma tiles"));
+  absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", threads, ") ", fn, "(", params, ") {\n");
+  absl::StrAppend(&s, EmitPrologue(g, false));
+  absl::StrAppend(&s, "  constexpr uint32_t kSlotA = ", g.a.layout.slot_stride, ", kSlotB = ", g.b.layout.slot_stride,
+                  ";  // bytes per stage slot\n");
+  absl::StrAppend(&s, "  const uint32_t a_smem = 0, b_smem = kStagesBytesA;\n");
+  // kStagesBytesA is declared before use below.
+  std::string loads;
+  auto la = EmitStageLoad(g, g.a, "load_a", threads);
+  if (!la.ok()) return la.status();
+  auto lb = EmitStageLoad(g, g.b, "load_b", threads);
+  if (!lb.ok()) return lb.status();
+  absl::StrAppend(&s, *la, *lb);
+  const int64_t mi_n = g.gm / 16, ni_n = g.gn / 8;
+  absl::StrAppend(&s, "  // The warp's accumulators: C fragment e of mma tile (mi, ni) is row mi*16 + gid + 8*(e/2),\n"
+                      "  // column ni*8 + 2*tig + e%2 of the warp tile.\n");
+  absl::StrAppend(&s, "  float acc[", mi_n, "][", ni_n, "][4];\n");
+  absl::StrAppend(&s, "#pragma unroll\n  for (int mi = 0; mi < ", mi_n, "; ++mi)\n#pragma unroll\n    for (int ni = 0; ni < ",
+                  ni_n, "; ++ni)\n#pragma unroll\n      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = ",
+                  FloatLit(g.fill ? g.fill->value : 0.0), ";\n");
+  absl::StrAppend(&s, EmitPipeline(g, EmitWarpMma(g), false));
+  absl::StrAppend(&s, "  // Epilogue: element (i, j) of the warp's ", g.gm, "x", g.gn, " accumulator tile.\n");
+  absl::StrAppend(&s, "#pragma unroll\n  for (int mi = 0; mi < ", mi_n, "; ++mi)\n#pragma unroll\n    for (int ni = 0; ni < ",
+                  ni_n, "; ++ni)\n#pragma unroll\n      for (int e = 0; e < 4; ++e) {\n",
+                  "        const int i = mi * 16 + gid + e / 2 * 8, j = ni * 8 + tig * 2 + e % 2;\n");
+  auto ep = EmitEpilogue(g, "acc[mi][ni][e]", "        ");
+  if (!ep.ok()) return ep.status();
+  absl::StrAppend(&s, *ep, "      }\n}\n\n");
+  // Define kStagesBytesA ahead of its use.
+  const std::string decl = absl::StrCat("  constexpr uint32_t kStagesBytesA = ", g.a.layout.slot_stride * g.stages, ";\n");
+  const size_t pos = s.find("  const uint32_t a_smem = 0");
+  s.insert(pos, decl);
+  return s;
+}
+
+// ---- The sm_90a variant (wgmma).
+
+struct HopperPlan {
+  int warpgroups = 1;
+  int64_t wg_rows = 64;   // rows of the block tile per warpgroup
+  int64_t m_tiles = 1;    // m64 tiles per warpgroup
+  int64_t n = 8;          // wgmma N (the block tile's columns)
+};
+
+// Why the GEMM has no wgmma variant, or "" when it has one.
+std::string HopperBlocker(const Gemm& g, HopperPlan* hp) {
+  if (g.warps % 4 != 0) return "the block's warps do not form warpgroups of 4";
+  hp->warpgroups = g.warps / 4;
+  if (g.bm % (64 * hp->warpgroups) != 0) return "the block tile's rows do not split into m64 tiles per warpgroup";
+  hp->wg_rows = g.bm / hp->warpgroups;
+  hp->m_tiles = hp->wg_rows / 64;
+  hp->n = g.bn;
+  if (g.bn > 256 || g.bn % 8 != 0) return "the block tile's columns are no wgmma N (8..256, step 8)";
+  if (hp->m_tiles * g.bn / 2 > 128) return "the accumulators exceed 128 registers per thread";
+  for (const Operand* op : {&g.a, &g.b}) {
+    if (op->layout.panel < 32) return "a stage tile's lines are not 32, 64 or 128-byte swizzle panels";
+    if (op->layout.lines % 8 != 0) return "a stage tile's lines are no multiple of 8";
+    if (op->mn_major && g.in == DType::kF32) return "tf32 wgmma reads K-major operands only";
+  }
+  return "";
+}
+
+std::string WgmmaFunction(const Gemm& g, const HopperPlan& hp, std::string* name) {
+  const int64_t n = hp.n, regs = n / 2;
+  const bool tf32 = g.in == DType::kF32;
+  const std::string in = g.in == DType::kF16 ? "f16" : g.in == DType::kBF16 ? "bf16" : "tf32";
+  const int ta = g.a.mn_major ? 1 : 0, tb = g.b.mn_major ? 1 : 0;
+  *name = absl::StrCat("kiln_wgmma_m64n", n, "k", g.kstep, "_", in, tf32 ? "" : absl::StrCat("_t", ta, tb));
+  std::string macro = absl::StrCat("KILN_HAVE_", *name);
+  std::string s;
+  absl::StrAppend(&s, "#ifndef ", macro, "\n#define ", macro, "\n");
+  absl::StrAppend(&s, "// D[64 x ", n, "] (f32) += A[64 x ", g.kstep, "] * B[", g.kstep, " x ", n,
+                  "], both from shared memory descriptors", tf32 ? "" : absl::StrCat(" (A ", ta ? "M" : "K", "-major, B ", tb ? "N" : "K", "-major)"), ".\n");
+  absl::StrAppend(&s, "__device__ __forceinline__ void ", *name, "(float (&d)[", regs,
+                  "], uint64_t desc_a, uint64_t desc_b) {\n#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n");
+  std::vector<std::string> dregs;
+  for (int64_t i = 0; i < regs; ++i) dregs.push_back(absl::StrCat("%", i));
+  absl::StrAppend(&s, "  asm volatile(\n      \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %", regs + 2, ", 0;\\n\"\n");
+  absl::StrAppend(&s, "      \"wgmma.mma_async.sync.aligned.m64n", n, "k", g.kstep, ".f32.", in, ".", in, " {\"\n");
+  for (int64_t i = 0; i < regs; i += 16) {
+    std::vector<std::string> part(dregs.begin() + i, dregs.begin() + std::min(regs, i + 16));
+    absl::StrAppend(&s, "      \"", absl::StrJoin(part, ", "), i + 16 < regs ? ", " : "", "\"\n");
+  }
+  absl::StrAppend(&s, "      \"}, %", regs, ", %", regs + 1, ", p, 1, 1", tf32 ? "" : absl::StrCat(", ", ta, ", ", tb),
+                  ";\\n}\\n\"\n      : ");
+  std::vector<std::string> outs;
+  for (int64_t i = 0; i < regs; ++i) outs.push_back(absl::StrCat("\"+f\"(d[", i, "])"));
+  for (int64_t i = 0; i < regs; i += 8) {
+    std::vector<std::string> part(outs.begin() + i, outs.begin() + std::min(regs, i + 8));
+    absl::StrAppend(&s, i ? "        " : "", absl::StrJoin(part, ", "), i + 8 < regs ? ",\n" : "\n");
+  }
+  absl::StrAppend(&s, "      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1));\n#else\n  (void)d; (void)desc_a; (void)desc_b;\n#endif\n}\n#endif\n\n");
+  return s;
+}
+
+absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, const HopperPlan& hp,
+                                      const std::string& fn, const std::string& params) {
+  const int threads = g.warps * 32;
+  std::string wgmma;
+  std::string s = WgmmaFunction(g, hp, &wgmma);
+  absl::StrAppend(
+      &s, Header(k, g,
+                 absl::StrCat("wgmma GEMM for sm_90a; ", hp.warpgroups, " warpgroup(s), each ", hp.wg_rows, "x", hp.n,
+                              " = ", hp.m_tiles, " wgmma m64n", hp.n, "k", g.kstep,
+                              " per K step; stage tiles by cp.async in the descriptors' swizzled layout")));
+  absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", threads, ") ", fn, "(", params, ") {\n");
+  absl::StrAppend(&s, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n");
+  absl::StrAppend(&s, EmitPrologue(g, true));
+  absl::StrAppend(&s, "  const int wg = warp / 4;  // warpgroup: rows wg*", hp.wg_rows, " .. of the block tile\n");
+  absl::StrAppend(&s, "  constexpr uint32_t kSlotA = ", g.a.layout.slot_stride, ", kSlotB = ", g.b.layout.slot_stride,
+                  ";  // bytes per stage slot\n");
+  absl::StrAppend(&s, "  const uint32_t a_smem = 0, b_smem = ", g.a.layout.slot_stride * g.stages, ";\n");
+  auto la = EmitStageLoad(g, g.a, "load_a", threads);
+  if (!la.ok()) return la.status();
+  auto lb = EmitStageLoad(g, g.b, "load_b", threads);
+  if (!lb.ok()) return lb.status();
+  absl::StrAppend(&s, *la, *lb);
+  const int64_t regs = hp.n / 2;
+  absl::StrAppend(&s, "  // wgmma accumulators of m64 tile t: register r is row t*64 + 16*(warp%4) + gid + 8*(r%4/2),\n"
+                      "  // column r/4*8 + 2*tig + r%2 of the warpgroup's tile.\n");
+  absl::StrAppend(&s, "  float acc[", hp.m_tiles, "][", regs, "];\n");
+  absl::StrAppend(&s, "#pragma unroll\n  for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n    for (int r = 0; r < ",
+                  regs, "; ++r) acc[t][r] = ", FloatLit(g.fill ? g.fill->value : 0.0), ";\n");
+  // Descriptors: LBO/SBO per the operand's majorness (PTX ISA, "Matrix
+  // Descriptor Format"): K-major swizzled: SBO = 8 lines; MN-major: LBO =
+  // one panel (the next 64/32/16 MN elements), SBO = 8 lines of K.
+  auto desc = [&](const Operand& op, const std::string& slot, const std::string& mn0, const std::string& kstep_var) {
+    const StageLayout& l = op.layout;
+    const int64_t panel_stride = l.lines * l.panel;
+    std::string addr;
+    if (!op.mn_major) {
+      // k bytes kstep*32 -> panel (kb / P), offset within; rows mn0 along the lines
+      addr = absl::StrCat(slot, " + (", kstep_var, " * 32) / ", l.panel, " * ", panel_stride, " + (", kstep_var,
+                          " * 32) % ", l.panel, " + (", mn0, ") * ", l.panel);
+      return absl::StrCat("kiln::wgmma_desc(smem_base + ", addr, ", 16, ", 8 * l.panel, ", ", l.SwizzleMode(), ")");
+    }
+    addr = absl::StrCat(slot, " + (", mn0, ") * ", l.elem, " / ", l.panel, " * ", panel_stride, " + ", kstep_var, " * ",
+                        g.kstep * l.panel);
+    return absl::StrCat("kiln::wgmma_desc(smem_base + ", addr, ", ", panel_stride, ", ", 8 * l.panel, ", ",
+                        l.SwizzleMode(), ")");
+  };
+  std::string compute;
+  absl::StrAppend(&compute, "    kiln::wgmma_fence();\n");
+  absl::StrAppend(&compute, "#pragma unroll\n    for (int ks = 0; ks < ", g.bk / g.kstep, "; ++ks) {\n");
+  absl::StrAppend(&compute, "      const uint64_t desc_b = ", desc(g.b, "bs", "0", "ks"), ";\n");
+  absl::StrAppend(&compute, "#pragma unroll\n      for (int t = 0; t < ", hp.m_tiles, "; ++t)\n        ", wgmma, "(acc[t], ",
+                  desc(g.a, "as", absl::StrCat("wg * ", hp.wg_rows, " + t * 64"), "ks"), ", desc_b);\n    }\n");
+  absl::StrAppend(&compute,
+                  "    kiln::wgmma_commit();\n"
+                  "    kiln::wgmma_wait<0>();  // this slot is refilled once every warpgroup passed the next barrier\n");
+  absl::StrAppend(&compute, "#pragma unroll\n    for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n      for (int r = 0; r < ",
+                  regs, "; ++r) kiln::fence_operand(acc[t][r]);\n");
+  absl::StrAppend(&s, EmitPipeline(g, compute, true));
+  absl::StrAppend(&s, "  // Epilogue: the warpgroup's element (row, col) of the block tile is element (i, j) of\n"
+                      "  // warp (", g.wm_var.empty() ? "-" : "%" + g.wm_var, ", ", g.wn_var.empty() ? "-" : "%" + g.wn_var,
+                  ")'s ", g.gm, "x", g.gn, " accumulator tile in the tile IR.\n");
+  absl::StrAppend(&s, "#pragma unroll\n  for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n    for (int r = 0; r < ",
+                  regs, "; ++r) {\n");
+  absl::StrAppend(&s, "      const int row = wg * ", hp.wg_rows, " + t * 64 + warp % 4 * 16 + gid + r % 4 / 2 * 8;\n",
+                  "      const int col = r / 4 * 8 + tig * 2 + r % 2;\n");
+  absl::StrAppend(&s, "      const int i = row % ", g.gm, ", j = col % ", g.gn, ";\n");
+  if (!g.wm_var.empty()) absl::StrAppend(&s, "      const int ", Ident(g.wm_var), " = row / ", g.gm, ";\n");
+  if (!g.wn_var.empty()) absl::StrAppend(&s, "      const int ", Ident(g.wn_var), " = col / ", g.gn, ";\n");
+  auto ep = EmitEpilogue(g, "acc[t][r]", "      ");
+  if (!ep.ok()) return ep.status();
+  absl::StrAppend(&s, *ep);
+  if (!g.wm_var.empty()) absl::StrAppend(&s, "      (void)", Ident(g.wm_var), ";\n");
+  if (!g.wn_var.empty()) absl::StrAppend(&s, "      (void)", Ident(g.wn_var), ";\n");
+  absl::StrAppend(&s, "    }\n#endif  // __CUDA_ARCH_FEAT_SM90_ALL\n}\n\n");
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& arch) {
+  auto gm = Match(k);
+  if (!gm.ok()) return gm.status();
+  const Gemm& g = *gm;
+  for (const auto& a : k.args)
+    if (auto ct = CType(a.dtype); !ct.ok()) return ct.status();
+
+  std::vector<bool> used(k.args.size(), false);
+  MarkUsed(k.body, g.names, &used);
+  auto params = ParamList(k, used);
+  if (!params.ok()) return params.status();
+
+  CudaKernel out;
+  out.name = Ident(k.name);
+  out.matrix = true;
+  const int threads = g.warps * 32;
+  const std::array<int64_t, 3> grid = {g.mt * g.nt, g.splits, g.batch};
+  const int64_t smem = (g.a.layout.slot_stride + g.b.layout.slot_stride) * g.stages + 1024;
+
+  auto sm80 = EmitSm80(k, g, out.name + "_sm80", *params);
+  if (!sm80.ok()) return sm80.status();
+  out.source = *sm80;
+  out.variants.push_back(CudaVariant{out.name + "_sm80", 80, grid, threads, smem});
+
+  HopperPlan hp;
+  std::string blocker = HopperBlocker(g, &hp);
+  if (arch.hopper && blocker.empty()) {
+    auto sm90 = EmitSm90a(k, g, hp, out.name + "_sm90a", *params);
+    if (!sm90.ok()) return sm90.status();
+    out.source += *sm90;
+    CudaVariant v{out.name + "_sm90a", 90, grid, threads, smem};
+    v.max_sm = 90;
+    out.variants.push_back(v);
+  }
+  // Split-K: blocks add partial sums into the output, zeroed before the launch.
+  if (!g.s_var.empty()) {
+    for (const Stmt* s : g.epilogue) {
+      if (IsCopy(s) && s->accumulate && g.names.args.count(s->dst.name)) {
+        const int idx = g.names.arg_index.at(s->dst.name);
+        out.zero_args.push_back(idx);
+        const TileArg& a = k.args[idx];
+        if (a.role == TileArg::Role::kWorkspace) {
+          int64_t n = Bytes(a.dtype);
+          for (int64_t d : a.shape) n *= d;
+          out.workspace_bytes += n;
+          out.zero_workspace = true;
+        }
+      }
+    }
+  }
+  out.plan = absl::StrCat("cuda gemm ", g.bm, "x", g.bn, "x", g.bk, " tiles, ", g.warps, " warps (", g.gm, "x", g.gn,
+                          "), ", g.stages, " stages, mma.sync m16n8k", g.kstep,
+                          g.splits > 1 ? absl::StrCat(", split-K ", g.splits) : "",
+                          arch.hopper ? (blocker.empty() ? absl::StrCat(", sm_90a wgmma m64n", hp.n, "k", g.kstep)
+                                                         : absl::StrCat(", no wgmma variant: ", blocker))
+                                      : "");
+  return out;
+}
+
+}  // namespace kiln::target::cuda::internal

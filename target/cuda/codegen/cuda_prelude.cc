@@ -1,0 +1,234 @@
+//===- cuda_prelude.cc - The common prelude of a cuda package's source ----===//
+//
+// Every kernel the cuda code generator emits stands on this prelude: the
+// fp16/bf16 headers, conversions to and from the f32 the kernels compute
+// in, the elementwise functions of the tile IR, vector loads, and thin
+// wrappers of the PTX instructions the GEMMs use (cp.async with zero-fill,
+// ldmatrix, mma.sync, the tf32 conversion) and of the swizzled layout of
+// the stage tiles in shared memory. The wgmma wrappers depend on the MMA's
+// N and are emitted with the kernels that use them.
+//
+//===----------------------------------------------------------------------===//
+#include "target/cuda/codegen/cuda_codegen.h"
+
+namespace kiln::target::cuda {
+
+std::string CudaPrelude() {
+  return R"cuda(// kiln cuda package: the common prelude of the kernels below.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+namespace kiln {
+
+// ---- Conversions: kernels compute in f32 and convert at loads and stores.
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(bool x) { return x ? 1.f : 0.f; }
+
+template <typename T> __device__ __forceinline__ T from_f32(float x);
+template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ bool from_f32<bool>(float x) { return x != 0.f; }
+
+// The value `x` takes when stored in a T (the tile IR's cast, and every
+// step whose destination buffer is narrower than f32).
+template <typename T> __device__ __forceinline__ float round_to(float x) { return to_f32(from_f32<T>(x)); }
+
+// ---- The tile IR's elementwise operations (ONNX semantics).
+__device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.f); }
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float recip(float x) { return 1.f / x; }
+__device__ __forceinline__ float select(float c, float a, float b) { return c != 0.f ? a : b; }
+
+// ---- Vector loads and stores of N elements (16 bytes at most), converted to f32.
+template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
+template <typename T, int N>
+__device__ __forceinline__ void load_vec(const T* __restrict__ p, float (&out)[N]) {
+  const Vec<T, N> x = *reinterpret_cast<const Vec<T, N>*>(p);
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = to_f32(x.v[i]);
+}
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&in)[N]) {
+  Vec<T, N> x;
+#pragma unroll
+  for (int i = 0; i < N; ++i) x.v[i] = from_f32<T>(in[i]);
+  *reinterpret_cast<Vec<T, N>*>(p) = x;
+}
+
+// ---- Atomic accumulation into global memory (split-K partial sums).
+__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(__half* p, float v) { atomicAdd(p, __float2half_rn(v)); }
+__device__ __forceinline__ void atomic_add(__nv_bfloat16* p, float v) { atomicAdd(p, __float2bfloat16_rn(v)); }
+
+// ---- Warp reductions (every lane gets the result).
+struct SumOp { static __device__ __forceinline__ float apply(float a, float b) { return a + b; } };
+struct MaxOp { static __device__ __forceinline__ float apply(float a, float b) { return fmaxf(a, b); } };
+struct MinOp { static __device__ __forceinline__ float apply(float a, float b) { return fminf(a, b); } };
+struct ProdOp { static __device__ __forceinline__ float apply(float a, float b) { return a * b; } };
+template <typename Op> __device__ __forceinline__ float warp_allreduce(float v) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v = Op::apply(v, __shfl_xor_sync(0xffffffffu, v, d));
+  return v;
+}
+// All threads of the block get the result; `scratch` holds one float per warp.
+// Every thread of the block must call it.
+template <typename Op, int kWarps>
+__device__ __forceinline__ float block_allreduce(float v, float* scratch) {
+  v = warp_allreduce<Op>(v);
+  if (kWarps == 1) return v;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // scratch may still be read by the previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = scratch[lane < kWarps ? lane : 0];
+  return warp_allreduce<Op>(v);
+}
+
+// ---- Stage tiles in shared memory.
+//
+// A stage tile is `kLines` lines of a contiguous dimension (the dimension
+// that is contiguous in global memory, so cp.async moves 16-byte chunks).
+// Lines are cut into panels of kPanel bytes (128, 64, 32 or 16: the largest
+// that divides a line); a panel holds its part of every line, one after the
+// other, and panels follow each other. Within each 8 x 128-byte pattern the
+// 16-byte chunk index is XORed with the address bits above it (Swizzle<3,4,3>
+// for 128-byte panels; the 64- and 32-byte forms XOR fewer bits), so the 8
+// rows an ldmatrix reads lie in 8 different bank groups, and the layout is
+// the one wgmma's 128B/64B/32B swizzle modes describe (tiles start at a
+// multiple of 1024 bytes).
+template <int kLines, int kPanel>
+__device__ __forceinline__ uint32_t tile_offset(int line, int byte_in_line) {
+  const uint32_t b = uint32_t(byte_in_line / kPanel) * uint32_t(kLines * kPanel) +
+                     uint32_t(line * kPanel + byte_in_line % kPanel);
+  return b ^ (((b >> 7) & uint32_t(kPanel / 16 - 1)) << 4);
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- cp.async: kBytes (4, 8 or 16) from global to shared; the bytes past
+// src_bytes (0 .. kBytes) are filled with zeros (ragged tile edges).
+template <int kBytes>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes),
+                 "r"(src_bytes)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// ---- ldmatrix: 8x8 matrices of 16-bit elements (or 8x4 of 32-bit ones);
+// lanes 8i..8i+7 give the row addresses of matrix i, register i receives it.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+// ---- mma.sync: D (16x8 f32) += A (16xK) * B (Kx8). Fragments (PTX ISA,
+// "Matrix fragments for mma.m16n8k16 / m16n8k8"), with g = lane / 4 and
+// t = lane % 4: C/D element e at row g + 8*(e/2), column 2t + e%2; for
+// k16, A register i at rows g + 8*(i%2), columns 2t + 8*(i/2) (two
+// elements), B register i at rows 2t + 8*i (two), column g; for tf32 k8,
+// A register i at row g + 8*(i%2), column t + 4*(i/2), B register i at row
+// t + 4*i, column g.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// f32 bits to tf32, rounded to nearest (ties away), as cuBLAS does.
+__device__ __forceinline__ uint32_t to_tf32(uint32_t f32_bits) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(f32_bits)));
+  return r;
+}
+
+// ---- sm_90a: wgmma descriptors and synchronization (no-ops elsewhere; the
+// kernels that use them compile their bodies for sm_90a only).
+//
+// A shared memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
+// start address, leading and stride dimension byte offsets (all >> 4) and
+// the swizzle mode (1: 128B, 2: 64B, 3: 32B); base offset 0, since every
+// tile starts at a multiple of 1024 bytes.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t swizzle) {
+  return uint64_t((addr & 0x3FFFFu) >> 4) | (uint64_t((lbo >> 4) & 0x3FFFu) << 16) |
+         (uint64_t((sbo >> 4) & 0x3FFFu) << 32) | (uint64_t(swizzle) << 62);
+}
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int kPending> __device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+// Keeps the compiler from moving accumulator accesses across wgmma's
+// asynchronous reads and writes of them.
+__device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+// Orders the generic-proxy writes of cp.async before wgmma's async-proxy reads.
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+}  // namespace kiln
+)cuda";
+}
+
+}  // namespace kiln::target::cuda

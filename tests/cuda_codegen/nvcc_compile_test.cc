@@ -1,0 +1,233 @@
+//===- nvcc_compile_test.cc - Generated CUDA compiles for sm_80 and sm_90a -===//
+//
+// Every canonical form (GEMMs of each operand layout, dtype, batch, split-K
+// and epilogue; elementwise kernels; row reductions) is emitted into one
+// translation unit after the prelude and compiled with nvcc (warnings as
+// errors, ptxas included) for sm_80 and sm_90a; the PTX of every GEMM uses
+// cp.async, ldmatrix and mma.sync (sm_80) or wgmma (sm_90a variant).
+//
+//===----------------------------------------------------------------------===//
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "target/cuda/codegen/cuda_codegen.h"
+#include "tests/cuda_codegen/kernels.h"
+#include "tests/cuda_codegen/nvcc.h"
+
+namespace kiln::target::cuda {
+namespace {
+
+using testing::GemmSpec;
+
+std::vector<GemmSpec> Gemms() {
+  std::vector<GemmSpec> v;
+  {
+    GemmSpec s;
+    s.name = "gemm_f16_bias_relu";
+    s.epilogue = {"bias_row", "relu"};
+    v.push_back(s);
+  }
+  {
+    GemmSpec s;
+    s.name = "gemm_bf16_ragged_gelu";
+    s.in = "bf16";
+    s.out = "bf16";
+    s.M = 300, s.N = 200, s.K = 72;
+    s.bm = 64, s.bn = 128, s.gm = 32, s.gn = 64, s.tk = 16;
+    s.epilogue = {"residual", "gelu"};
+    v.push_back(s);
+  }
+  {
+    GemmSpec s;
+    s.name = "gemm_f16_trans_a";
+    s.trans_a = true;
+    s.M = 256, s.N = 256, s.K = 128;
+    s.bk = 64;
+    s.epilogue = {"bias_col", "sigmoid"};
+    v.push_back(s);
+  }
+  {
+    GemmSpec s;
+    s.name = "gemm_f16_trans_b_batched";
+    s.trans_b = true;
+    s.batch = {2, 3};
+    s.b_broadcasts_batch = true;
+    s.M = 128, s.N = 96, s.K = 64;
+    s.bm = 128, s.bn = 32, s.gm = 32, s.gn = 32, s.bk = 32;
+    s.epilogue = {"scale", "tanh"};
+    v.push_back(s);
+  }
+  {
+    GemmSpec s;
+    s.name = "gemm_tf32";
+    s.in = "f32";
+    s.out = "f32";
+    s.M = 256, s.N = 128, s.K = 100;
+    s.bm = 128, s.bn = 128, s.bk = 32, s.gm = 64, s.gn = 32;
+    s.stages = 2;
+    s.epilogue = {"relu"};
+    v.push_back(s);
+  }
+  {
+    GemmSpec s;
+    s.name = "gemm_tf32_trans_b";
+    s.in = "f32";
+    s.out = "f32";
+    s.trans_b = true;
+    s.M = 128, s.N = 128, s.K = 64;
+    s.bm = 128, s.bn = 128, s.bk = 32, s.gm = 64, s.gn = 64;
+    s.stages = 2;
+    v.push_back(s);
+  }
+  {
+    GemmSpec s;
+    s.name = "gemm_tf32_trans_a";
+    s.in = "f32";
+    s.out = "f32";
+    s.trans_a = true;
+    s.M = 64, s.N = 64, s.K = 64;
+    s.bm = 64, s.bn = 64, s.bk = 16, s.gm = 32, s.gn = 32;
+    s.stages = 1;
+    v.push_back(s);
+  }
+  {
+    GemmSpec s;
+    s.name = "gemm_f16_split_k";
+    s.out = "f32";
+    s.M = 64, s.N = 64, s.K = 4096;
+    s.bm = 64, s.bn = 64, s.gm = 32, s.gn = 32, s.bk = 64;
+    s.splits = 4;
+    v.push_back(s);
+  }
+  {
+    GemmSpec s;
+    s.name = "gemm_f16_odd";
+    s.M = 100, s.N = 99, s.K = 100;  // N odd: element loads of B; K*2 = 200 bytes: 8-byte cp.async of A
+    s.bm = 64, s.bn = 64, s.gm = 32, s.gn = 32, s.bk = 32;
+    s.stages = 4;
+    v.push_back(s);
+  }
+  return v;
+}
+
+std::vector<std::string> Vectors() {
+  using testing::EwText;
+  std::vector<std::string> v;
+  v.push_back(EwText("ew_add_relu_f16", "f16", 512, 1024, 16, 1024, {"ew add %x <- %x, %bb", "ew relu %x <- %x"}));
+  v.push_back(EwText("ew_ragged_f32", "f32", 100, 300, 8, 128,
+                     {"ew mul %x <- %x, %cc", "ew sigmoid %x <- %x", "ew cmp_gt %m <- %x, 0.25",
+                      "ew select %x <- %m, %x, %bb", "ew pow %x <- %x, 2"}));
+  // Softmax over rows of 1000 (one warp per row).
+  v.push_back(R"(kernel @softmax_f32 {
+  arg %X : f32[64,1000] in
+  arg %Y : f32[64,1000] out
+  grid %r = 16 {
+    buffer %x : f32[4,1000] vector
+    buffer %mx : f32[4,1] vector
+    buffer %s : f32[4,1] vector
+    copy %X[%r*4, 0] -> %x
+    reduce max %mx <- %x axis 1
+    ew sub %x <- %x, %mx
+    ew exp %x <- %x
+    reduce sum %s <- %x axis 1
+    ew div %x <- %x, %s
+    copy %x -> %Y[%r*4, 0]
+  }
+}
+)");
+  // LayerNorm over rows of 4096 f16 (one block per row), gamma/beta rows.
+  v.push_back(R"(kernel @layernorm_f16 {
+  arg %X : f16[33,4096] in
+  arg %g : f16[1,4096] in
+  arg %b : f16[1,4096] in
+  arg %Y : f16[33,4096] out
+  grid %r = 33 {
+    buffer %x : f32[1,4096] vector
+    buffer %gg : f32[1,4096] vector
+    buffer %bb : f32[1,4096] vector
+    buffer %t : f32[1,4096] vector
+    buffer %mu : f32[1,1] vector
+    buffer %var : f32[1,1] vector
+    copy %X[%r, 0] -> %x
+    copy %g -> %gg
+    copy %b -> %bb
+    reduce sum %mu <- %x axis 1
+    ew mul %mu <- %mu, 0.000244140625
+    ew sub %x <- %x, %mu
+    ew mul %t <- %x, %x
+    reduce sum %var <- %t axis 1
+    ew mul %var <- %var, 0.000244140625
+    ew add %var <- %var, 1e-05
+    ew rsqrt %var <- %var
+    ew mul %x <- %x, %var
+    ew mul %x <- %x, %gg
+    ew add %x <- %x, %bb
+    copy %x -> %Y[%r, 0]
+  }
+}
+)");
+  // ReduceMean over rows of 77 (no vector loads), keepdims output [rows, 1].
+  v.push_back(R"(kernel @reduce_mean_odd {
+  arg %X : bf16[10,77] in
+  arg %Y : bf16[10,1] out
+  grid %r = 5 {
+    buffer %x : f32[2,77] vector
+    buffer %s : f32[2,1] vector
+    copy %X[%r*2, 0] -> %x
+    reduce sum %s <- %x axis 1
+    ew mul %s <- %s, 0.012987012987012988
+    copy %s -> %Y[%r*2, 0]
+  }
+}
+)");
+  return v;
+}
+
+TEST(CudaCodegenNvcc, EveryFormCompilesForSm80AndSm90a) {
+  if (!testing::HaveNvcc()) GTEST_SKIP() << "no " << testing::kNvcc;
+  std::string source = CudaPrelude();
+  std::vector<CudaKernel> gemms, others;
+  for (const GemmSpec& s : Gemms()) {
+    tile::TileKernel k = testing::ParseVerified(testing::GemmText(s));
+    auto ck = EmitCudaKernel(k, CudaArch{});
+    ASSERT_TRUE(ck.ok()) << ck.status();
+    source += ck->source;
+    gemms.push_back(*ck);
+  }
+  for (const std::string& text : Vectors()) {
+    tile::TileKernel k = testing::ParseVerified(text);
+    auto ck = EmitCudaKernel(k, CudaArch{});
+    ASSERT_TRUE(ck.ok()) << ck.status();
+    source += ck->source;
+    others.push_back(*ck);
+  }
+  for (const std::string arch : {"sm_80", "sm_90a"}) {
+    testing::NvccResult r = testing::CompileCuda(source, arch, "forms");
+    ASSERT_TRUE(r.ok) << arch << ":\n" << r.log << "\nsource in " << r.dir;
+    for (const CudaKernel& k : gemms) {
+      SCOPED_TRACE(k.name + " " + arch);
+      ASSERT_TRUE(k.matrix);
+      std::string ptx = testing::EntryPtx(r.ptx, k.name + "_sm80");
+      ASSERT_FALSE(ptx.empty());
+      EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k"), std::string::npos);
+      // tf32 operands stored MN-major (A transposed, B not) take 32-bit
+      // shared loads: ldmatrix cannot transpose 32-bit elements.
+      if (k.name != "gemm_tf32_trans_a") EXPECT_NE(ptx.find("ldmatrix.sync.aligned"), std::string::npos);
+      if (k.name != "gemm_f16_odd") EXPECT_NE(ptx.find("cp.async"), std::string::npos);
+      if (k.variants.size() > 1 && arch == "sm_90a") {
+        std::string h = testing::EntryPtx(r.ptx, k.variants[1].function);
+        ASSERT_FALSE(h.empty());
+        EXPECT_NE(h.find("wgmma.mma_async.sync.aligned"), std::string::npos);
+        EXPECT_NE(h.find("cp.async"), std::string::npos);
+      }
+    }
+    for (const CudaKernel& k : others) {
+      SCOPED_TRACE(k.name + " " + arch);
+      EXPECT_FALSE(testing::EntryPtx(r.ptx, k.name).empty());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::target::cuda
