@@ -76,6 +76,11 @@ struct TileCostFigures {
   std::vector<std::pair<DType, double>> macs_per_cycle;
   int max_group = 1;               // groups (warps) per unit the lowering may use
   int max_stages = 2;              // pipeline depth of the stage scope the target supports
+  // A chip-wide cache in front of global memory (a memory level with no
+  // scope: a GPU's L2); 0: none. Blocks of one wave that read the same
+  // tiles then fetch them from global memory once.
+  int64_t cache_bytes = 0;
+  double cache_bytes_per_cycle = 0;  // per unit
 
   double MacsPerCycle(DType input) const;
 };
@@ -115,7 +120,8 @@ struct GemmProblem {
 // The GEMM of a MatMul or Gemm node, or of a kiln.Fused group whose body is
 // one of them followed by epilogue ops; `matrix_input` is the dtype the
 // matrix engine reads (f16 under --precision=fp16 for an f32 model, else the
-// tensors' dtype). An error says why the node is no GEMM this lowering takes.
+// tensors' dtype; kF32 or kUndefined: the tensors' dtype). An error says why
+// the node is no GEMM this lowering takes.
 absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input);
 
 // A GEMM tiling and what the cost model says of it.
