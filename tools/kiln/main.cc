@@ -106,11 +106,12 @@ extern const Command kOptCommand;
 extern const Command kRunCommand;
 extern const Command kSimCommand;
 extern const Command kTargetsCommand;
+extern const Command kTileCommand;
 
 // The table of commands, in the order `kiln --help` lists them.
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      kCompileCommand, kRunCommand, kOptCommand, kSimCommand, kConformanceCommand, kTargetsCommand,
+      kCompileCommand, kRunCommand, kOptCommand, kSimCommand, kTileCommand, kConformanceCommand, kTargetsCommand,
   };
   return commands;
 }

@@ -1,0 +1,114 @@
+//===- cmd_tile.cc - `kiln tile`: tile IR kernels, read or lowered ---------===//
+//
+// `kiln tile FILE.tir` parses a tile kernel, verifies it against a target's
+// tile figures and prints it back; `kiln tile MODEL --target=NAME` runs the
+// target's optimizer pipeline and prints every node's tile kernel as the
+// shared lowering makes it, or why the node has none.
+//
+//===----------------------------------------------------------------------===//
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "graph/verifier/verifier.h"
+#include "target/api/target_registry.h"
+#include "target/backend/tile_lowering.h"
+#include "tools/kiln/cli_util.h"
+
+ABSL_DECLARE_FLAG(std::string, target);
+ABSL_DECLARE_FLAG(std::string, precision);
+
+namespace kiln::cli {
+
+absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);  // cmd_opt.cc
+absl::Status LoadPluginsFromFlags();                                                 // cmd_compile.cc
+
+namespace {
+
+namespace tile = ::kiln::target::tile;
+
+// The dtype the matrix engine reads under --precision (kF32: the tensors' own).
+absl::StatusOr<DType> MatrixInputOf(const std::string& precision) {
+  if (precision == "fp32") return DType::kF32;
+  if (precision == "fp16") return DType::kF16;
+  if (precision == "bf16") return DType::kBF16;
+  return absl::InvalidArgumentError("kiln tile takes --precision=fp32, fp16 or bf16, not '" + precision + "'");
+}
+
+int TileFile(const std::string& path, const tile::TileCostFigures& figures) {
+  std::ifstream in(path);
+  if (!in) return Fail("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto kernel = tile::Parse(text.str());
+  if (!kernel.ok()) return Fail(absl::StrCat(path, ": ", kernel.status().message()));
+  if (absl::Status s = tile::Verify(*kernel, figures.target); !s.ok()) {
+    return Fail(absl::StrCat(path, ": ", s.message()));
+  }
+  std::cout << tile::Print(*kernel);
+  return 0;
+}
+
+int TileModel(const std::string& path, const target::Target& target, const tile::TileCostFigures& figures) {
+  auto matrix_input = MatrixInputOf(absl::GetFlag(FLAGS_precision));
+  if (!matrix_input.ok()) return Fail(matrix_input.status());
+  auto model = LoadModel(path);
+  if (!model.ok()) return Fail(model.status());
+  if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
+  if (absl::Status s = RunPipelineFromFlags(*model, target.description().pipeline); !s.ok()) return Fail(s);
+  for (Node* node : model->graph->nodes()) {
+    const std::string name = node->name().empty() && node->num_outputs() > 0 ? node->output(0)->name() : node->name();
+    auto kernel = tile::LowerNode(*node, *matrix_input, figures);
+    if (!kernel.ok()) {
+      std::cout << "// " << name << ": no tile kernel: " << kernel.status().message() << "\n";
+      continue;
+    }
+    std::cout << "// " << name << ": " << node->QualifiedOp() << "\n" << tile::Print(*kernel);
+  }
+  return 0;
+}
+
+int Tile(const std::vector<std::string>& args) {
+  if (args.size() != 1) return Fail("tile takes one file (KERNEL.tir, MODEL.onnx or MODEL.kir)");
+  if (absl::Status s = LoadPluginsFromFlags(); !s.ok()) return Fail(s);
+  const bool is_tir = absl::EndsWith(args[0], ".tir");
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag("target");
+  const bool target_given = flag && flag->CurrentValue() != flag->DefaultValue();
+  if (!is_tir && !target_given) return Fail("kiln tile MODEL needs --target=NAME");
+  const std::string target_name = target_given ? absl::GetFlag(FLAGS_target) : "npusim";
+  auto target = target::TargetRegistry::Global().Create(target_name);
+  if (!target.ok()) return Fail(target.status());
+  const tile::TileCostFigures figures = tile::FiguresOf((*target)->description());
+  return is_tir ? TileFile(args[0], figures) : TileModel(args[0], **target, figures);
+}
+
+}  // namespace
+
+extern const Command kTileCommand;
+const Command kTileCommand = {
+    "tile", "print tile IR kernels: a .tir file verified, or a model's nodes lowered",
+    R"(usage: kiln tile KERNEL.tir [--target=NAME]
+       kiln tile MODEL.onnx|MODEL.kir --target=NAME [--precision=fp32|fp16|bf16]
+
+With a .tir file: parses the tile kernel, verifies it against the target's
+scopes, capacities and MMA shapes (default npusim) and prints it.
+With a model: runs the target's optimizer pipeline (or --passes) and prints,
+for every node, its tile kernel (GEMM, elementwise or row-reduction form,
+tiled by the cost model for the target), or `// NODE: no tile kernel: WHY`.
+docs/tile-ir.md describes the tile IR.
+
+flags:
+  --target=NAME           a registered target (`kiln targets`)
+  --precision=P           the matrix engine's input for f32 models: fp32
+                          (default: the tensors' dtype), fp16 or bf16
+  --plugin=lib.so         load a target plugin first
+  --passes, --print-after, --time-passes, --stats: as for `kiln opt`
+)",
+    Tile};
+
+}  // namespace kiln::cli
