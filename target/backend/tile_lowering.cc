@@ -837,9 +837,21 @@ const std::map<std::string, ReduceOp>& ReduceOps() {
   return *ops;
 }
 
+// Whether `n` is an op VectorBuilder takes.
+bool HasVectorForm(const Node& n) {
+  if (OneStepEwOp(n)) return true;
+  if (n.domain() == "kiln") return n.op() == "Gelu";
+  return ReduceOps().count(n.op()) || n.op() == "Softmax" || n.op() == "LogSoftmax" ||
+         n.op() == "LayerNormalization" || n.op() == "Clip" || n.op() == "LeakyRelu";
+}
+
 bool IsRowOp(const Node& n) {
   return n.domain().empty() && (ReduceOps().count(n.op()) || n.op() == "Softmax" || n.op() == "LogSoftmax" ||
                                 n.op() == "LayerNormalization");
+}
+
+absl::Status NoVectorForm(const Node& n) {
+  return absl::UnimplementedError(absl::StrCat(n.QualifiedOp(), " has no elementwise or row-reduction form"));
 }
 
 // Builds the steps of a vector kernel: one buffer per value (or a scalar
@@ -876,9 +888,7 @@ class VectorBuilder {
     }
     if (n.domain() == "kiln" && n.op() == "Gelu" && n.GetString("approximate", "none") == "tanh") return TanhGelu(n);
     std::optional<EwOp> op = OneStepEwOp(n);
-    if (!op) {
-      return absl::UnimplementedError(absl::StrCat(n.QualifiedOp(), " has no elementwise or row-reduction form"));
-    }
+    if (!op) return NoVectorForm(n);
     std::vector<Operand> srcs;
     for (const Value* in : n.inputs()) {
       if (!in) return absl::UnimplementedError(absl::StrCat(n.QualifiedOp(), " with an omitted input"));
@@ -1107,6 +1117,9 @@ absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigur
   const std::vector<const Node*> nodes = args.Nodes(node);
   const std::vector<const Value*> outputs = args.Outputs(node);
   if (nodes.empty() || outputs.empty()) return absl::UnimplementedError("nothing to compute");
+  for (const Node* n : nodes) {
+    if (!HasVectorForm(*n)) return NoVectorForm(*n);
+  }
   KILN_ASSIGN_OR_RETURN(View view, ViewOf(nodes, outputs));
   VectorBuilder b(args, view);
   for (const Node* n : nodes) KILN_RETURN_IF_ERROR(b.Node(*n));
