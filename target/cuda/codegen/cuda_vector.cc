@@ -136,8 +136,13 @@ absl::StatusOr<CudaKernel> EmitElementwise(const tile::TileKernel& k) {
   // touches is contiguous (or broadcast) along the row and aligned.
   int64_t widest = 1;
   std::vector<const Stmt*> copies;
+  std::map<std::string, bool> live;  // buffers some step reads
+  for (const Stmt* s : n.stmts)
+    for (const auto& o : s->srcs)
+      if (o.ref) live[o.ref->name] = true;
   for (const Stmt* s : n.stmts) {
     if (!IsCopy(*s)) continue;
+    if (!n.names.args.count(s->dst.name) && !live[s->dst.name]) continue;  // a dead load
     copies.push_back(s);
     const std::string& g = n.names.args.count(s->dst.name) ? s->dst.name : s->srcs[0].ref->name;
     if (n.names.args.count(g)) widest = std::max<int64_t>(widest, Bytes(n.names.args.at(g)->dtype));

@@ -1,0 +1,239 @@
+//===- cuda_codegen_test.cc - Host-side checks of the CUDA code generator --===//
+//
+// Launch geometry (grid from the grid loop, threads from the group loop x
+// 32, shared memory from the stage buffers x stages), the variants and
+// split-K bookkeeping, the readable header of each kernel, and the errors
+// for kernels in no canonical form. No nvcc needed.
+//
+//===----------------------------------------------------------------------===//
+#include <string>
+
+#include "gtest/gtest.h"
+#include "target/cuda/codegen/cuda_codegen.h"
+#include "tests/cuda_codegen/kernels.h"
+
+namespace kiln::target::cuda {
+namespace {
+
+using testing::GemmSpec;
+using testing::GemmText;
+using testing::ParseVerified;
+
+TEST(CudaCodegen, PreludeHasTheHelpers) {
+  const std::string p = CudaPrelude();
+  for (const char* s : {"#include <cuda_fp16.h>", "#include <cuda_bf16.h>", "cp.async.cg.shared.global", "ldmatrix.sync.aligned",
+                        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+                        "cvt.rna.tf32.f32", "wgmma.fence.sync.aligned", "__CUDA_ARCH_FEAT_SM90_ALL", "tile_offset"}) {
+    EXPECT_NE(p.find(s), std::string::npos) << s;
+  }
+}
+
+TEST(CudaCodegen, GemmLaunchGeometry) {
+  GemmSpec s;  // 512x1024x256, 128x128x32 tiles, 2x2 warps, 3 stages
+  s.epilogue = {"bias_row", "relu"};
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_TRUE(k->matrix);
+  EXPECT_EQ(k->name, "gemm");
+  ASSERT_EQ(k->variants.size(), 2u);
+  const CudaVariant& v = k->variants[0];
+  EXPECT_EQ(v.function, "gemm_sm80");
+  EXPECT_EQ(v.min_sm, 80);
+  EXPECT_EQ(v.max_sm, 0);
+  EXPECT_EQ(v.grid, (std::array<int64_t, 3>{4 * 8, 1, 1}));
+  EXPECT_EQ(v.block_threads, 4 * 32);
+  // (A 128x32 f16 = 8 KiB + B 32x128 f16 = 8 KiB) x 3 stages + 1 KiB for alignment.
+  EXPECT_EQ(v.shared_bytes, (8192 + 8192) * 3 + 1024);
+  const CudaVariant& h = k->variants[1];
+  EXPECT_EQ(h.function, "gemm_sm90a");
+  EXPECT_EQ(h.min_sm, 90);
+  EXPECT_EQ(h.max_sm, 90);
+  EXPECT_EQ(h.grid, v.grid);
+  EXPECT_EQ(h.block_threads, v.block_threads);
+  EXPECT_TRUE(k->zero_args.empty());
+  EXPECT_EQ(k->workspace_bytes, 0);
+  // A readable header: what it computes, the tiles and why.
+  EXPECT_NE(k->source.find("// @gemm: mma.sync.m16n8k16 (f16) GEMM for sm_80+; 4 warps, each a 64x64 tile"), std::string::npos);
+  EXPECT_NE(k->source.find("block tile 128x128x32 (4x8 tiles), 3-stage cp.async pipeline over 8 K tiles"), std::string::npos);
+  EXPECT_NE(k->source.find("epilogue in registers: add, relu"), std::string::npos);
+  EXPECT_NE(k->source.find("plan: test kernel"), std::string::npos);
+  EXPECT_NE(k->source.find("extern \"C\" __global__ void __launch_bounds__(128) gemm_sm80(const __half* __restrict__ A, "
+                           "const __half* __restrict__ B, const __half* __restrict__ bias, __half* __restrict__ Y)"),
+            std::string::npos);
+  EXPECT_NE(k->plan.find("sm_90a wgmma m64n128k16"), std::string::npos) << k->plan;
+}
+
+TEST(CudaCodegen, NoHopperVariantWhenNotAsked) {
+  GemmSpec s;
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{80, false});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->variants.size(), 1u);
+  EXPECT_EQ(k->source.find("wgmma"), std::string::npos);
+}
+
+TEST(CudaCodegen, BatchedSplitKGeometry) {
+  GemmSpec s;
+  s.name = "bsk";
+  s.out = "f32";
+  s.batch = {2, 3};
+  s.M = 64, s.N = 64, s.K = 2048;
+  s.bm = 64, s.bn = 64, s.gm = 32, s.gn = 32, s.bk = 64;
+  s.splits = 4;
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->variants[0].grid, (std::array<int64_t, 3>{1, 4, 6}));
+  ASSERT_EQ(k->zero_args.size(), 1u);
+  EXPECT_EQ(k->zero_args[0], 2);  // %Y
+  EXPECT_NE(k->source.find("kiln::atomic_add(&Y["), std::string::npos);
+  EXPECT_NE(k->source.find("const int b1 = blockIdx.z / 1 % 3;"), std::string::npos);
+  EXPECT_NE(k->source.find("const int b0 = blockIdx.z / 3 % 2;"), std::string::npos);
+  EXPECT_NE(k->source.find("const int s = blockIdx.y;"), std::string::npos);
+}
+
+TEST(CudaCodegen, HopperVariantNeedsWarpgroups) {
+  GemmSpec s;
+  s.bm = 64, s.bn = 64, s.gm = 32, s.gn = 64;  // 2 warps: no warpgroup
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->variants.size(), 1u);
+  EXPECT_NE(k->plan.find("no wgmma variant: the block's warps do not form warpgroups of 4"), std::string::npos) << k->plan;
+}
+
+TEST(CudaCodegen, ElementwiseGeometryAndVectorWidth) {
+  auto k = EmitCudaKernel(ParseVerified(testing::EwText("ew", "f16", 512, 1024, 16, 1024, {"ew add %x <- %x, %bb"})),
+                          CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_FALSE(k->matrix);
+  ASSERT_EQ(k->variants.size(), 1u);
+  EXPECT_EQ(k->variants[0].function, "ew");
+  EXPECT_EQ(k->variants[0].block_threads, 256);
+  EXPECT_EQ(k->variants[0].grid, (std::array<int64_t, 3>{512 * 1024 / 8 / 256, 1, 1}));
+  EXPECT_EQ(k->variants[0].shared_bytes, 0);
+  EXPECT_NE(k->source.find("kiln::load_vec<__half, 8>("), std::string::npos);
+  EXPECT_NE(k->source.find("kiln::store_vec<__half, 8>("), std::string::npos);
+  // Columns of 300 f32: 4 elements (16 bytes) per step.
+  auto k2 = EmitCudaKernel(ParseVerified(testing::EwText("ew2", "f32", 100, 300, 8, 128, {"ew relu %x <- %x"})), CudaArch{});
+  ASSERT_TRUE(k2.ok()) << k2.status();
+  EXPECT_NE(k2->source.find("kiln::load_vec<float, 4>("), std::string::npos);
+  // Odd columns: element by element.
+  auto k3 = EmitCudaKernel(ParseVerified(testing::EwText("ew3", "f32", 10, 33, 8, 33, {"ew relu %x <- %x"})), CudaArch{});
+  ASSERT_TRUE(k3.ok()) << k3.status();
+  EXPECT_EQ(k3->source.find("load_vec"), std::string::npos);
+}
+
+constexpr char kSoftmax[] = R"(kernel @softmax {
+  arg %X : f32[64,N] in
+  arg %Y : f32[64,N] out
+  grid %r = 16 {
+    buffer %x : f32[4,N] vector
+    buffer %mx : f32[4,1] vector
+    buffer %s : f32[4,1] vector
+    copy %X[%r*4, 0] -> %x
+    reduce max %mx <- %x axis 1
+    ew sub %x <- %x, %mx
+    ew exp %x <- %x
+    reduce sum %s <- %x axis 1
+    ew div %x <- %x, %s
+    copy %x -> %Y[%r*4, 0]
+  }
+}
+)";
+
+std::string Softmax(int n) {
+  std::string t = kSoftmax;
+  for (size_t at; (at = t.find('N')) != std::string::npos;) t.replace(at, 1, std::to_string(n));
+  return t;
+}
+
+TEST(CudaCodegen, RowReductionWarpOrBlockPerRow) {
+  auto k = EmitCudaKernel(ParseVerified(Softmax(1000)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->variants[0].block_threads, 128);             // 4 rows per block, a warp each
+  EXPECT_EQ(k->variants[0].grid, (std::array<int64_t, 3>{16, 1, 1}));  // 64 rows / 4
+  EXPECT_NE(k->source.find("kiln::warp_allreduce<kiln::MaxOp>"), std::string::npos);
+  EXPECT_NE(k->source.find("one warp per row"), std::string::npos);
+  auto big = EmitCudaKernel(ParseVerified(Softmax(8192)), CudaArch{});
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->variants[0].block_threads, 256);  // 2048 chunks of 4, 8 per thread
+  EXPECT_EQ(big->variants[0].grid, (std::array<int64_t, 3>{64, 1, 1}));
+  EXPECT_NE(big->source.find("kiln::block_allreduce<kiln::SumOp, 8>"), std::string::npos);
+  // Rows too long for registers are refused (the node falls back).
+  auto huge = EmitCudaKernel(ParseVerified(Softmax(1 << 20)), CudaArch{});
+  EXPECT_FALSE(huge.ok());
+}
+
+TEST(CudaCodegen, RejectsKernelsInNoCanonicalForm) {
+  // A GEMM without a group loop.
+  auto k = tile::Parse(R"(kernel @nogroup {
+  arg %A : f16[64,64] in
+  arg %B : f16[64,64] in
+  arg %Y : f16[64,64] out
+  grid %m = 1, %n = 1 {
+    buffer %As : f16[64,32] stage x2
+    buffer %Bs : f16[32,64] stage x2
+    buffer %Aa : f16[64,32] operand_a
+    buffer %Bb : f16[32,64] operand_b
+    buffer %acc : f32[64,64] accumulator
+    fill %acc, 0
+    pipelined(2) %k = 2 {
+      copy %A[%m*64, %k*32] -> %As
+      copy %B[%k*32, %n*64] -> %Bs
+      sync global -> stage
+      copy %As -> %Aa
+      copy %Bs -> %Bb
+      sync stage -> operand_a
+      mma %acc += %Aa * %Bb
+    }
+    copy %acc -> %Y[%m*64, %n*64]
+  }
+}
+)");
+  ASSERT_TRUE(k.ok()) << k.status();
+  auto r = EmitCudaKernel(*k, CudaArch{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(std::string(r.status().message()),
+            "kernel @nogroup has no CUDA form: `fill %acc, 0.0f` in the grid loop outside the group loop");
+
+  // Integer tensors have no CUDA form.
+  auto ki = tile::Parse(R"(kernel @ints {
+  arg %X : i32[8,8] in
+  arg %Y : i32[8,8] out
+  grid %r = 1 {
+    buffer %x : i32[8,8] vector
+    copy %X -> %x
+    copy %x -> %Y
+  }
+}
+)");
+  ASSERT_TRUE(ki.ok()) << ki.status();
+  auto ri = EmitCudaKernel(*ki, CudaArch{});
+  ASSERT_FALSE(ri.ok());
+  EXPECT_NE(ri.status().message().find("dtype i32 has no CUDA form"), std::string::npos) << ri.status();
+
+  // A reduction over the first axis.
+  auto kr = tile::Parse(R"(kernel @colsum {
+  arg %X : f32[8,8] in
+  arg %Y : f32[1,8] out
+  grid %r = 1 {
+    buffer %x : f32[8,8] vector
+    buffer %s : f32[1,8] vector
+    copy %X -> %x
+    reduce sum %s <- %x axis 0
+    copy %s -> %Y
+  }
+}
+)");
+  ASSERT_TRUE(kr.ok()) << kr.status();
+  auto rr = EmitCudaKernel(*kr, CudaArch{});
+  ASSERT_FALSE(rr.ok());
+  EXPECT_NE(rr.status().message().find("does not reduce the last axis"), std::string::npos) << rr.status();
+
+  // Before sm_80.
+  GemmSpec s;
+  auto old = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{75, false});
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("need sm_80 or newer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::target::cuda
