@@ -1056,7 +1056,8 @@ class Verifier {
       return absl::OkStatus();
     }
     // A global tensor: dimensions align at the end; extra leading tensor
-    // dimensions have extent 1, missing ones broadcast (reads only).
+    // dimensions have extent 1, missing ones broadcast (reads only). A
+    // written tile wider than a dimension of extent 1 is a ragged edge.
     const size_t rank = shape.size(), lead = rank - r.start.size();
     if (write && rank < ext.size()) {
       return Fail(s, "copies to global tensors do not broadcast",
@@ -1069,11 +1070,6 @@ class Verifier {
         return Fail(s, "global tiles start inside their tensors",
                     absl::StrCat("dimension ", d, " of %", r.name, " starts at ", lo, " .. ", hi,
                                  ", the tensor has ", shape[d]));
-      }
-      const int64_t tile = d + ext.size() >= rank ? ext[d + ext.size() - rank] : 1;
-      if (write && shape[d] == 1 && tile > 1) {
-        return Fail(s, "copies to global tensors do not broadcast",
-                    absl::StrCat("dimension ", d, " of %", r.name, " has extent 1, the tile ", tile));
       }
     }
     return absl::OkStatus();
