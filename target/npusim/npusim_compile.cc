@@ -289,6 +289,18 @@ class BufferTable {
 
 }  // namespace
 
+absl::StatusOr<std::string> NpusimTileIr(const Node& node, const Target& target, const CompileOptions& options) {
+  const std::string engine = target.Place(node, options).engine;
+  if (engine != "cube") {
+    return absl::NotFoundError(absl::StrCat("npusim runs it on the ", engine.empty() ? "no engine" : engine,
+                                            " without a tile form"));
+  }
+  KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, Generate(engine, node, machine, options));
+  if (k.tile_ir.empty()) return absl::NotFoundError("npusim's cube kernel for it has no tile form");
+  return k.tile_ir;
+}
+
 absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Target& target,
                                                     const CompileOptions& options) {
   KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options));

@@ -27,6 +27,12 @@ namespace kiln::target {
 absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& model, const Target& target,
                                                     const CompileOptions& options);
 
+// The tile IR of the kernel npusim generates for `node` as `target` places
+// it under `options` (cube GEMMs: the shared lowering's canonical form with
+// the cube program's own tiling); NotFound when npusim's kernel for the
+// node is generated without one (vector and data-movement kernels, convolutions).
+absl::StatusOr<std::string> NpusimTileIr(const Node& node, const Target& target, const CompileOptions& options);
+
 // One line per task and a summary per engine: what `kiln compile
 // --explain-placement` prints for npusim after code generation.
 std::string ExplainNpusimTasks(const artifact::Artifact& artifact);

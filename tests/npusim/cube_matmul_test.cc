@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/cube_tiling.h"
 #include "tests/npusim/kernel_harness.h"
 
 namespace kiln::testing {
@@ -98,6 +99,19 @@ void RunCase(const Case& k, uint32_t seed = 1) {
   EXPECT_EQ(kernel->engine, "cube");
   EXPECT_FALSE(kernel->plan.empty());
   EXPECT_GT(kernel->estimated_cycles, 0);
+  // The program's tiling as tile IR: the shared canonical GEMM (every GEMM
+  // but those with a 1-D operand), which parses back, prints the same and
+  // verifies against the machine's buffers.
+  if (k.a.size() > 1 && k.b.size() > 1) EXPECT_FALSE(kernel->tile_ir.empty());
+  if (!kernel->tile_ir.empty()) {
+    auto tk = target::tile::Parse(kernel->tile_ir);
+    ASSERT_TRUE(tk.ok()) << tk.status();
+    EXPECT_EQ(target::tile::Print(*tk), kernel->tile_ir);
+    EXPECT_EQ(tk->plan, kernel->plan);
+    using target::npusim::CubeMachineFigures;
+    absl::Status verified = target::tile::Verify(*tk, target::npusim::TileFiguresOf(CubeMachineFigures::From(m)).target);
+    EXPECT_TRUE(verified.ok()) << verified;
+  }
   auto run = RunKernelOnSim(*kernel, *n, inputs, m);
   ASSERT_TRUE(run.ok()) << run.status() << "\n" << kernel->plan;
   double tol = k.dt == DType::kF32 ? 1e-4 : 1e-2;

@@ -18,10 +18,12 @@
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/backend/tile_lowering.h"
+#include "target/npusim/npusim_compile.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_DECLARE_FLAG(std::string, target);
 ABSL_DECLARE_FLAG(std::string, precision);
+ABSL_DECLARE_FLAG(std::string, machine);
 
 namespace kiln::cli {
 
@@ -61,8 +63,21 @@ int TileModel(const std::string& path, const target::Target& target, const tile:
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
   if (absl::Status s = RunPipelineFromFlags(*model, target.description().pipeline); !s.ok()) return Fail(s);
+  // npusim's cube kernels print as they run (the cube program's own
+  // tiling); other nodes as the shared lowering tiles them for the target.
+  const bool npusim = target.description().name == "npusim" && *matrix_input == DType::kF32;
+  target::CompileOptions options;
+  if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});
   for (Node* node : model->graph->nodes()) {
     const std::string name = node->name().empty() && node->num_outputs() > 0 ? node->output(0)->name() : node->name();
+    if (npusim) {
+      absl::StatusOr<std::string> own = target::NpusimTileIr(*node, target, options);
+      if (own.ok()) {
+        std::cout << "// " << name << ": " << node->QualifiedOp() << " (npusim cube kernel)\n" << *own;
+        continue;
+      }
+      if (!absl::IsNotFound(own.status())) return Fail(absl::StrCat(name, ": ", own.status().message()));
+    }
     auto kernel = tile::LowerNode(*node, *matrix_input, figures);
     if (!kernel.ok()) {
       std::cout << "// " << name << ": no tile kernel: " << kernel.status().message() << "\n";
@@ -100,10 +115,13 @@ scopes, capacities and MMA shapes (default npusim) and prints it.
 With a model: runs the target's optimizer pipeline (or --passes) and prints,
 for every node, its tile kernel (GEMM, elementwise or row-reduction form,
 tiled by the cost model for the target), or `// NODE: no tile kernel: WHY`.
+On npusim (fp32), a node the cube runs prints with the tiling of the cube
+program kiln generates for it (marked `(npusim cube kernel)`).
 docs/tile-ir.md describes the tile IR.
 
 flags:
   --target=NAME           a registered target (`kiln targets`)
+  --machine=FILE          npusim: the machine description
   --precision=P           the matrix engine's input for f32 models: fp32
                           (default: the tensors' dtype), fp16 or bf16
   --plugin=lib.so         load a target plugin first

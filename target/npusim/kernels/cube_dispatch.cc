@@ -6,18 +6,41 @@
 #include "target/npusim/kernels/cube_matmul.h"
 
 namespace kiln::target::npusim {
+namespace {
+
+// Records the kernel's tile IR: the shared lowering's canonical GEMM of
+// `node` with the tiling the cube program runs, verified against the
+// machine's buffers. A GEMM the shared form does not express (a 1-D
+// operand) keeps no tile IR; its program is unaffected.
+void AttachTileIr(const Node& node, const KernelRequest& req, const CubeTiling& t, GeneratedKernel& k) {
+  // The driver has already narrowed the graph's matrix operands for
+  // --precision, so the tensors' own dtype (kF32: "as given") is the cube's.
+  absl::StatusOr<tile::GemmProblem> p = tile::GemmProblemOf(node, DType::kF32);
+  if (!p.ok()) return;
+  absl::StatusOr<tile::TileKernel> kernel =
+      tile::LowerGemm(*p, TileTilingOf(t), TileFiguresOf(CubeMachineFigures::From(*req.machine)));
+  if (!kernel.ok()) return;
+  kernel->plan = k.plan;
+  k.tile_ir = tile::Print(*kernel);
+}
+
+}  // namespace
 
 absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
   const Node& node = *req.node;
+  CubeTiling t;
   if (node.domain().empty() && (node.op() == "MatMul" || node.op() == "Gemm")) {
     KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfNode(node, req.max_blocks));
-    return GenerateGemm(spec, *req.machine);
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine, &t));
+    AttachTileIr(node, req, t, k);
+    return k;
   }
   if (node.domain() == "kiln" && node.op() == "Fused") {
     std::vector<const Value*> constants;
     KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfFused(node, req.max_blocks, &constants));
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine));
+    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine, &t));
     k.constant_args = std::move(constants);
+    AttachTileIr(node, req, t, k);
     return k;
   }
   if (node.domain().empty() && node.op() == "Conv") {

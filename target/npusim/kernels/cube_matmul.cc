@@ -561,10 +561,11 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
 
 namespace kiln::target::npusim {
 
-absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m) {
+absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m, CubeTiling* chosen) {
   CubeProblem p = ProblemOf(s);
   CubeMachineFigures f = CubeMachineFigures::From(m);
   KILN_ASSIGN_OR_RETURN(CubeTiling t, ChooseCubeTiling(p, f));
+  if (chosen) *chosen = t;
   KILN_ASSIGN_OR_RETURN(std::string text, GemmKasm(s, t, m));
   auto file = sim::Assemble(text, absl::StrCat(s.name, ".kasm"));
   if (!file.ok())

@@ -79,8 +79,8 @@ CubeProblem ProblemOf(const GemmSpec& s);
 // The program for `s` with tiling `t` (from ChooseCubeTiling), as .kasm text.
 absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& t, const sim::Machine& m);
 
-// Tiling, program and estimate for `s`.
-absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m);
+// Tiling, program and estimate for `s` (the tiling also in `*chosen` when given).
+absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m, CubeTiling* chosen = nullptr);
 
 // GemmSpec of a MatMul or Gemm node (arguments named from its inputs and
 // output), or why the cube cannot run it.

@@ -209,4 +209,40 @@ absl::StatusOr<CubeTiling> ChooseCubeTiling(const CubeProblem& p, const CubeMach
   return best;
 }
 
+tile::TileCostFigures TileFiguresOf(const CubeMachineFigures& m) {
+  tile::TileCostFigures f;
+  f.target.name = "npusim";
+  f.target.capacity = {{tile::Scope::kStage, m.l1_bytes},       {tile::Scope::kOperandA, m.l0a_bytes},
+                       {tile::Scope::kOperandB, m.l0b_bytes},   {tile::Scope::kAccumulator, m.l0c_bytes},
+                       {tile::Scope::kVector, m.ub_bytes}};
+  // K0 = 32 bytes of each element type: 16 fp16/bf16, 8 fp32, 32 int8.
+  f.target.mma = {{16, 16, 16, DType::kF16, DType::kF32},
+                  {16, 16, 16, DType::kBF16, DType::kF32},
+                  {16, 16, 8, DType::kF32, DType::kF32},
+                  {16, 16, 32, DType::kI8, DType::kI32}};
+  f.macs_per_cycle = {{DType::kF16, m.fp16_macs_per_cycle},
+                      {DType::kBF16, m.fp16_macs_per_cycle},
+                      {DType::kF32, m.fp32_macs_per_cycle},
+                      {DType::kI8, 2 * m.fp16_macs_per_cycle}};
+  f.compute_units = m.cores;
+  f.global_bytes_per_cycle = m.hbm_bytes_per_cycle;
+  f.global_latency_cycles = m.hbm_latency;
+  f.stage_bytes_per_cycle = m.mte2_bytes_per_cycle;
+  f.operand_bytes_per_cycle = m.mte1_bytes_per_cycle;
+  f.max_group = f.target.max_group = 1;
+  f.max_stages = 2;
+  return f;
+}
+
+tile::GemmTiling TileTilingOf(const CubeTiling& t) {
+  tile::GemmTiling g;
+  g.bm = g.gm = t.tm;
+  g.bn = g.gn = t.tn;
+  g.bk = t.tk1;
+  g.tk = t.tk;
+  g.stages = 2;
+  g.operand_stages = t.tk1 > t.tk ? 2 : 1;  // one step per stage: no inner loop to pipeline
+  return g;
+}
+
 }  // namespace kiln::target::npusim

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/machine/machine.pb.h"
+#include "target/backend/tile_lowering.h"
 
 namespace kiln::target::npusim {
 
@@ -84,5 +85,13 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
 // L0B double-buffered, L0C single- or double-buffered (and UB when the tile
 // goes through it).
 absl::StatusOr<CubeTiling> ChooseCubeTiling(const CubeProblem& p, const CubeMachineFigures& m);
+
+// The machine as the shared tile lowering sees it: scope capacities (L1,
+// L0A, L0B, L0C, UB), the cube's MMA shapes and rates, bandwidths.
+tile::TileCostFigures TileFiguresOf(const CubeMachineFigures& m);
+// `t` as the shared lowering's GEMM tiling: the C tile is the block tile and
+// the one group's tile, L1 stages of tk1 in two slots, L0 steps of tk in two
+// (an inner loop only when a stage holds several steps).
+tile::GemmTiling TileTilingOf(const CubeTiling& t);
 
 }  // namespace kiln::target::npusim

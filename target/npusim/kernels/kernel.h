@@ -61,6 +61,10 @@ struct GeneratedKernel {
   int64_t workspace_bytes = 0;   // size of the trailing s8 workspace argument, 0 for none
   double estimated_cycles = 0;   // the generator's cost-model estimate of the whole launch
   std::string plan;              // one line: the tiling chosen, for --explain-placement and reports
+  // The kernel in kiln's tile IR (target/backend/tile_ir.h), for generators
+  // whose program follows the shared lowering's canonical form with their
+  // own tiling (cube GEMMs); empty for the others.
+  std::string tile_ir;
 };
 
 // The ISA dtype that holds a tensor of `t` in global memory; kNone for
