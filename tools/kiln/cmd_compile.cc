@@ -7,6 +7,7 @@
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
+#include "target/cuda/cuda_target.h"
 #include "target/npusim/npusim_compile.h"
 #include "target/placement/placement.h"
 #include "tools/kiln/cli_util.h"
@@ -16,6 +17,7 @@ ABSL_DECLARE_FLAG(std::string, o);
 ABSL_DECLARE_FLAG(std::string, machine);
 ABSL_FLAG(std::string, precision, "fp32", "Precision of matrix work: fp32, fp16, bf16 or mixed.");
 ABSL_FLAG(bool, explain_placement, false, "Print each node's engine and why, and a summary per engine.");
+ABSL_FLAG(std::string, arch, "", "cuda: the GPU architectures to build for (sm_80, sm_90a; default both).");
 ABSL_FLAG(std::vector<std::string>, plugin, {}, "Target plugin shared libraries to load.");
 
 namespace kiln::cli {
@@ -51,6 +53,10 @@ int Compile(const std::vector<std::string>& args) {
   if (!precision.ok()) return Fail(precision.status());
   options.precision = *precision;
   if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});
+  if (std::string a = absl::GetFlag(FLAGS_arch); !a.empty()) {
+    if (target_name != "cuda") return Fail("--arch applies to --target=cuda only");
+    options.settings.push_back({"arch", a});
+  }
 
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
@@ -62,16 +68,17 @@ int Compile(const std::vector<std::string>& args) {
   auto plan = target::PlaceGraph(*model->graph, **target, options);
   if (!plan.ok()) return Fail(absl::StrCat(args[0], ": ", plan.status().message()));
   const bool explain = absl::GetFlag(FLAGS_explain_placement);
-  // npusim explains its tasks after code generation, where kernels that
-  // cannot be generated have moved to the AICPU.
-  if (explain && target_name != "npusim") std::cout << plan->Explain();
+  // npusim and cuda explain their tasks after code generation, where
+  // kernels that cannot be generated have moved to the AICPU or the host.
+  const bool explain_after = target_name == "npusim" || target_name == "cuda";
+  if (explain && !explain_after) std::cout << plan->Explain();
 
   std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) {
     std::string base = args[0];
     size_t dot = base.find_last_of('.');
     if (dot != std::string::npos && base.find('/', dot) == std::string::npos) base = base.substr(0, dot);
-    out = base + ".kiln";
+    out = base + (target_name == "cuda" ? ".cuda" : ".kiln");
   }
   if (absl::Status s = (*target)->Compile(*model, options, out); !s.ok())
     return Fail(absl::StrCat("target ", target_name, ": ", s.message()));
@@ -79,6 +86,11 @@ int Compile(const std::vector<std::string>& args) {
     auto a = artifact::ReadArtifact(out);
     if (!a.ok()) return Fail(a.status());
     std::cout << target::ExplainNpusimTasks(*a);
+  }
+  if (explain && target_name == "cuda") {
+    auto text = target::ExplainCudaPackage(out);
+    if (!text.ok()) return Fail(text.status());
+    std::cout << *text;
   }
   return 0;
 }
@@ -93,15 +105,21 @@ const Command kCompileCommand = {
 Imports the model, runs the optimizer (--passes, default: the default
 pipeline), places every node on one of the target's engines, and writes the
 artifact (default: MODEL.kiln beside the model). `kiln run OUT.kiln` runs it.
+--target=cuda writes a package directory instead (default: MODEL.cuda): the
+CUDA C++ of every kernel, a host launcher with a C API, the constants and
+the build files (docs/cuda-target.md); `kiln run DIR` builds and runs it.
 
 flags:
   --target=NAME           a registered target (`kiln targets`)
   -o OUT.kiln             the artifact to write
   --precision=P           fp32 (default), fp16, bf16 or mixed
   --machine=FILE          npusim: the machine description (default ascend910-like)
+  --arch=ARCH             cuda: sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80
+                          and sm_90a in one package)
   --explain-placement     print each node's engine and the reason, and the
                           nodes and FLOPs per engine (npusim: each task after
-                          code generation, with its tiling, and device memory)
+                          code generation, with its tiling, and device memory;
+                          cuda: each task, the copies around host tasks)
   --plugin=lib.so         load a target plugin first (repeatable as a list)
   --passes, --print-after, --time-passes, --stats, --verify-each,
   --dynamic-batch, --dynamic-dims: as for `kiln opt`

@@ -13,6 +13,7 @@
 #include "frontend/onnx/tensor_proto.h"
 #include "graph/exec/executor.h"
 #include "graph/io/npy.h"
+#include "runtime/cuda_executable.h"
 #include "runtime/loaded_model.h"
 #include "target/artifact/artifact_io.h"
 #include "tools/kiln/cli_util.h"
@@ -139,9 +140,36 @@ int RunArtifact(const std::string& path) {
   return 0;
 }
 
+// A cuda package directory: on the GPU through the package's library.
+int RunCudaPackage(const std::string& dir) {
+  if (!absl::GetFlag(FLAGS_trace).empty() || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty())
+    return Fail("--trace and --report need a simulated device; '" + dir + "' is a cuda package");
+  if (absl::Status s = runtime::ProbeCudaDevice(); !s.ok()) {
+    std::cerr << "kiln: no CUDA device: " << s.message() << "\n";
+    return 1;
+  }
+  auto exe = runtime::CudaExecutable::Load(dir);
+  if (!exe.ok()) return Fail(exe.status());
+  std::vector<std::string> names, described, out_names;
+  for (const auto& t : (*exe)->inputs()) {
+    names.push_back(t.name);
+    described.push_back(absl::StrCat(t.name, ": ", DTypeName(t.dtype), "[", absl::StrJoin(t.dims, ","), "]"));
+  }
+  for (const auto& t : (*exe)->outputs()) out_names.push_back(t.name);
+  auto inputs = InputsByName(names, described);
+  if (!inputs.ok()) return Fail(inputs.status());
+  if (isatty(2)) std::cerr << "kiln: running " << dir << " on " << (*exe)->device() << "\n";
+  auto outputs = (*exe)->Run(*inputs);
+  if (!outputs.ok()) return Fail(outputs.status());
+  return WriteOutputs(out_names, *outputs);
+}
+
 int Run(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("run takes one model (MODEL.onnx or MODEL.kir)");
   if (absl::EndsWith(args[0], ".kiln")) return RunArtifact(args[0]);
+  if (runtime::IsCudaPackage(args[0])) return RunCudaPackage(args[0]);
+  if (std::filesystem::is_directory(args[0]))
+    return Fail("'" + args[0] + "' is a directory but not a cuda package (no model.cc and kiln_model.h)");
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
   const Graph& g = *model->graph;
@@ -165,12 +193,16 @@ int Run(const std::vector<std::string>& args) {
 extern const Command kRunCommand;
 const Command kRunCommand = {
     "run", "run a model and write its outputs",
-    R"(usage: kiln run MODEL.onnx|MODEL.kir|MODEL.kiln [--input NAME=FILE ...] [--output-dir=DIR]
+    R"(usage: kiln run MODEL.onnx|MODEL.kir|MODEL.kiln|PACKAGE_DIR [--input NAME=FILE ...] [--output-dir=DIR]
                 [--trace=FILE] [--report] [--report-csv=FILE] [--batches=N] [--timing-only]
 
 Runs a model: .onnx and .kir on the host reference executor, a compiled
 .kiln artifact on its target's device (npusim: the SystemC model of the
-NPU, with the trace and report below). Each input is given as
+NPU, with the trace and report below), a cuda package directory (`kiln
+compile --target=cuda -o DIR`) on the GPU: its libkiln_model.so is built
+with the package's build.sh when missing, loaded, and its host tasks run
+on kiln's reference kernels; without a GPU or CUDA driver it says so and
+fails. Each input is given as
 NAME=FILE, where FILE is a NumPy .npy file or an ONNX TensorProto .pb file.
 Prints each output's type and first values; with --output-dir, writes each
 output as DIR/<output name>.npy (characters other than letters, digits,

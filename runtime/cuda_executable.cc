@@ -1,0 +1,303 @@
+//===- cuda_executable.cc - Running cuda packages on a GPU ----------------===//
+#include "runtime/cuda_executable.h"
+
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/exec/executor.h"
+#include "graph/ir/parser.h"
+#include "graph/ir/printer.h"
+#include "graph/support/status.h"
+
+namespace kiln::runtime {
+namespace {
+
+// The structs of the package's kiln_model.h (target/cuda/cuda_launcher.cc
+// writes it); the layouts must stay identical.
+extern "C" {
+struct kiln_tensor_info {
+  const char* name;
+  int dtype;
+  const char* dtype_name;
+  int rank;
+  const int64_t* dims;
+  size_t bytes;
+};
+struct kiln_host_tensor {
+  int dtype;
+  int rank;
+  const int64_t* dims;
+  void* data;
+  size_t bytes;
+};
+struct kiln_host_ops {
+  void* (*load)(void* user, const char* graph_kir, size_t kir_len, const void* blobs, size_t blobs_len, char* err,
+                size_t err_len);
+  int (*run)(void* user, void* graph, int node, const kiln_host_tensor* inputs, int num_inputs,
+             kiln_host_tensor* outputs, int num_outputs, char* err, size_t err_len);
+  void (*release)(void* user, void* graph);
+};
+}
+
+void SetError(char* err, size_t len, const std::string& msg) {
+  if (!err || len == 0) return;
+  size_t n = std::min(msg.size(), len - 1);
+  std::memcpy(err, msg.data(), n);
+  err[n] = '\0';
+}
+
+// The graph the host tasks read, and an executor for its nodes.
+struct HostGraph {
+  Model model;
+  std::vector<const Node*> nodes;
+  Executor exec;
+};
+
+void* HostLoad(void*, const char* kir, size_t kir_len, const void* blobs, size_t blobs_len, char* err,
+               size_t err_len) {
+  BlobStore store;
+  if (blobs_len > 0) {
+    absl::Status s =
+        DeserializeBlobStore(absl::string_view(static_cast<const char*>(blobs), blobs_len), &store);
+    if (!s.ok()) {
+      SetError(err, err_len, std::string(s.message()));
+      return nullptr;
+    }
+  }
+  auto model = ParseModel(absl::string_view(kir, kir_len), "host_graph.kir", &store);
+  if (!model.ok()) {
+    SetError(err, err_len, std::string(model.status().message()));
+    return nullptr;
+  }
+  auto* g = new HostGraph{*std::move(model), {}, Executor()};
+  for (const Node* n : g->model.graph->nodes()) g->nodes.push_back(n);
+  return g;
+}
+
+int HostRun(void*, void* graph, int node, const kiln_host_tensor* inputs, int num_inputs,
+            kiln_host_tensor* outputs, int num_outputs, char* err, size_t err_len) {
+  auto* g = static_cast<HostGraph*>(graph);
+  if (node < 0 || node >= static_cast<int>(g->nodes.size())) {
+    SetError(err, err_len, absl::StrCat("no node ", node, " in the host graph"));
+    return 1;
+  }
+  const Node& n = *g->nodes[node];
+  std::vector<const Value*> operands = NodeOperands(n);
+  if (static_cast<int>(operands.size()) != num_inputs || n.num_outputs() != num_outputs) {
+    SetError(err, err_len, absl::StrCat("node ", node, " (", n.QualifiedOp(), ") takes ", operands.size(),
+                                        " operands and ", n.num_outputs(), " outputs, not ", num_inputs, " and ",
+                                        num_outputs));
+    return 1;
+  }
+  std::vector<Tensor> in;
+  for (int i = 0; i < num_inputs; ++i) {
+    auto dtype = DTypeFromOnnx(inputs[i].dtype);
+    if (!dtype) {
+      SetError(err, err_len, absl::StrCat("operand ", i, " has unknown dtype code ", inputs[i].dtype));
+      return 1;
+    }
+    Tensor t(*dtype, Dims(inputs[i].dims, inputs[i].dims + inputs[i].rank));
+    if (t.nbytes() != inputs[i].bytes) {
+      SetError(err, err_len, absl::StrCat("operand ", i, " holds ", inputs[i].bytes, " bytes, not ", t.nbytes()));
+      return 1;
+    }
+    if (t.nbytes() > 0) std::memcpy(t.raw(), inputs[i].data, t.nbytes());
+    in.push_back(std::move(t));
+  }
+  auto result = g->exec.RunNode(n, [&](const Value* v) -> const Tensor* {
+    for (size_t i = 0; i < operands.size(); ++i)
+      if (operands[i] == v) return &in[i];
+    return nullptr;
+  });
+  if (!result.ok()) {
+    SetError(err, err_len, std::string(result.status().message()));
+    return 1;
+  }
+  for (int i = 0; i < num_outputs; ++i) {
+    if (!outputs[i].data) continue;
+    const Tensor& t = (*result)[i];
+    if (!t.defined() || t.nbytes() != outputs[i].bytes) {
+      SetError(err, err_len, absl::StrCat("output ", i, " of ", n.QualifiedOp(), " has ",
+                                          t.defined() ? t.nbytes() : 0, " bytes, the package planned ",
+                                          outputs[i].bytes));
+      return 1;
+    }
+    if (t.nbytes() > 0) std::memcpy(outputs[i].data, t.raw(), t.nbytes());
+  }
+  return 0;
+}
+
+void HostRelease(void*, void* graph) { delete static_cast<HostGraph*>(graph); }
+
+const kiln_host_ops kReferenceHostOps = {HostLoad, HostRun, HostRelease};
+
+// Runs `command` with its output in `log`; the exit status.
+int RunLogged(const std::string& command, const std::string& log) {
+  std::string full = absl::StrCat(command, " > '", log, "' 2>&1");
+  int rc = std::system(full.c_str());
+  if (rc == -1) return -1;
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+std::string Tail(const std::string& path, size_t lines) {
+  std::ifstream f(path);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(f, l);) all.push_back(l);
+  size_t from = all.size() > lines ? all.size() - lines : 0;
+  std::vector<std::string> last(all.begin() + static_cast<std::ptrdiff_t>(from), all.end());
+  return absl::StrJoin(last, " | ");
+}
+
+}  // namespace
+
+struct CudaExecutable::Api {
+  void* (*load)(const char*, char*, size_t) = nullptr;
+  int (*run)(void*, const void* const*, void* const*, char*, size_t) = nullptr;
+  void (*free)(void*) = nullptr;
+  int (*num_inputs)(const void*) = nullptr;
+  int (*num_outputs)(const void*) = nullptr;
+  const kiln_tensor_info* (*input)(const void*, int) = nullptr;
+  const kiln_tensor_info* (*output)(const void*, int) = nullptr;
+  const char* (*device)(const void*) = nullptr;
+  void (*set_host_ops)(void*, const kiln_host_ops*, void*) = nullptr;
+};
+
+absl::Status ProbeCudaDevice() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = dlerror();
+    return absl::UnavailableError(
+        absl::StrCat("the CUDA driver library libcuda.so.1 cannot be loaded (", e ? e : "not found", ")"));
+  }
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int*);
+  using ErrFn = int (*)(int, const char**);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
+  auto err_string = reinterpret_cast<ErrFn>(dlsym(lib, "cuGetErrorString"));
+  if (!init || !count) return absl::UnavailableError("libcuda.so.1 lacks cuInit or cuDeviceGetCount");
+  auto describe = [&](int rc) {
+    const char* s = nullptr;
+    if (err_string) err_string(rc, &s);
+    return s ? std::string(s) : absl::StrCat("CUDA error ", rc);
+  };
+  if (int rc = init(0); rc != 0) return absl::UnavailableError(absl::StrCat("cuInit failed: ", describe(rc)));
+  int n = 0;
+  if (int rc = count(&n); rc != 0)
+    return absl::UnavailableError(absl::StrCat("cuDeviceGetCount failed: ", describe(rc)));
+  if (n == 0) return absl::UnavailableError("the CUDA driver sees no device");
+  return absl::OkStatus();
+}
+
+bool IsCudaPackage(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) && std::filesystem::exists(std::filesystem::path(path) / "model.cc") &&
+         std::filesystem::exists(std::filesystem::path(path) / "kiln_model.h");
+}
+
+absl::Status EnsureCudaPackageBuilt(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path lib = fs::path(dir) / "libkiln_model.so";
+  bool fresh = fs::exists(lib, ec);
+  if (fresh)
+    for (const char* src : {"kernels.cu", "model.cc", "kiln_model.h"}) {
+      fs::path p = fs::path(dir) / src;
+      if (fs::exists(p, ec) && fs::last_write_time(p, ec) > fs::last_write_time(lib, ec)) fresh = false;
+    }
+  if (fresh) return absl::OkStatus();
+  if (isatty(2)) std::cerr << "kiln: building " << lib.string() << " with nvcc...\n";
+  std::string log = (fs::path(dir) / "build.log").string();
+  int rc = RunLogged(absl::StrCat("sh '", (fs::path(dir) / "build.sh").string(), "'"), log);
+  if (rc != 0 || !fs::exists(lib, ec))
+    return absl::FailedPreconditionError(absl::StrCat("building ", lib.string(), " failed (", log, "): ", Tail(log, 3)));
+  return absl::OkStatus();
+}
+
+const void* ReferenceHostOps() { return &kReferenceHostOps; }
+
+absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Load(const std::string& dir) {
+  if (!IsCudaPackage(dir)) return absl::InvalidArgumentError(absl::StrCat("'", dir, "' is not a cuda package"));
+  KILN_RETURN_IF_ERROR(ProbeCudaDevice());
+  KILN_RETURN_IF_ERROR(EnsureCudaPackageBuilt(dir));
+  std::unique_ptr<CudaExecutable> e(new CudaExecutable);
+  e->dir_ = dir;
+  e->api_ = std::make_unique<Api>();
+  std::string lib = (std::filesystem::absolute(dir) / "libkiln_model.so").string();
+  e->library_ = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!e->library_) return absl::FailedPreconditionError(absl::StrCat("cannot load ", lib, ": ", dlerror()));
+  Api& a = *e->api_;
+  auto sym = [&](const char* name, auto& fn) -> absl::Status {
+    void* p = dlsym(e->library_, name);
+    if (!p) return absl::FailedPreconditionError(absl::StrCat(lib, " does not export ", name));
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+    return absl::OkStatus();
+  };
+  KILN_RETURN_IF_ERROR(sym("kiln_model_load", a.load));
+  KILN_RETURN_IF_ERROR(sym("kiln_model_run", a.run));
+  KILN_RETURN_IF_ERROR(sym("kiln_model_free", a.free));
+  KILN_RETURN_IF_ERROR(sym("kiln_model_num_inputs", a.num_inputs));
+  KILN_RETURN_IF_ERROR(sym("kiln_model_num_outputs", a.num_outputs));
+  KILN_RETURN_IF_ERROR(sym("kiln_model_input", a.input));
+  KILN_RETURN_IF_ERROR(sym("kiln_model_output", a.output));
+  KILN_RETURN_IF_ERROR(sym("kiln_model_device", a.device));
+  KILN_RETURN_IF_ERROR(sym("kiln_model_set_host_ops", a.set_host_ops));
+  char err[2048] = "";
+  e->model_ = a.load(dir.c_str(), err, sizeof err);
+  if (!e->model_) return absl::FailedPreconditionError(absl::StrCat("loading ", dir, ": ", err));
+  a.set_host_ops(e->model_, &kReferenceHostOps, nullptr);
+  e->device_ = a.device(e->model_);
+  auto info = [](const kiln_tensor_info* t) {
+    TensorInfo r;
+    r.name = t->name;
+    r.dtype = DTypeFromOnnx(t->dtype).value_or(DType::kUndefined);
+    r.dims.assign(t->dims, t->dims + t->rank);
+    return r;
+  };
+  for (int i = 0; i < a.num_inputs(e->model_); ++i) e->inputs_.push_back(info(a.input(e->model_, i)));
+  for (int i = 0; i < a.num_outputs(e->model_); ++i) e->outputs_.push_back(info(a.output(e->model_, i)));
+  return e;
+}
+
+CudaExecutable::~CudaExecutable() {
+  if (model_ && api_ && api_->free) api_->free(model_);
+  // The library stays loaded: the CUDA runtime inside it tears down at exit.
+}
+
+absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor>& inputs) {
+  auto signature = [](const TensorInfo& t) {
+    return absl::StrCat(t.name, ": ", DTypeName(t.dtype), "[", absl::StrJoin(t.dims, ","), "]");
+  };
+  if (inputs.size() != inputs_.size())
+    return absl::InvalidArgumentError(absl::StrCat("the model takes ", inputs_.size(), " inputs, got ", inputs.size()));
+  std::vector<const void*> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (t.dtype() != inputs_[i].dtype || std::vector<int64_t>(t.dims().begin(), t.dims().end()) != inputs_[i].dims)
+      return absl::InvalidArgumentError(absl::StrCat("input ", i, " is ", DTypeName(t.dtype()), "[",
+                                                     absl::StrJoin(t.dims(), ","), "]; the model expects ",
+                                                     signature(inputs_[i])));
+    in.push_back(t.raw());
+  }
+  std::vector<Tensor> out;
+  std::vector<void*> out_ptrs;
+  for (const TensorInfo& o : outputs_) {
+    out.emplace_back(o.dtype, Dims(o.dims.begin(), o.dims.end()));
+    out_ptrs.push_back(out.back().raw());
+  }
+  char err[2048] = "";
+  if (api_->run(model_, in.data(), out_ptrs.data(), err, sizeof err) != 0)
+    return absl::InternalError(absl::StrCat("running ", dir_, ": ", err));
+  return out;
+}
+
+}  // namespace kiln::runtime

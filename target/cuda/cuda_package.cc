@@ -1,0 +1,720 @@
+//===- cuda_package.cc - Compiling a model into a CUDA C++ package ---------===//
+#include "target/cuda/cuda_package.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "graph/exec/executor.h"
+#include "graph/ir/printer.h"
+#include "graph/ops/op_registry.h"
+#include "graph/ops/shape_inference.h"
+#include "graph/passes/patterns/composite_expanders.h"
+#include "graph/support/status.h"
+#include "target/backend/memory_plan.h"
+#include "target/backend/tile_lowering.h"
+#include "target/cuda/cuda_copy_kernel.h"
+
+// The shared backend's lowering and the CUDA code generator, referenced
+// weakly: a kiln built without them still compiles packages, with every
+// node that needs a generated kernel on the host.
+namespace kiln::target::tile {
+[[gnu::weak]] TileCostFigures FiguresOf(const TargetDescription& d);
+[[gnu::weak]] absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f);
+}  // namespace kiln::target::tile
+namespace kiln::target::cuda {
+[[gnu::weak]] std::string CudaPrelude();
+[[gnu::weak]] absl::StatusOr<CudaKernel> EmitCudaKernel(const tile::TileKernel& k, const CudaArch& arch);
+}  // namespace kiln::target::cuda
+
+namespace kiln::target::cuda {
+namespace {
+
+constexpr int64_t kAlignment = 256;
+
+bool TileBackendLinked() {
+  return &tile::FiguresOf != nullptr && &tile::LowerNode != nullptr && &EmitCudaKernel != nullptr &&
+         &CudaPrelude != nullptr;
+}
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kMixed: return "mixed";
+  }
+  return "fp32";
+}
+
+// A value the device can hold: a tensor of static shape and a fixed-width dtype.
+bool DeviceStorable(const Value* v) {
+  const Type& t = v->type();
+  if (!t.is_tensor() || !t.shape().ranked() || !t.shape().is_static()) return false;
+  DType d = t.dtype();
+  return d != DType::kString && d != DType::kUndefined && DTypeSize(d) > 0 && DTypeSize(d) <= 8;
+}
+
+int64_t StaticBytes(const Value* v) {
+  int64_t n = static_cast<int64_t>(DTypeSize(v->type().dtype()));
+  for (const Dim& d : v->type().shape().dims()) n *= d.value();
+  return n;
+}
+
+std::vector<int64_t> DimsOf(const Value* v) {
+  std::vector<int64_t> d;
+  for (const Dim& x : v->type().shape().dims()) d.push_back(x.value());
+  return d;
+}
+
+std::string NodeLabel(const Node& n) {
+  if (!n.name().empty()) return n.name();
+  if (n.num_outputs() > 0) return n.output(0)->name();
+  return n.op();
+}
+
+bool IsView(const Node& n) {
+  if (!n.domain().empty()) return false;
+  if (n.op() != "Reshape" && n.op() != "Flatten" && n.op() != "Squeeze" && n.op() != "Unsqueeze") return false;
+  const Value* in = n.input(0);
+  const Value* out = n.output(0);
+  return in && DeviceStorable(in) && DeviceStorable(out) && in->type().dtype() == out->type().dtype() &&
+         StaticBytes(in) == StaticBytes(out);
+}
+
+// Replaces a kiln.Fused node by copies of its body's nodes.
+void InlineFused(Graph& g, Node* n) {
+  const Graph& body = *n->attr("body")->g();
+  absl::flat_hash_map<const Value*, Value*> map;
+  for (size_t i = 0; i < body.inputs().size(); ++i) map[body.inputs()[i]] = n->input(static_cast<int>(i));
+  auto lookup = [&](Value* v) -> Value* {
+    if (!v) return nullptr;
+    auto it = map.find(v);
+    if (it != map.end()) return it->second;
+    if (v->is_constant() && v->owner() == &body) {
+      Value* c = g.AddConstant(g.UniqueName(v->name()), v->constant());
+      c->set_type(v->type());
+      map[v] = c;
+      return c;
+    }
+    return v;  // a value of an enclosing graph
+  };
+  for (Node* bn : body.nodes()) {
+    std::vector<Value*> ins;
+    for (Value* v : bn->inputs()) ins.push_back(lookup(v));
+    std::vector<std::string> names;
+    for (Value* o : bn->outputs()) names.push_back(g.UniqueName(o->name()));
+    Node* c = g.AddNode(bn->op(), ins, names, bn->domain(), n);
+    c->set_name(bn->name());
+    for (const auto& [k, a] : bn->attrs()) c->SetAttr(k, a.Clone(&g));
+    for (int i = 0; i < bn->num_outputs(); ++i) {
+      c->output(i)->set_type(bn->output(i)->type());
+      map[bn->output(i)] = c->output(i);
+    }
+  }
+  for (int i = 0; i < n->num_outputs(); ++i) {
+    Value* repl = lookup(body.outputs()[i]);
+    if (n->output(i)->has_uses()) n->output(i)->ReplaceAllUsesWith(repl);
+  }
+  g.EraseNode(n);
+}
+
+// A C identifier from any text.
+std::string Identifier(absl::string_view s) {
+  std::string r;
+  for (char c : s) r += absl::ascii_isalnum(static_cast<unsigned char>(c)) ? absl::ascii_tolower(c) : '_';
+  return r.empty() ? "k" : r;
+}
+
+// A generated kernel of one node: its CUDA form and which value each of
+// the tile kernel's arguments is (null: the workspace).
+struct NodeKernel {
+  CudaKernel cuda;
+  std::vector<const Value*> args;
+};
+
+// The tile kernel's arguments as values of `n`: an argument named after
+// one of the node's inputs or outputs is that value; otherwise inputs
+// (role in) and outputs (role out) are taken in order, and a constant of
+// the fused body (role const) by name.
+absl::StatusOr<std::vector<const Value*>> ArgValues(const Node& n, const tile::TileKernel& k) {
+  absl::flat_hash_map<std::string, const Value*> by_name;
+  std::vector<const Value*> ins, outs;
+  for (const Value* v : n.inputs())
+    if (v) ins.push_back(v), by_name.emplace(v->name(), v);
+  for (const Value* v : n.outputs()) outs.push_back(v), by_name.emplace(v->name(), v);
+  absl::flat_hash_map<std::string, const Value*> body_constants;
+  for (const Graph* sg : n.subgraphs())
+    for (const Value* c : sg->Constants()) body_constants.emplace(c->name(), c);
+  size_t next_in = 0, next_out = 0;
+  std::vector<const Value*> r;
+  for (const tile::TileArg& a : k.args) {
+    switch (a.role) {
+      case tile::TileArg::Role::kWorkspace:
+        r.push_back(nullptr);
+        continue;
+      case tile::TileArg::Role::kConst: {
+        if (auto it = body_constants.find(a.name); it != body_constants.end()) {
+          r.push_back(it->second);
+          continue;
+        }
+        auto it = by_name.find(a.name);
+        if (it == by_name.end())
+          return absl::InternalError(absl::StrCat("kernel argument '", a.name, "' names no constant of the node"));
+        r.push_back(it->second);
+        continue;
+      }
+      case tile::TileArg::Role::kIn:
+      case tile::TileArg::Role::kOut: {
+        auto it = by_name.find(a.name);
+        if (it != by_name.end()) {
+          r.push_back(it->second);
+          continue;
+        }
+        auto& list = a.role == tile::TileArg::Role::kIn ? ins : outs;
+        size_t& next = a.role == tile::TileArg::Role::kIn ? next_in : next_out;
+        if (next >= list.size())
+          return absl::InternalError(absl::StrCat("kernel argument '", a.name, "' has no value of the node"));
+        r.push_back(list[next++]);
+        continue;
+      }
+    }
+  }
+  return r;
+}
+
+// Lowers nodes through the shared backend and the CUDA code generator.
+class KernelBuilder {
+ public:
+  KernelBuilder(const TargetDescription& d, const CudaBuildOptions& build, Precision precision)
+      : build_(build), precision_(precision) {
+    if (TileBackendLinked()) figures_ = tile::FiguresOf(d);
+  }
+
+  DType MatrixInput(const Node& n) const {
+    DType t = DType::kF32;
+    for (const Value* v : n.inputs())
+      if (v && v->type().is_tensor()) {
+        t = v->type().dtype();
+        break;
+      }
+    if (t != DType::kF32) return t;
+    switch (precision_) {
+      case Precision::kFp16:
+      case Precision::kMixed: return DType::kF16;
+      case Precision::kBf16: return DType::kBF16;
+      default: return DType::kF32;
+    }
+  }
+
+  absl::StatusOr<NodeKernel> Build(const Node& n) {
+    if (!TileBackendLinked())
+      return absl::UnimplementedError("this kiln was built without the tile lowering and the CUDA code generator");
+    KILN_ASSIGN_OR_RETURN(tile::TileKernel k, tile::LowerNode(n, MatrixInput(n), figures_));
+    KILN_ASSIGN_OR_RETURN(std::vector<const Value*> args, ArgValues(n, k));
+    // The kernel's name is its op and a hash of its source under a fixed
+    // name, so identical kernels (of one model or many) share one name.
+    std::string plan = k.plan;
+    std::string op = Identifier(n.domain() == "kiln" && n.op() == "Fused" ? n.GetString("kind", "fused") : n.op());
+    k.name = "kiln_kernel";
+    KILN_ASSIGN_OR_RETURN(CudaKernel probe, EmitCudaKernel(k, build_.arch));
+    k.name = absl::StrFormat("kiln_%s_%016x", op, StableHash(probe.source));
+    KILN_ASSIGN_OR_RETURN(CudaKernel ck, EmitCudaKernel(k, build_.arch));
+    if (ck.variants.empty()) return absl::InternalError("the code generator emitted no variant");
+    if (ck.plan.empty()) ck.plan = plan;
+    return NodeKernel{std::move(ck), std::move(args)};
+  }
+
+ private:
+  const CudaBuildOptions& build_;
+  Precision precision_;
+  tile::TileCostFigures figures_;
+};
+
+// The buffers of a package, one per value that has device storage.
+class Buffers {
+ public:
+  explicit Buffers(CudaPackage* p) : p_(p) {}
+
+  int Get(const Value* v) const {
+    auto it = index_.find(v);
+    return it == index_.end() ? -1 : it->second;
+  }
+
+  int Add(const Value* v, PackageBuffer::Kind kind) {
+    if (int i = Get(v); i >= 0) return i;
+    int i = Raw(v->name(), kind, StaticBytes(v));
+    index_[v] = i;
+    return i;
+  }
+
+  int Raw(const std::string& name, PackageBuffer::Kind kind, int64_t bytes) {
+    PackageBuffer b;
+    b.name = name;
+    b.kind = kind;
+    b.bytes = bytes;
+    p_->buffers.push_back(b);
+    return static_cast<int>(p_->buffers.size()) - 1;
+  }
+
+  void Alias(const Value* alias, const Value* of) {
+    const PackageBuffer& root = p_->buffers[Root(Get(of))];
+    int i = Raw(alias->name(), root.kind == PackageBuffer::Kind::kConstant ? PackageBuffer::Kind::kConstant
+                                                                              : PackageBuffer::Kind::kIntermediate,
+                StaticBytes(alias));
+    p_->buffers[i].alias_of = Get(of);
+    index_[alias] = i;
+  }
+
+  void Touch(int b, int task) {
+    if (b < 0) return;
+    PackageBuffer& x = p_->buffers[b];
+    if (x.first < 0 || task < x.first) x.first = task;
+    x.last = std::max(x.last, task);
+  }
+
+  int Root(int i) const {
+    while (p_->buffers[i].alias_of >= 0) i = p_->buffers[i].alias_of;
+    return i;
+  }
+
+ private:
+  CudaPackage* p_;
+  absl::flat_hash_map<const Value*, int> index_;
+};
+
+}  // namespace
+
+absl::StatusOr<CudaBuildOptions> CudaBuildOptionsFrom(const CompileOptions& options) {
+  CudaBuildOptions b;
+  std::string arch;
+  for (const auto& [k, v] : options.settings)
+    if (k == "arch") arch = v;
+  if (arch.empty() || arch == "sm_80+sm_90a") {
+    b.arch = {80, true};
+    b.gencodes = {"arch=compute_80,code=sm_80", "arch=compute_80,code=compute_80", "arch=compute_90a,code=sm_90a"};
+    return b;
+  }
+  b.arch_name = arch;
+  if (arch == "sm_90a") {
+    b.arch = {90, true};
+    b.gencodes = {"arch=compute_90a,code=sm_90a"};
+    return b;
+  }
+  for (int sm : {80, 86, 89, 90})
+    if (arch == absl::StrCat("sm_", sm)) {
+      b.arch = {sm, false};
+      b.gencodes = {absl::StrFormat("arch=compute_%d,code=sm_%d", sm, sm),
+                    absl::StrFormat("arch=compute_%d,code=compute_%d", sm, sm)};
+      return b;
+    }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80 and sm_90a), not '", arch, "'"));
+}
+
+int CudaPackage::num_host_tasks() const {
+  int n = 0;
+  for (const PackageTask& t : tasks) n += t.kind == PackageTask::Kind::kHost;
+  return n;
+}
+
+absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& target,
+                                             const CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(CudaBuildOptions build, CudaBuildOptionsFrom(options));
+  CudaPackage pkg;
+  pkg.build = build;
+  pkg.precision = PrecisionName(options.precision);
+  Model model = input.Clone();
+  Graph& g = *model.graph;
+  pkg.model_name = g.name();
+  KernelBuilder builder(target.description(), pkg.build, options.precision);
+
+  // Fused groups and composites: kept whole when a kernel takes them, split
+  // back into their members (or the ONNX ops they stand for) otherwise, so
+  // the parts can still run on the GPU.
+  absl::flat_hash_map<const Node*, absl::StatusOr<NodeKernel>> prebuilt;
+  bool expanded = false;
+  for (Node* n : g.NodeList()) {
+    if (n->domain() != "kiln") continue;
+    Placement p = target.Place(*n, options);
+    if (p.engine == "tensorcore" || p.engine == "simt") {
+      absl::StatusOr<NodeKernel> k = builder.Build(*n);
+      if (k.ok()) {
+        prebuilt.emplace(n, std::move(k));
+        continue;
+      }
+    }
+    if (n->op() == "Fused") {
+      InlineFused(g, n);
+      expanded = true;
+      continue;
+    }
+    for (const patterns::CompositeExpander& e : patterns::CompositeExpanders())
+      if (n->op() == e.op && e.apply(n)) {
+        expanded = true;
+        break;
+      }
+  }
+  if (expanded) KILN_RETURN_IF_ERROR(InferShapes(g));
+
+  // Every value the device holds must have a static shape.
+  auto check_storable = [&](const Value* v, const Node* user) -> absl::Status {
+    if (DeviceStorable(v)) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("value '", v->name(), "' (", v->type().ToString(), ")",
+                     user ? absl::StrCat(" of node '", NodeLabel(*user), "' (", user->QualifiedOp(), ")") : "",
+                     " cannot live in device memory: the cuda target needs static shapes and fixed-width dtypes"));
+  };
+  for (const Value* v : g.inputs()) KILN_RETURN_IF_ERROR(check_storable(v, nullptr));
+  for (const Value* v : g.outputs()) KILN_RETURN_IF_ERROR(check_storable(v, nullptr));
+
+  Buffers buffers(&pkg);
+  absl::flat_hash_map<const Value*, int> value_index;
+  auto value_of = [&](const Value* v, int buffer) {
+    auto [it, inserted] = value_index.emplace(v, static_cast<int>(pkg.values.size()));
+    if (inserted) pkg.values.push_back({v->name(), v->type().dtype(), DimsOf(v), buffer});
+    return it->second;
+  };
+  for (const Value* v : g.inputs()) buffers.Add(v, PackageBuffer::Kind::kInput);
+  for (const Value* v : g.outputs())
+    if (!v->is_constant() && v->producer() && !IsView(*v->producer())) buffers.Add(v, PackageBuffer::Kind::kOutput);
+
+  absl::flat_hash_map<std::string, int> kernel_index;  // function of the first variant -> kernel
+  auto add_kernel = [&](PackageKernel k) {
+    auto [it, inserted] = kernel_index.emplace(k.variants.front().function, static_cast<int>(pkg.kernels.size()));
+    if (inserted) pkg.kernels.push_back(std::move(k));
+    return it->second;
+  };
+
+  int node_index = -1;
+  for (Node* n : g.nodes()) {
+    ++node_index;
+    const int t = static_cast<int>(pkg.tasks.size());
+    PackageTask task;
+    task.node = NodeLabel(*n);
+    task.op = n->QualifiedOp();
+    auto use = [&](const Value* v) -> absl::StatusOr<int> {
+      KILN_RETURN_IF_ERROR(check_storable(v, n));
+      int b = buffers.Add(v, v->is_constant() ? PackageBuffer::Kind::kConstant : PackageBuffer::Kind::kIntermediate);
+      buffers.Touch(b, t);
+      return b;
+    };
+    auto def = [&](const Value* v) -> absl::StatusOr<int> {
+      KILN_RETURN_IF_ERROR(check_storable(v, n));
+      int b = buffers.Add(v, PackageBuffer::Kind::kIntermediate);
+      buffers.Touch(b, t);
+      return b;
+    };
+
+    if (IsView(*n) && buffers.Get(n->output(0)) < 0) {
+      KILN_RETURN_IF_ERROR(use(n->input(0)).status());
+      buffers.Alias(n->output(0), n->input(0));
+      buffers.Touch(buffers.Get(n->output(0)), t);
+      task.kind = PackageTask::Kind::kView;
+      task.engine = "view";
+      task.reason = "a view of its input's bytes: nothing moves";
+      pkg.tasks.push_back(std::move(task));
+      continue;
+    }
+
+    Placement p = target.Place(*n, options);
+    if (p.engine.empty())
+      return absl::InvalidArgumentError(absl::StrCat("node '", task.node, "' (", task.op, "): ", p.reason));
+    std::string engine = p.engine, reason = p.reason;
+    bool placed = false;
+    if (engine == "simt" && IsCopyOp(*n)) {
+      absl::StatusOr<std::vector<CopyLaunch>> copies = CopyLaunchesOf(*n);
+      if (copies.ok()) {
+        std::vector<PackageTask::Launch> launches;
+        for (CopyLaunch& c : *copies) {
+          PackageKernel k;
+          k.name = c.function;
+          k.source = c.source;
+          k.copy = true;
+          k.copy_piece = c.piece;
+          k.copy_element_bytes = c.element_bytes;
+          k.variants.push_back(
+              {c.function, 0, {c.blocks, 1, 1}, c.threads, 0});
+          PackageTask::Launch l;
+          l.kernel = add_kernel(std::move(k));
+          KILN_ASSIGN_OR_RETURN(int dst, def(n->output(c.piece.dst)));
+          KILN_ASSIGN_OR_RETURN(int src, use(n->input(c.piece.src)));
+          l.args = {dst, src};
+          launches.push_back(std::move(l));
+        }
+        // Outputs no piece writes (empty tensors) still get their buffers.
+        for (const Value* v : n->outputs()) KILN_RETURN_IF_ERROR(def(v).status());
+        task.launches = std::move(launches);
+        task.plan = absl::StrCat(copies->size(), " strided-copy launch", copies->size() == 1 ? "" : "es");
+        placed = true;
+      } else {
+        reason = absl::StrCat("copy kernel: ", copies.status().message());
+      }
+    } else if (engine == "tensorcore" || engine == "simt") {
+      absl::StatusOr<NodeKernel> k = absl::UnknownError("");
+      if (auto it = prebuilt.find(n); it != prebuilt.end()) k = std::move(it->second);
+      else k = builder.Build(*n);
+      if (k.ok()) {
+        CudaKernel& ck = k->cuda;
+        PackageKernel pk;
+        pk.name = ck.name;
+        pk.source = ck.source;
+        pk.matrix = ck.matrix;
+        pk.variants = ck.variants;
+        pk.workspace_bytes = ck.workspace_bytes;
+        pk.zero_workspace = ck.zero_workspace;
+        task.plan = ck.plan;
+        PackageTask::Launch l;
+        l.kernel = add_kernel(std::move(pk));
+        for (const Value* v : k->args) {
+          if (!v) {
+            if (l.workspace < 0) {
+              l.workspace = buffers.Raw(absl::StrCat(task.node, ".workspace"), PackageBuffer::Kind::kWorkspace,
+                                        std::max<int64_t>(ck.workspace_bytes, 1));
+              buffers.Touch(l.workspace, t);
+            }
+            l.args.push_back(l.workspace);
+            continue;
+          }
+          bool is_output = v->producer() == n;
+          KILN_ASSIGN_OR_RETURN(int b, is_output ? def(v) : use(v));
+          l.args.push_back(b);
+        }
+        task.launches.push_back(std::move(l));
+        placed = true;
+      } else {
+        reason = absl::StrCat(engine, " kernel: ", k.status().message());
+      }
+    } else if (engine != "host") {
+      reason = absl::StrCat("engine '", engine, "' runs on the host here: ", reason);
+    }
+    if (placed) {
+      task.kind = PackageTask::Kind::kKernel;
+      task.engine = engine;
+      task.reason = reason;
+      pkg.tasks.push_back(std::move(task));
+      continue;
+    }
+
+    // A host task: the reference kernel on the host, operands copied in and out.
+    const OpDef* opdef = OpRegistry::Global().Find(*n);
+    if (!opdef || !opdef->kernel)
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", task.node, "' (", task.op, "): ", reason, ", and it has no host kernel"));
+    task.kind = PackageTask::Kind::kHost;
+    task.engine = "host";
+    task.reason = reason;
+    task.host_node = node_index;
+    for (const Value* v : NodeOperands(*n)) {
+      KILN_ASSIGN_OR_RETURN(int b, use(v));
+      task.host_inputs.push_back(value_of(v, b));
+    }
+    for (const Value* v : n->outputs()) {
+      const bool needed = v->has_uses() || std::count(g.outputs().begin(), g.outputs().end(), v);
+      int b = -1;
+      if (needed) {
+        KILN_ASSIGN_OR_RETURN(b, def(v));
+      }
+      if (needed) {
+        task.host_outputs.push_back(value_of(v, b));
+      } else {
+        pkg.values.push_back({v->name(), v->type().dtype(), DeviceStorable(v) ? DimsOf(v) : std::vector<int64_t>{}, -1});
+        task.host_outputs.push_back(static_cast<int>(pkg.values.size()) - 1);
+      }
+    }
+    pkg.tasks.push_back(std::move(task));
+  }
+  const int num_tasks = static_cast<int>(pkg.tasks.size());
+  for (const Value* v : g.inputs()) pkg.inputs.push_back(value_of(v, buffers.Get(v)));
+  for (const Value* v : g.outputs()) {
+    int b = buffers.Get(v);
+    if (b < 0) b = buffers.Add(v, v->is_constant() ? PackageBuffer::Kind::kConstant : PackageBuffer::Kind::kOutput);
+    pkg.outputs.push_back(value_of(v, b));
+  }
+
+  // Lifetimes: inputs from the start, outputs to the end; a view keeps its
+  // root alive as long as it is read.
+  for (int b : pkg.inputs) buffers.Touch(pkg.values[b].buffer, 0);
+  for (int b : pkg.outputs) buffers.Touch(pkg.values[b].buffer, num_tasks);
+  for (size_t i = 0; i < pkg.buffers.size(); ++i) {
+    PackageBuffer& b = pkg.buffers[i];
+    if (b.first < 0) b.first = b.last = 0;
+    if (b.alias_of >= 0) {
+      int r = buffers.Root(static_cast<int>(i));
+      buffers.Touch(r, b.first);
+      buffers.Touch(r, b.last);
+    }
+  }
+  std::vector<BufferLife> lives;
+  std::vector<int> which;
+  for (size_t i = 0; i < pkg.buffers.size(); ++i) {
+    const PackageBuffer& b = pkg.buffers[i];
+    if (b.alias_of >= 0 || b.kind == PackageBuffer::Kind::kConstant) continue;
+    lives.push_back({std::max<int64_t>(b.bytes, 1), b.first, b.last});
+    which.push_back(static_cast<int>(i));
+  }
+  MemoryPlan plan = PlanMemory(lives, kAlignment);
+  for (size_t j = 0; j < which.size(); ++j) pkg.buffers[which[j]].offset = plan.offsets[j];
+  pkg.arena_bytes = plan.peak_bytes;
+  pkg.naive_bytes = plan.naive_bytes;
+
+  // Constants: one copy of each distinct content, aligned.
+  {
+    absl::flat_hash_map<const Value*, int> constant_buffer;
+    // Find each constant buffer's value again (buffers keep names only).
+    std::vector<const Value*> constant_values(pkg.buffers.size(), nullptr);
+    std::vector<const Graph*> graphs = {&g};
+    for (size_t gi = 0; gi < graphs.size(); ++gi) {
+      for (const Value* c : graphs[gi]->Constants())
+        if (int b = buffers.Get(c); b >= 0) constant_values[b] = c;
+      for (const Node* n : graphs[gi]->nodes())
+        for (const Graph* sg : n->subgraphs()) graphs.push_back(sg);
+    }
+    std::map<std::pair<uint64_t, int64_t>, std::vector<int64_t>> by_hash;  // (hash, bytes) -> offsets
+    for (size_t i = 0; i < pkg.buffers.size(); ++i) {
+      PackageBuffer& b = pkg.buffers[i];
+      if (b.kind != PackageBuffer::Kind::kConstant || b.alias_of >= 0) continue;
+      const Value* c = constant_values[i];
+      if (!c || !c->constant().defined())
+        return absl::InvalidArgumentError(absl::StrCat("constant '", b.name, "' has no data (an elided constant)"));
+      std::string bytes(reinterpret_cast<const char*>(c->constant().bytes().data()), c->constant().nbytes());
+      auto& offsets = by_hash[{StableHash(bytes), static_cast<int64_t>(bytes.size())}];
+      bool found = false;
+      for (int64_t off : offsets)
+        if (pkg.constants.compare(static_cast<size_t>(off), bytes.size(), bytes) == 0) {
+          b.offset = off;
+          found = true;
+          break;
+        }
+      if (found) continue;
+      b.offset = static_cast<int64_t>(pkg.constants.size());
+      offsets.push_back(b.offset);
+      pkg.constants += bytes;
+      pkg.constants.resize((pkg.constants.size() + kAlignment - 1) / kAlignment * kAlignment, '\0');
+    }
+  }
+  for (size_t i = 0; i < pkg.buffers.size(); ++i)
+    if (pkg.buffers[i].alias_of >= 0) {
+      const PackageBuffer& r = pkg.buffers[buffers.Root(static_cast<int>(i))];
+      pkg.buffers[i].offset = r.offset;
+      pkg.buffers[i].kind = r.kind == PackageBuffer::Kind::kConstant ? PackageBuffer::Kind::kConstant
+                                                                     : pkg.buffers[i].kind;
+    }
+
+  // Host tasks read the optimized graph: its text, and the blobs of every
+  // constant except those only GPU kernels read.
+  if (pkg.num_host_tasks() > 0) {
+    BlobStore blobs;
+    pkg.host_graph_kir = PrintModel(model, PrintOptions(), &blobs);
+    absl::flat_hash_set<uint64_t> keep, drop;
+    std::vector<const Graph*> graphs = {&g};
+    for (size_t gi = 0; gi < graphs.size(); ++gi)
+      for (const Node* n : graphs[gi]->nodes()) {
+        for (const auto& [name, a] : n->attrs())
+          if (a.kind() == AttrKind::kTensor && a.t().defined()) keep.insert(StableTensorHash(a.t()));
+        for (const Graph* sg : n->subgraphs()) graphs.push_back(sg);
+        if (gi > 0) {
+          for (const Value* c : graphs[gi]->Constants())
+            if (c->constant().defined()) keep.insert(StableTensorHash(c->constant()));
+        }
+      }
+    absl::flat_hash_set<const Node*> host_nodes;
+    {
+      int i = 0;
+      for (const Node* n : g.nodes()) {
+        if (pkg.tasks[i].kind == PackageTask::Kind::kHost) host_nodes.insert(n);
+        ++i;
+      }
+    }
+    for (const Value* c : g.Constants()) {
+      if (!c->constant().defined()) continue;
+      bool host = false;
+      for (const Use& u : c->uses()) host |= u.user && host_nodes.contains(u.user);
+      (host ? keep : drop).insert(StableTensorHash(c->constant()));
+    }
+    BlobStore kept;
+    for (const auto& [h, t] : blobs.blobs)
+      if (keep.contains(h) || !drop.contains(h)) kept.blobs.emplace(h, t);
+    if (!kept.empty()) pkg.host_graph_blobs = SerializeBlobStore(kept);
+  }
+  return pkg;
+}
+
+std::string CudaPackage::Explain() const {
+  std::string out;
+  std::map<std::string, int> per_engine;
+  int launches = 0;
+  int64_t d2h = 0, h2d = 0;
+  int copies = 0;
+  auto value_text = [&](int v) {
+    const PackageValue& x = values[v];
+    return absl::StrCat(x.name, " (", DTypeName(x.dtype), "[", absl::StrJoin(x.dims, ","), "])");
+  };
+  for (const PackageTask& t : tasks) {
+    absl::StrAppend(&out, t.node, " = ", t.op, "  ->  ", t.engine, ": ", t.reason);
+    if (!t.plan.empty()) absl::StrAppend(&out, " [", t.plan, "]");
+    absl::StrAppend(&out, "\n");
+    ++per_engine[t.engine];
+    launches += static_cast<int>(t.launches.size());
+    if (t.kind != PackageTask::Kind::kHost) continue;
+    for (int v : t.host_inputs) {
+      absl::StrAppend(&out, "    copy device -> host: ", value_text(v), "\n");
+      ++copies;
+      d2h += buffers[values[v].buffer].bytes;
+    }
+    for (int v : t.host_outputs) {
+      if (values[v].buffer < 0) continue;
+      absl::StrAppend(&out, "    copy host -> device: ", value_text(v), "\n");
+      ++copies;
+      h2d += buffers[values[v].buffer].bytes;
+    }
+  }
+  absl::StrAppend(&out, "\ntasks per engine:\n");
+  for (const auto& [engine, count] : per_engine) absl::StrAppend(&out, absl::StrFormat("  %-10s %6d tasks\n", engine, count));
+  int matrix = 0, copy = 0;
+  for (const PackageKernel& k : kernels) matrix += k.matrix, copy += k.copy;
+  absl::StrAppend(&out, absl::StrFormat("kernels: %d launches of %d distinct kernels (%d TensorCore, %d strided-copy)\n",
+                                        launches, kernels.size(), matrix, copy));
+  absl::StrAppend(&out, absl::StrFormat("host tasks: %d, with %d copies around them (%d bytes device -> host, %d "
+                                        "bytes host -> device per run)\n",
+                                        num_host_tasks(), copies, d2h, h2d));
+  absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%), %d bytes of "
+                                        "constants\n",
+                                        arena_bytes, naive_bytes, naive_bytes ? 100.0 * arena_bytes / naive_bytes : 100.0,
+                                        constants.size()));
+  return out;
+}
+
+absl::Status WriteCudaPackage(const CudaPackage& package, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create the package directory '", dir, "'", ec ? ": " + ec.message() : ""));
+  // A library built from an earlier package no longer matches.
+  std::filesystem::remove(std::filesystem::path(dir) / "libkiln_model.so", ec);
+  for (const char* stale : {"host_graph.kir", "host_graph.kir.blobs"})
+    std::filesystem::remove(std::filesystem::path(dir) / stale, ec);
+  for (const auto& [name, bytes] : package.Files()) {
+    std::string path = (std::filesystem::path(dir) / name).string();
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
+    if (name == "build.sh") std::filesystem::permissions(path, std::filesystem::perms::owner_exec |
+                                                                   std::filesystem::perms::group_exec |
+                                                                   std::filesystem::perms::others_exec,
+                                                         std::filesystem::perm_options::add, ec);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::target::cuda

@@ -1,0 +1,184 @@
+//===- cuda_target.cc - The cuda target -----------------------------------===//
+//
+// The description is an H100 SXM5 (Hopper, GH100): 132 SMs at the 1.98 GHz
+// maximum boost clock, 228 KiB of shared memory per SM (227 KiB to one
+// block), a 256 KiB register file per SM, a 50 MiB L2, 80 GB of HBM3 at
+// 3.35 TB/s, PCIe 5.0 x16 to the host. The TensorCore MAC rates per SM and
+// cycle are NVIDIA's published dense peaks divided by 132 SMs x 1.98 GHz
+// (989.4 TFLOPS fp16/bf16, 494.7 tf32, 1,979 TOPS int8), so the cost model
+// reproduces the peaks at the clock it models. The register file is shared
+// among the tile scopes: operand fragments of A and B 32 KiB each, the
+// accumulator 128 KiB, the elementwise/reduction threads 64 KiB.
+//
+// Placement is the op-support table below: matrix ops on the TensorCores,
+// elementwise, reduction and normalization work and data movement on the
+// SIMT cores, every other op with a reference kernel on the host with the
+// reason recorded. Compilation may still move a node to the host when its
+// kernel cannot be built (cuda_package.h).
+//
+//===----------------------------------------------------------------------===//
+#include "target/cuda/cuda_target.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "graph/ops/op_registry.h"
+#include "graph/passes/rewrite_helpers.h"
+#include "graph/support/status.h"
+#include "target/cuda/cuda_copy_kernel.h"
+#include "target/cuda/cuda_package.h"
+
+namespace kiln::target {
+namespace {
+
+constexpr int kSms = 132;
+constexpr double kClockGhz = 1.98;
+
+// MACs per SM per cycle that give `tflops` (2 flops per MAC) on 132 SMs at 1.98 GHz.
+constexpr double MacsPerSmCycle(double tflops) { return tflops * 1e12 / 2 / (kSms * kClockGhz * 1e9); }
+
+TargetDescription MakeDescription() {
+  TargetDescription d;
+  d.name = "cuda";
+  d.summary = "NVIDIA GPUs (H100-like; sm_80 mma.sync, sm_90a wgmma) as a CUDA C++ package";
+  d.engines = {
+      {"tensorcore", EngineKind::kMatrix, "TensorCores: MatMul, Gemm and their fused epilogues (mma.sync, wgmma)"},
+      {"simt", EngineKind::kVector,
+       "CUDA cores: elementwise, reductions, normalizations, data movement (strided copies)"},
+      {"host", EngineKind::kFallback, "kiln's reference kernels on the host, operands copied across PCIe"},
+  };
+  d.memory = {
+      {"HBM3", int64_t{80} << 30, 64, "global"},
+      {"L2", 50 << 20, 64, ""},
+      {"smem", 227 << 10, 128, "stage"},
+      {"regs.a", 32 << 10, 128, "operand_a"},
+      {"regs.b", 32 << 10, 128, "operand_b"},
+      {"regs.acc", 128 << 10, 128, "accumulator"},
+      {"regs.vector", 64 << 10, 512, "vector"},
+  };
+  d.mma = {{16, 8, 16, DType::kF16, DType::kF32, MacsPerSmCycle(989.4)},
+           {16, 8, 16, DType::kBF16, DType::kF32, MacsPerSmCycle(989.4)},
+           {16, 8, 8, DType::kF32, DType::kF32, MacsPerSmCycle(494.7)},  // tf32
+           {16, 8, 32, DType::kI8, DType::kI32, MacsPerSmCycle(1979)}};
+  d.compute_units = kSms;
+  d.clock_ghz = kClockGhz;
+  d.global_bytes_per_second = 3.35e12;
+  d.vector_bytes_per_cycle = 512;  // 128 fp32 lanes per SM
+  d.host_link_bytes_per_second = 64e9;
+  // Fusion groups: GEMM epilogues in the TensorCore kernel, memory-bound
+  // chains in one SIMT kernel; a group no kernel takes is split back.
+  d.pipeline = "default,form-fusion-groups";
+  return d;
+}
+
+bool AllTensorsAre(const Node& n, bool (*pred)(DType)) {
+  for (Value* v : n.inputs())
+    if (v && v->type().is_tensor() && !pred(v->type().dtype())) return false;
+  for (Value* v : n.outputs())
+    if (v->type().is_tensor() && !pred(v->type().dtype())) return false;
+  return true;
+}
+
+bool GpuFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+bool GpuNumeric(DType t) {
+  return GpuFloat(t) || t == DType::kI8 || t == DType::kU8 || t == DType::kI16 || t == DType::kI32 ||
+         t == DType::kI64 || t == DType::kBool;
+}
+bool GpuStorable(DType t) { return t != DType::kString && t != DType::kUndefined && DTypeSize(t) > 0 && DTypeSize(t) <= 8; }
+
+bool StaticShapes(const Node& n) {
+  for (Value* v : n.outputs())
+    if (!v->type().is_tensor() || !v->type().shape().ranked() || !v->type().shape().is_static()) return false;
+  return true;
+}
+
+const absl::flat_hash_set<std::string>& ViewOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+  return *ops;
+}
+
+const absl::flat_hash_set<std::string>& SimtOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      // elementwise
+      "Abs", "Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Pow", "Relu",
+      "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf",
+      "Softplus", "Softsign", "Clip", "Max", "Min", "Sum", "Mean", "Floor", "Ceil", "Round", "Sign",
+      "Sin", "Cos", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor",
+      "Not", "Where", "Cast", "CastLike", "ThresholdedRelu", "Shrink", "IsNaN", "IsInf",
+      // reductions and normalizations
+      "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+      "ReduceL2", "ReduceLogSumExp", "ReduceLogSum", "Softmax", "LogSoftmax", "LayerNormalization",
+      "BatchNormalization", "InstanceNormalization", "LpNormalization", "MeanVarianceNormalization",
+      // composites
+      "Gelu"};
+  return *ops;
+}
+
+class CudaTarget final : public Target {
+ public:
+  CudaTarget() : desc_(MakeDescription()) {}
+  const TargetDescription& description() const override { return desc_; }
+
+  Placement Place(const Node& n, const CompileOptions& options) const override {
+    const OpDef* def = OpRegistry::Global().Find(n);
+    if (!def) return {"", absl::StrCat("op '", n.QualifiedOp(), "' is unknown to kiln")};
+    const bool kiln_domain = n.domain() == "kiln";
+    auto host = [&](std::string why) -> Placement {
+      if (!def->kernel) return {"", absl::StrCat("op '", n.QualifiedOp(), "' has no kernel on any engine")};
+      return {"host", std::move(why)};
+    };
+    if (!n.domain().empty() && !kiln_domain) return host(absl::StrCat("domain '", n.domain(), "' has no GPU kernels"));
+    if (!n.subgraphs().empty() && !(kiln_domain && n.op() == "Fused")) return host("control flow runs on the host");
+    if (!StaticShapes(n)) return host("output shape is not static (data-dependent or symbolic)");
+    if (!AllTensorsAre(n, GpuStorable)) return host("strings, f64 and complex tensors live on the host");
+    if (IsNondeterministicOp(n)) return host("random numbers are drawn on the host");
+    if (ViewOps().contains(n.op())) return {"simt", "a view: no data moves"};
+    if (cuda::IsCopyOp(n)) {
+      if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))
+        return host("Gather with data-dependent indices");
+      return {"simt", "data movement: a strided-copy kernel"};
+    }
+    if (n.op() == "MatMul" || n.op() == "Gemm") {
+      if (!AllTensorsAre(n, GpuFloat)) return host("TensorCore kernels take fp32 (tf32), fp16 and bf16 operands");
+      return {"tensorcore", "matrix work on TensorCores"};
+    }
+    if (n.op() == "Conv") return host("convolution has no TensorCore kernel yet (implicit GEMM is not lowered)");
+    if (kiln_domain && n.op() == "Fused") {
+      std::string kind = n.GetString("kind", "");
+      if (kind == "matmul-epilogue") return {"tensorcore", "matrix op with fused epilogue on TensorCores"};
+      if (kind == "conv-epilogue") return {"tensorcore", "convolution with fused epilogue"};
+      return {"simt", "fused memory-bound group on the CUDA cores"};
+    }
+    if (SimtOps().contains(n.op())) {
+      if (!AllTensorsAre(n, GpuNumeric)) return host("no GPU kernel for these dtypes");
+      return {"simt", def->op_class == OpClass::kElementwise
+                          ? "elementwise on the CUDA cores"
+                          : absl::StrCat(OpClassName(def->op_class), " on the CUDA cores")};
+    }
+    return host(absl::StrCat("no GPU kernel for ", n.QualifiedOp()));
+  }
+
+  absl::Status Compile(const Model& model, const CompileOptions& options, const std::string& output_path) override {
+    KILN_ASSIGN_OR_RETURN(cuda::CudaPackage package, cuda::BuildCudaPackage(model, *this, options));
+    return cuda::WriteCudaPackage(package, output_path);
+  }
+
+ private:
+  TargetDescription desc_;
+};
+
+}  // namespace
+
+std::unique_ptr<Target> CreateCudaTarget() { return std::make_unique<CudaTarget>(); }
+
+absl::StatusOr<std::string> ExplainCudaPackage(const std::string& dir) {
+  std::ifstream f(dir + "/placement.txt", std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("'", dir, "' holds no placement.txt: not a cuda package"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace kiln::target

@@ -1,0 +1,480 @@
+//===- cuda_target_test.cc - The cuda target: description, placement, packages ===//
+//
+// Without a GPU: the GPU description and its figures, placement, --arch,
+// the strided-copy kernels (their pieces interpreted on the host against
+// the reference executor), host fallback with the copies around it,
+// package contents and determinism, the memory plan, the errors, and the
+// runtime's answer when no CUDA device is present.
+//
+//===----------------------------------------------------------------------===//
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "graph/exec/executor.h"
+#include "target/cuda/cuda_copy_kernel.h"
+#include "target/cuda/cuda_target.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace kiln {
+namespace {
+
+using cuda_test::CudaTarget;
+using cuda_test::Emulate;
+using cuda_test::Package;
+using cuda_test::ParseKir;
+using target::cuda::CudaPackage;
+using target::cuda::PackageTask;
+
+Tensor Random(DType dt, std::vector<int64_t> dims, uint32_t seed) {
+  Tensor t(dt, dims);
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (dt) {
+      case DType::kF32: t.data<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(rng); break;
+      case DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 100); break;
+      case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 100); break;
+      default: std::memset(t.raw(), static_cast<int>(seed), t.nbytes());
+    }
+  }
+  return t;
+}
+
+// Compiles `kir` for cuda, emulates the package on the host, and compares
+// its outputs with the reference executor, bit for bit.
+CudaPackage ExpectEmulationMatches(const std::string& kir, const std::vector<Tensor>& inputs) {
+  auto m = ParseKir(kir);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return {};
+  auto p = Package(*m);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return {};
+  auto got = Emulate(*p, inputs);
+  EXPECT_TRUE(got.ok()) << got.status();
+  Executor exec;
+  auto want = exec.Run(*m->graph, inputs);
+  EXPECT_TRUE(want.ok()) << want.status();
+  if (!got.ok() || !want.ok()) return *p;
+  EXPECT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < got->size() && i < want->size(); ++i) {
+    EXPECT_EQ((*got)[i].dims(), (*want)[i].dims()) << "output " << i;
+    EXPECT_TRUE((*got)[i].Equals((*want)[i])) << "output " << i << "\n" << p->Explain();
+  }
+  return *p;
+}
+
+int CountEngine(const CudaPackage& p, const std::string& engine) {
+  int n = 0;
+  for (const PackageTask& t : p.tasks) n += t.engine == engine;
+  return n;
+}
+
+TEST(CudaDescription, H100Figures) {
+  auto t = CudaTarget();
+  const target::TargetDescription& d = t->description();
+  EXPECT_EQ(d.name, "cuda");
+  EXPECT_EQ(d.compute_units, 132);
+  EXPECT_DOUBLE_EQ(d.clock_ghz, 1.98);
+  EXPECT_DOUBLE_EQ(d.global_bytes_per_second, 3.35e12);
+  EXPECT_DOUBLE_EQ(d.host_link_bytes_per_second, 64e9);
+  EXPECT_EQ(d.pipeline, "default,form-fusion-groups");
+  std::map<std::string, int64_t> scope_bytes;
+  int64_t registers = 0;
+  for (const auto& m : d.memory) {
+    if (!m.scope.empty()) scope_bytes[m.scope] = m.bytes;
+    if (m.scope == "operand_a" || m.scope == "operand_b" || m.scope == "accumulator" || m.scope == "vector")
+      registers += m.bytes;
+  }
+  for (const char* s : {"global", "stage", "operand_a", "operand_b", "accumulator", "vector"})
+    EXPECT_TRUE(scope_bytes.count(s)) << s;
+  EXPECT_EQ(scope_bytes["stage"], 227 * 1024);
+  EXPECT_EQ(registers, 256 * 1024);  // the register file, shared among the register scopes
+  // The MMA shapes of mma.sync and the published dense peaks at 1.98 GHz.
+  std::map<DType, double> tflops;
+  for (const auto& m : d.mma) {
+    EXPECT_EQ(m.m, 16);
+    EXPECT_EQ(m.n, 8);
+    tflops[m.input] = 2 * m.macs_per_cycle * d.compute_units * d.clock_ghz / 1e3;
+    EXPECT_EQ(m.k, m.input == DType::kF32 ? 8 : m.input == DType::kI8 ? 32 : 16);
+  }
+  EXPECT_NEAR(tflops[DType::kF16], 989.4, 0.1);
+  EXPECT_NEAR(tflops[DType::kBF16], 989.4, 0.1);
+  EXPECT_NEAR(tflops[DType::kF32], 494.7, 0.1);
+  EXPECT_NEAR(tflops[DType::kI8], 1979, 0.5);
+  std::set<std::string> engines;
+  for (const auto& e : d.engines) engines.insert(e.name);
+  EXPECT_EQ(engines, (std::set<std::string>{"tensorcore", "simt", "host"}));
+}
+
+TEST(CudaPlacement, EnginesAndReasons) {
+  auto m = ParseKir(R"(graph @main(%x: f32[4,8], %w: f32[8,16], %i: i64[3], %img: f32[1,3,8,8], %k: f32[4,3,3,3]) {
+  %idx = const i64[2] dense [0, 2]
+  %mm = MatMul(%x, %w)
+  %r = Relu(%mm)
+  %t = Transpose(%r) {perm = [1, 0]}
+  %shape = const i64[1] dense [64]
+  %v = Reshape(%t, %shape)
+  %g = Gather(%x, %idx)
+  %gd = Gather(%x, %i)
+  %c = Conv(%img, %k)
+  %kk = const i64[1] dense [2]
+  %tk, %ti = TopK(%x, %kk)
+  %sm = Softmax(%x) {axis = -1}
+  return %v, %g, %gd, %c, %tk, %sm
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto t = CudaTarget();
+  std::map<std::string, target::Placement> by_op;
+  for (const Node* n : m->graph->nodes()) by_op[n->op()] = t->Place(*n, {});
+  EXPECT_EQ(by_op["MatMul"].engine, "tensorcore");
+  EXPECT_EQ(by_op["Relu"].engine, "simt");
+  EXPECT_EQ(by_op["Softmax"].engine, "simt");
+  EXPECT_EQ(by_op["Transpose"].engine, "simt");
+  EXPECT_TRUE(absl::StrContains(by_op["Transpose"].reason, "strided-copy")) << by_op["Transpose"].reason;
+  EXPECT_EQ(by_op["Reshape"].engine, "simt");
+  EXPECT_EQ(by_op["TopK"].engine, "host");
+  EXPECT_EQ(by_op["Conv"].engine, "host");
+  EXPECT_FALSE(by_op["TopK"].reason.empty());
+  // Gather: a copy with constant indices, the host with data-dependent ones.
+  for (const Node* n : m->graph->nodes()) {
+    if (n->op() != "Gather") continue;
+    EXPECT_EQ(t->Place(*n, {}).engine, n->input(1)->is_constant() ? "simt" : "host");
+  }
+}
+
+TEST(CudaPlacement, ControlFlowAndDynamicShapesGoToTheHost) {
+  auto m = ParseKir(R"(graph @main(%c: bool[], %x: f32[2,3]) {
+  %nz = NonZero(%x)
+  %y = If(%c) {else_branch = graph @e() {
+    %b = Neg(%x)
+    return %b
+  }, then_branch = graph @t() {
+    %a = Relu(%x)
+    return %a
+  }}
+  return %nz, %y
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto t = CudaTarget();
+  for (const Node* n : m->graph->nodes()) {
+    target::Placement p = t->Place(*n, {});
+    EXPECT_EQ(p.engine, "host") << n->op();
+  }
+  // NonZero's output has no static shape: the package cannot plan it.
+  auto p = Package(*m);
+  ASSERT_FALSE(p.ok());
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "static shapes")) << p.status();
+}
+
+TEST(CudaArch, Settings) {
+  auto opts = [](std::string arch) {
+    target::CompileOptions o;
+    if (!arch.empty()) o.settings.push_back({"arch", arch});
+    return target::cuda::CudaBuildOptionsFrom(o);
+  };
+  auto both = opts("");
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->arch.min_sm, 80);
+  EXPECT_TRUE(both->arch.hopper);
+  std::string cmd = target::cuda::NvccCommand(*both, "nvcc");
+  EXPECT_TRUE(absl::StrContains(cmd, "-gencode arch=compute_80,code=sm_80")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "-gencode arch=compute_90a,code=sm_90a")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "-O3 -std=c++17")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "-shared -Xcompiler -fPIC -o libkiln_model.so")) << cmd;
+  auto a80 = opts("sm_80");
+  ASSERT_TRUE(a80.ok());
+  EXPECT_FALSE(a80->arch.hopper);
+  EXPECT_FALSE(absl::StrContains(target::cuda::NvccCommand(*a80, "nvcc"), "sm_90a"));
+  auto a90 = opts("sm_90a");
+  ASSERT_TRUE(a90.ok());
+  EXPECT_EQ(a90->arch.min_sm, 90);
+  EXPECT_TRUE(a90->arch.hopper);
+  EXPECT_FALSE(absl::StrContains(target::cuda::NvccCommand(*a90, "nvcc"), "sm_80"));
+  auto bad = opts("sm_75");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "--arch")) << bad.status();
+}
+
+TEST(CudaCopyKernel, PiecesSimplifyAndNameByContent) {
+  target::cuda::CopyPiece p;
+  p.dims = {2, 1, 3, 4};
+  p.src_strides = {12, 12, 4, 1};
+  p.dst_strides = {12, 12, 4, 1};
+  target::cuda::SimplifyPiece(p);
+  EXPECT_EQ(p.dims, (std::vector<int64_t>{24}));  // contiguous on both sides: one dimension
+  target::cuda::CopyPiece t;
+  t.dims = {3, 2};
+  t.src_strides = {1, 3};
+  t.dst_strides = {2, 1};
+  auto a = target::cuda::MakeCopyLaunch(t, 4, "Transpose");
+  auto b = target::cuda::MakeCopyLaunch(t, 4, "another op");
+  auto c = target::cuda::MakeCopyLaunch(t, 2, "Transpose");
+  EXPECT_EQ(a.function, b.function);  // the same piece: the same kernel
+  EXPECT_NE(a.function, c.function);  // another element width: another kernel
+  EXPECT_TRUE(absl::StartsWith(a.function, "kiln_copy_"));
+  EXPECT_TRUE(absl::StrContains(a.source, "extern \"C\" __global__ void __launch_bounds__(256) " + a.function));
+  EXPECT_TRUE(absl::StrContains(a.source, "unsigned int* __restrict__ dst")) << a.source;
+  EXPECT_EQ(a.elements, 6);
+  EXPECT_EQ(a.blocks, 1);
+  EXPECT_EQ(a.threads, 256);
+  // Large copies: a grid-stride loop over at most 132 x 16 blocks, 64-bit indices past 2^31.
+  target::cuda::CopyPiece big;
+  big.dims = {int64_t{3} << 30};
+  big.src_strides = big.dst_strides = {1};
+  auto l = target::cuda::MakeCopyLaunch(big, 1, "");
+  EXPECT_EQ(l.blocks, 132 * 16);
+  EXPECT_TRUE(absl::StrContains(l.source, "long long i")) << l.source;
+}
+
+TEST(CudaCopyKernel, DataMovementMatchesTheReference) {
+  const Tensor x = Random(DType::kF32, {2, 3, 4}, 1);
+  struct Case {
+    const char* name;
+    const char* body;
+  };
+  const Case cases[] = {
+      {"transpose", "%y = Transpose(%x) {perm = [2, 0, 1]}"},
+      {"transpose_default", "%y = Transpose(%x)"},
+      {"slice", R"(%s = const i64[2] dense [1, 1]
+  %e = const i64[2] dense [3, 4]
+  %a = const i64[2] dense [1, 2]
+  %y = Slice(%x, %s, %e, %a))"},
+      {"slice_negative_step", R"(%s = const i64[1] dense [-1]
+  %e = const i64[1] dense [-100]
+  %a = const i64[1] dense [2]
+  %st = const i64[1] dense [-2]
+  %y = Slice(%x, %s, %e, %a, %st))"},
+      {"concat", "%y = Concat(%x, %x, %x) {axis = 1}"},
+      {"split", R"(%sp = const i64[2] dense [1, 3]
+  %y, %z = Split(%x, %sp) {axis = 2})"},
+      {"expand", R"(%sh = const i64[4] dense [2, 2, 3, 4]
+  %y = Expand(%x, %sh))"},
+      {"tile", R"(%r = const i64[3] dense [2, 1, 3]
+  %y = Tile(%x, %r))"},
+      {"gather", R"(%i = const i64[2,2] dense [2, -1, 0, 1]
+  %y = Gather(%x, %i) {axis = 2})"},
+      {"identity", "%y = Identity(%x)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string outs = absl::StrContains(c.body, "%y, %z") ? "%y, %z" : "%y";
+    CudaPackage p = ExpectEmulationMatches(
+        absl::StrCat("graph @main(%x: f32[2,3,4]) {\n  ", c.body, "\n  return ", outs, "\n}"), {x});
+    EXPECT_EQ(CountEngine(p, "host"), 0) << p.Explain();
+    EXPECT_GE(CountEngine(p, "simt"), 1) << p.Explain();
+  }
+}
+
+TEST(CudaPackage, HostFallbackWithCopiesAndViews) {
+  // TopK and CumSum have no GPU kernel: host tasks between copies and views.
+  const std::string kir = R"(graph @main(%x: f32[4,6], %ax: i64[]) {
+  %t = Transpose(%x) {perm = [1, 0]}
+  %c = CumSum(%t, %ax)
+  %sh = const i64[2] dense [4, 6]
+  %v = Reshape(%c, %sh)
+  %k = const i64[1] dense [3]
+  %vals, %idx = TopK(%v, %k) {axis = 1}
+  %o = Concat(%vals, %vals) {axis = 0}
+  return %o, %idx, %v
+})";
+  Tensor axis(DType::kI64, {});
+  axis.data<int64_t>()[0] = 0;
+  CudaPackage p = ExpectEmulationMatches(kir, {Random(DType::kF32, {4, 6}, 3), axis});
+  EXPECT_EQ(p.num_host_tasks(), 2);
+  EXPECT_FALSE(p.host_graph_kir.empty());
+  int views = 0;
+  for (const PackageTask& t : p.tasks) views += t.kind == PackageTask::Kind::kView;
+  EXPECT_EQ(views, 1);
+  std::string explain = p.Explain();
+  EXPECT_TRUE(absl::StrContains(explain, "CumSum  ->  host:")) << explain;
+  EXPECT_TRUE(absl::StrContains(explain, "TopK  ->  host:")) << explain;
+  EXPECT_TRUE(absl::StrContains(explain, "copy device -> host: t (f32[6,4])")) << explain;
+  EXPECT_TRUE(absl::StrContains(explain, "copy host -> device: c (f32[6,4])")) << explain;
+  EXPECT_TRUE(absl::StrContains(explain, "host tasks: 2")) << explain;
+}
+
+TEST(CudaPackage, BuffersNeverOverlapWhileLive) {
+  std::string kir = "graph @main(%x: f32[8,8]) {\n";
+  std::string prev = "%x";
+  for (int i = 0; i < 12; ++i) {
+    absl::StrAppend(&kir, "  %t", i, " = Transpose(", prev, ") {perm = [1, 0]}\n");
+    prev = absl::StrCat("%t", i);
+  }
+  absl::StrAppend(&kir, "  %o = Concat(%t3, ", prev, ") {axis = 0}\n  return %o, %t5\n}");
+  CudaPackage p = ExpectEmulationMatches(kir, {Random(DType::kF32, {8, 8}, 5)});
+  using target::cuda::PackageBuffer;
+  for (size_t i = 0; i < p.buffers.size(); ++i)
+    for (size_t j = i + 1; j < p.buffers.size(); ++j) {
+      const PackageBuffer& a = p.buffers[i];
+      const PackageBuffer& b = p.buffers[j];
+      if (a.alias_of >= 0 || b.alias_of >= 0 || a.kind == PackageBuffer::Kind::kConstant ||
+          b.kind == PackageBuffer::Kind::kConstant)
+        continue;
+      bool time = !(a.last < b.first || b.last < a.first);
+      bool space = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      EXPECT_FALSE(time && space) << a.name << " and " << b.name;
+    }
+  EXPECT_LT(p.arena_bytes, p.naive_bytes);  // buffers are reused
+  for (const auto& b : p.buffers) EXPECT_EQ(b.offset % 256, 0) << b.name;
+}
+
+TEST(CudaPackage, ConstantsAreDeduplicated) {
+  auto m = ParseKir(R"(graph @main(%x: f32[32]) {
+  %a = const f32[32] dense [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32]
+  %b = const f32[32] dense [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32]
+  %y = Concat(%x, %a, %b) {axis = 0}
+  return %y
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto p = Package(*m);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->constants.size(), 256u);  // one aligned copy of 128 bytes
+  auto got = Emulate(*p, {Random(DType::kF32, {32}, 9)});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].data<float>()[63], 32.0f);
+  EXPECT_EQ((*got)[0].data<float>()[95], 32.0f);
+}
+
+std::string TinyCnn() { return std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn/model.onnx"; }
+
+absl::StatusOr<CudaPackage> CompileOnnx(const std::string& path, target::CompileOptions options = {}) {
+  auto m = onnx_import::ImportFile(path);
+  if (!m.ok()) return m.status();
+  auto t = CudaTarget();
+  absl::Status s = cuda_test::Optimize(*m, *t);
+  if (!s.ok()) return s;
+  return target::cuda::BuildCudaPackage(*m, *t, options);
+}
+
+TEST(CudaPackage, FilesOfAPackage) {
+  auto p = CompileOnnx(TinyCnn());
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto files = p->Files();
+  for (const char* f : {"kernels.cu", "model.cc", "kiln_model.h", "constants.bin", "CMakeLists.txt", "build.sh",
+                        "README.md", "placement.txt"})
+    EXPECT_TRUE(files.count(f)) << f;
+  const std::string& h = files["kiln_model.h"];
+  for (const char* api : {"kiln_model* kiln_model_load(const char* package_dir, char* err, size_t err_len);",
+                          "int kiln_model_run(kiln_model* model, const void* const* inputs, void* const* outputs",
+                          "void kiln_model_free(kiln_model* model);", "int kiln_model_num_inputs(",
+                          "int kiln_model_num_outputs(", "const kiln_tensor_info* kiln_model_input(",
+                          "const kiln_tensor_info* kiln_model_output(", "void kiln_model_set_host_ops("})
+    EXPECT_TRUE(absl::StrContains(h, api)) << api;
+  EXPECT_TRUE(absl::StrContains(files["build.sh"], "-gencode arch=compute_90a,code=sm_90a"));
+  EXPECT_TRUE(absl::StrContains(files["kernels.cu"], "kiln_kernel_functions[]"));
+  EXPECT_TRUE(absl::StrContains(files["model.cc"], "static const TaskDesc kTasks[]"));
+  EXPECT_TRUE(absl::StrContains(files["CMakeLists.txt"], "CUDA_ARCHITECTURES \"80-real;80-virtual;90a-real\""))
+      << files["CMakeLists.txt"];
+  EXPECT_EQ(files["placement.txt"], p->Explain());
+  // Every task of the model appears in the launcher's table with its engine.
+  for (const PackageTask& t : p->tasks) {
+    if (t.kind == PackageTask::Kind::kView) continue;
+    EXPECT_TRUE(absl::StrContains(files["model.cc"], absl::StrCat(" -> ", t.engine, ": "))) << t.node;
+  }
+}
+
+TEST(CudaPackage, ByteIdenticalForTheSameModelAndFlags) {
+  std::string a = cuda_test::TempDir("det_a"), b = cuda_test::TempDir("det_b");
+  for (const std::string& dir : {a, b}) {
+    auto p = CompileOnnx(TinyCnn());
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
+  }
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(a)) {
+    std::string name = e.path().filename().string();
+    EXPECT_EQ(cuda_test::ReadFileOrEmpty(e.path().string()), cuda_test::ReadFileOrEmpty(b + "/" + name)) << name;
+    ++files;
+  }
+  EXPECT_GE(files, 8);
+  // Another precision or architecture changes the package.
+  target::CompileOptions o;
+  o.settings.push_back({"arch", "sm_80"});
+  auto p80 = CompileOnnx(TinyCnn(), o);
+  ASSERT_TRUE(p80.ok());
+  EXPECT_NE(p80->Files()["build.sh"], cuda_test::ReadFileOrEmpty(a + "/build.sh"));
+  std::filesystem::remove_all(a);
+  std::filesystem::remove_all(b);
+}
+
+TEST(CudaPackage, LauncherCompilesAsHostCode) {
+  // model.cc is plain C++ against the CUDA runtime's header: the host
+  // compiler checks it in a second (nvcc builds the whole package in
+  // cuda_nvcc_test).
+  if (!std::filesystem::exists("/usr/local/cuda/include/cuda_runtime_api.h")) GTEST_SKIP() << "no CUDA headers";
+  auto m = ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[]) {
+  %t = Transpose(%x) {perm = [1, 0]}
+  %c = CumSum(%t, %ax)
+  return %c
+})");
+  ASSERT_TRUE(m.ok());
+  auto p = Package(*m);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::string dir = cuda_test::TempDir("hostcc");
+  ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
+  std::string cmd = absl::StrCat("cd ", dir, " && g++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror ",
+                                 "-I/usr/local/cuda/include model.cc > compile.log 2>&1");
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cuda_test::ReadFileOrEmpty(dir + "/compile.log");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CudaPackage, Errors) {
+  auto m = ParseKir("graph @main(%x: f32[4]) {\n  %y = Identity(%x)\n  return %y\n}");
+  ASSERT_TRUE(m.ok());
+  target::CompileOptions bad;
+  bad.settings.push_back({"arch", "sm_100a"});
+  auto p = Package(*m, bad);
+  ASSERT_FALSE(p.ok());
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "sm_100a")) << p.status();
+  auto ok = Package(*m);
+  ASSERT_TRUE(ok.ok());
+  absl::Status s = target::cuda::WriteCudaPackage(*ok, "/proc/kiln-no-such-dir/pkg");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "cannot create the package directory")) << s;
+  auto dynamic = ParseKir("graph @main(%x: f32[n]) {\n  %y = Relu(%x)\n  return %y\n}");
+  ASSERT_TRUE(dynamic.ok());
+  auto d = Package(*dynamic);
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(absl::StrContains(d.status().message(), "static shapes")) << d.status();
+}
+
+TEST(CudaRuntime, NoDeviceOrNotAPackage) {
+  absl::Status probe = runtime::ProbeCudaDevice();
+  if (probe.ok()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_FALSE(probe.message().empty());
+  std::string dir = cuda_test::TempDir("nodevice");
+  auto m = ParseKir("graph @main(%x: f32[4]) {\n  %y = Identity(%x)\n  return %y\n}");
+  ASSERT_TRUE(m.ok());
+  auto p = Package(*m);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
+  EXPECT_TRUE(runtime::IsCudaPackage(dir));
+  auto exe = runtime::CudaExecutable::Load(dir);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().message(), probe.message());
+  EXPECT_FALSE(runtime::IsCudaPackage(KILN_SOURCE_DIR));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CudaRuntime, ReferenceHostOpsReportBadCalls) {
+  const auto* ops = static_cast<const cuda_test::HostOps*>(runtime::ReferenceHostOps());
+  char err[256] = "";
+  EXPECT_EQ(ops->load(nullptr, "graph @main(", 12, nullptr, 0, err, sizeof err), nullptr);
+  EXPECT_NE(std::string(err), "");
+  std::string kir = "graph @main(%x: f32[2]) {\n  %y = Relu(%x)\n  return %y\n}\n";
+  void* g = ops->load(nullptr, kir.data(), kir.size(), nullptr, 0, err, sizeof err);
+  ASSERT_NE(g, nullptr) << err;
+  EXPECT_NE(ops->run(nullptr, g, 5, nullptr, 0, nullptr, 0, err, sizeof err), 0);
+  EXPECT_TRUE(absl::StrContains(err, "no node 5")) << err;
+  float in[2] = {-1, 2}, out[2] = {7, 7};
+  int64_t dims[1] = {2};
+  cuda_test::HostTensor i{1, 1, dims, in, 8}, o{1, 1, dims, out, 8};
+  EXPECT_EQ(ops->run(nullptr, g, 0, &i, 1, &o, 1, err, sizeof err), 0) << err;
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  ops->release(nullptr, g);
+}
+
+}  // namespace
+}  // namespace kiln

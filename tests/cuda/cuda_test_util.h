@@ -1,0 +1,171 @@
+//===- cuda_test_util.h - Shared pieces of the cuda target's tests -*- C++ -*-===//
+//
+// Models compiled for the cuda target in-process, and a host emulation of
+// a package: its memory plan, views, constants, strided-copy kernels
+// (interpreted from their pieces) and host tasks (through the reference
+// host-op provider the runtime gives the launcher), so packages whose
+// kernels are all copies and host tasks can be checked against the
+// reference executor without a GPU.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/onnx/importer.h"
+#include "graph/ir/parser.h"
+#include "graph/ops/shape_inference.h"
+#include "graph/passes/pass_manager.h"
+#include "runtime/cuda_executable.h"
+#include "target/api/target_registry.h"
+#include "target/cuda/cuda_package.h"
+
+namespace kiln::cuda_test {
+
+inline std::unique_ptr<target::Target> CudaTarget() {
+  auto t = target::TargetRegistry::Global().Create("cuda");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *std::move(t);
+}
+
+inline absl::StatusOr<Model> ParseKir(const std::string& text) {
+  auto m = ParseModel(text, "test.kir");
+  if (!m.ok()) return m.status();
+  absl::Status s = InferShapes(*m->graph);
+  if (!s.ok()) return s;
+  return m;
+}
+
+// Runs the cuda target's pipeline ("default,form-fusion-groups").
+inline absl::Status Optimize(Model& m, const target::Target& t) {
+  PassManager pm;
+  absl::Status s = pm.AddPipeline(t.description().pipeline);
+  if (!s.ok()) return s;
+  return pm.Run(m).status();
+}
+
+inline absl::StatusOr<target::cuda::CudaPackage> Package(const Model& m, target::CompileOptions options = {}) {
+  auto t = CudaTarget();
+  return target::cuda::BuildCudaPackage(m, *t, options);
+}
+
+inline std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline std::string TempDir(const std::string& name) {
+  std::string dir = (std::filesystem::temp_directory_path() / absl::StrCat("kiln_cuda_test_", getpid(), "_", name))
+                        .string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// The kiln_host_ops struct of kiln_model.h.
+struct HostTensor {
+  int dtype;
+  int rank;
+  const int64_t* dims;
+  void* data;
+  size_t bytes;
+};
+struct HostOps {
+  void* (*load)(void*, const char*, size_t, const void*, size_t, char*, size_t);
+  int (*run)(void*, void*, int, const HostTensor*, int, HostTensor*, int, char*, size_t);
+  void (*release)(void*, void*);
+};
+
+// Runs `p` on the host: false (with a failure recorded) when it holds a
+// kernel that is not a strided copy.
+inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPackage& p,
+                                                   const std::vector<Tensor>& inputs) {
+  using target::cuda::PackageBuffer;
+  using target::cuda::PackageTask;
+  std::vector<unsigned char> arena(static_cast<size_t>(p.arena_bytes) + 1, 0xcd);
+  std::vector<unsigned char> constants(p.constants.begin(), p.constants.end());
+  auto ptr = [&](int b) -> unsigned char* {
+    const PackageBuffer& x = p.buffers[b];
+    return (x.kind == PackageBuffer::Kind::kConstant ? constants.data() : arena.data()) + x.offset;
+  };
+  for (size_t i = 0; i < inputs.size(); ++i)
+    std::memcpy(ptr(p.values[p.inputs[i]].buffer), inputs[i].raw(), inputs[i].nbytes());
+  const auto* ops = static_cast<const HostOps*>(runtime::ReferenceHostOps());
+  void* graph = nullptr;
+  for (const PackageTask& t : p.tasks) {
+    if (t.kind == PackageTask::Kind::kView) continue;
+    if (t.kind == PackageTask::Kind::kKernel) {
+      for (const PackageTask::Launch& l : t.launches) {
+        const target::cuda::PackageKernel& k = p.kernels[l.kernel];
+        if (!k.copy) return absl::UnimplementedError(absl::StrCat("kernel ", k.name, " is not a strided copy"));
+        const target::cuda::CopyPiece& c = k.copy_piece;
+        const int64_t es = k.copy_element_bytes;
+        unsigned char* dst = ptr(l.args[0]);
+        const unsigned char* src = ptr(l.args[1]);
+        int64_t n = 1;
+        for (int64_t d : c.dims) n *= d;
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t r = i, s = c.src_base, d = c.dst_base;
+          for (int j = static_cast<int>(c.dims.size()) - 1; j >= 0; --j) {
+            int64_t q = r % c.dims[j];
+            r /= c.dims[j];
+            s += j == c.table_dim ? c.table[q] : q * c.src_strides[j];
+            d += q * c.dst_strides[j];
+          }
+          std::memcpy(dst + d * es, src + s * es, static_cast<size_t>(es));
+        }
+      }
+      continue;
+    }
+    char err[1024] = "";
+    if (!graph) {
+      graph = ops->load(nullptr, p.host_graph_kir.data(), p.host_graph_kir.size(), p.host_graph_blobs.data(),
+                        p.host_graph_blobs.size(), err, sizeof err);
+      if (!graph) return absl::InternalError(err);
+    }
+    std::vector<std::vector<unsigned char>> data;
+    std::vector<HostTensor> ins, outs;
+    std::vector<int> all = t.host_inputs;
+    all.insert(all.end(), t.host_outputs.begin(), t.host_outputs.end());
+    data.reserve(all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      const target::cuda::PackageValue& v = p.values[all[i]];
+      int64_t bytes = static_cast<int64_t>(DTypeSize(v.dtype));
+      for (int64_t d : v.dims) bytes *= d;
+      data.emplace_back(static_cast<size_t>(bytes));
+      if (i < t.host_inputs.size()) std::memcpy(data.back().data(), ptr(v.buffer), static_cast<size_t>(bytes));
+      HostTensor h{DTypeToOnnx(v.dtype), static_cast<int>(v.dims.size()), v.dims.data(),
+                   v.buffer >= 0 ? data.back().data() : nullptr, static_cast<size_t>(bytes)};
+      (i < t.host_inputs.size() ? ins : outs).push_back(h);
+    }
+    if (ops->run(nullptr, graph, t.host_node, ins.data(), static_cast<int>(ins.size()), outs.data(),
+                 static_cast<int>(outs.size()), err, sizeof err) != 0)
+      return absl::InternalError(absl::StrCat(t.node, ": ", err));
+    for (size_t i = 0; i < t.host_outputs.size(); ++i) {
+      const target::cuda::PackageValue& v = p.values[t.host_outputs[i]];
+      if (v.buffer >= 0) std::memcpy(ptr(v.buffer), data[t.host_inputs.size() + i].data(), data[t.host_inputs.size() + i].size());
+    }
+  }
+  if (graph) ops->release(nullptr, graph);
+  std::vector<Tensor> out;
+  for (int o : p.outputs) {
+    const target::cuda::PackageValue& v = p.values[o];
+    Tensor t(v.dtype, v.dims);
+    std::memcpy(t.raw(), ptr(v.buffer), t.nbytes());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace kiln::cuda_test
