@@ -1,0 +1,282 @@
+//===- cuda_nvcc_test.cc - cuda packages through nvcc, PTX checked --------===//
+//
+// What CI can check of the cuda target without a GPU: the emitted CUDA C++
+// compiles with the CUDA Toolkit's nvcc for sm_80 and sm_90a without a
+// warning (-Werror all-warnings, and -Wall -Wextra -Werror on the host
+// side), and the PTX of every TensorCore kernel holds TensorCore
+// instructions: mma.sync in its sm_80 variant, wgmma in its sm_90a one.
+//
+//  - SmallPackageBuilds: one package, built by its own build.sh.
+//  - DISABLED_ExportedModels (ctest cuda.nvcc.exported_models): every model
+//    of scripts/export_models.py's set (KILN_MODELS_DIR) compiles for
+//    --target=cuda (fp32 and fp16) and its whole package builds.
+//  - DISABLED_Conformance (ctest cuda.nvcc.conformance): every ONNX backend
+//    test model the cuda target accepts; their kernels, deduplicated by name
+//    (kernel names hash their source), compile in a few large translation
+//    units, two nvcc processes at a time.
+//
+// nvcc is $KILN_NVCC, else /usr/local/cuda/bin/nvcc; without it the tests
+// skip.
+//
+//===----------------------------------------------------------------------===//
+#include <sys/wait.h>
+
+#include <chrono>
+#include <future>
+#include <regex>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using target::cuda::CudaPackage;
+using target::cuda::PackageKernel;
+
+std::string Nvcc() {
+  const char* env = std::getenv("KILN_NVCC");
+  std::string nvcc = env && *env ? env : "/usr/local/cuda/bin/nvcc";
+  return fs::exists(nvcc) ? nvcc : "";
+}
+
+// Flags that turn every warning into an error, device and host side.
+constexpr char kStrict[] = "-Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror";
+
+int Shell(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  return rc == -1 ? -1 : WEXITSTATUS(rc);
+}
+
+// The body of `.entry NAME(` in `ptx`, with the bodies of the functions it
+// calls (transitively), or empty when the entry is missing.
+std::string EntryText(const std::string& ptx, const std::string& name) {
+  std::string out;
+  std::set<std::string> seen;
+  std::vector<std::pair<std::string, std::string>> todo = {{".entry " + name + "(", name}};
+  while (!todo.empty()) {
+    auto [header, fn] = todo.back();
+    todo.pop_back();
+    if (!seen.insert(fn).second) continue;
+    size_t at = ptx.find(header);
+    if (at == std::string::npos && header.rfind(".func", 0) == 0) {
+      // `.func (.param ...) name(`: find the name after .func.
+      static const std::regex any_func(R"(\.func\s*(\([^)]*\))?\s*)");
+      std::smatch m;
+      std::string::const_iterator from = ptx.begin();
+      while (std::regex_search(from, ptx.end(), m, any_func)) {
+        size_t p = static_cast<size_t>(m.position(0) + (from - ptx.begin())) + m.length(0);
+        if (ptx.compare(p, fn.size() + 1, fn + "(") == 0) {
+          at = static_cast<size_t>(m.position(0) + (from - ptx.begin()));
+          break;
+        }
+        from = m[0].second;
+      }
+    }
+    if (at == std::string::npos) continue;
+    size_t end = ptx.find("\n}", at);
+    std::string body = ptx.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    out += body;
+    static const std::regex call(R"(call(\.uni)?\s*(\([^)]*\),\s*)?([A-Za-z_$][\w$]*))");
+    for (std::sregex_iterator it(body.begin(), body.end(), call), e; it != e; ++it)
+      todo.push_back({".func", (*it)[3].str()});
+  }
+  return out;
+}
+
+// Checks the PTX of a compiled translation unit (its -keep files in `keep`,
+// named TU.compute_XX.ptx): each TensorCore kernel's sm_80 variant holds
+// mma.sync, its sm_90a variant wgmma. Returns the kernels checked.
+int CheckTensorCorePtx(const std::string& keep, const std::string& tu, const std::vector<const PackageKernel*>& kernels,
+                       const target::cuda::CudaBuildOptions& build) {
+  std::map<std::string, std::string> ptx;
+  for (const char* arch : {"compute_80", "compute_90a"}) {
+    std::string text = cuda_test::ReadFileOrEmpty(absl::StrCat(keep, "/", tu, ".", arch, ".ptx"));
+    if (!text.empty()) ptx[arch] = std::move(text);
+  }
+  int checked = 0;
+  for (const PackageKernel* k : kernels) {
+    if (!k->matrix) continue;
+    ++checked;
+    for (const target::cuda::CudaVariant& v : k->variants) {
+      const bool hopper = v.min_sm >= 90;
+      if (hopper && !build.arch.hopper) continue;
+      const char* arch = hopper ? "compute_90a" : "compute_80";
+      const char* want = hopper ? "wgmma" : "mma.sync";
+      if (!ptx.count(arch)) {
+        ADD_FAILURE() << "no " << arch << " PTX for " << tu;
+        continue;
+      }
+      std::string body = EntryText(ptx[arch], v.function);
+      EXPECT_FALSE(body.empty()) << v.function << " is not in " << tu << "." << arch << ".ptx";
+      EXPECT_TRUE(absl::StrContains(body, want)) << v.function << " (" << k->name << ") has no " << want << " in its "
+                                                 << arch << " PTX";
+    }
+  }
+  return checked;
+}
+
+absl::StatusOr<CudaPackage> CompileOnnx(const std::string& path, target::CompileOptions options = {}) {
+  auto m = onnx_import::ImportFile(path);
+  if (!m.ok()) return m.status();
+  auto t = cuda_test::CudaTarget();
+  absl::Status s = cuda_test::Optimize(*m, *t);
+  if (!s.ok()) return s;
+  return target::cuda::BuildCudaPackage(*m, *t, options);
+}
+
+TEST(CudaNvcc, SmallPackageBuilds) {
+  std::string nvcc = Nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
+  auto m = cuda_test::ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[]) {
+  %t = Transpose(%x) {perm = [1, 0]}
+  %c = CumSum(%t, %ax)
+  %s = const i64[2] dense [1, 0]
+  %e = const i64[2] dense [6, 4]
+  %a = const i64[2] dense [0, 1]
+  %sl = Slice(%c, %s, %e, %a)
+  return %sl
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto p = cuda_test::Package(*m);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::string dir = cuda_test::TempDir("small");
+  ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
+  std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " > ", dir, "/build.log 2>&1");
+  ASSERT_EQ(Shell(cmd), 0) << cuda_test::ReadFileOrEmpty(dir + "/build.log");
+  EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");  // not one warning
+  ASSERT_TRUE(fs::exists(dir + "/libkiln_model.so"));
+  ASSERT_EQ(Shell(absl::StrCat("nm -D ", dir, "/libkiln_model.so > ", dir, "/nm.txt")), 0);
+  std::string nm = cuda_test::ReadFileOrEmpty(dir + "/nm.txt");
+  for (const char* sym : {"kiln_model_load", "kiln_model_run", "kiln_model_free", "kiln_model_num_inputs",
+                          "kiln_model_input", "kiln_model_output", "kiln_model_set_host_ops"})
+    EXPECT_TRUE(absl::StrContains(nm, absl::StrCat(" T ", sym, "\n"))) << sym;
+  fs::remove_all(dir);
+}
+
+TEST(CudaNvcc, DISABLED_ExportedModels) {
+  std::string nvcc = Nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
+  const char* models = std::getenv("KILN_MODELS_DIR");
+  ASSERT_TRUE(models && fs::is_directory(models)) << "KILN_MODELS_DIR must name the exported models";
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(models))
+    if (fs::exists(e.path() / "model.onnx")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  ASSERT_GE(names.size(), 7u) << "the exported set: tiny_cnn, mlp, bert_encoder, gpt2_block, resnet18/50, mobilenet_v2";
+  std::string root = cuda_test::TempDir("exported");
+  int matrix = 0;
+  for (const std::string& name : names) {
+    for (const char* precision : {"fp32", "fp16"}) {
+      SCOPED_TRACE(absl::StrCat(name, " ", precision));
+      target::CompileOptions o;
+      o.precision = std::string(precision) == "fp16" ? target::Precision::kFp16 : target::Precision::kFp32;
+      auto start = std::chrono::steady_clock::now();
+      auto p = CompileOnnx(absl::StrCat(models, "/", name, "/model.onnx"), o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      std::string dir = absl::StrCat(root, "/", name, "_", precision);
+      ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
+      std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " -keep -keep-dir ", dir,
+                                     " > ", dir, "/build.log 2>&1");
+      ASSERT_EQ(Shell(cmd), 0) << cuda_test::ReadFileOrEmpty(dir + "/build.log");
+      EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");
+      std::vector<const PackageKernel*> kernels;
+      for (const PackageKernel& k : p->kernels) kernels.push_back(&k);
+      int checked = CheckTensorCorePtx(dir, "kernels", kernels, p->build);
+      matrix += checked;
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::cout << name << " " << precision << ": " << p->tasks.size() << " tasks, " << p->kernels.size()
+                << " kernels (" << checked << " TensorCore), " << p->num_host_tasks() << " host tasks, built in "
+                << static_cast<int>(seconds) << " s\n";
+      fs::remove_all(dir);
+    }
+  }
+  std::cout << matrix << " TensorCore kernels checked\n";
+  fs::remove_all(root);
+}
+
+TEST(CudaNvcc, DISABLED_Conformance) {
+  std::string nvcc = Nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
+  const std::string data = "/usr/share/libonnx-testdata/data";
+  if (!fs::is_directory(data)) GTEST_SKIP() << "no ONNX test data";
+  auto start = std::chrono::steady_clock::now();
+  std::vector<fs::path> models;
+  for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"})
+    for (const auto& e : fs::directory_iterator(fs::path(data) / suite))
+      if (fs::exists(e.path() / "model.onnx")) models.push_back(e.path() / "model.onnx");
+  std::sort(models.begin(), models.end());
+  // Every accepted model's kernels, once each.
+  std::map<std::string, PackageKernel> kernels;
+  std::string prelude;
+  target::cuda::CudaBuildOptions build;
+  int accepted = 0, with_kernels = 0;
+  for (const fs::path& m : models) {
+    auto p = CompileOnnx(m.string());
+    if (!p.ok()) continue;
+    ++accepted;
+    build = p->build;
+    if (prelude.empty()) {
+      std::string k = p->Files()["kernels.cu"];
+      prelude = k.substr(0, k.find("//===--- "));
+    }
+    with_kernels += !p->kernels.empty();
+    for (const PackageKernel& k : p->kernels) kernels.emplace(k.name, k);
+  }
+  double compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_GT(accepted, 500) << "the cuda target accepts too few conformance models";
+
+  // A few large translation units, balanced by source size.
+  const int kUnits = std::max<int>(1, std::min<int>(8, static_cast<int>(kernels.size() / 40) + 1));
+  std::vector<std::string> sources(kUnits, prelude);
+  std::vector<std::vector<const PackageKernel*>> members(kUnits);
+  std::vector<size_t> sizes(kUnits, 0);
+  for (const auto& [name, k] : kernels) {
+    int u = static_cast<int>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+    absl::StrAppend(&sources[u], "\n", k.source);
+    sizes[u] += k.source.size();
+    members[u].push_back(&k);
+  }
+  std::string dir = cuda_test::TempDir("conformance");
+  std::string flags;
+  for (const std::string& g : build.gencodes) absl::StrAppend(&flags, " -gencode ", g);
+  std::vector<std::string> commands;
+  for (int u = 0; u < kUnits; ++u) {
+    std::string tu = absl::StrCat("unit", u);
+    std::ofstream(absl::StrCat(dir, "/", tu, ".cu")) << sources[u];
+    commands.push_back(absl::StrCat("cd ", dir, " && '", nvcc, "' -O3 -std=c++17", flags, " ", kStrict,
+                                    " -keep -keep-dir . -c ", tu, ".cu -o ", tu, ".o > ", tu, ".log 2>&1"));
+  }
+  // Two nvcc processes at a time (CI has two cores).
+  std::vector<int> rc(kUnits, -1);
+  for (int u = 0; u < kUnits; u += 2) {
+    auto second = std::async(std::launch::async, [&, u] {
+      if (u + 1 < kUnits) rc[u + 1] = Shell(commands[u + 1]);
+    });
+    rc[u] = Shell(commands[u]);
+    second.get();
+  }
+  int matrix = 0;
+  for (int u = 0; u < kUnits; ++u) {
+    std::string tu = absl::StrCat("unit", u);
+    std::string log = cuda_test::ReadFileOrEmpty(absl::StrCat(dir, "/", tu, ".log"));
+    EXPECT_EQ(rc[u], 0) << tu << ":\n" << log.substr(0, 4000);
+    EXPECT_EQ(log, "") << tu << " printed warnings";
+    if (rc[u] == 0) matrix += CheckTensorCorePtx(dir, tu, members[u], build);
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << accepted << " of " << models.size() << " conformance models accepted (" << with_kernels
+            << " with GPU kernels); " << kernels.size() << " distinct kernels (" << matrix
+            << " TensorCore) in " << kUnits << " translation units; compile " << static_cast<int>(compile_seconds)
+            << " s, total " << static_cast<int>(seconds) << " s\n";
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln
