@@ -283,8 +283,9 @@ CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::str
   absl::StrAppend(&body, "  const ", idx, " n = ", l.elements, ";\n");
   absl::StrAppend(&body, "  for (", idx, " i = (", idx, ")blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (", idx,
                   ")gridDim.x * blockDim.x) {\n");
-  absl::StrAppend(&body, "    ", idx, " r = i, s = ", piece.src_base, ", d = ", piece.dst_base, ";\n");
   const int nd = static_cast<int>(piece.dims.size());
+  if (nd > 0) absl::StrAppend(&body, "    ", idx, " r = i, s = ", piece.src_base, ", d = ", piece.dst_base, ";\n");
+  else absl::StrAppend(&body, "    ", idx, " s = ", piece.src_base, ", d = ", piece.dst_base, ";\n");
   for (int i = nd - 1; i >= 0; --i) {
     const bool table = i == piece.table_dim;
     std::string coord = i == 0 ? "r" : "q";

@@ -92,6 +92,13 @@ kiln_model* kiln_model_load(const char* package_dir, char* err, size_t err_len);
 /* Runs the model once. 0 on success; otherwise non-zero with the reason in err. */
 int kiln_model_run(kiln_model* model, const void* const* inputs, void* const* outputs, char* err, size_t err_len);
 
+/* Runs the model on device memory in place: the inputs are read where
+ * they are and the outputs written where they are (device pointers of the
+ * current device, valid until the call returns); no copies are made for
+ * them. 0 on success. */
+int kiln_model_run_device(kiln_model* model, const void* const* inputs, void* const* outputs, char* err,
+                          size_t err_len);
+
 void kiln_model_free(kiln_model* model);
 
 int kiln_model_num_inputs(const kiln_model* model);
@@ -154,7 +161,10 @@ namespace {
 // Where a buffer lives: the arena (placed by liveness at compile time) or
 // the constants region (constants.bin).
 enum { KILN_ARENA = 0, KILN_CONSTANTS = 1 };
-struct BufferDesc { int region; int64_t offset; int64_t bytes; };
+// A buffer's kind (KILN_INPUT, ...) and its root: itself, or the buffer a
+// view names.
+enum { KILN_INTERMEDIATE = 0, KILN_INPUT = 1, KILN_OUTPUT = 2, KILN_CONSTANT = 3, KILN_WORKSPACE = 4 };
+struct BufferDesc { int region; int64_t offset; int64_t bytes; int kind; int root; };
 // One compiled form of a kernel: its function in kiln_kernel_functions,
 // the lowest compute capability it runs on, its launch geometry.
 struct VariantDesc { int function; int min_sm; unsigned grid[3]; unsigned block; int shared_bytes; };
@@ -194,6 +204,7 @@ struct kiln_model {
   void* host_graph = nullptr;
   void* host_library = nullptr;
   std::vector<std::vector<unsigned char>> host_data;  // per value
+  std::vector<void*> bound;  // per buffer: caller memory in place of the arena (kiln_model_run_device)
 };
 
 namespace {
@@ -225,6 +236,7 @@ bool ReadFile(const std::string& path, std::string* out) {
 
 void* BufferPtr(const kiln_model* m, int b) {
   const BufferDesc& d = kBuffers[b];
+  if (!m->bound.empty() && m->bound[d.root]) return m->bound[d.root];
   return (d.region == KILN_CONSTANTS ? m->constants : m->arena) + d.offset;
 }
 
@@ -304,6 +316,7 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   for (int i = 0; i < kNumInputs; ++i) m->inputs.push_back(InfoOf(kInputs[i]));
   for (int i = 0; i < kNumOutputs; ++i) m->outputs.push_back(InfoOf(kOutputs[i]));
   m->host_data.resize(kNumValues);
+  m->bound.assign(kNumBuffers, nullptr);
   return true;
 }
 
@@ -385,6 +398,7 @@ bool RunHostTask(kiln_model* m, const TaskDesc& t, std::string* error) {
 bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std::string* error) {
   for (int i = 0; i < kNumInputs; ++i) {
     const ValueDesc& d = kValues[kInputs[i]];
+    if (m->bound[kBuffers[d.buffer].root]) continue;
     if (d.bytes > 0 && !Ok(cudaMemcpyAsync(BufferPtr(m, d.buffer), inputs[i], d.bytes, cudaMemcpyDefault, m->stream),
                            std::string("input ") + d.name, error))
       return false;
@@ -418,6 +432,7 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
   }
   for (int i = 0; i < kNumOutputs; ++i) {
     const ValueDesc& d = kValues[kOutputs[i]];
+    if (m->bound[kBuffers[d.buffer].root] == outputs[i]) continue;
     if (d.bytes > 0 && !Ok(cudaMemcpyAsync(outputs[i], BufferPtr(m, d.buffer), d.bytes, cudaMemcpyDefault, m->stream),
                            std::string("output ") + d.name, error))
       return false;
@@ -448,6 +463,32 @@ int kiln_model_run(kiln_model* m, const void* const* inputs, void* const* output
   }
   std::string error;
   if (!RunImpl(m, inputs, outputs, &error)) {
+    SetError(err, err_len, error);
+    return 1;
+  }
+  return 0;
+}
+
+int kiln_model_run_device(kiln_model* m, const void* const* inputs, void* const* outputs, char* err,
+                          size_t err_len) {
+  if (!m) {
+    SetError(err, err_len, "no model");
+    return 1;
+  }
+  // Inputs and outputs that own their buffer are used in place; the rest
+  // (an output that is a view, a constant or an input) are copied.
+  for (int i = 0; i < kNumInputs; ++i) {
+    int b = kValues[kInputs[i]].buffer;
+    if (kBuffers[b].kind == KILN_INPUT && kBuffers[b].root == b) m->bound[b] = const_cast<void*>(inputs[i]);
+  }
+  for (int i = 0; i < kNumOutputs; ++i) {
+    int b = kValues[kOutputs[i]].buffer;
+    if (kBuffers[b].kind == KILN_OUTPUT && kBuffers[b].root == b && !m->bound[b]) m->bound[b] = outputs[i];
+  }
+  std::string error;
+  bool ok = RunImpl(m, inputs, outputs, &error);
+  m->bound.assign(kNumBuffers, nullptr);
+  if (!ok) {
     SetError(err, err_len, error);
     return 1;
   }
@@ -521,6 +562,17 @@ const char* KindName(PackageBuffer::Kind k) {
   return "";
 }
 
+const char* KindEnum(PackageBuffer::Kind k) {
+  switch (k) {
+    case PackageBuffer::Kind::kInput: return "KILN_INPUT";
+    case PackageBuffer::Kind::kOutput: return "KILN_OUTPUT";
+    case PackageBuffer::Kind::kIntermediate: return "KILN_INTERMEDIATE";
+    case PackageBuffer::Kind::kConstant: return "KILN_CONSTANT";
+    case PackageBuffer::Kind::kWorkspace: return "KILN_WORKSPACE";
+  }
+  return "KILN_INTERMEDIATE";
+}
+
 std::string ModelSource(const CudaPackage& p) {
   std::string s = absl::StrCat(
       "// model.cc - the host launcher of a kiln cuda package (model ", CommentText(p.model_name), ", precision ",
@@ -541,12 +593,15 @@ std::string ModelSource(const CudaPackage& p) {
   absl::StrAppend(&s, "static const BufferDesc kBuffers[] = {\n");
   for (size_t i = 0; i < p.buffers.size(); ++i) {
     const PackageBuffer& b = p.buffers[i];
-    absl::StrAppend(&s, "    {", RegionName(b), ", ", b.offset, ", ", b.bytes, "},  // ", i, ": ", KindName(b.kind),
-                    " ", CommentText(b.name));
+    int root = static_cast<int>(i);
+    while (p.buffers[root].alias_of >= 0) root = p.buffers[root].alias_of;
+    absl::StrAppend(&s, "    {", RegionName(b), ", ", b.offset, ", ", b.bytes, ", ", KindEnum(b.kind), ", ", root,
+                    "},  // ", i, ": ", KindName(b.kind), " ", CommentText(b.name));
     if (b.alias_of >= 0) absl::StrAppend(&s, " (a view of ", b.alias_of, ")");
     absl::StrAppend(&s, "\n");
   }
-  absl::StrAppend(&s, "    {0, 0, 0}};\n\n");
+  absl::StrAppend(&s, "    {0, 0, 0, 0, 0}};\n");
+  absl::StrAppend(&s, "static const int kNumBuffers = ", p.buffers.size(), ";\n\n");
 
   absl::StrAppend(&s, "static const VariantDesc kVariants[] = {\n");
   int function = 0;
