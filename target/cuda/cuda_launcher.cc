@@ -22,10 +22,6 @@
 #include "target/cuda/cuda_package.h"
 
 namespace kiln::target::cuda {
-[[gnu::weak]] std::string CudaPrelude();
-}  // namespace kiln::target::cuda
-
-namespace kiln::target::cuda {
 namespace {
 
 constexpr char kHeader[] = R"KILN(/* kiln_model.h - the C API of a kiln cuda package.
@@ -686,8 +682,7 @@ std::string ModelSource(const CudaPackage& p) {
 std::string KernelsSource(const CudaPackage& p) {
   std::string s = absl::StrCat("// kernels.cu - the kernels of a kiln cuda package (model ", CommentText(p.model_name),
                                ", precision ", p.precision, ", ", p.build.arch_name, ").\n\n");
-  if (&CudaPrelude != nullptr) s += CudaPrelude();
-  else s += "#include <cuda_runtime.h>\n";
+  s += CudaPrelude();
   s += "\n";
   for (const PackageKernel& k : p.kernels) {
     absl::StrAppend(&s, "//===--- ", k.name, " ", std::string(k.name.size() < 60 ? 60 - k.name.size() : 3, '-'),

@@ -23,27 +23,10 @@
 #include "target/backend/tile_lowering.h"
 #include "target/cuda/cuda_copy_kernel.h"
 
-// The shared backend's lowering and the CUDA code generator, referenced
-// weakly: a kiln built without them still compiles packages, with every
-// node that needs a generated kernel on the host.
-namespace kiln::target::tile {
-[[gnu::weak]] TileCostFigures FiguresOf(const TargetDescription& d);
-[[gnu::weak]] absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f);
-}  // namespace kiln::target::tile
-namespace kiln::target::cuda {
-[[gnu::weak]] std::string CudaPrelude();
-[[gnu::weak]] absl::StatusOr<CudaKernel> EmitCudaKernel(const tile::TileKernel& k, const CudaArch& arch);
-}  // namespace kiln::target::cuda
-
 namespace kiln::target::cuda {
 namespace {
 
 constexpr int64_t kAlignment = 256;
-
-bool TileBackendLinked() {
-  return &tile::FiguresOf != nullptr && &tile::LowerNode != nullptr && &EmitCudaKernel != nullptr &&
-         &CudaPrelude != nullptr;
-}
 
 const char* PrecisionName(Precision p) {
   switch (p) {
@@ -195,9 +178,7 @@ absl::StatusOr<std::vector<const Value*>> ArgValues(const Node& n, const tile::T
 class KernelBuilder {
  public:
   KernelBuilder(const TargetDescription& d, const CudaBuildOptions& build, Precision precision)
-      : build_(build), precision_(precision) {
-    if (TileBackendLinked()) figures_ = tile::FiguresOf(d);
-  }
+      : build_(build), precision_(precision), figures_(tile::FiguresOf(d)) {}
 
   DType MatrixInput(const Node& n) const {
     DType t = DType::kF32;
@@ -216,8 +197,6 @@ class KernelBuilder {
   }
 
   absl::StatusOr<NodeKernel> Build(const Node& n) {
-    if (!TileBackendLinked())
-      return absl::UnimplementedError("this kiln was built without the tile lowering and the CUDA code generator");
     KILN_ASSIGN_OR_RETURN(tile::TileKernel k, tile::LowerNode(n, MatrixInput(n), figures_));
     KILN_ASSIGN_OR_RETURN(std::vector<const Value*> args, ArgValues(n, k));
     // The kernel's name is its op and a hash of its source under a fixed
