@@ -1,6 +1,8 @@
 //===- cmd_run.cc - `kiln run` --------------------------------------------===//
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -9,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "graph/exec/executor.h"
@@ -20,6 +23,7 @@
 
 ABSL_FLAG(std::string, output_dir, "", "Directory to write each output as <name>.npy.");
 ABSL_FLAG(int, batches, 1, "npusim: stream this many batches, overlapping transfers with compute.");
+ABSL_FLAG(int, repeat, 0, "cuda: run the package this many more times and print its latency.");
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, report_csv);
@@ -161,7 +165,24 @@ int RunCudaPackage(const std::string& dir) {
   if (isatty(2)) std::cerr << "kiln: running " << dir << " on " << (*exe)->device() << "\n";
   auto outputs = (*exe)->Run(*inputs);
   if (!outputs.ok()) return Fail(outputs.status());
-  return WriteOutputs(out_names, *outputs);
+  if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
+  // --repeat: the latency of further runs (the first run above warmed up).
+  const int repeat = absl::GetFlag(FLAGS_repeat);
+  if (repeat < 0 || repeat > 100000) return Fail("--repeat must be between 0 and 100000");
+  if (repeat == 0) return 0;
+  std::vector<double> ms;
+  for (int i = 0; i < repeat; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    auto again = (*exe)->Run(*inputs);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (!again.ok()) return Fail(again.status());
+  }
+  std::sort(ms.begin(), ms.end());
+  double mean = 0;
+  for (double x : ms) mean += x / ms.size();
+  std::cout << absl::StrFormat("latency: median %.4f ms, mean %.4f ms, min %.4f ms over %d runs on %s\n",
+                               ms[ms.size() / 2], mean, ms.front(), repeat, (*exe)->device());
+  return 0;
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -219,6 +240,8 @@ flags:
                        against max(compute, transfer)
   --timing-only        npusim: skip the arithmetic (outputs are not computed)
   --cycle-limit=N      npusim: stop with an error past N cycles
+  --repeat=N           cuda: run N more times and print the latency (host
+                       inputs and outputs, their copies included)
 )",
     Run};
 

@@ -1,0 +1,259 @@
+#!/usr/bin/python3
+"""kiln's cuda target against cuBLAS, PyTorch eager and torch.compile, on one GPU.
+
+One command on a machine with an NVIDIA GPU, PyTorch with CUDA and the CUDA
+Toolkit (nvcc), after building kiln (build/tools/kiln/kiln):
+
+    benchmarks/cuda_bench.py                 # everything below
+    benchmarks/cuda_bench.py --skip-models   # the GEMM sweep only
+
+1. GEMM sweep: Y = A x B, square 1024^3 .. 8192^3, fp16 and bf16. Each size is
+   an ONNX MatMul compiled with `kiln compile --target=cuda` (for the GPU's
+   architecture: sm_90a on Hopper), built with nvcc, loaded with ctypes and
+   run in place on device memory (kiln_model_run_device); cuBLAS is
+   torch.matmul on the same tensors. Prints TFLOPS and kiln/cuBLAS.
+2. Models: ResNet-50 and the BERT-style encoder of scripts/export_models.py
+   (exported into the work directory unless --models names an export),
+   compiled at fp32 and fp16, run with `kiln run DIR --repeat=N` (latency
+   with the model's host input and output copies); PyTorch eager and
+   torch.compile on the same module and input shapes, inputs on the device.
+   Prints latencies and kiln's ratio to each.
+3. Agreement: each kiln model's outputs against PyTorch's (expected_*.npy of
+   the export): fp32 within 1e-4 and fp16 within 1e-2 relative to the
+   largest reference magnitude; each GEMM against torch.matmul within 1e-2.
+
+Exits 1 with one line when there is no GPU, no nvcc or no kiln binary.
+"""
+import argparse
+import ctypes
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fail(msg):
+    print(f"cuda_bench: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)} failed:\n{r.stdout[-4000:]}")
+    return r.stdout
+
+
+def find_nvcc():
+    for c in [os.environ.get("NVCC", ""), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin/nvcc"),
+              "/usr/local/cuda/bin/nvcc", shutil.which("nvcc") or ""]:
+        if c and os.path.exists(c):
+            return c
+    return None
+
+
+def arch_flag(torch):
+    major, minor = torch.cuda.get_device_capability()
+    if major == 9:
+        return "sm_90a"
+    if major == 8:
+        return f"sm_{major}{minor}" if minor in (0, 6, 9) else "sm_80"
+    return ""  # other GPUs: both, with PTX for the JIT
+
+
+def compile_package(kiln, onnx_path, out_dir, precision, arch, nvcc):
+    cmd = [kiln, "compile", onnx_path, "--target=cuda", "-o", out_dir, f"--precision={precision}"]
+    if arch:
+        cmd.append(f"--arch={arch}")
+    run(cmd)
+    env = dict(os.environ, NVCC=nvcc)
+    run(["sh", os.path.join(out_dir, "build.sh")], env=env)
+    with open(os.path.join(out_dir, "placement.txt")) as f:
+        return f.read()
+
+
+class Package:
+    """A built package driven through its C API (kiln_model.h)."""
+
+    def __init__(self, directory):
+        lib = ctypes.CDLL(os.path.join(directory, "libkiln_model.so"))
+        lib.kiln_model_load.restype = ctypes.c_void_p
+        lib.kiln_model_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        for name in ("kiln_model_run", "kiln_model_run_device"):
+            getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
+        lib.kiln_model_num_host_tasks.argtypes = [ctypes.c_void_p]
+        lib.kiln_model_free.argtypes = [ctypes.c_void_p]
+        self.lib = lib
+        self.err = ctypes.create_string_buffer(2048)
+        self.model = lib.kiln_model_load(directory.encode(), self.err, len(self.err))
+        if not self.model:
+            fail(f"loading {directory}: {self.err.value.decode()}")
+        if lib.kiln_model_num_host_tasks(self.model):
+            fail(f"{directory} has host tasks; a GEMM package should run entirely on the GPU")
+
+    def run_device(self, inputs, outputs):
+        ins = (ctypes.c_void_p * len(inputs))(*[t.data_ptr() for t in inputs])
+        outs = (ctypes.c_void_p * len(outputs))(*[t.data_ptr() for t in outputs])
+        if self.lib.kiln_model_run_device(self.model, ins, outs, self.err, len(self.err)) != 0:
+            fail(f"kiln_model_run_device: {self.err.value.decode()}")
+
+
+def time_cuda(torch, fn, warmup, iters):
+    """Median milliseconds of fn() (which may synchronize itself), timed with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def gemm_onnx(path, n, dtype_name):
+    import onnx
+    from onnx import TensorProto, helper
+    et = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[dtype_name]
+    g = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["Y"])], f"gemm_{n}",
+                          [helper.make_tensor_value_info("A", et, [n, n]), helper.make_tensor_value_info("B", et, [n, n])],
+                          [helper.make_tensor_value_info("Y", et, [n, n])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def gemm_sweep(torch, args, kiln, nvcc, arch, rows):
+    print(f"\n== GEMM: kiln vs cuBLAS (torch.matmul), {torch.cuda.get_device_name()} ==")
+    print(f"{'size':>6} {'dtype':>5} {'kiln TFLOPS':>12} {'cuBLAS TFLOPS':>14} {'kiln/cuBLAS':>12} {'max rel err':>12}")
+    for n in args.sizes:
+        for dt in ("fp16", "bf16"):
+            tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+            d = os.path.join(args.work, f"gemm_{n}_{dt}")
+            os.makedirs(d, exist_ok=True)
+            gemm_onnx(os.path.join(d, "gemm.onnx"), n, dt)
+            compile_package(kiln, os.path.join(d, "gemm.onnx"), os.path.join(d, "pkg"), "fp32", arch, nvcc)
+            pkg = Package(os.path.join(d, "pkg"))
+            a = torch.randn(n, n, device="cuda").to(tdt)
+            b = torch.randn(n, n, device="cuda").to(tdt)
+            y = torch.empty(n, n, device="cuda", dtype=tdt)
+            iters = max(5, min(100, int(2e12 / (2 * n ** 3))))
+            ms_kiln = time_cuda(torch, lambda: pkg.run_device([a, b], [y]), 3, iters)
+            ms_ref = time_cuda(torch, lambda: torch.matmul(a, b), 3, iters)
+            ref = torch.matmul(a.float(), b.float())
+            pkg.run_device([a, b], [y])
+            rel = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+            tk, tr = 2 * n ** 3 / ms_kiln / 1e9, 2 * n ** 3 / ms_ref / 1e9
+            ok = "" if rel <= 1e-2 else "  DISAGREES"
+            print(f"{n:>6} {dt:>5} {tk:>12.1f} {tr:>14.1f} {tk / tr:>12.2f} {rel:>12.2e}{ok}")
+            rows.append(("gemm", n, dt, tk, tr, rel))
+
+
+def load_export_module():
+    spec = importlib.util.spec_from_file_location("export_models", os.path.join(ROOT, "scripts/export_models.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def model_latency(torch, args, kiln, nvcc, arch, rows):
+    import numpy as np
+    exp = load_export_module()
+    models_dir = args.models or os.path.join(args.work, "models")
+    names = ["resnet50", "bert_encoder"]
+    for name in names:
+        if not os.path.exists(os.path.join(models_dir, name, "model.onnx")):
+            print(f"exporting {name} into {models_dir} ...", flush=True)
+            run([sys.executable, os.path.join(ROOT, "scripts/export_models.py"), models_dir, name])
+    print(f"\n== Models: kiln vs PyTorch eager and torch.compile, {torch.cuda.get_device_name()} ==")
+    print(f"{'model':>13} {'prec':>5} {'kiln ms':>9} {'eager ms':>9} {'compile ms':>11} {'eager/kiln':>11} "
+          f"{'compile/kiln':>13} {'rel err':>9} {'host tasks':>10}")
+    for name in names:
+        src = os.path.join(models_dir, name)
+        with open(os.path.join(src, "inputs.txt")) as f:
+            input_names = f.read().split()
+        ctor, make_inputs, _ = exp.MODELS[name]
+        torch.manual_seed(0)
+        module = ctor().eval()
+        for m in module.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+        host_inputs = [np.load(os.path.join(src, f"input_{i}.npy")) for i in range(len(input_names))]
+        expected = np.load(os.path.join(src, "expected_0.npy"))
+        for precision, tol in (("fp32", 1e-4), ("fp16", 1e-2)):
+            d = os.path.join(args.work, f"{name}_{precision}")
+            placement = compile_package(kiln, os.path.join(src, "model.onnx"), d, precision, arch, nvcc)
+            host_tasks = placement.count("  ->  host:")
+            out_dir = os.path.join(d, "out")
+            cmd = [kiln, "run", d, f"--output-dir={out_dir}", f"--repeat={args.iters}"]
+            for i, n in enumerate(input_names):
+                cmd += ["--input", f"{n}={os.path.join(src, f'input_{i}.npy')}"]
+            text = run(cmd)
+            line = [l for l in text.splitlines() if l.startswith("latency:")][0]
+            ms_kiln = float(line.split("median ")[1].split(" ms")[0])
+            got = np.load(os.path.join(out_dir, "output_0.npy")).astype(np.float64)
+            rel = float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-30))
+            # PyTorch at the same precision, inputs on the device.
+            dt = torch.float16 if precision == "fp16" else torch.float32
+            mod = module.to("cuda").to(dt) if precision == "fp16" else module.to("cuda").float()
+            tin = [torch.from_numpy(x).to("cuda") for x in host_inputs]
+            tin = [t.to(dt) if t.is_floating_point() else t for t in tin]
+            with torch.no_grad():
+                ms_eager = time_cuda(torch, lambda: mod(*tin), 5, args.iters)
+                compiled = torch.compile(mod)
+                ms_compiled = time_cuda(torch, lambda: compiled(*tin), 5, args.iters)
+            ok = "" if rel <= tol else f"  DISAGREES (tolerance {tol})"
+            print(f"{name:>13} {precision:>5} {ms_kiln:>9.3f} {ms_eager:>9.3f} {ms_compiled:>11.3f} "
+                  f"{ms_eager / ms_kiln:>11.2f} {ms_compiled / ms_kiln:>13.2f} {rel:>9.1e} {host_tasks:>10}{ok}")
+            rows.append(("model", name, precision, ms_kiln, ms_eager, ms_compiled, rel))
+            module = module.float().cpu()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--kiln", default=os.path.join(ROOT, "build/tools/kiln/kiln"), help="the kiln binary")
+    p.add_argument("--work", default="/tmp/kiln_cuda_bench", help="where packages and exports go")
+    p.add_argument("--models", default="", help="a directory of exported models (default: export into --work)")
+    p.add_argument("--sizes", default="1024,2048,4096,8192", help="GEMM sizes (M = N = K)")
+    p.add_argument("--iters", type=int, default=50, help="timed runs per model")
+    p.add_argument("--skip-gemm", action="store_true")
+    p.add_argument("--skip-models", action="store_true")
+    args = p.parse_args()
+    args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    try:
+        import torch
+    except ImportError as e:
+        fail(f"PyTorch is not installed ({e})")
+    if not torch.cuda.is_available():
+        fail("no CUDA GPU: torch.cuda.is_available() is False (run this on a machine with an NVIDIA GPU and driver)")
+    nvcc = find_nvcc()
+    if not nvcc:
+        fail("no nvcc: install the CUDA Toolkit or set NVCC / CUDA_HOME")
+    if not os.access(args.kiln, os.X_OK):
+        fail(f"no kiln binary at {args.kiln} (build kiln first, or pass --kiln)")
+    os.makedirs(args.work, exist_ok=True)
+    arch = arch_flag(torch)
+    cap = torch.cuda.get_device_capability()
+    print(f"GPU: {torch.cuda.get_device_name()} (sm_{cap[0]}{cap[1]}), packages built with "
+          f"--arch={arch or 'default'}, PyTorch {torch.__version__}, {nvcc}")
+    rows = []
+    if not args.skip_gemm:
+        gemm_sweep(torch, args, os.path.abspath(args.kiln), nvcc, arch, rows)
+    if not args.skip_models:
+        model_latency(torch, args, os.path.abspath(args.kiln), nvcc, arch, rows)
+    bad = [r for r in rows if (r[0] == "gemm" and r[5] > 1e-2) or
+           (r[0] == "model" and r[6] > (1e-4 if r[2] == "fp32" else 1e-2))]
+    print(f"\n{len(rows)} measurements, {len(bad)} outside their tolerance")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
