@@ -410,6 +410,7 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
     for (int li = t.first_launch; li < t.first_launch + t.num_launches; ++li) {
       const LaunchDesc& l = kLaunches[li];
       const VariantDesc& v = kVariants[m->variant[l.kernel]];
+      if (v.grid[0] == 0 || v.grid[1] == 0 || v.grid[2] == 0) continue;  // nothing to compute
       if (l.workspace >= 0 && l.zero_workspace &&
           !Ok(cudaMemsetAsync(BufferPtr(m, l.workspace), 0, kBuffers[l.workspace].bytes, m->stream),
               std::string("workspace of ") + t.node, error))
