@@ -86,7 +86,7 @@ void SimplifyPiece(CopyPiece& p) {
   q.table_dim = -1;
   for (size_t i = 0; i < p.dims.size(); ++i) {
     const bool table = static_cast<int>(i) == p.table_dim;
-    if (p.dims[i] == 1) {
+    if (p.dims[i] == 1 && !(table && p.index_input >= 0)) {
       if (table) q.src_base += p.table[0];
       continue;
     }
@@ -233,6 +233,27 @@ absl::StatusOr<std::vector<CopyPiece>> CopyPiecesOf(const Node& n) {
       p.src_strides[a] = s * in_strides[a];
     }
     pieces.push_back(p);
+  } else if (op == "Gather" && !(n.input(1) && n.input(1)->is_constant())) {
+    const Value* idx = n.input(1);
+    if (!idx || (idx->type().dtype() != DType::kI64 && idx->type().dtype() != DType::kI32))
+      return absl::FailedPreconditionError("Gather indices must be i32 or i64");
+    const int64_t axis = NormAxis(n.GetInt("axis", 0), rank);
+    if (axis < 0 || axis >= rank) return absl::FailedPreconditionError("Gather axis out of range");
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= in_dims[i];
+    for (int64_t i = axis + 1; i < rank; ++i) inner *= in_dims[i];
+    const int64_t k = Numel(DimsOf(idx));
+    CopyPiece p;
+    p.dst = 0;
+    p.dims = {outer, k, inner};
+    p.src_strides = {in_dims[axis] * inner, 0, 1};
+    p.dst_strides = {k * inner, inner, 1};
+    p.table_dim = 1;
+    p.index_input = 1;
+    p.index_bytes = static_cast<int64_t>(DTypeSize(idx->type().dtype()));
+    p.index_extent = in_dims[axis];
+    p.index_scale = inner;
+    pieces.push_back(p);
   } else if (op == "Gather") {
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> indices, ConstInts(n, 1));
     const int64_t axis = NormAxis(n.GetInt("axis", 0), rank);
@@ -271,6 +292,7 @@ CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::str
   for (size_t i = 0; i < piece.dims.size(); ++i)
     reach += (piece.dims[i] - 1) * (std::abs(piece.src_strides[i]) + std::abs(piece.dst_strides[i]));
   for (int64_t t : piece.table) reach = std::max(reach, t + std::abs(piece.src_base) + l.elements);
+  if (piece.index_input >= 0) reach += piece.index_extent * piece.index_scale;
   const bool wide = reach >= (int64_t{1} << 31);
   const char* idx = wide ? "long long" : "int";
   const char* elem = UnsignedOfWidth(element_bytes);
@@ -291,28 +313,34 @@ CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::str
     std::string coord = i == 0 ? "r" : "q";
     if (i > 0) absl::StrAppend(&body, "    { const ", idx, " q = r % ", piece.dims[i], "; r /= ", piece.dims[i], ";");
     else absl::StrAppend(&body, "    {");
-    if (table) absl::StrAppend(&body, " s += TABLE[", coord, "];");
+    if (table && piece.index_input >= 0)
+      absl::StrAppend(&body, " { long long v = (long long)index[", coord, "]; v = v < 0 ? v + ", piece.index_extent,
+                      " : v; v = v < 0 ? 0 : v > ", piece.index_extent - 1, " ? ", piece.index_extent - 1, " : v; s += (",
+                      idx, ")v * ", piece.index_scale, "; }");
+    else if (table) absl::StrAppend(&body, " s += TABLE[", coord, "];");
     else if (piece.src_strides[i] != 0) absl::StrAppend(&body, " s += ", coord, " * ", piece.src_strides[i], ";");
     if (piece.dst_strides[i] != 0) absl::StrAppend(&body, " d += ", coord, " * ", piece.dst_strides[i], ";");
     absl::StrAppend(&body, " }\n");
   }
   absl::StrAppend(&body, "    dst[d] = src[s];\n  }\n");
   std::string table_text;
-  if (piece.table_dim >= 0) {
+  if (piece.table_dim >= 0 && piece.index_input < 0) {
     table_text = absl::StrCat("[", piece.table.size(), "] = {");
     for (size_t j = 0; j < piece.table.size(); ++j)
       absl::StrAppend(&table_text, j ? "," : "", j % 16 == 0 ? "\n    " : " ", piece.table[j]);
     absl::StrAppend(&table_text, "}");
   }
-  const uint64_t h = StableHash(absl::StrCat(elem, "\n", table_text, "\n", body));
+  std::string params = absl::StrCat(elem, "* __restrict__ dst, const ", elem, "* __restrict__ src");
+  if (piece.index_input >= 0)
+    absl::StrAppend(&params, ", const ", piece.index_bytes == 4 ? "int" : "long long", "* __restrict__ index");
+  const uint64_t h = StableHash(absl::StrCat(params, "\n", table_text, "\n", body));
   l.function = absl::StrFormat("kiln_copy_%016x", h);
   std::string table_name = l.function + "_table";
   std::string src;
   absl::StrAppend(&src, "// ", what.empty() ? "strided copy" : what, "\n");
-  if (piece.table_dim >= 0)
-    absl::StrAppend(&src, "__device__ const ", idx, " ", table_name, table_text, ";\n");
-  absl::StrAppend(&src, "extern \"C\" __global__ void __launch_bounds__(", kThreads, ") ", l.function, "(", elem,
-                  "* __restrict__ dst, const ", elem, "* __restrict__ src) {\n");
+  if (!table_text.empty()) absl::StrAppend(&src, "__device__ const ", idx, " ", table_name, table_text, ";\n");
+  absl::StrAppend(&src, "extern \"C\" __global__ void __launch_bounds__(", kThreads, ") ", l.function, "(", params,
+                  ") {\n");
   std::string b = body;
   for (size_t pos; (pos = b.find("TABLE")) != std::string::npos;) b.replace(pos, 5, table_name);
   absl::StrAppend(&src, b, "}\n");

@@ -1,13 +1,14 @@
 //===- cuda_copy_kernel.h - Data movement as strided-copy CUDA kernels -*- C++ -*-===//
 //
 // Ops that only move elements (Transpose, Concat, Split, Slice, Expand,
-// Tile, Gather with constant indices, Identity and inference-mode Dropout)
+// Tile, Gather, Identity and inference-mode Dropout)
 // need no tile IR: each is a set of *pieces*, a box of elements copied from
 // one of the node's inputs to one of its outputs, each side addressed by a
 // base and a stride per dimension (Transpose permutes the source strides,
 // Concat and Split offset one side along the axis, Slice offsets and
 // scales, Expand and Tile read with stride 0 along broadcast dimensions;
-// Gather reads one dimension through a table of constant offsets).
+// Gather reads one dimension through a table of offsets: constant, or its
+// indices input read on the device).
 //
 // Each piece becomes one launch of a CUDA kernel specialized to it: a
 // grid-stride loop over the piece's elements that splits the flat index
@@ -38,6 +39,12 @@ struct CopyPiece {
   // `table_dim` adds table[i] to the source offset (its src stride is 0).
   int table_dim = -1;
   std::vector<int64_t> table;
+  // Gather with indices computed at run time: the table is input
+  // `index_input` (i32 or i64 elements of `index_bytes`), each index i
+  // normalized into [0, index_extent) and scaled by `index_scale`; the
+  // kernel takes it as a third argument.
+  int index_input = -1;
+  int64_t index_bytes = 8, index_extent = 1, index_scale = 1;
 };
 
 // One launch of a copy kernel.
@@ -51,8 +58,8 @@ struct CopyLaunch {
   int64_t threads = 256;
 };
 
-// True for the ops CopyLaunchesOf takes (not every instance: Gather needs
-// constant indices, Slice constant starts).
+// True for the ops CopyLaunchesOf takes (not every instance: Slice needs
+// constant starts).
 bool IsCopyOp(const Node& node);
 
 // The pieces of `node`, or an error that says why it has no copy form.

@@ -203,7 +203,7 @@ class KernelBuilder {
     // name, so identical kernels (of one model or many) share one name.
     std::string plan = k.plan;
     std::string op = Identifier(n.domain() == "kiln" && n.op() == "Fused" ? n.GetString("kind", "fused") : n.op());
-    k.name = "kiln_kernel";
+    k.name = absl::StrCat("kiln_", op);
     KILN_ASSIGN_OR_RETURN(CudaKernel probe, EmitCudaKernel(k, build_.arch));
     k.name = absl::StrFormat("kiln_%s_%016x", op, StableHash(probe.source));
     KILN_ASSIGN_OR_RETURN(CudaKernel ck, EmitCudaKernel(k, build_.arch));
@@ -427,6 +427,10 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
           KILN_ASSIGN_OR_RETURN(int dst, def(n->output(c.piece.dst)));
           KILN_ASSIGN_OR_RETURN(int src, use(n->input(c.piece.src)));
           l.args = {dst, src};
+          if (c.piece.index_input >= 0) {
+            KILN_ASSIGN_OR_RETURN(int index, use(n->input(c.piece.index_input)));
+            l.args.push_back(index);
+          }
           launches.push_back(std::move(l));
         }
         // Outputs no piece writes (empty tensors) still get their buffers.

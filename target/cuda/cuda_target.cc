@@ -137,7 +137,7 @@ class CudaTarget final : public Target {
     if (ViewOps().contains(n.op())) return {"simt", "a view: no data moves"};
     if (cuda::IsCopyOp(n)) {
       if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))
-        return host("Gather with data-dependent indices");
+        return {"simt", "data movement: a gather kernel reading its indices on the device"};
       return {"simt", "data movement: a strided-copy kernel"};
     }
     if (n.op() == "MatMul" || n.op() == "Gemm") {

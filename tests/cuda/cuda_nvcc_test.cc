@@ -134,14 +134,15 @@ absl::StatusOr<CudaPackage> CompileOnnx(const std::string& path, target::Compile
 TEST(CudaNvcc, SmallPackageBuilds) {
   std::string nvcc = Nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
-  auto m = cuda_test::ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[]) {
+  auto m = cuda_test::ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[], %ids: i32[3]) {
+  %g = Gather(%x, %ids) {axis = 1}
   %t = Transpose(%x) {perm = [1, 0]}
   %c = CumSum(%t, %ax)
   %s = const i64[2] dense [1, 0]
   %e = const i64[2] dense [6, 4]
   %a = const i64[2] dense [0, 1]
   %sl = Slice(%c, %s, %e, %a)
-  return %sl
+  return %sl, %g
 })");
   ASSERT_TRUE(m.ok()) << m.status();
   auto p = cuda_test::Package(*m);

@@ -136,10 +136,13 @@ TEST(CudaPlacement, EnginesAndReasons) {
   EXPECT_EQ(by_op["TopK"].engine, "host");
   EXPECT_EQ(by_op["Conv"].engine, "host");
   EXPECT_FALSE(by_op["TopK"].reason.empty());
-  // Gather: a copy with constant indices, the host with data-dependent ones.
+  // Gather: a copy through a table of constant indices, or of indices read on the device.
   for (const Node* n : m->graph->nodes()) {
     if (n->op() != "Gather") continue;
-    EXPECT_EQ(t->Place(*n, {}).engine, n->input(1)->is_constant() ? "simt" : "host");
+    target::Placement p = t->Place(*n, {});
+    EXPECT_EQ(p.engine, "simt");
+    EXPECT_TRUE(absl::StrContains(p.reason, n->input(1)->is_constant() ? "strided-copy" : "indices on the device"))
+        << p.reason;
   }
 }
 
@@ -263,6 +266,27 @@ TEST(CudaCopyKernel, DataMovementMatchesTheReference) {
         absl::StrCat("graph @main(%x: f32[2,3,4]) {\n  ", c.body, "\n  return ", outs, "\n}"), {x});
     EXPECT_EQ(CountEngine(p, "host"), 0) << p.Explain();
     EXPECT_GE(CountEngine(p, "simt"), 1) << p.Explain();
+  }
+}
+
+TEST(CudaCopyKernel, GatherWithIndicesOnTheDevice) {
+  for (const char* idt : {"i64", "i32"}) {
+    SCOPED_TRACE(idt);
+    Tensor idx(std::string(idt) == "i64" ? DType::kI64 : DType::kI32, {2, 3});
+    const int64_t values[] = {0, 4, -1, 2, -5, 3};
+    for (int i = 0; i < 6; ++i) {
+      if (idx.dtype() == DType::kI64) idx.data<int64_t>()[i] = values[i];
+      else idx.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
+    }
+    for (int axis : {0, 1}) {
+      CudaPackage p = ExpectEmulationMatches(
+          absl::StrCat("graph @main(%table: f32[5,5], %ids: ", idt, "[2,3]) {\n  %y = Gather(%table, %ids) {axis = ",
+                       axis, "}\n  return %y\n}"),
+          {Random(DType::kF32, {5, 5}, 4), idx});
+      EXPECT_EQ(CountEngine(p, "host"), 0) << p.Explain();
+      ASSERT_EQ(p.kernels.size(), 1u);
+      EXPECT_TRUE(absl::StrContains(p.kernels[0].source, "* __restrict__ index")) << p.kernels[0].source;
+    }
   }
 }
 

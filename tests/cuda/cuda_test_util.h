@@ -120,7 +120,15 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
           for (int j = static_cast<int>(c.dims.size()) - 1; j >= 0; --j) {
             int64_t q = r % c.dims[j];
             r /= c.dims[j];
-            s += j == c.table_dim ? c.table[q] : q * c.src_strides[j];
+            if (j == c.table_dim && c.index_input >= 0) {
+              const unsigned char* ix = ptr(l.args[2]);
+              int64_t v = c.index_bytes == 4 ? reinterpret_cast<const int32_t*>(ix)[q]
+                                             : reinterpret_cast<const int64_t*>(ix)[q];
+              v = v < 0 ? v + c.index_extent : v;
+              s += v * c.index_scale;
+            } else {
+              s += j == c.table_dim ? c.table[q] : q * c.src_strides[j];
+            }
             d += q * c.dst_strides[j];
           }
           std::memcpy(dst + d * es, src + s * es, static_cast<size_t>(es));
