@@ -673,7 +673,10 @@ absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& til
   const int64_t kt = CeilDiv(p.K, t.bk), kps = kt / t.split_k;
 
   std::vector<LoopVar> grid_vars;
-  for (size_t i = 0; i < p.batch.size(); ++i) grid_vars.push_back({absl::StrCat("b", i), p.batch[i]});
+  // A batch dim of extent 1 needs no loop: every operand has extent 1 there
+  // and is addressed at 0 (AlignedStarts).
+  for (size_t i = 0; i < p.batch.size(); ++i)
+    if (p.batch[i] > 1) grid_vars.push_back({absl::StrCat("b", i), p.batch[i]});
   grid_vars.push_back({"m", CeilDiv(p.M, t.bm)});
   grid_vars.push_back({"n", CeilDiv(p.N, t.bn)});
   if (t.split_k > 1) grid_vars.push_back({"s", t.split_k});
@@ -744,7 +747,11 @@ absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& til
     }
     group->body.push_back(MakeEw(e.op, Whole("acc", 2), std::move(srcs)));
   }
+  // Y's rows and columns are addressed by the tile even where M or N is 1
+  // (the write's ragged edge), so code generators find the tile variables.
   std::vector<Affine> ys = AlignedStarts(p.args[p.y_arg].shape, out_rank, row, col);
+  ys[ys.size() - 2] = row;
+  ys[ys.size() - 1] = col;
   auto out = MakeCopy(Whole("acc", 2), Ref(Y, std::move(ys)));
   out->accumulate = t.split_k > 1;
   group->body.push_back(std::move(out));

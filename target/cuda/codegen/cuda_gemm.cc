@@ -351,24 +351,30 @@ std::string EmitPrologue(const Gemm& g, bool hopper) {
                   " = first_m + (tile_id % (kGroupM * kTilesN)) % rows_here;\n");
   absl::StrAppend(&s, "  const int ", g.n_var.empty() ? "tile_n_unused" : Ident(g.n_var),
                   " = (tile_id % (kGroupM * kTilesN)) / rows_here;\n");
-  if (g.m_var.empty()) absl::StrAppend(&s, "  (void)tile_m_unused;\n");
-  if (g.n_var.empty()) absl::StrAppend(&s, "  (void)tile_n_unused;\n");
+  // A tile, slice or batch variable may go unused (a dimension of extent 1
+  // addresses nothing); the casts keep -Werror builds quiet.
+  std::string unused = absl::StrCat("  (void)", g.m_var.empty() ? "tile_m_unused" : Ident(g.m_var), "; (void)",
+                                    g.n_var.empty() ? "tile_n_unused" : Ident(g.n_var), ";");
   if (!g.s_var.empty()) {
     absl::StrAppend(&s, "  const int ", Ident(g.s_var), " = blockIdx.y;  // split-K slice (of ", g.splits, ")\n");
+    absl::StrAppend(&unused, " (void)", Ident(g.s_var), ";");
   }
   int64_t inner = 1;
   for (int i = static_cast<int>(g.batch_vars.size()) - 1; i >= 0; --i) {
     absl::StrAppend(&s, "  const int ", Ident(g.batch_vars[i].name), " = blockIdx.z / ", inner, " % ",
                     g.batch_vars[i].extent, ";  // batch index\n");
+    absl::StrAppend(&unused, " (void)", Ident(g.batch_vars[i].name), ";");
     inner *= g.batch_vars[i].extent;
   }
+  absl::StrAppend(&s, unused, "\n");
   absl::StrAppend(&s, "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n");
   if (!hopper) {
     // Group loop variables, outermost first; the last varies fastest.
     int64_t stride = 1;
     for (int i = static_cast<int>(g.group->vars.size()) - 1; i >= 0; --i) {
       absl::StrAppend(&s, "  const int ", Ident(g.group->vars[i].name), " = warp / ", stride, " % ",
-                      g.group->vars[i].extent, ";  // warp position in the block tile\n");
+                      g.group->vars[i].extent, ";  // warp position in the block tile\n  (void)",
+                      Ident(g.group->vars[i].name), ";\n");
       stride *= g.group->vars[i].extent;
     }
   }
@@ -614,7 +620,8 @@ absl::StatusOr<std::string> EmitSm80(const tile::TileKernel& k, const Gemm& g, c
   absl::StrAppend(&s, "  // Epilogue: element (i, j) of the warp's ", g.gm, "x", g.gn, " accumulator tile.\n");
   absl::StrAppend(&s, "#pragma unroll\n  for (int mi = 0; mi < ", mi_n, "; ++mi)\n#pragma unroll\n    for (int ni = 0; ni < ",
                   ni_n, "; ++ni)\n#pragma unroll\n      for (int e = 0; e < 4; ++e) {\n",
-                  "        const int i = mi * 16 + gid + e / 2 * 8, j = ni * 8 + tig * 2 + e % 2;\n");
+                  "        const int i = mi * 16 + gid + e / 2 * 8, j = ni * 8 + tig * 2 + e % 2;\n",
+                  "        (void)i; (void)j;\n");
   auto ep = EmitEpilogue(g, "acc[mi][ni][e]", "        ");
   if (!ep.ok()) return ep.status();
   absl::StrAppend(&s, *ep, "      }\n}\n\n");
@@ -750,9 +757,13 @@ absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, 
                   regs, "; ++r) {\n");
   absl::StrAppend(&s, "      const int row = wg * ", hp.wg_rows, " + t * 64 + warp % 4 * 16 + gid + r % 4 / 2 * 8;\n",
                   "      const int col = r / 4 * 8 + tig * 2 + r % 2;\n");
-  absl::StrAppend(&s, "      const int i = row % ", g.gm, ", j = col % ", g.gn, ";\n");
-  if (!g.wm_var.empty()) absl::StrAppend(&s, "      const int ", Ident(g.wm_var), " = row / ", g.gm, ";\n");
-  if (!g.wn_var.empty()) absl::StrAppend(&s, "      const int ", Ident(g.wn_var), " = col / ", g.gn, ";\n");
+  absl::StrAppend(&s, "      const int i = row % ", g.gm, ", j = col % ", g.gn, ";\n      (void)i; (void)j;\n");
+  if (!g.wm_var.empty()) {
+    absl::StrAppend(&s, "      const int ", Ident(g.wm_var), " = row / ", g.gm, ";\n      (void)", Ident(g.wm_var), ";\n");
+  }
+  if (!g.wn_var.empty()) {
+    absl::StrAppend(&s, "      const int ", Ident(g.wn_var), " = col / ", g.gn, ";\n      (void)", Ident(g.wn_var), ";\n");
+  }
   auto ep = EmitEpilogue(g, "acc[t][r]", "      ");
   if (!ep.ok()) return ep.status();
   absl::StrAppend(&s, *ep);
