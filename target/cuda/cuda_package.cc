@@ -17,6 +17,7 @@
 #include "graph/ir/printer.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
+#include "graph/passes/fusion/outline.h"
 #include "graph/passes/patterns/composite_expanders.h"
 #include "graph/support/status.h"
 #include "target/backend/memory_plan.h"
@@ -73,42 +74,6 @@ bool IsView(const Node& n) {
          StaticBytes(in) == StaticBytes(out);
 }
 
-// Replaces a kiln.Fused node by copies of its body's nodes.
-void InlineFused(Graph& g, Node* n) {
-  const Graph& body = *n->attr("body")->g();
-  absl::flat_hash_map<const Value*, Value*> map;
-  for (size_t i = 0; i < body.inputs().size(); ++i) map[body.inputs()[i]] = n->input(static_cast<int>(i));
-  auto lookup = [&](Value* v) -> Value* {
-    if (!v) return nullptr;
-    auto it = map.find(v);
-    if (it != map.end()) return it->second;
-    if (v->is_constant() && v->owner() == &body) {
-      Value* c = g.AddConstant(g.UniqueName(v->name()), v->constant());
-      c->set_type(v->type());
-      map[v] = c;
-      return c;
-    }
-    return v;  // a value of an enclosing graph
-  };
-  for (Node* bn : body.nodes()) {
-    std::vector<Value*> ins;
-    for (Value* v : bn->inputs()) ins.push_back(lookup(v));
-    std::vector<std::string> names;
-    for (Value* o : bn->outputs()) names.push_back(g.UniqueName(o->name()));
-    Node* c = g.AddNode(bn->op(), ins, names, bn->domain(), n);
-    c->set_name(bn->name());
-    for (const auto& [k, a] : bn->attrs()) c->SetAttr(k, a.Clone(&g));
-    for (int i = 0; i < bn->num_outputs(); ++i) {
-      c->output(i)->set_type(bn->output(i)->type());
-      map[bn->output(i)] = c->output(i);
-    }
-  }
-  for (int i = 0; i < n->num_outputs(); ++i) {
-    Value* repl = lookup(body.outputs()[i]);
-    if (n->output(i)->has_uses()) n->output(i)->ReplaceAllUsesWith(repl);
-  }
-  g.EraseNode(n);
-}
 
 // A C identifier from any text.
 std::string Identifier(absl::string_view s) {
@@ -332,7 +297,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       }
     }
     if (n->op() == "Fused") {
-      InlineFused(g, n);
+      fusion::InlineFused(g, n);
       expanded = true;
       continue;
     }

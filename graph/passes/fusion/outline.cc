@@ -256,4 +256,40 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
   return report;
 }
 
+void InlineFused(Graph& g, Node* n) {
+  const Graph& body = *n->attr("body")->g();
+  absl::flat_hash_map<const Value*, Value*> map;
+  for (size_t i = 0; i < body.inputs().size(); ++i) map[body.inputs()[i]] = n->input(static_cast<int>(i));
+  auto lookup = [&](Value* v) -> Value* {
+    if (!v) return nullptr;
+    auto it = map.find(v);
+    if (it != map.end()) return it->second;
+    if (v->is_constant() && v->owner() == &body) {
+      Value* c = g.AddConstant(g.UniqueName(v->name()), v->constant());
+      c->set_type(v->type());
+      map[v] = c;
+      return c;
+    }
+    return v;  // a value of an enclosing graph
+  };
+  for (Node* bn : body.nodes()) {
+    std::vector<Value*> ins;
+    for (Value* v : bn->inputs()) ins.push_back(lookup(v));
+    std::vector<std::string> names;
+    for (Value* o : bn->outputs()) names.push_back(g.UniqueName(o->name()));
+    Node* c = g.AddNode(bn->op(), ins, names, bn->domain(), n);
+    c->set_name(bn->name());
+    for (const auto& [k, a] : bn->attrs()) c->SetAttr(k, a.Clone(&g));
+    for (int i = 0; i < bn->num_outputs(); ++i) {
+      c->output(i)->set_type(bn->output(i)->type());
+      map[bn->output(i)] = c->output(i);
+    }
+  }
+  for (int i = 0; i < n->num_outputs(); ++i) {
+    Value* repl = lookup(body.outputs()[i]);
+    if (n->output(i)->has_uses()) n->output(i)->ReplaceAllUsesWith(repl);
+  }
+  g.EraseNode(n);
+}
+
 }  // namespace kiln::fusion

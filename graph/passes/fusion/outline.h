@@ -34,4 +34,9 @@ struct OutlineReport {
 // `body_count` numbers the bodies across a whole graph nest.
 OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& names, int* body_count);
 
+// The inverse for one node: replaces kiln.Fused node `n` of `g` by copies of
+// its body's members (body constants become constants of `g`), for a target
+// that cannot generate the group's kernel and runs its members one by one.
+void InlineFused(Graph& g, Node* n);
+
 }  // namespace kiln::fusion
