@@ -425,7 +425,7 @@ TEST(CudaPackage, ByteIdenticalForTheSameModelAndFlags) {
 TEST(CudaPackage, LauncherCompilesAsHostCode) {
   // model.cc is plain C++ against the CUDA runtime's header: the host
   // compiler checks it in a second (nvcc builds the whole package in
-  // cuda_nvcc_test).
+  // nvcc_packages.cc).
   if (!std::filesystem::exists("/usr/local/cuda/include/cuda_runtime_api.h")) GTEST_SKIP() << "no CUDA headers";
   auto m = ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[]) {
   %t = Transpose(%x) {perm = [1, 0]}

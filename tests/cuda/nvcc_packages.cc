@@ -1,4 +1,4 @@
-//===- cuda_nvcc_test.cc - cuda packages through nvcc, PTX checked --------===//
+//===- nvcc_packages.cc - cuda packages through nvcc, PTX checked ---------===//
 //
 // What CI can check of the cuda target without a GPU: the emitted CUDA C++
 // compiles with the CUDA Toolkit's nvcc for sm_80 and sm_90a without a
@@ -6,11 +6,13 @@
 // side), and the PTX of every TensorCore kernel holds TensorCore
 // instructions: mma.sync in its sm_80 variant, wgmma in its sm_90a one.
 //
-//  - SmallPackageBuilds: one package, built by its own build.sh.
-//  - DISABLED_ExportedModels (ctest cuda.nvcc.exported_models): every model
+// Its own test binary (cuda_nvcc_tests), run by one ctest per case:
+//  - SmallPackageBuilds (ctest cuda.nvcc.small_package): one package, built
+//    by its own build.sh.
+//  - ExportedModels (ctest cuda.nvcc.exported_models): every model
 //    of scripts/export_models.py's set (KILN_MODELS_DIR) compiles for
 //    --target=cuda (fp32 and fp16) and its whole package builds.
-//  - DISABLED_Conformance (ctest cuda.nvcc.conformance): every ONNX backend
+//  - Conformance (ctest cuda.nvcc.conformance): every ONNX backend
 //    test model the cuda target accepts; their kernels, deduplicated by name
 //    (kernel names hash their source), compile in a few large translation
 //    units, two nvcc processes at a time.
@@ -161,7 +163,7 @@ TEST(CudaNvcc, SmallPackageBuilds) {
   fs::remove_all(dir);
 }
 
-TEST(CudaNvcc, DISABLED_ExportedModels) {
+TEST(CudaNvcc, ExportedModels) {
   std::string nvcc = Nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
   const char* models = std::getenv("KILN_MODELS_DIR");
@@ -205,7 +207,7 @@ TEST(CudaNvcc, DISABLED_ExportedModels) {
   fs::remove_all(root);
 }
 
-TEST(CudaNvcc, DISABLED_Conformance) {
+TEST(CudaNvcc, Conformance) {
   std::string nvcc = Nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
   const std::string data = "/usr/share/libonnx-testdata/data";
