@@ -29,6 +29,7 @@
 #include "graph/support/status.h"
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_package.h"
+#include "target/placement/placement.h"
 
 namespace kiln::target {
 namespace {
@@ -73,26 +74,12 @@ TargetDescription MakeDescription() {
   return d;
 }
 
-bool AllTensorsAre(const Node& n, bool (*pred)(DType)) {
-  for (Value* v : n.inputs())
-    if (v && v->type().is_tensor() && !pred(v->type().dtype())) return false;
-  for (Value* v : n.outputs())
-    if (v->type().is_tensor() && !pred(v->type().dtype())) return false;
-  return true;
-}
-
 bool GpuFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 bool GpuNumeric(DType t) {
   return GpuFloat(t) || t == DType::kI8 || t == DType::kU8 || t == DType::kI16 || t == DType::kI32 ||
          t == DType::kI64 || t == DType::kBool;
 }
 bool GpuStorable(DType t) { return t != DType::kString && t != DType::kUndefined && DTypeSize(t) > 0 && DTypeSize(t) <= 8; }
-
-bool StaticShapes(const Node& n) {
-  for (Value* v : n.outputs())
-    if (!v->type().is_tensor() || !v->type().shape().ranked() || !v->type().shape().is_static()) return false;
-  return true;
-}
 
 const absl::flat_hash_set<std::string>& ViewOps() {
   static const auto* ops = new absl::flat_hash_set<std::string>{"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
@@ -131,7 +118,7 @@ class CudaTarget final : public Target {
     };
     if (!n.domain().empty() && !kiln_domain) return host(absl::StrCat("domain '", n.domain(), "' has no GPU kernels"));
     if (!n.subgraphs().empty() && !(kiln_domain && n.op() == "Fused")) return host("control flow runs on the host");
-    if (!StaticShapes(n)) return host("output shape is not static (data-dependent or symbolic)");
+    if (!StaticOutputShapes(n)) return host("output shape is not static (data-dependent or symbolic)");
     if (!AllTensorsAre(n, GpuStorable)) return host("strings, f64 and complex tensors live on the host");
     if (IsNondeterministicOp(n)) return host("random numbers are drawn on the host");
     if (ViewOps().contains(n.op())) return {"simt", "a view: no data moves"};

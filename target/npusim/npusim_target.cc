@@ -19,6 +19,7 @@
 #include "target/artifact/artifact_io.h"
 #include "target/npusim/npusim_compile.h"
 #include "target/npusim/kernels/move.h"
+#include "target/placement/placement.h"
 
 namespace kiln::target {
 namespace {
@@ -56,24 +57,10 @@ TargetDescription MakeDescription() {
   return d;
 }
 
-bool AllTensorsAre(const Node& n, bool (*pred)(DType)) {
-  for (Value* v : n.inputs())
-    if (v && v->type().is_tensor() && !pred(v->type().dtype())) return false;
-  for (Value* v : n.outputs())
-    if (v->type().is_tensor() && !pred(v->type().dtype())) return false;
-  return true;
-}
-
 bool CoreFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 bool CoreNumeric(DType t) {
   return CoreFloat(t) || t == DType::kI8 || t == DType::kU8 || t == DType::kI32 || t == DType::kI64 ||
          t == DType::kBool || t == DType::kI16;
-}
-
-bool StaticShapes(const Node& n) {
-  for (Value* v : n.outputs())
-    if (!v->type().is_tensor() || !v->type().shape().is_static()) return false;
-  return true;
 }
 
 // Ops whose output only reinterprets its input's bytes: free on any engine.
@@ -129,7 +116,7 @@ class NpusimTarget final : public Target {
     };
     if (!n.subgraphs().empty() && !(kiln_domain && n.op() == "Fused"))
       return fallback("control flow runs on the AICPU");
-    if (!StaticShapes(n)) return fallback("output shape is not static (data-dependent or symbolic)");
+    if (!StaticOutputShapes(n)) return fallback("output shape is not static (data-dependent or symbolic)");
     if (ViewOps().contains(n.op())) return {"vector", "a view: no data moves"};
     if (npusim::IsMoveOp(n)) {
       if (!AllTensorsAre(n, [](DType t) { return t != DType::kString; }))

@@ -54,4 +54,18 @@ absl::StatusOr<PlacementPlan> PlaceGraph(const Graph& graph, const Target& targe
   return plan;
 }
 
+bool AllTensorsAre(const Node& n, bool (*pred)(DType)) {
+  for (Value* v : n.inputs())
+    if (v && v->type().is_tensor() && !pred(v->type().dtype())) return false;
+  for (Value* v : n.outputs())
+    if (v->type().is_tensor() && !pred(v->type().dtype())) return false;
+  return true;
+}
+
+bool StaticOutputShapes(const Node& n) {
+  for (Value* v : n.outputs())
+    if (!v->type().is_tensor() || !v->type().shape().is_static()) return false;
+  return true;
+}
+
 }  // namespace kiln::target

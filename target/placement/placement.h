@@ -41,4 +41,10 @@ struct PlacementPlan {
 absl::StatusOr<PlacementPlan> PlaceGraph(const Graph& graph, const Target& target,
                                          const CompileOptions& options);
 
+// Questions a target's op-support table asks of a node.
+// True when every tensor the node reads or writes has a dtype `pred` takes.
+bool AllTensorsAre(const Node& n, bool (*pred)(DType));
+// True when every output is a tensor of a static shape.
+bool StaticOutputShapes(const Node& n);
+
 }  // namespace kiln::target
