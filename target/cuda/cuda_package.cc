@@ -18,7 +18,6 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/fusion/outline.h"
-#include "graph/passes/patterns/composite_expanders.h"
 #include "graph/support/status.h"
 #include "target/backend/memory_plan.h"
 #include "target/backend/tile_lowering.h"
@@ -285,28 +284,14 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   // back into their members (or the ONNX ops they stand for) otherwise, so
   // the parts can still run on the GPU.
   absl::flat_hash_map<const Node*, absl::StatusOr<NodeKernel>> prebuilt;
-  bool expanded = false;
-  for (Node* n : g.NodeList()) {
-    if (n->domain() != "kiln") continue;
-    Placement p = target.Place(*n, options);
-    if (p.engine == "tensorcore" || p.engine == "simt") {
-      absl::StatusOr<NodeKernel> k = builder.Build(*n);
-      if (k.ok()) {
-        prebuilt.emplace(n, std::move(k));
-        continue;
-      }
-    }
-    if (n->op() == "Fused") {
-      fusion::InlineFused(g, n);
-      expanded = true;
-      continue;
-    }
-    for (const patterns::CompositeExpander& e : patterns::CompositeExpanders())
-      if (n->op() == e.op && e.apply(n)) {
-        expanded = true;
-        break;
-      }
-  }
+  const bool expanded = fusion::SplitBackKilnNodes(g, [&](Node* n) {
+    const std::string engine = target.Place(*n, options).engine;
+    if (engine != "tensorcore" && engine != "simt") return false;
+    absl::StatusOr<NodeKernel> k = builder.Build(*n);
+    if (!k.ok()) return false;
+    prebuilt.emplace(n, std::move(k));
+    return true;
+  });
   if (expanded) KILN_RETURN_IF_ERROR(InferShapes(g));
 
   // Every value the device holds must have a static shape.

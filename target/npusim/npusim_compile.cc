@@ -13,7 +13,6 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/fusion/outline.h"
-#include "graph/passes/patterns/composite_expanders.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/float16.h"
 #include "graph/support/status.h"
@@ -293,26 +292,12 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // (expanded into the ONNX ops they stand for) otherwise, so the parts can
   // still run on the cube and the vector unit.
   absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
-  bool expanded = false;
-  for (Node* n : g.NodeList()) {
-    if (n->domain() != "kiln") continue;
-    Placement p = target.Place(*n, options);
-    auto k = Generate(p.engine, *n, machine, options);
-    if (k.ok()) {
-      kernels[n] = *std::move(k);
-      continue;
-    }
-    if (n->op() == "Fused") {
-      fusion::InlineFused(g, n);
-      expanded = true;
-      continue;
-    }
-    for (const patterns::CompositeExpander& e : patterns::CompositeExpanders())
-      if (n->op() == e.op && e.apply(n)) {
-        expanded = true;
-        break;
-      }
-  }
+  const bool expanded = fusion::SplitBackKilnNodes(g, [&](Node* n) {
+    auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
+    if (!k.ok()) return false;
+    kernels[n] = *std::move(k);
+    return true;
+  });
   if (expanded) KILN_RETURN_IF_ERROR(InferShapes(g));
   if (options.precision == Precision::kFp16 || options.precision == Precision::kMixed)
     KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, DType::kF16));

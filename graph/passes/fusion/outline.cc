@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "graph/passes/patterns/composite_expanders.h"
 #include "graph/passes/fusion/cost_model.h"
 
 namespace kiln::fusion {
@@ -290,6 +291,24 @@ void InlineFused(Graph& g, Node* n) {
     if (n->output(i)->has_uses()) n->output(i)->ReplaceAllUsesWith(repl);
   }
   g.EraseNode(n);
+}
+
+bool SplitBackKilnNodes(Graph& g, const std::function<bool(Node*)>& keep) {
+  bool changed = false;
+  for (Node* n : g.NodeList()) {
+    if (n->domain() != "kiln" || keep(n)) continue;
+    if (n->op() == "Fused") {
+      InlineFused(g, n);
+      changed = true;
+      continue;
+    }
+    for (const patterns::CompositeExpander& e : patterns::CompositeExpanders())
+      if (n->op() == e.op && e.apply(n)) {
+        changed = true;
+        break;
+      }
+  }
+  return changed;
 }
 
 }  // namespace kiln::fusion

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "graph/ir/graph.h"
 #include "graph/passes/fusion/partition.h"
@@ -38,5 +39,13 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
 // its body's members (body constants become constants of `g`), for a target
 // that cannot generate the group's kernel and runs its members one by one.
 void InlineFused(Graph& g, Node* n);
+
+// For a target's code generator: every kiln node of `g`'s top level (a
+// kiln.Fused group or a composite such as kiln.Attention) for which `keep`
+// answers false is split back into its members, or expanded into the ONNX
+// ops it stands for, so that the parts can still run on the target's
+// engines. True when anything changed (the new nodes' shapes then need
+// inferring).
+bool SplitBackKilnNodes(Graph& g, const std::function<bool(Node*)>& keep);
 
 }  // namespace kiln::fusion
