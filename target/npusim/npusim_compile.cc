@@ -19,6 +19,7 @@
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
 #include "target/artifact/artifact_io.h"
+#include "target/backend/copy_pieces.h"
 #include "target/backend/memory_plan.h"
 #include "target/npusim/kernels/cube.h"
 #include "target/npusim/kernels/move.h"
@@ -124,7 +125,7 @@ absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& 
   req.fp16_matrix = options.precision == Precision::kFp16;
   if (engine == "cube") return npusim::GenerateCubeKernel(req);
   if (engine == "vector") {
-    if (npusim::IsMoveOp(n)) return npusim::GenerateMoveKernel(req);
+    if (HasCopyPieces(n)) return npusim::GenerateMoveKernel(req);
     return npusim::GenerateVectorKernel(req);
   }
   return absl::InvalidArgumentError(absl::StrCat("no kernel generator for engine '", engine, "'"));

@@ -18,6 +18,7 @@
 #include "graph/support/status.h"
 #include "target/artifact/artifact_io.h"
 #include "target/npusim/npusim_compile.h"
+#include "target/backend/copy_pieces.h"
 #include "target/npusim/kernels/move.h"
 #include "target/placement/placement.h"
 
@@ -118,7 +119,7 @@ class NpusimTarget final : public Target {
       return fallback("control flow runs on the AICPU");
     if (!StaticOutputShapes(n)) return fallback("output shape is not static (data-dependent or symbolic)");
     if (ViewOps().contains(n.op())) return {"vector", "a view: no data moves"};
-    if (npusim::IsMoveOp(n)) {
+    if (HasCopyPieces(n)) {
       if (!AllTensorsAre(n, [](DType t) { return t != DType::kString; }))
         return fallback("strings live on the host");
       if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))

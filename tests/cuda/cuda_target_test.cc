@@ -200,13 +200,13 @@ TEST(CudaArch, Settings) {
 }
 
 TEST(CudaCopyKernel, PiecesSimplifyAndNameByContent) {
-  target::cuda::CopyPiece p;
+  target::CopyPiece p;
   p.dims = {2, 1, 3, 4};
   p.src_strides = {12, 12, 4, 1};
   p.dst_strides = {12, 12, 4, 1};
-  target::cuda::SimplifyPiece(p);
+  target::SimplifyPiece(p);
   EXPECT_EQ(p.dims, (std::vector<int64_t>{24}));  // contiguous on both sides: one dimension
-  target::cuda::CopyPiece t;
+  target::CopyPiece t;
   t.dims = {3, 2};
   t.src_strides = {1, 3};
   t.dst_strides = {2, 1};
@@ -222,7 +222,7 @@ TEST(CudaCopyKernel, PiecesSimplifyAndNameByContent) {
   EXPECT_EQ(a.blocks, 1);
   EXPECT_EQ(a.threads, 256);
   // Large copies: a grid-stride loop over at most 132 x 16 blocks, 64-bit indices past 2^31.
-  target::cuda::CopyPiece big;
+  target::CopyPiece big;
   big.dims = {int64_t{3} << 30};
   big.src_strides = big.dst_strides = {1};
   auto l = target::cuda::MakeCopyLaunch(big, 1, "");

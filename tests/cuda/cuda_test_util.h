@@ -109,7 +109,7 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
       for (const PackageTask::Launch& l : t.launches) {
         const target::cuda::PackageKernel& k = p.kernels[l.kernel];
         if (!k.copy) return absl::UnimplementedError(absl::StrCat("kernel ", k.name, " is not a strided copy"));
-        const target::cuda::CopyPiece& c = k.copy_piece;
+        const target::CopyPiece& c = k.copy_piece;
         const int64_t es = k.copy_element_bytes;
         unsigned char* dst = ptr(l.args[0]);
         const unsigned char* src = ptr(l.args[1]);

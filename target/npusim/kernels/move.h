@@ -5,11 +5,10 @@
 // out with the destination's strides, ping-ponging two UB buffers so reads
 // and writes overlap, with the transfers split evenly across AI cores.
 //
-// Every such op is a set of *pieces*: a box of elements copied from one
-// argument to another, each side addressed by a base and a stride per
-// dimension (Transpose permutes the source strides, Concat and Split offset
-// one side along the axis, Slice offsets and scales, Expand and Tile read
-// with stride 0 along broadcast dimensions). Contiguous inner runs become
+// Every such op is a set of copy pieces (target/backend/copy_pieces.h: a
+// box of elements copied from one input to one output, each side addressed
+// by a base and a stride per dimension; a constant gather table becomes one
+// piece per index). Contiguous inner runs become
 // bursts; a source whose last dimension is not contiguous (a transpose that
 // moves the innermost axis) is copied element by element, which the
 // generator accepts only for small tensors.
@@ -24,10 +23,8 @@ namespace kiln::target::npusim {
 
 // Transpose, Concat, Split, Slice (positive steps), Expand, Tile, Gather
 // with constant indices, and copies (Identity, Reshape, Flatten, Squeeze,
-// Unsqueeze, Dropout in inference) of any dtype.
+// Unsqueeze, Dropout in inference) of any dtype: the ops with copy pieces
+// (HasCopyPieces), where the DMA can do them.
 absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req);
-
-// True for the ops GenerateMoveKernel knows.
-bool IsMoveOp(const Node& node);
 
 }  // namespace kiln::target::npusim

@@ -1,13 +1,12 @@
 //===- move_kernels.cc - npusim data-movement kernels ----------------------===//
 #include <algorithm>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "graph/passes/rewrite_helpers.h"
 #include "graph/support/status.h"
 #include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
+#include "target/backend/copy_pieces.h"
 #include "target/npusim/kernels/move.h"
 
 namespace kiln::target::npusim {
@@ -19,13 +18,9 @@ constexpr int64_t kMaxTransfers = 6000;
 // Elements copied one by one (a non-contiguous innermost axis) beyond which
 // the op goes to the AICPU.
 constexpr int64_t kMaxElementwise = 1 << 16;
-
-// A box of elements copied from argument `src` to argument `dst`.
-struct Piece {
-  int src = 0, dst = 0;
-  int64_t src_base = 0, dst_base = 0;        // elements
-  std::vector<int64_t> dims, src_strides, dst_strides;  // elements
-};
+// Constant Gather indices beyond which the op goes to the AICPU: one
+// transfer each.
+constexpr int64_t kMaxGatherIndices = 4096;
 
 // One DMA round trip through the unified buffer, in bytes.
 struct Transfer {
@@ -33,49 +28,13 @@ struct Transfer {
   int64_t src_off, dst_off, nburst, len, src_stride, dst_stride;
 };
 
-std::vector<int64_t> DenseStrides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
-  return s;
-}
-
-int64_t Numel(const std::vector<int64_t>& dims) {
-  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
-}
-
-// Drops unit dimensions and merges dimensions contiguous on both sides.
-void Simplify(Piece& p) {
-  Piece q = p;
-  q.dims.clear();
-  q.src_strides.clear();
-  q.dst_strides.clear();
-  for (size_t i = 0; i < p.dims.size(); ++i) {
-    if (p.dims[i] == 1) continue;
-    q.dims.push_back(p.dims[i]);
-    q.src_strides.push_back(p.src_strides[i]);
-    q.dst_strides.push_back(p.dst_strides[i]);
-  }
-  for (int i = static_cast<int>(q.dims.size()) - 2; i >= 0; --i) {
-    if (q.src_strides[i] == q.src_strides[i + 1] * q.dims[i + 1] &&
-        q.dst_strides[i] == q.dst_strides[i + 1] * q.dims[i + 1]) {
-      q.dims[i] *= q.dims[i + 1];
-      q.src_strides[i] = q.src_strides[i + 1];
-      q.dst_strides[i] = q.dst_strides[i + 1];
-      q.dims.erase(q.dims.begin() + i + 1);
-      q.src_strides.erase(q.src_strides.begin() + i + 1);
-      q.dst_strides.erase(q.dst_strides.begin() + i + 1);
-    }
-  }
-  p = std::move(q);
-}
-
 int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 // Splits a piece into transfers that each fit one UB buffer of `buf` bytes.
-absl::Status AddTransfers(Piece p, int64_t es, int64_t buf, std::vector<Transfer>& out) {
+absl::Status AddTransfers(CopyPiece p, int64_t es, int64_t buf, std::vector<Transfer>& out) {
   for (int64_t d : p.dims)
     if (d == 0) return absl::OkStatus();
-  Simplify(p);
+  SimplifyPiece(p);
   if (p.dims.empty()) {
     p.dims = {1};
     p.src_strides = {1};
@@ -89,9 +48,9 @@ absl::Status AddTransfers(Piece p, int64_t es, int64_t buf, std::vector<Transfer
   const bool contiguous = p.src_strides[n - 1] == 1 && p.dst_strides[n - 1] == 1;
   const int64_t run_elems = contiguous ? p.dims[n - 1] : 1;
   const int burst_dim = contiguous ? n - 2 : n - 1;  // -1: a single burst
-  if (!contiguous && Numel(p.dims) > kMaxElementwise)
+  if (!contiguous && p.elements() > kMaxElementwise)
     return absl::FailedPreconditionError(absl::StrCat("the innermost axis is not contiguous and the copy has ",
-                                                      Numel(p.dims), " elements (element-wise DMA up to ",
+                                                      p.elements(), " elements (element-wise DMA up to ",
                                                       kMaxElementwise, ")"));
   const int64_t len = run_elems * es;
   const int64_t len_a = AlignUp(len, 32);
@@ -133,173 +92,48 @@ absl::Status AddTransfers(Piece p, int64_t es, int64_t buf, std::vector<Transfer
   return absl::OkStatus();
 }
 
-std::vector<int64_t> DimsOf(const Value* v) { return v->type().shape().StaticDims(); }
-
-absl::StatusOr<std::vector<int64_t>> ConstInts(const Node& n, int input) {
-  const Value* v = n.input(input);
-  if (!v || !v->is_constant() || !v->constant().defined())
-    return absl::FailedPreconditionError(absl::StrCat("input ", input, " of ", n.op(), " is not a constant"));
-  std::vector<int64_t> r;
-  for (int64_t i = 0; i < v->constant().numel(); ++i) r.push_back(v->constant().GetInt(i));
-  return r;
-}
-
-int64_t NormAxis(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
-
-// The pieces of `n`; `arg_of_input[i]` is input i's program argument,
-// outputs follow the inputs.
-absl::StatusOr<std::vector<Piece>> PiecesOf(const Node& n, const std::vector<int>& arg_of_input, int first_output) {
-  const std::string& op = n.op();
-  std::vector<Piece> pieces;
-  const Value* x = n.input(0);
-  const std::vector<int64_t> in_dims = DimsOf(x);
-  const std::vector<int64_t> in_strides = DenseStrides(in_dims);
-  const int64_t rank = static_cast<int64_t>(in_dims.size());
-  auto whole = [&](int out) {
-    Piece p;
-    p.src = arg_of_input[0];
-    p.dst = first_output + out;
-    p.dims = DimsOf(n.output(out));
-    p.dst_strides = DenseStrides(p.dims);
-    return p;
-  };
-  if (op == "Identity" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
-      op == "Dropout") {
-    Piece p = whole(0);
-    p.dims = {Numel(in_dims)};
-    p.src_strides = p.dst_strides = {1};
-    pieces.push_back(p);
-  } else if (op == "Transpose") {
-    std::vector<int64_t> perm = n.GetInts("perm");
-    if (perm.empty())
-      for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-    Piece p = whole(0);
-    for (int64_t a : perm) p.src_strides.push_back(in_strides[a]);
-    pieces.push_back(p);
-  } else if (op == "Expand") {
-    Piece p = whole(0);
-    const int64_t out_rank = static_cast<int64_t>(p.dims.size());
-    for (int64_t i = 0; i < out_rank; ++i) {
-      int64_t j = i - (out_rank - rank);
-      p.src_strides.push_back(j < 0 || in_dims[j] == 1 ? 0 : in_strides[j]);
+// The node's copy pieces with `src` and `dst` as program arguments:
+// `arg_of_input[i]` is input i's, outputs follow the inputs from
+// `first_output`. A gather table becomes one piece per index; what the DMA
+// cannot do (a negative Slice step, indices read at run time) is an error.
+absl::StatusOr<std::vector<CopyPiece>> PiecesOf(const Node& n, const std::vector<int>& arg_of_input, int first_output) {
+  KILN_ASSIGN_OR_RETURN(std::vector<CopyPiece> shared, CopyPiecesOf(n));
+  std::vector<CopyPiece> pieces;
+  for (CopyPiece& p : shared) {
+    if (p.index_input >= 0)
+      return absl::FailedPreconditionError(absl::StrCat("input ", p.index_input, " of ", n.op(), " is not a constant"));
+    if (std::any_of(p.src_strides.begin(), p.src_strides.end(), [](int64_t s) { return s < 0; }))
+      return absl::FailedPreconditionError("Slice with a non-positive step");
+    p.src = arg_of_input[p.src];
+    p.dst = first_output + p.dst;
+    if (p.table_dim < 0) {
+      pieces.push_back(std::move(p));
+      continue;
     }
-    pieces.push_back(p);
-  } else if (op == "Tile") {
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> reps, ConstInts(n, 1));
-    Piece p;
-    p.src = arg_of_input[0];
-    p.dst = first_output;
-    std::vector<int64_t> out_dims = DimsOf(n.output(0));
-    std::vector<int64_t> out_strides = DenseStrides(out_dims);
-    for (int64_t i = 0; i < rank; ++i) {
-      p.dims.push_back(reps[i]);
-      p.src_strides.push_back(0);
-      p.dst_strides.push_back(in_dims[i] * out_strides[i]);
-      p.dims.push_back(in_dims[i]);
-      p.src_strides.push_back(in_strides[i]);
-      p.dst_strides.push_back(out_strides[i]);
+    if (static_cast<int64_t>(p.table.size()) > kMaxGatherIndices)
+      return absl::FailedPreconditionError(absl::StrCat("Gather of more than ", kMaxGatherIndices, " constant indices"));
+    const size_t t = static_cast<size_t>(p.table_dim);
+    for (size_t j = 0; j < p.table.size(); ++j) {
+      CopyPiece q = p;
+      q.table_dim = -1;
+      q.table.clear();
+      q.src_base += p.table[j];
+      q.dst_base += static_cast<int64_t>(j) * p.dst_strides[t];
+      q.dims.erase(q.dims.begin() + t);
+      q.src_strides.erase(q.src_strides.begin() + t);
+      q.dst_strides.erase(q.dst_strides.begin() + t);
+      pieces.push_back(std::move(q));
     }
-    pieces.push_back(p);
-  } else if (op == "Concat") {
-    const std::vector<int64_t> out_dims = DimsOf(n.output(0));
-    const std::vector<int64_t> out_strides = DenseStrides(out_dims);
-    const int64_t axis = NormAxis(n.GetInt("axis", 0), static_cast<int64_t>(out_dims.size()));
-    int64_t offset = 0;
-    for (int i = 0; i < n.num_inputs(); ++i) {
-      const Value* v = n.input(i);
-      if (!v) continue;
-      Piece p;
-      p.src = arg_of_input[i];
-      p.dst = first_output;
-      p.dims = DimsOf(v);
-      p.src_strides = DenseStrides(p.dims);
-      p.dst_strides = out_strides;
-      p.dst_base = offset * out_strides[axis];
-      offset += p.dims[axis];
-      pieces.push_back(p);
-    }
-  } else if (op == "Split") {
-    const int64_t axis = NormAxis(n.GetInt("axis", 0), rank);
-    int64_t offset = 0;
-    for (int o = 0; o < n.num_outputs(); ++o) {
-      Piece p = whole(o);
-      p.src_strides = in_strides;
-      p.src_base = offset * in_strides[axis];
-      offset += p.dims[axis];
-      pieces.push_back(p);
-    }
-  } else if (op == "Slice") {
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> starts, ConstInts(n, 1));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ends, ConstInts(n, 2));
-    std::vector<int64_t> axes, steps;
-    if (n.input(3)) {
-      KILN_ASSIGN_OR_RETURN(axes, ConstInts(n, 3));
-    } else {
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    }
-    if (n.input(4)) {
-      KILN_ASSIGN_OR_RETURN(steps, ConstInts(n, 4));
-    } else {
-      steps.assign(starts.size(), 1);
-    }
-    Piece p = whole(0);
-    p.src_strides = in_strides;
-    for (size_t i = 0; i < axes.size(); ++i) {
-      int64_t a = NormAxis(axes[i], rank);
-      int64_t d = in_dims[a], s = steps[i];
-      if (s <= 0) return absl::FailedPreconditionError("Slice with a non-positive step");
-      int64_t b = starts[i] < 0 ? starts[i] + d : starts[i];
-      b = std::clamp<int64_t>(b, 0, d);
-      p.src_base += b * in_strides[a];
-      p.src_strides[a] = s * in_strides[a];
-    }
-    pieces.push_back(p);
-  } else if (op == "Gather") {
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> indices, ConstInts(n, 1));
-    const int64_t axis = NormAxis(n.GetInt("axis", 0), rank);
-    if (static_cast<int64_t>(indices.size()) > 4096)
-      return absl::FailedPreconditionError("Gather of more than 4096 constant indices");
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < axis; ++i) outer *= in_dims[i];
-    for (int64_t i = axis + 1; i < rank; ++i) inner *= in_dims[i];
-    const int64_t k = static_cast<int64_t>(indices.size());
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t v = indices[j] < 0 ? indices[j] + in_dims[axis] : indices[j];
-      if (v < 0 || v >= in_dims[axis]) return absl::FailedPreconditionError("Gather index out of range");
-      Piece p;
-      p.src = arg_of_input[0];
-      p.dst = first_output;
-      p.dims = {outer, inner};
-      p.src_strides = {in_dims[axis] * inner, 1};
-      p.dst_strides = {k * inner, 1};
-      p.src_base = v * inner;
-      p.dst_base = j * inner;
-      pieces.push_back(p);
-    }
-  } else {
-    return absl::UnimplementedError(absl::StrCat("no data-movement kernel for ", n.QualifiedOp()));
   }
   return pieces;
 }
 
 }  // namespace
 
-bool IsMoveOp(const Node& n) {
-  static const char* const kOps[] = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout",
-                                     "Transpose", "Expand", "Tile", "Concat", "Split", "Slice", "Gather"};
-  if (!n.domain().empty()) return false;
-  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* s) { return n.op() == s; });
-}
-
 absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   const Node& n = *req.node;
   const sim::Machine& m = *req.machine;
-  if (!IsMoveOp(n)) return absl::UnimplementedError(absl::StrCat("no data-movement kernel for ", n.QualifiedOp()));
-  if (n.op() == "Dropout") {
-    if (n.num_outputs() > 1 && n.output(1)->has_uses())
-      return absl::FailedPreconditionError("Dropout's mask output is used");
-    if (IsNondeterministicOp(n)) return absl::FailedPreconditionError("Dropout in training mode draws random numbers");
-  }
+  if (!HasCopyPieces(n)) return absl::UnimplementedError(absl::StrCat("no data-movement kernel for ", n.QualifiedOp()));
   for (const Value* v : n.inputs())
     if (v && (!v->type().is_tensor() || !v->type().shape().is_static() || v->type().dtype() == DType::kString))
       return absl::FailedPreconditionError(absl::StrCat("'", v->name(), "' has no static shape or is a string"));
@@ -321,12 +155,12 @@ absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   const int first_output = args;
   for (const Value* v : n.outputs()) add_arg(v);
 
-  KILN_ASSIGN_OR_RETURN(std::vector<Piece> pieces, PiecesOf(n, arg_of_input, first_output));
+  KILN_ASSIGN_OR_RETURN(std::vector<CopyPiece> pieces, PiecesOf(n, arg_of_input, first_output));
   const int64_t es = static_cast<int64_t>(DTypeSize(n.input(0)->type().dtype()));
   const int64_t ub = m.core().ub_kib() * 1024;
   const int64_t buf = std::min<int64_t>(64 << 10, ub / 2) / 32 * 32;
   std::vector<Transfer> transfers;
-  for (const Piece& p : pieces) KILN_RETURN_IF_ERROR(AddTransfers(p, es, buf, transfers));
+  for (const CopyPiece& p : pieces) KILN_RETURN_IF_ERROR(AddTransfers(p, es, buf, transfers));
 
   int64_t total = 0;
   for (const Transfer& t : transfers) total += t.nburst * t.len;

@@ -1,0 +1,57 @@
+//===- copy_pieces.h - Data movement as boxes of strided copies -*- C++ -*-===//
+//
+// Ops that only move elements (Identity, inference-mode Dropout, Reshape,
+// Flatten, Squeeze, Unsqueeze, Transpose, Expand, Tile, Concat, Split,
+// Slice, Gather) need no arithmetic and no tile IR: each is a set of
+// *pieces*, a box of elements copied from one of the node's inputs to one of
+// its outputs, each side addressed by a base and a stride per dimension
+// (Transpose permutes the source strides, Concat and Split offset one side
+// along the axis, Slice offsets and scales, negative steps included, Expand
+// and Tile read with stride 0 along broadcast dimensions, Gather reads one
+// dimension through a table of offsets: constant, or its indices input read
+// at run time). Every target's data-movement code starts from them: npusim
+// turns pieces into DMA transfers through the unified buffer, cuda into
+// strided-copy kernels.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
+
+namespace kiln::target {
+
+// A box of elements moved from input `src` to output `dst` of a node.
+struct CopyPiece {
+  int src = 0, dst = 0;
+  int64_t src_base = 0, dst_base = 0;                   // elements
+  std::vector<int64_t> dims, src_strides, dst_strides;  // elements; outermost first
+  // A dimension read through a table: coordinate i of dimension
+  // `table_dim` adds table[i] to the source offset (its src stride is 0).
+  int table_dim = -1;
+  std::vector<int64_t> table;
+  // Gather with indices computed at run time: the table is input
+  // `index_input` (i32 or i64 elements of `index_bytes`), each index i
+  // normalized into [0, index_extent) and scaled by `index_scale`; the
+  // kernel takes it as a third argument.
+  int index_input = -1;
+  int64_t index_bytes = 8, index_extent = 1, index_scale = 1;
+
+  int64_t elements() const;  // the product of dims
+};
+
+// True for the ops CopyPiecesOf takes (not every instance: Slice needs
+// constant starts, for example).
+bool HasCopyPieces(const Node& node);
+
+// The pieces of `node`, or an error that says why it has no copy form.
+absl::StatusOr<std::vector<CopyPiece>> CopyPiecesOf(const Node& node);
+
+// Drops unit dimensions and merges dimensions contiguous on both sides
+// (never a table dimension).
+void SimplifyPiece(CopyPiece& p);
+
+}  // namespace kiln::target
