@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
-#include <random>
 
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube.h"
@@ -10,14 +9,6 @@
 
 namespace kiln::testing {
 namespace {
-
-Tensor Random(DType dt, const Dims& dims, uint32_t seed) {
-  Tensor f(DType::kF32, dims);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& x : f.span<float>()) x = u(rng);
-  return dt == DType::kF32 ? f : CastTensor(f, dt);
-}
 
 struct ConvCase {
   DType dt;
@@ -31,10 +22,10 @@ struct ConvCase {
 absl::StatusOr<target::npusim::GeneratedKernel> Generate(const ConvCase& c, Graph& g, Node** node,
                                                          absl::flat_hash_map<const Value*, Tensor>* inputs) {
   Value* x = g.AddInput("x", Type::Tensor(c.dt, Shape::Static(c.x)));
-  (*inputs)[x] = Random(c.dt, c.x, 1);
-  Value* w = g.AddConstant("w", Random(c.dt, c.w, 2));
+  (*inputs)[x] = RandomTensor(c.dt, c.x, 1);
+  Value* w = g.AddConstant("w", RandomTensor(c.dt, c.w, 2));
   std::vector<Value*> ins = {x, w};
-  if (c.bias) ins.push_back(g.AddConstant("bias", Random(c.dt, {c.w[0]}, 3)));
+  if (c.bias) ins.push_back(g.AddConstant("bias", RandomTensor(c.dt, {c.w[0]}, 3)));
   Node* n = g.AddNode("Conv", ins, 1);
   if (!c.strides.empty()) n->SetAttr("strides", Attribute::Ints(c.strides));
   if (!c.pads.empty()) n->SetAttr("pads", Attribute::Ints(c.pads));

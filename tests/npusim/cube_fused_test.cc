@@ -1,7 +1,6 @@
 //===- cube_fused_test.cc - kiln.Fused GEMM + bias + Relu on the cube -----===//
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube.h"
@@ -9,14 +8,6 @@
 
 namespace kiln::testing {
 namespace {
-
-Tensor Random(DType dt, const Dims& dims, uint32_t seed) {
-  Tensor f(DType::kF32, dims);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& x : f.span<float>()) x = u(rng);
-  return dt == DType::kF32 ? f : CastTensor(f, dt);
-}
 
 // kiln.Fused(a, b) { t = MatMul(a, b) [* Gemm alpha]; t = Add(t, bias); Relu(t) }
 // with bias a body constant.
@@ -37,7 +28,7 @@ void RunFused(DType dt, bool gemm, float alpha, bool add, bool relu, Dims bias_d
   mm->output(0)->set_type(out);
   Value* cur = mm->output(0);
   if (add) {
-    Value* bias = body->AddConstant("bias", Random(dt, bias_dims, 7));
+    Value* bias = body->AddConstant("bias", RandomTensor(dt, bias_dims, 7));
     Node* n = body->AddNode("Add", {bias, cur}, 1);
     n->output(0)->set_type(out);
     cur = n->output(0);
@@ -50,7 +41,7 @@ void RunFused(DType dt, bool gemm, float alpha, bool add, bool relu, Dims bias_d
   body->AddOutput(cur);
   fused->SetAttr("body", Attribute::GraphValue(std::move(body)));
   fused->output(0)->set_type(out);
-  absl::flat_hash_map<const Value*, Tensor> inputs = {{a, Random(dt, {M, K}, 1)}, {b, Random(dt, {K, N}, 2)}};
+  absl::flat_hash_map<const Value*, Tensor> inputs = {{a, RandomTensor(dt, {M, K}, 1)}, {b, RandomTensor(dt, {K, N}, 2)}};
   sim::Machine m = sim::DefaultMachine();
   target::npusim::KernelRequest req;
   req.node = fused;

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -23,14 +22,6 @@ namespace {
 
 using target::npusim::GeneratedKernel;
 using target::npusim::KernelRequest;
-
-Tensor RandomTensor(DType dt, const Dims& dims, uint32_t seed) {
-  Tensor f(DType::kF32, dims);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& x : f.span<float>()) x = u(rng);
-  return dt == DType::kF32 ? f : CastTensor(f, dt);
-}
 
 struct Case {
   std::string op = "MatMul";

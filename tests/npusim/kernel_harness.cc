@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "graph/exec/executor.h"
@@ -98,6 +99,26 @@ double MaxRelativeError(const Tensor& a, const Tensor& b) {
     worst = std::max(worst, std::fabs(x - y) / std::max(1.0, std::fabs(y)));
   }
   return worst;
+}
+
+Tensor RandomTensor(DType dt, const Dims& dims, uint32_t seed) {
+  Tensor f(DType::kF32, dims);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& x : f.span<float>()) x = u(rng);
+  return dt == DType::kF32 ? f : CastTensor(f, dt);
+}
+
+Tensor UniformTensor(DType dt, const Dims& dims, double lo, double hi, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  Tensor f(DType::kF32, dims);
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    double v = u(gen);
+    if (dt == DType::kI32) v = std::round(v);
+    f.data<float>()[i] = static_cast<float>(v);
+  }
+  return dt == DType::kF32 ? f : CastTensor(f, dt);
 }
 
 }  // namespace kiln::testing

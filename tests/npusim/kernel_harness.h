@@ -34,6 +34,12 @@ absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& 
 absl::StatusOr<std::vector<Tensor>> RunNodeOnReference(const Node& node,
                                                        const absl::flat_hash_map<const Value*, Tensor>& inputs);
 
+// A tensor of `dt` with values uniform in [-1, 1) (drawn as f32, then cast).
+Tensor RandomTensor(DType dt, const Dims& dims, uint32_t seed);
+// A tensor of `dt` with values uniform in [lo, hi) (drawn as double; i32
+// values rounded), then cast.
+Tensor UniformTensor(DType dt, const Dims& dims, double lo, double hi, uint32_t seed);
+
 // Largest |a - b| / max(1, |b|) over all elements (both converted to double).
 double MaxRelativeError(const Tensor& a, const Tensor& b);
 

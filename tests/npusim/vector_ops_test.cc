@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <random>
 
 #include "absl/strings/str_join.h"
 #include "graph/ops/kernel_util.h"
@@ -27,18 +26,6 @@ namespace {
 
 using target::npusim::GenerateVectorKernel;
 using target::npusim::KernelRequest;
-
-Tensor Random(DType dt, const Dims& dims, double lo, double hi, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor f(DType::kF32, dims);
-  for (int64_t i = 0; i < f.numel(); ++i) {
-    double v = u(gen);
-    if (dt == DType::kI32) v = std::round(v);
-    f.data<float>()[i] = static_cast<float>(v);
-  }
-  return dt == DType::kF32 ? f : CastTensor(f, dt);
-}
 
 double Tol(DType dt, bool transcendental) {
   if (dt == DType::kF16 || dt == DType::kBF16) return 1e-2;
@@ -157,7 +144,7 @@ TEST(VectorUnary, MatchesReference) {
   for (const UnaryCase& c : cases)
     for (DType dt : kFloats)
       for (const Dims& d : ShapesFor(dt)) {
-        auto t = Make(c.op, {Random(dt, d, c.lo, c.hi, seed++)}, {}, c.attrs, c.domain);
+        auto t = Make(c.op, {UniformTensor(dt, d, c.lo, c.hi, seed++)}, {}, c.attrs, c.domain);
         Check(*t, Tol(dt, c.transcendental));
       }
 }
@@ -165,7 +152,7 @@ TEST(VectorUnary, MatchesReference) {
 TEST(VectorUnary, Int32) {
   for (const char* op : {"Relu", "Abs", "Neg", "Identity"})
     for (const Dims& d : kShapes) {
-      auto t = Make(op, {Random(DType::kI32, d, -100, 100, 7)}, {});
+      auto t = Make(op, {UniformTensor(DType::kI32, d, -100, 100, 7)}, {});
       Check(*t, 0);
     }
 }
@@ -177,12 +164,12 @@ TEST(VectorUnary, ClipWithConstantBounds) {
       lo = Tensor::Scalar<int32_t>(-3);
       hi = Tensor::Scalar<int32_t>(5);
     }
-    auto t = Make("Clip", {Random(dt, {5, 77}, -10, 10, 3), lo, hi}, {false, true, true});
+    auto t = Make("Clip", {UniformTensor(dt, {5, 77}, -10, 10, 3), lo, hi}, {false, true, true});
     Check(*t, Tol(dt, false));
-    auto only_min = Make("Clip", {Random(dt, {300}, -10, 10, 4), lo}, {false, true});
+    auto only_min = Make("Clip", {UniformTensor(dt, {300}, -10, 10, 4), lo}, {false, true});
     Check(*only_min, Tol(dt, false));
   }
-  auto t = Make("Clip", {Random(DType::kF32, {8}, -1, 1, 3), Tensor::Scalar<float>(0)}, {false, false});
+  auto t = Make("Clip", {UniformTensor(DType::kF32, {8}, -1, 1, 3), Tensor::Scalar<float>(0)}, {false, false});
   ExpectRejected(*t, "min is not a constant");
 }
 
@@ -192,14 +179,14 @@ TEST(VectorBinary, SameShape) {
     for (DType dt : kFloats)
       for (const Dims& d : ShapesFor(dt)) {
         double lo = std::string(op) == "Div" ? 0.5 : -3;
-        auto t = Make(op, {Random(dt, d, -3, 3, seed++), Random(dt, d, lo, 3, seed++)}, {});
+        auto t = Make(op, {UniformTensor(dt, d, -3, 3, seed++), UniformTensor(dt, d, lo, 3, seed++)}, {});
         Check(*t, Tol(dt, false));
       }
   for (const char* op : {"Add", "Sub", "Mul", "Max", "Min"}) {
-    auto t = Make(op, {Random(DType::kI32, {1234}, -50, 50, 1), Random(DType::kI32, {1234}, -50, 50, 2)}, {});
+    auto t = Make(op, {UniformTensor(DType::kI32, {1234}, -50, 50, 1), UniformTensor(DType::kI32, {1234}, -50, 50, 2)}, {});
     Check(*t, 0);
   }
-  auto div = Make("Div", {Random(DType::kI32, {8}, 1, 5, 1), Random(DType::kI32, {8}, 1, 5, 2)}, {});
+  auto div = Make("Div", {UniformTensor(DType::kI32, {8}, 1, 5, 1), UniformTensor(DType::kI32, {8}, 1, 5, 2)}, {});
   ExpectRejected(*div, "does not compute on s32");
 }
 
@@ -209,7 +196,7 @@ TEST(VectorBinary, Scalars) {
     for (DType dt : {DType::kF32, DType::kBF16})
       for (bool constant : {true, false})
         for (int side = 0; side < 2; ++side) {
-          Tensor full = Random(dt, {3, 1001}, 0.5, 3, seed++);
+          Tensor full = UniformTensor(dt, {3, 1001}, 0.5, 3, seed++);
           Tensor s = CastTensor(Tensor::Scalar<float>(side ? 1.75f : -0.625f), dt);
           std::vector<Tensor> ins = side ? std::vector<Tensor>{full, s} : std::vector<Tensor>{s, full};
           std::vector<bool> c = side ? std::vector<bool>{false, constant} : std::vector<bool>{constant, false};
@@ -237,15 +224,15 @@ TEST(VectorBinary, Broadcast) {
     for (DType dt : kFloats)
       for (const B& c : cases) {
         if (dt != DType::kF32 && (std::string(op) == "Mul" || std::string(op) == "Div")) continue;
-        auto t = Make(op, {Random(dt, c.a, 0.5, 2, seed++), Random(dt, c.b, 0.5, 2, seed++)}, {});
+        auto t = Make(op, {UniformTensor(dt, c.a, 0.5, 2, seed++), UniformTensor(dt, c.b, 0.5, 2, seed++)}, {});
         Check(*t, Tol(dt, false));
       }
-  auto c = Make("Add", {Random(DType::kF32, {2, 3, 1001}, -1, 1, 1), Random(DType::kF32, {1001}, -1, 1, 2)},
+  auto c = Make("Add", {UniformTensor(DType::kF32, {2, 3, 1001}, -1, 1, 1), UniformTensor(DType::kF32, {1001}, -1, 1, 2)},
                 {false, true});
   Check(*c, 1e-5);
-  auto outer = Make("Add", {Random(DType::kF32, {6, 1}, -1, 1, 1), Random(DType::kF32, {1, 5}, -1, 1, 2)}, {});
+  auto outer = Make("Add", {UniformTensor(DType::kF32, {6, 1}, -1, 1, 1), UniformTensor(DType::kF32, {1, 5}, -1, 1, 2)}, {});
   ExpectRejected(*outer, "both inputs are broadcast");
-  auto mid = Make("Add", {Random(DType::kF32, {4, 6, 5}, -1, 1, 1), Random(DType::kF32, {4, 1, 5}, -1, 1, 2)}, {});
+  auto mid = Make("Add", {UniformTensor(DType::kF32, {4, 6, 5}, -1, 1, 1), UniformTensor(DType::kF32, {4, 1, 5}, -1, 1, 2)}, {});
   ExpectRejected(*mid, "broadcast of");
 }
 
@@ -253,10 +240,10 @@ TEST(VectorBinary, PowConstantExponent) {
   uint32_t seed = 400;
   for (float e : {2.0f, 0.5f, 3.0f, -1.0f, -0.5f, 0.0f, 1.0f, 5.0f, 1.5f, -2.0f})
     for (DType dt : kFloats) {
-      auto t = Make("Pow", {Random(dt, {3, 333}, 0.2, 2, seed++), Tensor::Scalar<float>(e)}, {false, true});
+      auto t = Make("Pow", {UniformTensor(dt, {3, 333}, 0.2, 2, seed++), Tensor::Scalar<float>(e)}, {false, true});
       Check(*t, Tol(dt, true));
     }
-  auto t = Make("Pow", {Random(DType::kF32, {8}, 0.2, 2, 1), Random(DType::kF32, {8}, 0.2, 2, 2)}, {});
+  auto t = Make("Pow", {UniformTensor(DType::kF32, {8}, 0.2, 2, 1), UniformTensor(DType::kF32, {8}, 0.2, 2, 2)}, {});
   ExpectRejected(*t, "not a constant scalar");
 }
 
@@ -266,11 +253,11 @@ TEST(VectorCast, AllPairs) {
   for (DType from : ts)
     for (DType to : ts)
       for (const Dims& d : {Dims{13}, Dims{3, 700}}) {
-        Tensor x = Random(from, d, -100, 100, seed++);
+        Tensor x = UniformTensor(from, d, -100, 100, seed++);
         auto t = Make("Cast", {x}, {}, {AInt("to", DTypeToOnnx(to))});
         Check(*t, to == DType::kI32 || from == DType::kI32 ? 1e-2 : Tol(to == DType::kF32 ? from : to, false));
       }
-  auto t = Make("Cast", {Random(DType::kF32, {8}, -1, 1, 1)}, {}, {AInt("to", 7)});  // i64
+  auto t = Make("Cast", {UniformTensor(DType::kF32, {8}, -1, 1, 1)}, {}, {AInt("to", 7)});  // i64
   ExpectRejected(*t, "");
 }
 
@@ -290,7 +277,7 @@ TEST(VectorReduce, InnermostAxes) {
                                          {{999}, {}},
                                          {{70, 3000}, {1}},
                                          {{33, 1, 129}, {2}}}) {
-          Tensor x = Random(dt, r.x, -2, 2, seed++);
+          Tensor x = UniformTensor(dt, r.x, -2, 2, seed++);
           std::unique_ptr<OneNode> t;
           std::vector<Attr> attrs = {AInt("keepdims", keep)};
           if (std::string(op) == "ReduceSum") {
@@ -307,9 +294,9 @@ TEST(VectorReduce, InnermostAxes) {
           Check(*t, dt == DType::kF32 ? 1e-5 : 1e-2);
         }
       }
-  auto t = Make("ReduceMax", {Random(DType::kF32, {3, 4, 5}, -1, 1, 1)}, {}, {AInts("axes", {0, 2})});
+  auto t = Make("ReduceMax", {UniformTensor(DType::kF32, {3, 4, 5}, -1, 1, 1)}, {}, {AInts("axes", {0, 2})});
   ExpectRejected(*t, "not over the innermost axes");
-  auto gap = Make("GlobalAveragePool", {Random(DType::kF32, {2, 8, 7, 7}, -1, 1, 1)}, {});
+  auto gap = Make("GlobalAveragePool", {UniformTensor(DType::kF32, {2, 8, 7, 7}, -1, 1, 1)}, {});
   Check(*gap, 1e-5);
 }
 
@@ -318,10 +305,10 @@ TEST(VectorSoftmax, LastAxis) {
   for (const char* op : {"Softmax", "LogSoftmax"})
     for (DType dt : kFloats)
       for (const Dims& d : {Dims{1, 5}, Dims{4, 64}, Dims{3, 7, 100}, Dims{257, 33}, Dims{2, 2000}}) {
-        auto t = Make(op, {Random(dt, d, -5, 5, seed++)}, {});
+        auto t = Make(op, {UniformTensor(dt, d, -5, 5, seed++)}, {});
         Check(*t, dt == DType::kF32 ? 1e-4 : 1e-2);
       }
-  auto t = Make("Softmax", {Random(DType::kF32, {2, 3, 4, 5}, -1, 1, 1)}, {}, {AInt("axis", 1)});
+  auto t = Make("Softmax", {UniformTensor(DType::kF32, {2, 3, 4, 5}, -1, 1, 1)}, {}, {AInt("axis", 1)});
   ExpectRejected(*t, "Softmax over axis 1 of 4 is not the innermost axis");
 }
 
@@ -332,8 +319,8 @@ TEST(VectorLayerNorm, LastAxes) {
                                                                 {{300, 48}, 1}}) {
       Dims norm(d.begin() + (axis < 0 ? axis + d.size() : axis), d.end());
       for (bool bias : {true, false}) {
-        std::vector<Tensor> ins = {Random(dt, d, -3, 3, seed++), Random(dt, norm, 0.5, 1.5, seed++)};
-        if (bias) ins.push_back(Random(dt, norm, -1, 1, seed++));
+        std::vector<Tensor> ins = {UniformTensor(dt, d, -3, 3, seed++), UniformTensor(dt, norm, 0.5, 1.5, seed++)};
+        if (bias) ins.push_back(UniformTensor(dt, norm, -1, 1, seed++));
         auto t = Make("LayerNormalization", ins, {false, true, true},
                       {AInt("axis", axis), AFloat("epsilon", 1e-5f)});
         Check(*t, dt == DType::kF32 ? 1e-4 : 1e-2);
@@ -347,17 +334,17 @@ TEST(VectorBatchNorm, Inference) {
     for (const Dims& d : {Dims{2, 3, 5, 5}, Dims{1, 20, 17}, Dims{4, 8}}) {
       int64_t c = d[1];
       auto t = Make("BatchNormalization",
-                    {Random(dt, d, -2, 2, seed++), Random(dt, {c}, 0.5, 2, seed++), Random(dt, {c}, -1, 1, seed++),
-                     Random(dt, {c}, -1, 1, seed++), Random(dt, {c}, 0.5, 2, seed++)},
+                    {UniformTensor(dt, d, -2, 2, seed++), UniformTensor(dt, {c}, 0.5, 2, seed++), UniformTensor(dt, {c}, -1, 1, seed++),
+                     UniformTensor(dt, {c}, -1, 1, seed++), UniformTensor(dt, {c}, 0.5, 2, seed++)},
                     {false, true, true, true, true});
       Check(*t, dt == DType::kF32 ? 1e-4 : 1e-2);
     }
 }
 
 TEST(VectorDispatch, RejectsWhatItCannotRun) {
-  auto t = Make("Sin", {Random(DType::kF32, {8}, -1, 1, 1)}, {});
+  auto t = Make("Sin", {UniformTensor(DType::kF32, {8}, -1, 1, 1)}, {});
   ExpectRejected(*t, "no vector kernel");
-  auto b = Make("Greater", {Random(DType::kI32, {8}, -1, 1, 1), Random(DType::kI32, {8}, -1, 1, 2)}, {});
+  auto b = Make("Greater", {UniformTensor(DType::kI32, {8}, -1, 1, 1), UniformTensor(DType::kI32, {8}, -1, 1, 2)}, {});
   ExpectRejected(*b, "compares only floats");
 }
 

@@ -28,14 +28,6 @@ namespace {
 using target::npusim::GenerateVectorKernel;
 using target::npusim::KernelRequest;
 
-Tensor Random(DType dt, const Dims& dims, double lo, double hi, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor f(DType::kF32, dims);
-  for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = static_cast<float>(u(gen));
-  return dt == DType::kF32 ? f : CastTensor(f, dt);
-}
-
 // Values from a small set, so comparisons see ties.
 Tensor Coarse(DType dt, const Dims& dims, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -166,7 +158,7 @@ TEST(VectorPool, MaxPool) {
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
     for (const PoolCase& c : kPools) {
       if (dt != DType::kF32 && &c != &kPools[0] && &c != &kPools[3]) continue;
-      auto t = Make("MaxPool", {Random(dt, c.x, -4, 4, seed++)}, {}, PoolAttrs(c));
+      auto t = Make("MaxPool", {UniformTensor(dt, c.x, -4, 4, seed++)}, {}, PoolAttrs(c));
       Check(*t, 0);
     }
 }
@@ -179,7 +171,7 @@ TEST(VectorPool, AveragePool) {
         if (dt != DType::kF32 && &c != &kPools[0] && &c != &kPools[3]) continue;
         std::vector<Attr> a = PoolAttrs(c);
         a.push_back(AInt("count_include_pad", include));
-        auto t = Make("AveragePool", {Random(dt, c.x, -4, 4, seed++)}, {}, a);
+        auto t = Make("AveragePool", {UniformTensor(dt, c.x, -4, 4, seed++)}, {}, a);
         Check(*t, Tol(dt));
       }
 }
@@ -187,29 +179,29 @@ TEST(VectorPool, AveragePool) {
 TEST(VectorPool, LargePlanesTileByRows) {
   // A 112x112 plane (ResNet's stem) does not fit UB with its gathers: row tiles.
   PoolCase c{{1, 2, 112, 112}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0};
-  auto t = Make("MaxPool", {Random(DType::kF16, c.x, -4, 4, 7)}, {}, PoolAttrs(c));
+  auto t = Make("MaxPool", {UniformTensor(DType::kF16, c.x, -4, 4, 7)}, {}, PoolAttrs(c));
   Check(*t, 0);
-  auto a = Make("AveragePool", {Random(DType::kF32, {1, 1, 150, 150}, -4, 4, 8)}, {},
+  auto a = Make("AveragePool", {UniformTensor(DType::kF32, {1, 1, 150, 150}, -4, 4, 8)}, {},
                 {AInts("kernel_shape", {3, 3}), AInts("pads", {1, 1, 1, 1})});
   Check(*a, 1e-5, 1);
 }
 
 TEST(VectorPool, AutoPadAndOneBlock) {
-  auto t = Make("MaxPool", {Random(DType::kF32, {2, 5, 9, 9}, -4, 4, 9)}, {},
+  auto t = Make("MaxPool", {UniformTensor(DType::kF32, {2, 5, 9, 9}, -4, 4, 9)}, {},
                 {AInts("kernel_shape", {3, 3}), AInts("strides", {2, 2}), AString("auto_pad", "SAME_UPPER")});
   Check(*t, 0, 1);
 }
 
 TEST(VectorPool, Rejects) {
-  auto idx = Make("MaxPool", {Random(DType::kF32, {1, 1, 4, 4}, -1, 1, 1)}, {}, {AInts("kernel_shape", {2, 2})}, 2);
+  auto idx = Make("MaxPool", {UniformTensor(DType::kF32, {1, 1, 4, 4}, -1, 1, 1)}, {}, {AInts("kernel_shape", {2, 2})}, 2);
   idx->g.AddOutput(idx->node->output(1));
   ExpectRejected(*idx, "Indices");
-  auto one_d = Make("MaxPool", {Random(DType::kF32, {1, 2, 9}, -1, 1, 1)}, {}, {AInts("kernel_shape", {2})});
+  auto one_d = Make("MaxPool", {UniformTensor(DType::kF32, {1, 2, 9}, -1, 1, 1)}, {}, {AInts("kernel_shape", {2})});
   ExpectRejected(*one_d, "2-D");
 }
 
 TEST(VectorPool, UnusedIndicesOutputIsAllowed) {
-  auto t = Make("MaxPool", {Random(DType::kF32, {1, 3, 6, 6}, -1, 1, 1)}, {}, {AInts("kernel_shape", {2, 2})}, 2);
+  auto t = Make("MaxPool", {UniformTensor(DType::kF32, {1, 3, 6, 6}, -1, 1, 1)}, {}, {AInts("kernel_shape", {2, 2})}, 2);
   Check(*t, 0);
 }
 
@@ -245,17 +237,17 @@ TEST(VectorCompare, Where) {
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
     for (const Dims& d : kCmpShapes) {
       if (dt != DType::kF32 && d.size() == 2 && d[1] == 4099) continue;
-      auto t = Make("Where", {RandomBool(d, seed++), Random(dt, d, -2, 2, seed++), Random(dt, d, -2, 2, seed++)}, {});
+      auto t = Make("Where", {RandomBool(d, seed++), UniformTensor(dt, d, -2, 2, seed++), UniformTensor(dt, d, -2, 2, seed++)}, {});
       Check(*t, 0);
     }
   // GPT-2's causal mask: a [1,1,S,S] condition, the scores, a constant.
   for (DType dt : {DType::kF32, DType::kF16}) {
-    auto t = Make("Where", {RandomBool({1, 1, 24, 24}, seed++), Random(dt, {2, 3, 24, 24}, -2, 2, seed++),
+    auto t = Make("Where", {RandomBool({1, 1, 24, 24}, seed++), UniformTensor(dt, {2, 3, 24, 24}, -2, 2, seed++),
                             CastTensor(Tensor::Scalar<float>(-10000.0f), dt)},
                   {false, false, true});
     Check(*t, 0);
   }
-  auto x_scalar = Make("Where", {RandomBool({5, 9}, seed++), Tensor::Scalar<float>(1.5f), Random(DType::kF32, {5, 9}, -2, 2, 1)}, {});
+  auto x_scalar = Make("Where", {RandomBool({5, 9}, seed++), Tensor::Scalar<float>(1.5f), UniformTensor(DType::kF32, {5, 9}, -2, 2, 1)}, {});
   Check(*x_scalar, 0);
 }
 
@@ -274,8 +266,8 @@ TEST(VectorCompare, BoolLogic) {
 TEST(VectorCompare, Rejects) {
   auto i = Make("Less", {Tensor::FromVector<int32_t>({1, 2, 3}, {3}), Tensor::FromVector<int32_t>({3, 2, 1}, {3})}, {});
   ExpectRejected(*i, "compares only floats");
-  auto mid = Make("Where", {RandomBool({4, 1, 5}, 1), Random(DType::kF32, {4, 6, 5}, -1, 1, 2),
-                            Random(DType::kF32, {4, 6, 5}, -1, 1, 3)}, {});
+  auto mid = Make("Where", {RandomBool({4, 1, 5}, 1), UniformTensor(DType::kF32, {4, 6, 5}, -1, 1, 2),
+                            UniformTensor(DType::kF32, {4, 6, 5}, -1, 1, 3)}, {});
   ExpectRejected(*mid, "broadcast of");
 }
 
@@ -283,9 +275,9 @@ TEST(VectorBinary, OuterBroadcastRepeats) {
   // An additive attention mask [1,1,S,S] against scores [B,H,S,S], both sides.
   uint32_t seed = 650;
   for (DType dt : {DType::kF32, DType::kF16}) {
-    auto t = Make("Add", {Random(dt, {2, 3, 20, 20}, -2, 2, seed++), Random(dt, {1, 1, 20, 20}, -2, 2, seed++)}, {});
+    auto t = Make("Add", {UniformTensor(dt, {2, 3, 20, 20}, -2, 2, seed++), UniformTensor(dt, {1, 1, 20, 20}, -2, 2, seed++)}, {});
     Check(*t, Tol(dt));
-    auto r = Make("Sub", {Random(dt, {20, 20}, -2, 2, seed++), Random(dt, {2, 3, 20, 20}, -2, 2, seed++)}, {});
+    auto r = Make("Sub", {UniformTensor(dt, {20, 20}, -2, 2, seed++), UniformTensor(dt, {2, 3, 20, 20}, -2, 2, seed++)}, {});
     Check(*r, Tol(dt));
   }
 }
@@ -305,7 +297,7 @@ TEST(VectorReduceOuter, MiddleAndLeadingAxes) {
       for (const R& r : cases) {
         if (dt != DType::kF32 && r.x.size() != 3) continue;
         if (r.x == Dims{1, 5000, 9} && std::string(op) != "ReduceSum") continue;
-        Tensor x = Random(dt, r.x, -2, 2, seed++);
+        Tensor x = UniformTensor(dt, r.x, -2, 2, seed++);
         std::unique_ptr<OneNode> t;
         if (std::string(op) == "ReduceSum") {
           t = Make(op, {x, Tensor::FromVector<int64_t>(r.axes, {static_cast<int64_t>(r.axes.size())})}, {false, true},
