@@ -32,6 +32,7 @@
 #include "graph/passes/pass_manager.h"
 #include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
+#include "tests/passes/pipeline_conformance.h"
 #include "tools/conformance/conformance.h"
 
 namespace kiln {
@@ -249,38 +250,6 @@ TEST_F(DefaultPipelineTest, SameOutputsAndNoShapePlumbing) {
 
 //===--- The ONNX backend test data, pass by pass -------------------------===//
 
-// Names of the failing tests in a conformance report.
-std::set<std::string> Failures(const std::string& report) {
-  std::set<std::string> out;
-  std::istringstream in(report);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("FAIL ", 0) == 0) out.insert(line.substr(5, line.find(':') - 5));
-  return out;
-}
-
-absl::StatusOr<std::string> ConformanceReport(const std::string& pipeline) {
-  ConformanceOptions options;
-  options.progress = false;
-  ModelRunner runner = [pipeline](const Model& m, std::vector<Tensor> inputs) -> absl::StatusOr<std::vector<Tensor>> {
-    Model copy = m.Clone();
-    if (!pipeline.empty()) {
-      PassManager pm;
-      absl::Status s = pm.AddPipeline(pipeline);
-      if (!s.ok()) return s;
-      auto changed = pm.Run(copy);
-      if (!changed.ok()) return changed.status();
-      s = VerifyModel(copy);
-      if (!s.ok()) return absl::InternalError(absl::StrCat("invalid after ", pipeline, ": ", s.message()));
-    }
-    Executor exec;
-    return exec.Run(*copy.graph, std::move(inputs));
-  };
-  std::ostringstream out;
-  auto summary = RunConformance(options, runner, out);
-  if (!summary.ok()) return summary.status();
-  return out.str();
-}
 
 class PassConformanceTest : public testing::TestWithParam<const char*> {
  protected:

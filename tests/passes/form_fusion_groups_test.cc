@@ -26,6 +26,7 @@
 #include "graph/passes/pass_manager.h"
 #include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
+#include "tests/passes/pipeline_conformance.h"
 #include "tools/conformance/conformance.h"
 
 namespace kiln {
@@ -284,42 +285,11 @@ TEST(FormFusionGroupsTest, ScalesToAHundredThousandNodes) {
 
 //===--- The ONNX backend test data -------------------------------------===//
 
-std::set<std::string> Failures(const std::string& report) {
-  std::set<std::string> out;
-  std::istringstream in(report);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("FAIL ", 0) == 0) out.insert(line.substr(5, line.find(':') - 5));
-  return out;
-}
-
-absl::StatusOr<std::string> Report(const std::string& pipeline) {
-  ConformanceOptions options;
-  options.progress = false;
-  ModelRunner runner = [pipeline](const Model& m, std::vector<Tensor> inputs) -> absl::StatusOr<std::vector<Tensor>> {
-    Model copy = m.Clone();
-    if (!pipeline.empty()) {
-      PassManager pm;
-      absl::Status s = pm.AddPipeline(pipeline);
-      if (!s.ok()) return s;
-      auto changed = pm.Run(copy);
-      if (!changed.ok()) return changed.status();
-      s = VerifyModel(copy);
-      if (!s.ok()) return absl::InternalError(absl::StrCat("invalid after ", pipeline, ": ", s.message()));
-    }
-    Executor exec;
-    return exec.Run(*copy.graph, std::move(inputs));
-  };
-  std::ostringstream out;
-  auto summary = RunConformance(options, runner, out);
-  if (!summary.ok()) return summary.status();
-  return out.str();
-}
 
 TEST(FormFusionGroupsTest, OnnxTestDataGivesTheSameResults) {
   if (!std::filesystem::exists("/usr/share/libonnx-testdata/data/node")) GTEST_SKIP() << "no ONNX test data";
-  auto base = Report("infer-shapes");
-  auto fused = Report("infer-shapes,form-fusion-groups");
+  auto base = ConformanceReport("infer-shapes");
+  auto fused = ConformanceReport("infer-shapes,form-fusion-groups");
   ASSERT_TRUE(base.ok() && fused.ok());
   std::set<std::string> before = Failures(*base);
   for (const std::string& id : Failures(*fused)) EXPECT_TRUE(before.count(id)) << "newly failing with fusion: " << id;
