@@ -4,25 +4,20 @@
 // the reference executor (and PyTorch's), and, with static input shapes, no
 // shape plumbing (Shape, Size, a Gather of a shape), Identity or
 // constant-only node survives anywhere in it.
-#include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/onnx/importer.h"
 #include "graph/exec/executor.h"
-#include "graph/io/npy.h"
 #include "graph/passes/pass_manager.h"
 #include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
+#include "tests/models/exported_model.h"
 #include "tools/conformance/conformance.h"
 
 namespace kiln {
 namespace {
-
-namespace fs = std::filesystem;
 
 bool StaticInputs(const Graph& g) {
   for (const Value* v : g.inputs())
@@ -70,17 +65,10 @@ int CountNodes(const Graph& g) {
 class OptimizedModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OptimizedModel, DefaultPipelineKeepsOutputsAndLeavesNoShapePlumbing) {
-  const char* root = std::getenv("KILN_MODELS_DIR");
-  ASSERT_NE(root, nullptr) << "KILN_MODELS_DIR is not set";
-  fs::path dir = fs::path(root) / GetParam();
-  auto model = onnx_import::ImportFile((dir / "model.onnx").string());
-  ASSERT_TRUE(model.ok()) << model.status();
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < model->graph->inputs().size(); ++i) {
-    auto t = ReadNpy((dir / ("input_" + std::to_string(i) + ".npy")).string());
-    ASSERT_TRUE(t.ok()) << t.status();
-    inputs.push_back(*t);
-  }
+  auto exported = LoadExportedModel(GetParam());
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  Model* model = &exported->model;
+  const std::vector<Tensor>& inputs = exported->inputs;
   Executor before_exec;
   auto before = before_exec.Run(*model->graph, inputs);
   ASSERT_TRUE(before.ok()) << before.status();
@@ -103,9 +91,8 @@ TEST_P(OptimizedModel, DefaultPipelineKeepsOutputsAndLeavesNoShapePlumbing) {
     // Folding and composites reorder float arithmetic a little.
     absl::Status s = CompareTensors((*before)[i], (*after)[i], /*rtol=*/1e-4, /*atol=*/1e-5);
     EXPECT_TRUE(s.ok()) << "output " << i << " differs from the unoptimized graph's: " << s;
-    auto expected = ReadNpy((dir / ("expected_" + std::to_string(i) + ".npy")).string());
-    ASSERT_TRUE(expected.ok()) << expected.status();
-    s = CompareTensors(*expected, (*after)[i], /*rtol=*/1e-3, /*atol=*/1e-5);
+    ASSERT_LT(i, exported->expected.size());
+    s = CompareTensors(exported->expected[i], (*after)[i], /*rtol=*/1e-3, /*atol=*/1e-5);
     EXPECT_TRUE(s.ok()) << "output " << i << " differs from PyTorch's: " << s;
   }
 
