@@ -19,6 +19,7 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/support/status.h"
@@ -248,6 +249,7 @@ std::string QuoteString(absl::string_view s) {
 
 class Printer {
  public:
+  Printer() = default;  // no kernel: every reference is local
   explicit Printer(const TileKernel& k) {
     for (const TileArg& a : k.args) args_.insert(a.name);
   }
@@ -323,6 +325,12 @@ std::string Print(const TileKernel& k) {
   p.Block(k.body, 1, &out);
   out += "}\n";
   return out;
+}
+
+std::string PrintStatement(const Stmt& s) {
+  std::string line = Printer().Line(s);
+  if (absl::EndsWith(line, " {")) line.resize(line.size() - 2);
+  return line;
 }
 
 //===----------------------------------------------------------------------===//

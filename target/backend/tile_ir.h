@@ -235,6 +235,10 @@ struct TileKernel {
 // what it names (starts of its rank); Parse's errors start "line N: ".
 std::string Print(const TileKernel& k);
 absl::StatusOr<TileKernel> Parse(absl::string_view text);
+// One statement as its line of the text form, for diagnostics: a loop's
+// header without its body; a reference whose starts are all zero prints by
+// name alone (Print keeps the starts of kernel arguments).
+std::string PrintStatement(const Stmt& s);
 
 // Checks a kernel against the rules of docs/tile-ir.md: names defined
 // before use and unique, loop variables in scope, references with the

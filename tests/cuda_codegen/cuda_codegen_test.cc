@@ -192,7 +192,7 @@ TEST(CudaCodegen, RejectsKernelsInNoCanonicalForm) {
   auto r = EmitCudaKernel(*k, CudaArch{});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(std::string(r.status().message()),
-            "kernel @nogroup has no CUDA form: `fill %acc, 0.0f` in the grid loop outside the group loop");
+            "kernel @nogroup has no CUDA form: `fill %acc, 0` in the grid loop outside the group loop");
 
   // Integer tensors have no CUDA form.
   auto ki = tile::Parse(R"(kernel @ints {

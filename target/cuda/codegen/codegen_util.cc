@@ -74,6 +74,14 @@ std::vector<std::string> AffineVars(const Affine& a) {
   return v;
 }
 
+Names::Names(const tile::TileKernel& k) {
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    args[k.args[i].name] = &k.args[i];
+    arg_index[k.args[i].name] = static_cast<int>(i);
+  }
+  CollectBuffers(k.body);
+}
+
 void Names::CollectBuffers(const tile::Block& b) {
   for (const auto& s : b) {
     if (s->kind == Stmt::Kind::kBuffer) buffers[s->buffer] = s.get();
@@ -125,94 +133,11 @@ GlobalIndex IndexGlobal(const TileArg& arg, const TileRef& ref, const std::vecto
   return gi;
 }
 
-const char* EwName(EwOp op) {
-  switch (op) {
-    case EwOp::kCopy: return "copy";
-    case EwOp::kCast: return "cast";
-    case EwOp::kAdd: return "add";
-    case EwOp::kSub: return "sub";
-    case EwOp::kMul: return "mul";
-    case EwOp::kDiv: return "div";
-    case EwOp::kMax: return "max";
-    case EwOp::kMin: return "min";
-    case EwOp::kPow: return "pow";
-    case EwOp::kNeg: return "neg";
-    case EwOp::kAbs: return "abs";
-    case EwOp::kRelu: return "relu";
-    case EwOp::kExp: return "exp";
-    case EwOp::kLog: return "log";
-    case EwOp::kSqrt: return "sqrt";
-    case EwOp::kRsqrt: return "rsqrt";
-    case EwOp::kRecip: return "recip";
-    case EwOp::kTanh: return "tanh";
-    case EwOp::kSigmoid: return "sigmoid";
-    case EwOp::kErf: return "erf";
-    case EwOp::kGelu: return "gelu";
-    case EwOp::kSelect: return "select";
-    case EwOp::kCmpLt: return "cmp_lt";
-    case EwOp::kCmpLe: return "cmp_le";
-    case EwOp::kCmpGt: return "cmp_gt";
-    case EwOp::kCmpGe: return "cmp_ge";
-    case EwOp::kCmpEq: return "cmp_eq";
-  }
-  return "?";
-}
-
-const char* ReduceName(tile::ReduceOp op) {
-  switch (op) {
-    case tile::ReduceOp::kSum: return "sum";
-    case tile::ReduceOp::kMax: return "max";
-    case tile::ReduceOp::kMin: return "min";
-    case tile::ReduceOp::kProd: return "prod";
-  }
-  return "?";
-}
-
-namespace {
-std::string RefText(const TileRef& r) {
-  std::vector<std::string> s;
-  for (const auto& a : r.start) s.push_back(AffineC(a));
-  bool zero = true;
-  for (const auto& x : s) zero = zero && x == "0";
-  return zero ? absl::StrCat("%", r.name) : absl::StrCat("%", r.name, "[", absl::StrJoin(s, ", "), "]");
-}
-std::string OperandText(const tile::Operand& o) { return o.ref ? RefText(*o.ref) : FloatLit(o.scalar); }
-}  // namespace
-
-std::string Describe(const Stmt& s) {
-  switch (s.kind) {
-    case Stmt::Kind::kBuffer: return absl::StrCat("buffer %", s.buffer);
-    case Stmt::Kind::kLoop: {
-      std::vector<std::string> v;
-      for (const auto& lv : s.vars) v.push_back(absl::StrCat("%", lv.name, " = ", lv.extent));
-      const char* kind = s.loop == Stmt::LoopKind::kGrid    ? "grid"
-                         : s.loop == Stmt::LoopKind::kGroup ? "group"
-                         : s.loop == Stmt::LoopKind::kSerial ? "serial"
-                                                             : "pipelined";
-      return absl::StrCat(kind, " ", absl::StrJoin(v, ", "));
-    }
-    case Stmt::Kind::kCopy:
-      return absl::StrCat("copy ", s.srcs.empty() ? "?" : OperandText(s.srcs[0]), " -> ", RefText(s.dst),
-                          s.transpose ? " transpose" : "", s.accumulate ? " add" : "");
-    case Stmt::Kind::kFill: return absl::StrCat("fill ", RefText(s.dst), ", ", FloatLit(s.value));
-    case Stmt::Kind::kMma: return absl::StrCat("mma ", RefText(s.dst), s.accumulate ? " += " : " = ", "...");
-    case Stmt::Kind::kEw: {
-      std::vector<std::string> o;
-      for (const auto& x : s.srcs) o.push_back(OperandText(x));
-      return absl::StrCat("ew ", EwName(s.ew), " ", RefText(s.dst), " <- ", absl::StrJoin(o, ", "));
-    }
-    case Stmt::Kind::kReduce:
-      return absl::StrCat("reduce ", ReduceName(s.reduce), " ", RefText(s.dst), " <- ",
-                          s.srcs.empty() ? "?" : OperandText(s.srcs[0]), " axis ", s.axis);
-    case Stmt::Kind::kSync: return "sync";
-  }
-  return "?";
-}
-
 absl::StatusOr<std::string> EwExpr(EwOp op, const std::vector<std::string>& x) {
   auto need = [&](size_t n) -> absl::Status {
     if (x.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("ew ", EwName(op), " takes ", n, " operands, not ", x.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ew ", tile::EwOpName(op), " takes ", n, " operands, not ", x.size()));
     }
     return absl::OkStatus();
   };
@@ -373,7 +298,7 @@ absl::StatusOr<std::string> EmitElementProgram(const ElementProgram& p, const st
       if (auto st = assign(s.dst.name, FloatLit(s.value)); !st.ok()) return st;
       continue;
     }
-    return absl::UnimplementedError(absl::StrCat("`", Describe(s), "` has no per-element CUDA form"));
+    return absl::UnimplementedError(absl::StrCat("`", tile::PrintStatement(s), "` has no per-element CUDA form"));
   }
   return out;
 }

@@ -40,6 +40,11 @@ struct Names {
   std::map<std::string, const tile::TileArg*> args;
   std::map<std::string, int> arg_index;
   std::map<std::string, const tile::Stmt*> buffers;
+  Names() = default;
+  // The arguments and every buffer of `k`, nested blocks included.
+  explicit Names(const tile::TileKernel& k);
+
+ private:
   void CollectBuffers(const tile::Block& b);
 };
 
@@ -55,10 +60,6 @@ struct GlobalIndex {
 GlobalIndex IndexGlobal(const tile::TileArg& arg, const tile::TileRef& ref, const std::vector<std::string>& local,
                         const std::vector<int64_t>& local_shape, bool transpose);
 
-// The statement `stmt` as a short text for error messages and comments.
-std::string Describe(const tile::Stmt& stmt);
-const char* EwName(tile::EwOp op);
-const char* ReduceName(tile::ReduceOp op);
 
 // A per-element program: the copies global -> local, the ew steps and the
 // copies local -> global of an elementwise tail, run for one element at a

@@ -166,21 +166,17 @@ absl::Status MatchOperand(Gemm& g, Operand& op, const Stmt* stage_copy, bool is_
 
 absl::StatusOr<Gemm> Match(const tile::TileKernel& k) {
   Gemm g;
-  for (size_t i = 0; i < k.args.size(); ++i) {
-    g.names.args[k.args[i].name] = &k.args[i];
-    g.names.arg_index[k.args[i].name] = static_cast<int>(i);
-  }
-  g.names.CollectBuffers(k.body);
+  g.names = Names(k);
   for (const auto& s : k.body) {
     if (s->kind == Stmt::Kind::kLoop && s->loop == Stmt::LoopKind::kGrid && !g.grid) g.grid = s.get();
-    else if (s->kind != Stmt::Kind::kBuffer) return Err(absl::StrCat("`", Describe(*s), "` outside the grid loop"));
+    else if (s->kind != Stmt::Kind::kBuffer) return Err(absl::StrCat("`", tile::PrintStatement(*s), "` outside the grid loop"));
   }
   if (!g.grid) return Err("a GEMM needs a grid loop at the top of the kernel");
   for (const auto& v : g.grid->vars) g.extent[v.name] = v.extent;
   for (const auto& s : g.grid->body) {
     if (s->kind == Stmt::Kind::kLoop && s->loop == Stmt::LoopKind::kGroup && !g.group) g.group = s.get();
     else if (s->kind != Stmt::Kind::kBuffer) {
-      return Err(absl::StrCat("`", Describe(*s), "` in the grid loop outside the group loop"));
+      return Err(absl::StrCat("`", tile::PrintStatement(*s), "` in the grid loop outside the group loop"));
     }
   }
   if (!g.group) return Err("a GEMM needs a group loop (the warps) in its grid loop");
@@ -198,7 +194,7 @@ absl::StatusOr<Gemm> Match(const tile::TileKernel& k) {
       after_k = true;
       continue;
     }
-    if (!after_k) return Err(absl::StrCat("`", Describe(*s), "` before the K loop"));
+    if (!after_k) return Err(absl::StrCat("`", tile::PrintStatement(*s), "` before the K loop"));
     g.epilogue.push_back(s.get());
   }
   if (!g.kloop || g.kloop->vars.size() != 1) return Err("a GEMM needs one pipelined K loop in its group loop");
@@ -218,14 +214,14 @@ absl::StatusOr<Gemm> Match(const tile::TileKernel& k) {
         if (t->kind == Stmt::Kind::kSync || t->kind == Stmt::Kind::kBuffer) continue;
         if (IsCopy(t.get())) frag_copies.push_back(t.get());
         else if (t->kind == Stmt::Kind::kMma && !g.mma) g.mma = t.get();
-        else return Err(absl::StrCat("`", Describe(*t), "` in the operand loop"));
+        else return Err(absl::StrCat("`", tile::PrintStatement(*t), "` in the operand loop"));
       }
       continue;
     }
     if (IsCopy(s.get()) && g.names.args.count(s->srcs[0].ref->name)) stage_copies.push_back(s.get());
     else if (IsCopy(s.get())) frag_copies.push_back(s.get());
     else if (s->kind == Stmt::Kind::kMma && !g.mma) g.mma = s.get();
-    else return Err(absl::StrCat("`", Describe(*s), "` in the K loop"));
+    else return Err(absl::StrCat("`", tile::PrintStatement(*s), "` in the K loop"));
   }
   if (!g.mma || g.mma->srcs.size() != 2 || !g.mma->srcs[0].ref || !g.mma->srcs[1].ref) {
     return Err("a GEMM's K loop needs one mma step");
@@ -281,7 +277,7 @@ absl::StatusOr<Gemm> Match(const tile::TileKernel& k) {
     if (r.start.size() != 2) return Err("operand copies address rank-2 stage tiles");
     const Affine& a = r.start[dim];
     if (a.constant != 0 || a.terms.size() > 1 || (a.terms.size() == 1 && a.terms[0].second != tile)) {
-      return Err(absl::StrCat("operand copy `", Describe(*copy), "` does not start at a multiple of the warp tile"));
+      return Err(absl::StrCat("operand copy `", tile::PrintStatement(*copy), "` does not start at a multiple of the warp tile"));
     }
     if (a.terms.size() == 1) *var = a.terms[0].first;
     return absl::OkStatus();
@@ -580,7 +576,7 @@ std::string Header(const tile::TileKernel& k, const Gemm& g, const std::string& 
                   "), ", g.stages, "-stage cp.async pipeline over ", g.kt, " K tiles\n");
   std::vector<std::string> ep;
   for (const Stmt* s2 : g.epilogue)
-    if (s2->kind == Stmt::Kind::kEw) ep.push_back(EwName(s2->ew));
+    if (s2->kind == Stmt::Kind::kEw) ep.push_back(std::string(tile::EwOpName(s2->ew)));
   absl::StrAppend(&s, "//   epilogue in registers: ", ep.empty() ? "none" : absl::StrJoin(ep, ", "),
                   ", then the store (guarded at the ragged edges)\n");
   if (!k.plan.empty()) absl::StrAppend(&s, "//   plan: ", k.plan, "\n");

@@ -46,11 +46,7 @@ struct Nest {
 
 absl::StatusOr<Nest> MatchNest(const tile::TileKernel& k) {
   Nest n;
-  for (size_t i = 0; i < k.args.size(); ++i) {
-    n.names.args[k.args[i].name] = &k.args[i];
-    n.names.arg_index[k.args[i].name] = static_cast<int>(i);
-  }
-  n.names.CollectBuffers(k.body);
+  n.names = Names(k);
   const tile::Block* b = &k.body;
   while (true) {
     const Stmt* loop = nullptr;
@@ -63,7 +59,7 @@ absl::StatusOr<Nest> MatchNest(const tile::TileKernel& k) {
     if (!loop) break;
     for (const auto& s : *b) {
       if (s.get() != loop && s->kind != Stmt::Kind::kBuffer) {
-        return Err(absl::StrCat("`", Describe(*s), "` outside the innermost loop"));
+        return Err(absl::StrCat("`", tile::PrintStatement(*s), "` outside the innermost loop"));
       }
     }
     for (const auto& v : loop->vars) {
@@ -190,7 +186,7 @@ absl::StatusOr<CudaKernel> EmitElementwise(const tile::TileKernel& k) {
   std::string s;
   std::vector<std::string> ops;
   for (const Stmt* st : n.stmts)
-    if (st->kind == Stmt::Kind::kEw) ops.push_back(EwName(st->ew));
+    if (st->kind == Stmt::Kind::kEw) ops.push_back(std::string(tile::EwOpName(st->ew)));
   absl::StrAppend(&s, "// ", std::string(76, '-'), "\n// @", k.name, ": elementwise ", absl::StrJoin(ops, ", "), "\n");
   absl::StrAppend(&s, "//   ", ArgsLine(k), "\n");
   absl::StrAppend(&s, "//   ", total, " elements (", n.iterations, " tiles of ", n.rows, "x", n.cols, "), ", V,
@@ -298,7 +294,7 @@ absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k) {
     if (s->kind == Stmt::Kind::kReduce) {
       const Stmt* src = n.names.buffers.count(s->srcs[0].ref->name) ? n.names.buffers.at(s->srcs[0].ref->name) : nullptr;
       if (!src || static_cast<int>(src->shape.size()) - 1 != s->axis) {
-        return Err(absl::StrCat("`", Describe(*s), "` does not reduce the last axis of a local buffer"));
+        return Err(absl::StrCat("`", tile::PrintStatement(*s), "` does not reduce the last axis of a local buffer"));
       }
     }
     if (s->kind == Stmt::Kind::kMma) return Err("an mma step in a row reduction");
@@ -341,8 +337,8 @@ absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k) {
   std::string s;
   std::vector<std::string> ops;
   for (const Stmt* st : n.stmts) {
-    if (st->kind == Stmt::Kind::kEw) ops.push_back(EwName(st->ew));
-    if (st->kind == Stmt::Kind::kReduce) ops.push_back(absl::StrCat("reduce ", ReduceName(st->reduce)));
+    if (st->kind == Stmt::Kind::kEw) ops.push_back(std::string(tile::EwOpName(st->ew)));
+    if (st->kind == Stmt::Kind::kReduce) ops.push_back(absl::StrCat("reduce ", tile::ReduceOpName(st->reduce)));
   }
   absl::StrAppend(&s, "// ", std::string(76, '-'), "\n// @", k.name, ": row reduction (", absl::StrJoin(ops, ", "), ")\n");
   absl::StrAppend(&s, "//   ", ArgsLine(k), "\n");
@@ -389,7 +385,7 @@ absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k) {
   };
   for (const Stmt* st : n.stmts) {
     if (st->kind == Stmt::Kind::kBuffer) continue;
-    absl::StrAppend(&s, "  // ", Describe(*st), "\n");
+    absl::StrAppend(&s, "  // ", tile::PrintStatement(*st), "\n");
     if (st->kind == Stmt::Kind::kFill) {
       declare(st->dst.name);
       if (is_row(st->dst.name)) absl::StrAppend(&s, loop_cv, "      v_", Ident(st->dst.name), "[c][v] = ", FloatLit(st->value), ";\n    }\n");
@@ -413,7 +409,7 @@ absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k) {
     }
     if (st->kind == Stmt::Kind::kReduce) {
       const std::string src = st->srcs[0].ref->name;
-      if (!is_row(src) || is_row(st->dst.name)) return Err(absl::StrCat("`", Describe(*st), "` is no row reduction"));
+      if (!is_row(src) || is_row(st->dst.name)) return Err(absl::StrCat("`", tile::PrintStatement(*st), "` is no row reduction"));
       const char* op = st->reduce == tile::ReduceOp::kSum   ? "kiln::SumOp"
                        : st->reduce == tile::ReduceOp::kMax ? "kiln::MaxOp"
                        : st->reduce == tile::ReduceOp::kMin ? "kiln::MinOp"
@@ -446,7 +442,7 @@ absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k) {
           else absl::StrAppend(&s, "  v_", Ident(st->dst.name), " = ", *v, ";\n");
           continue;
         }
-        return Err(absl::StrCat("`", Describe(*st), "` copies global to global"));
+        return Err(absl::StrCat("`", tile::PrintStatement(*st), "` copies global to global"));
       }
       const std::string bname = load ? st->dst.name : src.name;
       const TileArg& a = *n.names.args.at(load ? src.name : st->dst.name);
@@ -490,7 +486,7 @@ absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k) {
       }
       continue;
     }
-    return Err(absl::StrCat("`", Describe(*st), "` has no CUDA form in a row reduction"));
+    return Err(absl::StrCat("`", tile::PrintStatement(*st), "` has no CUDA form in a row reduction"));
   }
   absl::StrAppend(&s, "}\n\n");
   out.source = s;
