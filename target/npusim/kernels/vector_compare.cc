@@ -43,10 +43,6 @@ using sim::DType;
 
 constexpr double kTiny = 5.9604644775390625e-08;  // 2^-24, the fp16 subnormal unit
 
-absl::Status Unimpl(const Node& n, absl::string_view why) {
-  return absl::UnimplementedError(absl::StrCat(n.QualifiedOp(), ": ", why));
-}
-
 // vcmp / vsel over whole repeats covering n elements (the lanes past n are
 // junk, inside the 256-byte rounded buffers); the mask advances 32-byte
 // aligned (252 repeats per instruction).
@@ -109,13 +105,6 @@ void Pack(Kasm& k, Ub t1, int64_t n, Ub bytes, Ub t2) {
   k.Conv(DType::kF32, DType::kS32, V(t1), V(t2), h);
   k.Vec("vmuls", DType::kF32, V(t1), {V(t1)}, h, kTiny);
   k.Conv(DType::kF16, DType::kF32, V(bytes), V(t1), h);
-}
-
-std::string KernelName(const Node& n) {
-  std::string s = absl::StrCat("vec_", n.op());
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s;
 }
 
 std::string DimsText(const Dims& d) { return absl::StrCat("[", absl::StrJoin(d, ","), "]"); }

@@ -1,9 +1,22 @@
 //===- vector_dispatch.cc - Which vector kernel generator runs a node -----===//
+#include <cctype>
+
 #include "absl/strings/str_cat.h"
 #include "target/npusim/kernels/vector.h"
 #include "target/npusim/kernels/vector_internal.h"
 
 namespace kiln::target::npusim {
+
+absl::Status vec::Unimpl(const Node& n, absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat(n.QualifiedOp(), ": ", why));
+}
+
+std::string vec::KernelName(const Node& n) {
+  std::string s = absl::StrCat("vec_", n.op());
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
 
 absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
   const Node& n = *req.node;

@@ -32,17 +32,6 @@ namespace {
 using sim::DType;
 using Body = std::function<void(Kasm&, const FlatOperands&, int64_t)>;
 
-absl::Status Unimpl(const Node& n, absl::string_view why) {
-  return absl::UnimplementedError(absl::StrCat(n.QualifiedOp(), ": ", why));
-}
-
-std::string KernelName(const Node& n) {
-  std::string s = absl::StrCat("vec_", n.op());
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s;
-}
-
 int64_t Numel(const Value* v) { return v->type().shape().NumElements(); }
 
 // The single value of a constant input with one element.

@@ -10,9 +10,15 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "target/npusim/kernels/kernel.h"
 
 namespace kiln::target::npusim::vec {
+
+// The Unimplemented status of a node a family cannot run: "OP: why".
+absl::Status Unimpl(const Node& n, absl::string_view why);
+// The program name of a node's kernel: vec_OP, as an identifier.
+std::string KernelName(const Node& n);
 
 // Unary math and activations, Identity, Dropout (inference), kiln.Gelu.
 bool IsUnaryOp(const Node& n);

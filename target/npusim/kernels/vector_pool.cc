@@ -42,10 +42,6 @@ namespace {
 
 using sim::DType;
 
-absl::Status Unimpl(const Node& n, absl::string_view why) {
-  return absl::UnimplementedError(absl::StrCat(n.QualifiedOp(), ": ", why));
-}
-
 constexpr const char* kV = "VECTOR";
 constexpr const char* kM2 = "MTE2";
 constexpr const char* kM3 = "MTE3";

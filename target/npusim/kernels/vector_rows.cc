@@ -26,17 +26,6 @@ namespace {
 
 using sim::DType;
 
-absl::Status Unimpl(const Node& n, absl::string_view why) {
-  return absl::UnimplementedError(absl::StrCat(n.QualifiedOp(), ": ", why));
-}
-
-std::string KernelName(const Node& n) {
-  std::string s = absl::StrCat("vec_", n.op());
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s;
-}
-
 absl::Status CheckStatic(const Node& n) {
   for (const Value* v : n.inputs())
     if (v && (!v->type().is_tensor() || !v->type().shape().is_static()))
