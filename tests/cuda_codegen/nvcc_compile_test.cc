@@ -213,8 +213,12 @@ TEST(CudaCodegenNvcc, EveryFormCompilesForSm80AndSm90a) {
       EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k"), std::string::npos);
       // tf32 operands stored MN-major (A transposed, B not) take 32-bit
       // shared loads: ldmatrix cannot transpose 32-bit elements.
-      if (k.name != "gemm_tf32_trans_a") EXPECT_NE(ptx.find("ldmatrix.sync.aligned"), std::string::npos);
-      if (k.name != "gemm_f16_odd") EXPECT_NE(ptx.find("cp.async"), std::string::npos);
+      if (k.name != "gemm_tf32_trans_a") {
+        EXPECT_NE(ptx.find("ldmatrix.sync.aligned"), std::string::npos);
+      }
+      if (k.name != "gemm_f16_odd") {
+        EXPECT_NE(ptx.find("cp.async"), std::string::npos);
+      }
       if (k.variants.size() > 1 && arch == "sm_90a") {
         std::string h = testing::EntryPtx(r.ptx, k.variants[1].function);
         ASSERT_FALSE(h.empty());
