@@ -118,11 +118,12 @@ absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
 }
 
 absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& n, const sim::Machine& machine,
-                                         const CompileOptions& options) {
+                                         const CompileOptions& options, bool want_tile_ir = false) {
   npusim::KernelRequest req;
   req.node = &n;
   req.machine = &machine;
   req.fp16_matrix = options.precision == Precision::kFp16;
+  req.want_tile_ir = want_tile_ir;
   if (engine == "cube") return npusim::GenerateCubeKernel(req);
   if (engine == "vector") {
     if (HasCopyPieces(n)) return npusim::GenerateMoveKernel(req);
@@ -263,7 +264,7 @@ absl::StatusOr<std::string> NpusimTileIr(const Node& node, const Target& target,
   KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options));
   // A kernel that cannot be generated is not an error here: compiling
   // splits the group back or moves the node to the AICPU.
-  absl::StatusOr<GeneratedKernel> k = Generate(engine, node, machine, options);
+  absl::StatusOr<GeneratedKernel> k = Generate(engine, node, machine, options, /*want_tile_ir=*/true);
   if (!k.ok()) return absl::NotFoundError(absl::StrCat("npusim's cube kernel: ", k.status().message()));
   if (k->tile_ir.empty()) return absl::NotFoundError("npusim's cube kernel for it has no tile form");
   return k->tile_ir;

@@ -85,6 +85,7 @@ void RunCase(const Case& k, uint32_t seed = 1) {
   req.node = n;
   req.machine = &m;
   req.max_blocks = k.max_blocks;
+  req.want_tile_ir = true;
   auto kernel = target::npusim::GenerateCubeKernel(req);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ(kernel->engine, "cube");

@@ -13,6 +13,7 @@ namespace {
 // machine's buffers. A GEMM the shared form does not express (a 1-D
 // operand) keeps no tile IR; its program is unaffected.
 void AttachTileIr(const Node& node, const KernelRequest& req, const CubeTiling& t, GeneratedKernel& k) {
+  if (!req.want_tile_ir) return;
   // The driver has already narrowed the graph's matrix operands for
   // --precision, so the tensors' own dtype (kF32: "as given") is the cube's.
   absl::StatusOr<tile::GemmProblem> p = tile::GemmProblemOf(node, DType::kF32);

@@ -51,6 +51,9 @@ struct KernelRequest {
   // The most blocks the kernel may launch (one per core at a time); 0: as
   // many as the machine has cores. Tests and benchmarks use 1 for one core.
   int max_blocks = 0;
+  // Also record the kernel's tiling as tile IR (GeneratedKernel::tile_ir),
+  // for `kiln tile`; compiling leaves it off.
+  bool want_tile_ir = false;
 };
 
 struct GeneratedKernel {
@@ -61,9 +64,9 @@ struct GeneratedKernel {
   int64_t workspace_bytes = 0;   // size of the trailing s8 workspace argument, 0 for none
   double estimated_cycles = 0;   // the generator's cost-model estimate of the whole launch
   std::string plan;              // one line: the tiling chosen, for --explain-placement and reports
-  // The kernel in kiln's tile IR (target/backend/tile_ir.h), for generators
-  // whose program follows the shared lowering's canonical form with their
-  // own tiling (cube GEMMs); empty for the others.
+  // The kernel in kiln's tile IR (target/backend/tile_ir.h) when the request
+  // wants it and the program follows the shared lowering's canonical form
+  // with its own tiling (cube GEMMs); empty otherwise.
   std::string tile_ir;
 };
 
