@@ -135,6 +135,11 @@ std::unique_ptr<Stmt> MakeLoop(Stmt::LoopKind kind, std::vector<LoopVar> vars, i
   return s;
 }
 
+std::vector<int64_t> Im2colShape(const std::vector<int64_t>& x, const Im2col& c) {
+  if (x.size() != 4 || c.groups < 1) return {};
+  return {x[0], c.groups, x[1] / c.groups * c.kernel[0] * c.kernel[1], c.out[0] * c.out[1]};
+}
+
 std::unique_ptr<Stmt> MakeCopy(TileRef src, TileRef dst, bool transpose) {
   auto s = std::make_unique<Stmt>(Stmt::Kind::kCopy);
   s->srcs.push_back(Operand{std::move(src)});
@@ -265,6 +270,14 @@ class Printer {
 
   std::string Operand(const tile::Operand& o) const { return o.ref ? Ref(*o.ref) : FormatNumber(o.scalar); }
 
+  static std::string Im2colText(const Im2col& c) {
+    auto pair = [](const int64_t (&v)[2]) { return absl::StrCat("[", v[0], ",", v[1], "]"); };
+    return absl::StrCat(" im2col kernel=", pair(c.kernel), " stride=", pair(c.stride), " pad=", pair(c.pad),
+                        " dilation=", pair(c.dilation), " out=", pair(c.out),
+                        c.groups != 1 ? absl::StrCat(" groups=", c.groups) : "",
+                        c.fill != 0 ? absl::StrCat(" fill=", FormatNumber(c.fill)) : "");
+  }
+
   // One statement's line (a loop's header ends with " {").
   std::string Line(const Stmt& s) const {
     switch (s.kind) {
@@ -277,7 +290,8 @@ class Printer {
                             FormatVars(s.vars), " {");
       case Stmt::Kind::kCopy:
         return absl::StrCat("copy ", s.srcs.empty() ? "?" : Operand(s.srcs[0]), " -> ", Ref(s.dst),
-                            s.transpose ? " transpose" : "", s.accumulate ? " add" : "");
+                            s.im2col ? Im2colText(*s.im2col) : "", s.transpose ? " transpose" : "",
+                            s.accumulate ? " add" : "");
       case Stmt::Kind::kFill:
         return absl::StrCat("fill ", Ref(s.dst), ", ", FormatNumber(s.value));
       case Stmt::Kind::kMma:
@@ -614,6 +628,37 @@ class Parser {
     return r;
   }
 
+  // `kernel=[KH,KW] stride=[..] pad=[..] dilation=[..] out=[..] [groups=G] [fill=V]`.
+  absl::StatusOr<Im2col> Im2colParams() {
+    Im2col c;
+    auto pair = [&](const char* key, int64_t (&v)[2]) -> absl::Status {
+      if (!IsWord(key)) return Error(absl::StrCat("expected '", key, "=' in im2col"));
+      Next();
+      KILN_RETURN_IF_ERROR(ExpectPunct("="));
+      KILN_RETURN_IF_ERROR(ExpectPunct("["));
+      KILN_ASSIGN_OR_RETURN(v[0], Integer("an im2col extent"));
+      KILN_RETURN_IF_ERROR(ExpectPunct(","));
+      KILN_ASSIGN_OR_RETURN(v[1], Integer("an im2col extent"));
+      return ExpectPunct("]");
+    };
+    KILN_RETURN_IF_ERROR(pair("kernel", c.kernel));
+    KILN_RETURN_IF_ERROR(pair("stride", c.stride));
+    KILN_RETURN_IF_ERROR(pair("pad", c.pad));
+    KILN_RETURN_IF_ERROR(pair("dilation", c.dilation));
+    KILN_RETURN_IF_ERROR(pair("out", c.out));
+    if (IsWord("groups")) {
+      Next();
+      KILN_RETURN_IF_ERROR(ExpectPunct("="));
+      KILN_ASSIGN_OR_RETURN(c.groups, Integer("a group count"));
+    }
+    if (IsWord("fill")) {
+      Next();
+      KILN_RETURN_IF_ERROR(ExpectPunct("="));
+      KILN_ASSIGN_OR_RETURN(c.fill, Scalar());
+    }
+    return c;
+  }
+
   absl::StatusOr<tile::Operand> OperandExpr() {
     tile::Operand o;
     if (Peek().kind == Token::Kind::kLocal) {
@@ -692,6 +737,10 @@ class Parser {
       s->srcs.push_back(tile::Operand{std::move(src)});
       KILN_RETURN_IF_ERROR(ExpectPunct("->"));
       KILN_ASSIGN_OR_RETURN(s->dst, Ref());
+      if (IsWord("im2col")) {
+        Next();
+        KILN_ASSIGN_OR_RETURN(s->im2col, Im2colParams());
+      }
       if (IsWord("transpose")) {
         Next();
         s->transpose = true;
@@ -1039,8 +1088,32 @@ class Verifier {
     }
     const std::vector<int64_t>& src_ext = dst_defines ? ext : src->shape();
     const std::vector<int64_t>& dst_ext = dst_defines ? dst->shape() : ext;
+    if (s.im2col) return Im2colCopy(s, *src, *dst);
     KILN_RETURN_IF_ERROR(CheckTile(s, src_ref, *src, src_ext, /*write=*/false));
     return CheckTile(s, s.dst, *dst, dst_ext, /*write=*/true);
+  }
+
+  // An im2col copy: a 4-D global tensor read as its virtual im2col tensor
+  // into a local buffer.
+  absl::Status Im2colCopy(const Stmt& s, const Entity& src, const Entity& dst) {
+    const char* rule = "im2col copies read a 4-D global tensor into a local buffer";
+    const Im2col& c = *s.im2col;
+    if (!src.is_arg || dst.is_arg) return Fail(s, rule, "the source is no global tensor or the destination no buffer");
+    if (src.shape().size() != 4) return Fail(s, rule, absl::StrCat("%", src.arg->name, " has rank ", src.shape().size()));
+    if (s.transpose || s.accumulate) return Fail(s, rule, "an im2col copy neither transposes nor adds");
+    for (int i = 0; i < 2; ++i) {
+      if (c.kernel[i] < 1 || c.stride[i] < 1 || c.dilation[i] < 1 || c.out[i] < 1 || c.pad[i] < 0) {
+        return Fail(s, "im2col windows are well formed", "kernel, stride, dilation and out at least 1, pad at least 0");
+      }
+    }
+    if (c.groups < 1 || src.shape()[1] % c.groups != 0) {
+      return Fail(s, "im2col windows are well formed",
+                  absl::StrCat(c.groups, " groups do not divide ", src.shape()[1], " channels"));
+    }
+    TileArg virt = *src.arg;
+    virt.shape = Im2colShape(src.shape(), c);
+    Entity v{true, &virt, nullptr, 0};
+    return CheckTile(s, *s.srcs[0].ref, v, dst.shape(), /*write=*/false);
   }
 
   // A tile of extents `ext` at `r` inside what `e` names.

@@ -145,6 +145,27 @@ enum class ReduceOp : uint8_t { kSum, kMax, kMin, kProd };
 absl::string_view ReduceOpName(ReduceOp op);
 std::optional<ReduceOp> ParseReduceOp(absl::string_view name);
 
+// How a copy reads a 4-D global tensor X [N, C, H, W] as the im2col matrix
+// of a 2-D convolution or pooling window: the copy's source reference
+// addresses the virtual tensor [N, G, (C/G)*KH*KW, OH*OW] whose element
+// (n, g, (c*KH + r)*KW + s, oh*OW + ow) is
+//   X[n, g*C/G + c, oh*SH - PH + r*DH, ow*SW - PW + s*DW],
+// or `fill` where that lies in the padding (outside X's spatial extent).
+// Rows past (C/G)*KH*KW and columns past OH*OW are the ragged edge (zero).
+// Text: `im2col kernel=[KH,KW] stride=[SH,SW] pad=[PH,PW] dilation=[DH,DW]
+// out=[OH,OW] [groups=G] [fill=V]`.
+struct Im2col {
+  int64_t kernel[2] = {1, 1};
+  int64_t stride[2] = {1, 1};
+  int64_t pad[2] = {0, 0};  // leading padding of H and W (the trailing one only bounds OH, OW)
+  int64_t dilation[2] = {1, 1};
+  int64_t out[2] = {1, 1};
+  int64_t groups = 1;
+  double fill = 0;
+};
+// The virtual shape [N, G, (C/G)*KH*KW, OH*OW] of X [N, C, H, W] read through `c`.
+std::vector<int64_t> Im2colShape(const std::vector<int64_t>& x_shape, const Im2col& c);
+
 struct Stmt;
 using Block = std::vector<std::unique_ptr<Stmt>>;
 
@@ -183,6 +204,7 @@ struct Stmt {
   // swapped; `add` (accumulate = true) adds into DST instead of storing
   // (split-K partial sums; atomic where several blocks write one tile). A
   // local side prints as `%name` when its starts are all zero.
+  // `im2col ...` reads a 4-D global SRC through an Im2col (above).
   // kFill: `fill DST, VALUE`.
   // kMma: `mma DST += A * B` (accumulate) or `mma DST = A * B` (init):
   //   A is an operand_a tile [m, k], B an operand_b tile [k, n], DST an
@@ -193,6 +215,7 @@ struct Stmt {
   TileRef dst;
   std::vector<Operand> srcs;  // copy: 1; mma: 2 (A, B); ew: its arity; reduce: 1
   bool transpose = false;     // copy
+  std::optional<Im2col> im2col;  // copy: SRC is read as its im2col matrix
   bool accumulate = false;    // mma: += rather than =; copy: add into DST
   double value = 0;           // fill
   EwOp ew = EwOp::kCopy;

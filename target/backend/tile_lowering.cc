@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/support/status.h"
+#include "target/backend/window.h"
 
 namespace kiln::target::tile {
 namespace {
@@ -135,6 +136,20 @@ class KernelArgs {
   }
   bool IsArg(const Value* v) const { return index_.count(v) != 0; }
 
+  // Declares argument `i` with `view`, a shape of the same elements (a
+  // reshape); an argument read through two different views has none.
+  absl::Status View(int i, std::vector<int64_t> view) {
+    if (viewed_.count(i) && args[i].shape != view) {
+      return absl::UnimplementedError(absl::StrCat("'", args[i].name, "' is read through two different views"));
+    }
+    if (Product(view) != Product(args[i].shape)) {
+      return absl::InternalError(absl::StrCat("a view of %", args[i].name, " changes its size"));
+    }
+    viewed_.insert(i);
+    args[i].shape = std::move(view);
+    return absl::OkStatus();
+  }
+
   std::vector<TileArg> args;
   NameTable names;
 
@@ -149,6 +164,7 @@ class KernelArgs {
 
   const Graph* body_ = nullptr;
   std::map<const Value*, int> index_;
+  std::set<int> viewed_;
 };
 
 TileRef Ref(const std::string& name, std::vector<Affine> start) { return TileRef{name, std::move(start)}; }
@@ -327,17 +343,45 @@ absl::Status ReadMatmul(const Node& mm, GemmProblem* p) {
   return absl::OkStatus();
 }
 
-// An epilogue step of a binary op with `other` (an argument or a scalar constant).
-absl::Status AddOperandStep(EwOp op, const Value* other, bool operand_first, KernelArgs& args, GemmProblem* p) {
+// A convolution's epilogue operand of `shape` (numpy-broadcast against
+// Y [N, OC, spatial...]) in the GEMM's terms [N, G, OC/G, OH*OW].
+absl::StatusOr<std::vector<int64_t>> ConvOperandView(std::vector<int64_t> shape, const GemmProblem& p) {
+  const std::vector<int64_t>& y = p.conv_y;
+  if (shape.size() > y.size()) return absl::UnimplementedError("an epilogue operand has more dimensions than Y");
+  shape.insert(shape.begin(), y.size() - shape.size(), 1);
+  int64_t spatial = 1;
+  for (size_t d = 0; d < y.size(); ++d) {
+    if (shape[d] != 1 && shape[d] != y[d]) {
+      return absl::UnimplementedError("an epilogue operand does not broadcast to the convolution's result");
+    }
+    if (d >= 2) spatial *= shape[d];
+  }
+  if (spatial != 1 && spatial != p.N) {
+    return absl::UnimplementedError("an epilogue operand broadcasts along some spatial dimensions only");
+  }
+  const bool channels = shape[1] != 1;
+  return std::vector<int64_t>{shape[0], channels ? p.batch[1] : 1, channels ? p.M : 1, spatial == 1 ? 1 : p.N};
+}
+
+// An epilogue step of a binary op with `other` (an argument or a scalar
+// constant); `own_shape` stands for other's shape where given (Conv's bias
+// [OC] broadcasts as [OC, 1, 1]).
+absl::Status AddOperandStep(EwOp op, const Value* other, bool operand_first, KernelArgs& args, GemmProblem* p,
+                            const std::vector<int64_t>* own_shape = nullptr) {
   EpilogueStep step{op};
   step.operand_first = operand_first;
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, StaticShape(other));
+  if (own_shape) shape = *own_shape;
+  if (p->conv) {
+    KILN_ASSIGN_OR_RETURN(shape, ConvOperandView(shape, *p));
+  }
   std::optional<double> scalar = ScalarConstant(other);
   KILN_ASSIGN_OR_RETURN(step.operand, OperandForm(shape, *p, scalar.has_value()));
   if (scalar) {
     step.scalar = *scalar;
   } else {
     KILN_ASSIGN_OR_RETURN(step.arg, args.ArgOf(other));
+    if (p->conv) KILN_RETURN_IF_ERROR(args.View(step.arg, shape));
   }
   p->epilogue.push_back(step);
   return absl::OkStatus();
@@ -371,21 +415,65 @@ absl::Status AddEpilogueStep(const Node& e, const Value* cur, KernelArgs& args, 
   return AddOperandStep(*op, e.input(e.input(1) == cur ? 0 : 1), e.input(1) == cur, args, p);
 }
 
+// A Conv as an implicit GEMM into `p` (its bias not included): A is W
+// viewed [G, OC/G, K], B is X read through im2col (or viewed [N, G, C/G,
+// H*W] when the window is pointwise), batch = {N, G}.
+absl::Status ReadConv(const Node& conv, KernelArgs& args, GemmProblem* p) {
+  KILN_ASSIGN_OR_RETURN(Window2d w, WindowOf(conv));
+  KILN_ASSIGN_OR_RETURN(p->conv_y, StaticShape(conv.output(0)));
+  p->conv = true;
+  const int64_t g = w.groups, cg = w.c / g;
+  p->batch = {w.n, g};
+  p->M = w.oc / g;
+  p->K = cg * w.kernel[0] * w.kernel[1];
+  p->N = w.oh * w.ow;
+  if (p->M <= 0 || p->N <= 0 || p->K <= 0) return absl::UnimplementedError("an empty convolution has no kernel");
+  p->a_batch_stride = {0, p->M * p->K};
+  p->b_batch_stride = {w.c * w.h * w.w, cg * w.h * w.w};
+  KILN_ASSIGN_OR_RETURN(p->a_arg, args.ArgOf(conv.input(1)));
+  KILN_ASSIGN_OR_RETURN(p->b_arg, args.ArgOf(conv.input(0)));
+  KILN_RETURN_IF_ERROR(args.View(p->a_arg, {g, p->M, p->K}));
+  if (w.pointwise()) {
+    KILN_RETURN_IF_ERROR(args.View(p->b_arg, {w.n, g, cg, w.h * w.w}));
+    return absl::OkStatus();
+  }
+  KILN_RETURN_IF_ERROR(args.View(p->b_arg, {w.n, w.c, w.h, w.w}));
+  Im2col c;
+  for (int i = 0; i < 2; ++i) {
+    c.kernel[i] = w.kernel[i];
+    c.stride[i] = w.stride[i];
+    c.pad[i] = w.pad_begin[i];
+    c.dilation[i] = w.dilation[i];
+  }
+  c.out[0] = w.oh;
+  c.out[1] = w.ow;
+  c.groups = g;
+  p->im2col = c;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) {
   KILN_ASSIGN_OR_RETURN(KernelArgs args, KernelArgs::Of(node));
   const std::vector<const Node*> nodes = args.Nodes(node);
   const std::vector<const Value*> outputs = args.Outputs(node);
-  if (nodes.empty() || !nodes[0]->domain().empty() || (nodes[0]->op() != "MatMul" && nodes[0]->op() != "Gemm")) {
-    return absl::UnimplementedError(absl::StrCat(node.QualifiedOp(), " is no MatMul or Gemm (or a fusion group of one)"));
+  if (nodes.empty() || !nodes[0]->domain().empty() ||
+      (nodes[0]->op() != "MatMul" && nodes[0]->op() != "Gemm" && nodes[0]->op() != "Conv")) {
+    return absl::UnimplementedError(
+        absl::StrCat(node.QualifiedOp(), " is no MatMul, Gemm or Conv (or a fusion group of one)"));
   }
   if (outputs.size() != 1) return absl::UnimplementedError("a GEMM kernel writes one output");
   const Node& mm = *nodes[0];
   if (mm.num_inputs() < 2 || !mm.input(0) || !mm.input(1)) return absl::FailedPreconditionError("A or B is missing");
   GemmProblem p;
   p.name = KernelName(node);
-  KILN_RETURN_IF_ERROR(ReadMatmul(mm, &p));
+  const bool conv = mm.op() == "Conv";
+  if (conv) {
+    KILN_RETURN_IF_ERROR(ReadConv(mm, args, &p));
+  } else {
+    KILN_RETURN_IF_ERROR(ReadMatmul(mm, &p));
+  }
   const DType in = mm.input(0)->type().dtype();
   if (mm.input(1)->type().dtype() != in) return absl::FailedPreconditionError("A and B have different dtypes");
   if (in != DType::kF32 && in != DType::kF16 && in != DType::kBF16) {
@@ -393,8 +481,14 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) 
   }
   p.input = in == DType::kF32 && (matrix_input == DType::kF16 || matrix_input == DType::kBF16) ? matrix_input : in;
   p.accumulator = DType::kF32;
-  KILN_ASSIGN_OR_RETURN(p.a_arg, args.ArgOf(mm.input(0)));
-  KILN_ASSIGN_OR_RETURN(p.b_arg, args.ArgOf(mm.input(1)));
+  if (!conv) {
+    KILN_ASSIGN_OR_RETURN(p.a_arg, args.ArgOf(mm.input(0)));
+    KILN_ASSIGN_OR_RETURN(p.b_arg, args.ArgOf(mm.input(1)));
+  } else if (mm.num_inputs() > 2 && mm.input(2)) {
+    std::vector<int64_t> bias(p.conv_y.size() - 1, 1);
+    bias[0] = p.batch[1] * p.M;
+    KILN_RETURN_IF_ERROR(AddOperandStep(EwOp::kAdd, mm.input(2), false, args, &p, &bias));
+  }
   // Gemm's beta * C: alpha/beta scales the product, C is added, beta scales the sum.
   const Value* c = mm.op() == "Gemm" ? mm.input(2) : nullptr;
   const double beta = mm.GetFloat("beta", 1.0f);
@@ -422,9 +516,10 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) 
   std::vector<int64_t> want = p.batch;
   want.push_back(p.M);
   want.push_back(p.N);
-  if (ys != want) return absl::UnimplementedError("the epilogue changes the GEMM result's shape");
+  if (ys != (conv ? p.conv_y : want)) return absl::UnimplementedError("the epilogue changes the GEMM result's shape");
   p.output = cur->type().dtype();
   KILN_ASSIGN_OR_RETURN(p.y_arg, args.ArgOf(cur));
+  if (conv) KILN_RETURN_IF_ERROR(args.View(p.y_arg, want));
   p.args = std::move(args.args);
   return p;
 }
@@ -705,12 +800,16 @@ absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& til
     as.resize(as.size() - 2);
     as.push_back(p.trans_a ? kstart : mstart);
     as.push_back(p.trans_a ? mstart : kstart);
-    std::vector<Affine> bs = AlignedStarts(p.args[p.b_arg].shape, out_rank, Affine{}, Affine{});
+    // B read through im2col is addressed in its virtual shape [N, G, K, P].
+    const std::vector<int64_t> b_shape =
+        p.im2col ? Im2colShape(p.args[p.b_arg].shape, *p.im2col) : p.args[p.b_arg].shape;
+    std::vector<Affine> bs = AlignedStarts(b_shape, out_rank, Affine{}, Affine{});
     bs.resize(bs.size() - 2);
     bs.push_back(p.trans_b ? nstart : kstart);
     bs.push_back(p.trans_b ? kstart : nstart);
     kloop->body.push_back(MakeCopy(Ref(A, std::move(as)), Whole("As", 2), p.trans_a));
     kloop->body.push_back(MakeCopy(Ref(B, std::move(bs)), Whole("Bs", 2), p.trans_b));
+    kloop->body.back()->im2col = p.im2col;
     kloop->body.push_back(MakeSync(Scope::kGlobal, Scope::kStage));
   }
   const bool inner = t.tk != t.bk;

@@ -51,6 +51,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,10 +116,21 @@ struct GemmProblem {
   std::vector<EpilogueStep> epilogue;
   std::vector<TileArg> args;      // kernel arguments in launch order (inputs, outputs, body constants)
   int a_arg = 0, b_arg = 1, y_arg = 2;
+  // A 2-D (or 1-D) convolution as an implicit GEMM: for batch item n and
+  // group g, Y[n, g] [OC/G, OH*OW] = W[g] [OC/G, (C/G)*KH*KW] x im2col(X)[n, g]
+  // (batch = {N, G}, M = OC/G, K = (C/G)*KH*KW, N = OH*OW). W, Y and the
+  // epilogue operands are declared with these views of their tensors (W
+  // [G, OC/G, K], Y [N, G, OC/G, OH*OW], a bias [1, G, OC/G, 1]); X keeps
+  // [N, C, H, W] and B's copy reads it through `im2col`, which is absent
+  // for a 1x1 convolution with stride 1 and no padding (X is then declared
+  // [N, G, C/G, H*W]: a plain batched GEMM).
+  bool conv = false;
+  std::optional<Im2col> im2col;
+  std::vector<int64_t> conv_y;    // Y's own shape [N, OC, OH, OW] (or [N, OC, L])
 };
 
-// The GEMM of a MatMul or Gemm node, or of a kiln.Fused group whose body is
-// one of them followed by epilogue ops; `matrix_input` is the dtype the
+// The GEMM of a MatMul, Gemm or Conv node, or of a kiln.Fused group whose
+// body is one of them followed by epilogue ops; `matrix_input` is the dtype the
 // matrix engine reads (f16 under --precision=fp16 for an f32 model, else the
 // tensors' dtype; kF32 or kUndefined: the tensors' dtype). An error says why
 // the node is no GEMM this lowering takes.
