@@ -11,13 +11,14 @@ namespace {
 // Records the kernel's tile IR: the shared lowering's canonical GEMM of
 // `node` with the tiling the cube program runs, verified against the
 // machine's buffers. A GEMM the shared form does not express (a 1-D
-// operand) keeps no tile IR; its program is unaffected.
+// operand) keeps no tile IR, nor does a convolution (its cube program
+// tiles the im2col matrix its own way); the program is unaffected.
 void AttachTileIr(const Node& node, const KernelRequest& req, const CubeTiling& t, GeneratedKernel& k) {
   if (!req.want_tile_ir) return;
   // The driver has already narrowed the graph's matrix operands for
   // --precision, so the tensors' own dtype (kF32: "as given") is the cube's.
   absl::StatusOr<tile::GemmProblem> p = tile::GemmProblemOf(node, DType::kF32);
-  if (!p.ok()) return;
+  if (!p.ok() || p->conv) return;  // the cube's convolutions keep their own im2col program
   absl::StatusOr<tile::TileKernel> kernel =
       tile::LowerGemm(*p, TileTilingOf(t), TileFiguresOf(CubeMachineFigures::From(*req.machine)));
   if (!kernel.ok()) return;
