@@ -7,7 +7,7 @@
 // bandwidths, MMA and vector rates). Targets then print the kernel in their
 // own language (npusim: .kasm for the SystemC model; cuda: CUDA C++).
 //
-// Three kernel shapes come out, each in one canonical form that code
+// Four kernel shapes come out, each in one canonical form that code
 // generators recognize (docs/tile-ir.md shows each):
 //
 //  - GEMM (MatMul, Gemm, batched MatMul, and a kiln.Fused group of one of
@@ -42,10 +42,18 @@
 //    broadcasts differently), a grid over row tiles, copies of each input's
 //    tile (or its broadcast row/column/scalar) into vector buffers, the ew
 //    steps in graph order, a copy out.
+//    A Conv (1-D or 2-D) takes this form as an implicit GEMM: per batch
+//    item and group, W [OC/G, K] x im2col(X) [K, OH*OW], the B copy reading
+//    X through `im2col` (GemmProblem::conv).
 //  - Row reduction (ReduceSum/Mean/Max/Min over the innermost axes,
-//    Softmax/LogSoftmax and LayerNormalization over the last axis, and
-//    composites of them): a grid over row tiles, whole rows in vector
-//    buffers, reduce steps with axis 1, ew steps, a copy out.
+//    GlobalAveragePool/GlobalMaxPool, Softmax/LogSoftmax and
+//    LayerNormalization over the last axis, and composites of them): a
+//    grid over row tiles, whole rows in vector buffers, reduce steps with
+//    axis 1, ew steps, a copy out.
+//  - Window (MaxPool, AveragePool, depthwise Conv with its epilogue): a
+//    grid over tiles of channels x output positions, an im2col copy of
+//    each position's window into a vector buffer [bc, KH*KW, bp], optional
+//    depthwise weights, a reduce over the window axis, the epilogue.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -162,7 +170,8 @@ absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& t, 
 // group), tiled for `f`; an error says why the node has no such form.
 absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigures& f);
 
-// Any node: GEMM form when GemmProblemOf takes it, else LowerVectorNode.
+// Any node: the window form for pools and depthwise convolutions, the GEMM
+// form when GemmProblemOf takes it, else LowerVectorNode.
 absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f);
 
 }  // namespace kiln::target::tile

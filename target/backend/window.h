@@ -29,6 +29,9 @@ struct Window2d {
   // The window covers each input element once, with no padding: a 1x1
   // kernel at stride 1 (Y is then X's spatial extent).
   bool pointwise() const;
+  // One input and one output channel per group (a depthwise convolution
+  // without a channel multiplier).
+  bool depthwise() const { return groups > 1 && c == groups && oc == groups; }
 };
 
 // The window of a Conv, MaxPool or AveragePool node whose input and first

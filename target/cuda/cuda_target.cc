@@ -27,6 +27,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/status.h"
+#include "target/backend/window.h"
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_package.h"
 #include "target/placement/placement.h"
@@ -98,6 +99,8 @@ const absl::flat_hash_set<std::string>& SimtOps() {
       "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
       "ReduceL2", "ReduceLogSumExp", "ReduceLogSum", "Softmax", "LogSoftmax", "LayerNormalization",
       "BatchNormalization", "InstanceNormalization", "LpNormalization", "MeanVarianceNormalization",
+      // pooling
+      "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
       // composites
       "Gelu"};
   return *ops;
@@ -131,11 +134,23 @@ class CudaTarget final : public Target {
       if (!AllTensorsAre(n, GpuFloat)) return host("TensorCore kernels take fp32 (tf32), fp16 and bf16 operands");
       return {"tensorcore", "matrix work on TensorCores"};
     }
-    if (n.op() == "Conv") return host("convolution has no TensorCore kernel yet (implicit GEMM is not lowered)");
+    if (n.op() == "Conv") {
+      if (!AllTensorsAre(n, GpuFloat)) return host("TensorCore kernels take fp32 (tf32), fp16 and bf16 operands");
+      absl::StatusOr<Window2d> w = WindowOf(n);
+      if (!w.ok()) return host(std::string(w.status().message()));
+      if (w->depthwise()) return {"simt", "depthwise convolution: a window kernel on the CUDA cores"};
+      return {"tensorcore", "convolution as an implicit GEMM on TensorCores"};
+    }
     if (kiln_domain && n.op() == "Fused") {
       std::string kind = n.GetString("kind", "");
       if (kind == "matmul-epilogue") return {"tensorcore", "matrix op with fused epilogue on TensorCores"};
-      if (kind == "conv-epilogue") return {"tensorcore", "convolution with fused epilogue"};
+      if (kind == "conv-epilogue") {
+        const Attribute* body = n.attr("body");
+        const Node* conv = body && body->g() && body->g()->num_nodes() > 0 ? *body->g()->nodes().begin() : nullptr;
+        absl::StatusOr<Window2d> w = conv ? WindowOf(*conv) : absl::StatusOr<Window2d>(absl::NotFoundError(""));
+        if (w.ok() && w->depthwise()) return {"simt", "depthwise convolution with fused epilogue: a window kernel"};
+        return {"tensorcore", "convolution with fused epilogue"};
+      }
       return {"simt", "fused memory-bound group on the CUDA cores"};
     }
     if (SimtOps().contains(n.op())) {

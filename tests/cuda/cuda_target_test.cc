@@ -108,7 +108,7 @@ TEST(CudaDescription, H100Figures) {
 }
 
 TEST(CudaPlacement, EnginesAndReasons) {
-  auto m = ParseKir(R"(graph @main(%x: f32[4,8], %w: f32[8,16], %i: i64[3], %img: f32[1,3,8,8], %k: f32[4,3,3,3]) {
+  auto m = ParseKir(R"(graph @main(%x: f32[4,8], %w: f32[8,16], %i: i64[3], %img: f32[1,3,8,8], %k: f32[4,3,3,3], %dk: f32[3,1,3,3], %vol: f32[1,3,4,8,8], %vk: f32[4,3,3,3,3]) {
   %idx = const i64[2] dense [0, 2]
   %mm = MatMul(%x, %w)
   %r = Relu(%mm)
@@ -118,15 +118,18 @@ TEST(CudaPlacement, EnginesAndReasons) {
   %g = Gather(%x, %idx)
   %gd = Gather(%x, %i)
   %c = Conv(%img, %k)
+  %dw = Conv(%img, %dk) {group = 3}
+  %c3 = Conv(%vol, %vk)
+  %mp = MaxPool(%img) {kernel_shape = [2, 2]}
   %kk = const i64[1] dense [2]
   %tk, %ti = TopK(%x, %kk)
   %sm = Softmax(%x) {axis = -1}
-  return %v, %g, %gd, %c, %tk, %sm
+  return %v, %g, %gd, %c, %dw, %c3, %mp, %tk, %sm
 })");
   ASSERT_TRUE(m.ok()) << m.status();
   auto t = CudaTarget();
   std::map<std::string, target::Placement> by_op;
-  for (const Node* n : m->graph->nodes()) by_op[n->op()] = t->Place(*n, {});
+  for (const Node* n : m->graph->nodes()) by_op[n->op() == "Conv" ? n->output(0)->name() : n->op()] = t->Place(*n, {});
   EXPECT_EQ(by_op["MatMul"].engine, "tensorcore");
   EXPECT_EQ(by_op["Relu"].engine, "simt");
   EXPECT_EQ(by_op["Softmax"].engine, "simt");
@@ -134,8 +137,14 @@ TEST(CudaPlacement, EnginesAndReasons) {
   EXPECT_TRUE(absl::StrContains(by_op["Transpose"].reason, "strided-copy")) << by_op["Transpose"].reason;
   EXPECT_EQ(by_op["Reshape"].engine, "simt");
   EXPECT_EQ(by_op["TopK"].engine, "host");
-  EXPECT_EQ(by_op["Conv"].engine, "host");
   EXPECT_FALSE(by_op["TopK"].reason.empty());
+  // Convolutions: an implicit GEMM, a depthwise window kernel, a 3-D one on the host.
+  EXPECT_EQ(by_op["c"].engine, "tensorcore");
+  EXPECT_EQ(by_op["dw"].engine, "simt");
+  EXPECT_TRUE(absl::StrContains(by_op["dw"].reason, "depthwise")) << by_op["dw"].reason;
+  EXPECT_EQ(by_op["c3"].engine, "host");
+  EXPECT_TRUE(absl::StrContains(by_op["c3"].reason, "1-D and 2-D")) << by_op["c3"].reason;
+  EXPECT_EQ(by_op["MaxPool"].engine, "simt");
   // Gather: a copy through a table of constant indices, or of indices read on the device.
   for (const Node* n : m->graph->nodes()) {
     if (n->op() != "Gather") continue;

@@ -183,6 +183,9 @@ TEST(CudaNvcc, ExportedModels) {
       auto start = std::chrono::steady_clock::now();
       auto p = CompileOnnx(absl::StrCat(models, "/", name, "/model.onnx"), o);
       ASSERT_TRUE(p.ok()) << p.status();
+      // Every node of the exported set has a GPU kernel: convolutions as
+      // implicit GEMMs, pools and depthwise convolutions as window kernels.
+      EXPECT_EQ(p->num_host_tasks(), 0) << p->Explain();
       std::string dir = absl::StrCat(root, "/", name, "_", precision);
       ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
       std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " -keep -keep-dir ", dir,

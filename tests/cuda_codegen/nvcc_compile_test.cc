@@ -181,6 +181,79 @@ std::vector<std::string> Vectors() {
   }
 }
 )");
+  // A 3x3 MaxPool with padding (fill -inf), windows of 2 channels x 32 positions.
+  v.push_back(R"(kernel @maxpool {
+  arg %X : f16[2,6,9,9] in
+  arg %Y : f16[2,6,1,25] out
+  grid %b0 = 2, %c = 3, %n = 1 {
+    buffer %win : f32[2,9,32] vector
+    buffer %acc : f32[2,1,32] vector
+    copy %X[%b0, %c*2, 0, %n*32] -> %win im2col kernel=[3,3] stride=[2,2] pad=[1,1] dilation=[1,1] out=[5,5] groups=6 fill=-inf
+    reduce max %acc <- %win axis 1
+    copy %acc -> %Y[%b0, %c*2, 0, %n*32]
+  }
+}
+)");
+  // A depthwise 3x3 convolution with its bias and a Relu6 clip.
+  v.push_back(R"(kernel @depthwise {
+  arg %X : f32[1,8,7,7] in
+  arg %W : f32[8,9,1] in
+  arg %B : f32[1,8,1,1] in
+  arg %Y : f32[1,8,1,49] out
+  grid %c = 4, %n = 1 {
+    buffer %win : f32[2,9,64] vector
+    buffer %wt : f32[2,9,1] vector
+    buffer %acc : f32[2,1,64] vector
+    buffer %e0 : f32[2,1,1] vector
+    copy %X[0, %c*2, 0, %n*64] -> %win im2col kernel=[3,3] stride=[1,1] pad=[1,1] dilation=[1,1] out=[7,7] groups=8
+    copy %W[%c*2, 0, 0] -> %wt
+    ew mul %win <- %win, %wt
+    reduce sum %acc <- %win axis 1
+    copy %B[0, %c*2, 0, 0] -> %e0
+    ew add %acc <- %acc, %e0
+    ew max %acc <- %acc, 0
+    ew min %acc <- %acc, 6
+    copy %acc -> %Y[0, %c*2, 0, %n*64]
+  }
+}
+)");
+  return v;
+}
+
+// Convolutions as implicit GEMMs: B gathered from X through im2col (f32:
+// 4-byte cp.async; f16: element loads), grouped with a grid variable per group.
+std::vector<std::string> Convs() {
+  std::vector<std::string> v;
+  for (const char* dt : {"f32", "f16"}) {
+    const bool f32 = std::string(dt) == "f32";
+    v.push_back(absl::StrCat(R"(kernel @conv_)", dt, R"( {
+  arg %X : )", dt, R"([2,16,14,14] in
+  arg %W : )", dt, R"([2,32,72] in
+  arg %Y : )", dt, R"([2,2,32,49] out
+  grid %b0 = 2, %b1 = 2, %m = 1, %n = 1 {
+    buffer %As : )", dt, R"([32,)", f32 ? 8 : 16, R"(] stage x2
+    buffer %Bs : )", dt, R"([)", f32 ? 8 : 16, R"(,64] stage x2
+    group %wm = 1, %wn = 2 {
+      buffer %Aa : )", dt, R"([32,)", f32 ? 8 : 16, R"(] operand_a
+      buffer %Bb : )", dt, R"([)", f32 ? 8 : 16, R"(,32] operand_b
+      buffer %acc : f32[32,32] accumulator
+      fill %acc, 0
+      pipelined(2) %k = )", f32 ? 9 : 5, R"( {
+        copy %W[%b1, %m*32, %k*)", f32 ? 8 : 16, R"(] -> %As
+        copy %X[%b0, %b1, %k*)", f32 ? 8 : 16, R"(, %n*64] -> %Bs im2col kernel=[3,3] stride=[2,2] pad=[1,1] dilation=[1,1] out=[7,7] groups=2
+        sync global -> stage
+        copy %As[%wm*32, 0] -> %Aa
+        copy %Bs[0, %wn*32] -> %Bb
+        sync stage -> operand_a
+        mma %acc += %Aa * %Bb
+      }
+      ew relu %acc <- %acc
+      copy %acc -> %Y[%b0, %b1, %m*32 + %wm*32, %n*64 + %wn*32]
+    }
+  }
+}
+)"));
+  }
   return v;
 }
 
@@ -190,6 +263,13 @@ TEST(CudaCodegenNvcc, EveryFormCompilesForSm80AndSm90a) {
   std::vector<CudaKernel> gemms, others;
   for (const GemmSpec& s : Gemms()) {
     tile::TileKernel k = testing::ParseVerified(testing::GemmText(s));
+    auto ck = EmitCudaKernel(k, CudaArch{});
+    ASSERT_TRUE(ck.ok()) << ck.status();
+    source += ck->source;
+    gemms.push_back(*ck);
+  }
+  for (const std::string& text : Convs()) {
+    tile::TileKernel k = testing::ParseVerified(text);
     auto ck = EmitCudaKernel(k, CudaArch{});
     ASSERT_TRUE(ck.ok()) << ck.status();
     source += ck->source;

@@ -133,6 +133,37 @@ GlobalIndex IndexGlobal(const TileArg& arg, const TileRef& ref, const std::vecto
   return gi;
 }
 
+GlobalIndex IndexIm2col(const TileArg& x, const TileRef& ref, const tile::Im2col& c,
+                        const std::vector<std::string>& local, const std::vector<int64_t>& local_shape) {
+  const std::vector<int64_t> vshape = tile::Im2colShape(x.shape, c);
+  const int r = 4, b = static_cast<int>(local.size());
+  std::vector<Affine> start(r, Affine::Const(0));
+  const int given = static_cast<int>(ref.start.size());
+  for (int d = 0; d < given && d < r; ++d) start[r - given + d] = ref.start[d];
+  std::vector<std::string> index(r), conds;
+  for (int d = 0; d < r; ++d) {
+    const int l = b - (r - d);
+    const bool has_local = l >= 0 && local_shape[l] > 1;
+    const std::string s = AffineC(start[d]);
+    if (has_local) {
+      index[d] = s == "0" ? local[l] : absl::StrCat(s, " + ", local[l]);
+      const bool inside = start[d].is_constant() && start[d].constant + local_shape[l] <= vshape[d];
+      if (!inside) conds.push_back(absl::StrCat("(", index[d], ") < ", vshape[d]));
+    } else {
+      index[d] = s;
+      if (!start[d].is_constant()) conds.push_back(absl::StrCat(index[d], " < ", vshape[d]));
+    }
+  }
+  const std::string call =
+      absl::StrCat("kiln::im2col_offset<", x.shape[1], ", ", x.shape[2], ", ", x.shape[3], ", ", c.kernel[0], ", ",
+                   c.kernel[1], ", ", c.stride[0], ", ", c.stride[1], ", ", c.pad[0], ", ", c.pad[1], ", ",
+                   c.dilation[0], ", ", c.dilation[1], ", ", c.out[1], ", ", x.shape[1] / c.groups, ">(",
+                   absl::StrJoin(index, ", "), ")");
+  GlobalIndex gi;
+  gi.offset = conds.empty() ? call : absl::StrCat("(", absl::StrJoin(conds, " && "), ") ? ", call, " : -2LL");
+  return gi;
+}
+
 absl::StatusOr<std::string> EwExpr(EwOp op, const std::vector<std::string>& x) {
   auto need = [&](size_t n) -> absl::Status {
     if (x.size() != n) {
@@ -227,6 +258,7 @@ absl::StatusOr<std::string> EmitElementProgram(const ElementProgram& p, const st
   for (const Stmt* s : stmts)
     for (const auto& o : s->srcs)
       if (o.ref) read[o.ref->name] = true;
+  for (const std::string& name : p.read_after) read[name] = true;
   for (size_t si = 0; si < stmts.size(); ++si) {
     const Stmt& s = *stmts[si];
     const int index = static_cast<int>(si);

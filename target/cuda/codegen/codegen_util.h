@@ -60,6 +60,13 @@ struct GlobalIndex {
 GlobalIndex IndexGlobal(const tile::TileArg& arg, const tile::TileRef& ref, const std::vector<std::string>& local,
                         const std::vector<int64_t>& local_shape, bool transpose);
 
+// The element of X [N, C, H, W] that element `local` of a tile of X's
+// im2col matrix (an im2col copy's source `ref`, starts over [N, G, K, P])
+// reads: `offset` is a C expression (long long) that is -1 where the
+// element lies in the padding and -2 past the matrix's edges (ragged
+// tiles), the element offset otherwise; `valid` is empty.
+GlobalIndex IndexIm2col(const tile::TileArg& x, const tile::TileRef& ref, const tile::Im2col& c,
+                        const std::vector<std::string>& local, const std::vector<int64_t>& local_shape);
 
 // A per-element program: the copies global -> local, the ew steps and the
 // copies local -> global of an elementwise tail, run for one element at a
@@ -78,6 +85,9 @@ struct ElementProgram {
   std::function<std::string(const tile::Stmt& copy, int stmt_index)> load;
   std::function<std::string(const tile::Stmt& copy, int stmt_index, const std::string& value)> store;
   bool atomic_stores = false;  // copies with `add` use atomics (several blocks add into one tile)
+  // Buffers read after the program (loads into them are live even when no
+  // statement of the program reads them).
+  std::vector<std::string> read_after;
 };
 // The C statements (one per line, indented by `indent`) of `stmts` run on
 // one element; an error for a statement with no per-element form.
@@ -92,9 +102,10 @@ absl::StatusOr<std::string> ParamList(const tile::TileKernel& k, const std::vect
 // Marks the arguments a block of statements references.
 void MarkUsed(const tile::Block& b, const Names& names, std::vector<bool>* used);
 
-// The emitters of the three canonical forms.
+// The emitters of the four canonical forms.
 absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& arch);
 absl::StatusOr<CudaKernel> EmitElementwise(const tile::TileKernel& k);
 absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k);
+absl::StatusOr<CudaKernel> EmitWindow(const tile::TileKernel& k);
 
 }  // namespace kiln::target::cuda::internal

@@ -2,8 +2,9 @@
 //
 // EmitCudaKernel: recognizes which canonical form (tile_lowering.h) a tile
 // kernel is in and hands it to that form's emitter: a kernel with an mma
-// step is a GEMM (cuda_gemm.cc), one with a reduce step a row reduction,
-// any other an elementwise kernel (cuda_vector.cc).
+// step is a GEMM (cuda_gemm.cc), one with an im2col copy and a reduce step
+// a window kernel (cuda_window.cc), one with a reduce step a row
+// reduction, any other an elementwise kernel (cuda_vector.cc).
 //
 //===----------------------------------------------------------------------===//
 #include "target/cuda/codegen/cuda_codegen.h"
@@ -17,11 +18,12 @@ namespace {
 
 using tile::Stmt;
 
-void Count(const tile::Block& b, int* mma, int* reduce) {
+void Count(const tile::Block& b, int* mma, int* reduce, int* gather) {
   for (const auto& s : b) {
     if (s->kind == Stmt::Kind::kMma) ++*mma;
     if (s->kind == Stmt::Kind::kReduce) ++*reduce;
-    if (s->kind == Stmt::Kind::kLoop) Count(s->body, mma, reduce);
+    if (s->kind == Stmt::Kind::kCopy && s->im2col) ++*gather;
+    if (s->kind == Stmt::Kind::kLoop) Count(s->body, mma, reduce, gather);
   }
 }
 
@@ -32,13 +34,15 @@ absl::StatusOr<CudaKernel> EmitCudaKernel(const tile::TileKernel& k, const CudaA
     return absl::UnimplementedError(absl::StrCat("kernel @", k.name, ": kiln's CUDA kernels need sm_80 or newer, not sm_",
                                                  arch.min_sm));
   }
-  int mma = 0, reduce = 0;
-  Count(k.body, &mma, &reduce);
+  int mma = 0, reduce = 0, gather = 0;
+  Count(k.body, &mma, &reduce, &gather);
   absl::StatusOr<CudaKernel> out;
   if (mma > 0 && reduce > 0) {
     out = absl::UnimplementedError("a kernel with both mma and reduce steps is in no canonical form");
   } else if (mma > 0) {
     out = internal::EmitGemm(k, arch);
+  } else if (reduce > 0 && gather > 0) {
+    out = internal::EmitWindow(k);
   } else if (reduce > 0) {
     out = internal::EmitRowReduction(k);
   } else {

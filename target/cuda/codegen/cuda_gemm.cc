@@ -149,7 +149,11 @@ absl::Status MatchOperand(Gemm& g, Operand& op, const Stmt* stage_copy, bool is_
   // The cp.async size: 16, 8 or 4 bytes when every chunk is aligned, else
   // element-wise loads and stores (also when the copy converts dtypes).
   op.copy_bytes = 0;
-  if (op.arg->dtype == op.stage->dtype) {
+  if (stage_copy->im2col) {
+    // A gathered element at a time: 4-byte cp.async (zero-filled in the
+    // padding) where the element has 4 bytes, else loads and stores.
+    if (op.arg->dtype == op.stage->dtype && Bytes(op.arg->dtype) == 4) op.copy_bytes = 4;
+  } else if (op.arg->dtype == op.stage->dtype) {
     const int64_t es = Bytes(op.arg->dtype);
     const int64_t row = op.arg->shape.back() * es;
     const Affine& cstart = src.start.empty() ? Affine::Const(0) : src.start.back();
@@ -399,7 +403,9 @@ absl::StatusOr<std::string> EmitStageLoad(const Gemm& g, const Operand& op, cons
   // The local (buffer-order) index of a (line, col) position.
   std::vector<std::string> local = op.load->transpose ? std::vector<std::string>{"col", "line"}
                                                       : std::vector<std::string>{"line", "col"};
-  GlobalIndex gi = IndexGlobal(*op.arg, src, local, op.stage->shape, op.load->transpose);
+  const bool im2col = op.load->im2col.has_value();
+  GlobalIndex gi = im2col ? IndexIm2col(*op.arg, src, *op.load->im2col, local, op.stage->shape)
+                          : IndexGlobal(*op.arg, src, local, op.stage->shape, op.load->transpose);
   // Ragged along the contiguous dimension: a chunk may be partly inside.
   const Affine& cstart = src.start.empty() ? Affine::Const(0) : src.start.back();
   const int64_t cext = op.arg->shape.back();
@@ -407,7 +413,9 @@ absl::StatusOr<std::string> EmitStageLoad(const Gemm& g, const Operand& op, cons
   std::string s;
   absl::StrAppend(&s, "  // %", op.stage->buffer, ": a ", l.lines, " x ", l.contig, " tile of %", op.arg->name, " (",
                   op.mn_major ? "MN-major: K" : "K-major: M/N", " along the lines), ",
-                  async ? absl::StrCat(op.copy_bytes, "-byte cp.async chunks, zero-filled past the tensor's edge")
+                  im2col ? absl::StrCat("gathered through im2col (", async ? "4-byte cp.async" : "element loads",
+                                        ", zero in the padding)")
+                  : async ? absl::StrCat(op.copy_bytes, "-byte cp.async chunks, zero-filled past the tensor's edge")
                         : std::string(op.arg->dtype != op.stage->dtype ? "element loads converting to the stage dtype"
                                                                        : "element loads (rows not 4-byte aligned)"),
                   ".\n");
@@ -420,8 +428,14 @@ absl::StatusOr<std::string> EmitStageLoad(const Gemm& g, const Operand& op, cons
     ind = "        ";
   }
   absl::StrAppend(&s, ind, "const int line = chunk / ", per_line, ", col = chunk % ", per_line, " * ", unit, ";\n");
-  absl::StrAppend(&s, ind, "const bool inside = ", gi.valid, ";\n");
-  absl::StrAppend(&s, ind, "const long long off = inside ? ", gi.offset, " : 0LL;\n");
+  if (im2col) {
+    absl::StrAppend(&s, ind, "const long long at = ", gi.offset, ";  // < 0: padding or past the im2col matrix\n");
+    absl::StrAppend(&s, ind, "const bool inside = at >= 0;\n");
+    absl::StrAppend(&s, ind, "const long long off = inside ? at : 0LL;\n");
+  } else {
+    absl::StrAppend(&s, ind, "const bool inside = ", gi.valid, ";\n");
+    absl::StrAppend(&s, ind, "const long long off = inside ? ", gi.offset, " : 0LL;\n");
+  }
   absl::StrAppend(&s, ind, "const uint32_t dst = slot + ", l.Offset("line", absl::StrCat("col * ", es)), ";\n");
   if (async) {
     std::string bytes = absl::StrCat("inside ? ", op.copy_bytes, " : 0");

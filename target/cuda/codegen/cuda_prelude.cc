@@ -108,6 +108,26 @@ __device__ __forceinline__ uint32_t tile_offset(int line, int byte_in_line) {
   return b ^ (((b >> 7) & uint32_t(kPanel / 16 - 1)) << 4);
 }
 
+// ---- im2col: the offset in X [N, C, H, W] of element (n, g, k, p) of X's
+// im2col matrix [N, G, (C/G)*KH*KW, OH*OW] (tile IR `copy ... im2col`), or
+// -1 where the window lies in the padding. Every extent is a compile-time
+// constant, so the divisions are multiplications.
+template <int C, int H, int W, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OW, int CG>
+__device__ __forceinline__ long long im2col_offset(int n, int g, int k, int p) {
+  const int c = k / (KH * KW), r = k / KW % KH, s = k % KW;
+  const int ih = p / OW * SH - PH + r * DH, iw = p % OW * SW - PW + s * DW;
+  if (ih < 0 || ih >= H || iw < 0 || iw >= W) return -1;
+  return ((long long)(n * C + g * CG + c) * H + ih) * W + iw;
+}
+
+// The value an im2col element at offset `at` (im2col_offset's result, or
+// -2 past the matrix's edges) reads: the element, `fill` in the padding, 0
+// past the edges.
+template <class T>
+__device__ __forceinline__ float im2col_value(const T* x, long long at, float fill) {
+  return at >= 0 ? to_f32(x[at]) : at == -1 ? fill : 0.f;
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
