@@ -135,6 +135,39 @@ std::unique_ptr<Stmt> MakeLoop(Stmt::LoopKind kind, std::vector<LoopVar> vars, i
   return s;
 }
 
+namespace {
+
+void RenameIn(Block& b, std::map<std::string, std::string>& names, int* next_buffer) {
+  auto rename = [&](TileRef& r) {
+    auto it = names.find(r.name);
+    if (it != names.end()) r.name = it->second;
+  };
+  for (auto& s : b) {
+    if (s->kind == Stmt::Kind::kBuffer && absl::StartsWith(s->buffer, "t_")) {
+      std::string fresh = absl::StrCat("t", (*next_buffer)++);
+      names[s->buffer] = fresh;
+      s->buffer = fresh;
+    }
+    rename(s->dst);
+    for (Operand& o : s->srcs)
+      if (o.ref) rename(*o.ref);
+    if (s->kind == Stmt::Kind::kLoop) RenameIn(s->body, names, next_buffer);
+  }
+}
+
+}  // namespace
+
+void CanonicalizeNames(TileKernel& k) {
+  std::map<std::string, std::string> names;
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    std::string fresh = absl::StrCat("a", i);
+    names[k.args[i].name] = fresh;
+    k.args[i].name = fresh;
+  }
+  int next_buffer = 0;
+  RenameIn(k.body, names, &next_buffer);
+}
+
 std::vector<int64_t> Im2colShape(const std::vector<int64_t>& x, const Im2col& c) {
   if (x.size() != 4 || c.groups < 1) return {};
   return {x[0], c.groups, x[1] / c.groups * c.kernel[0] * c.kernel[1], c.out[0] * c.out[1]};

@@ -276,6 +276,12 @@ std::string PrintStatement(const Stmt& s);
 // the rule.
 absl::Status Verify(const TileKernel& k, const TileTarget& target);
 
+// Renames the kernel's arguments to %a0, %a1, ... (in order) and buffers
+// named after graph values (%t_*) to %t0, %t1, ... (in declaration order),
+// so kernels that differ only in the names of the values they read print
+// the same (one generated function serves every node of that shape).
+void CanonicalizeNames(TileKernel& k);
+
 // Helpers for building kernels in code.
 std::unique_ptr<Stmt> MakeBuffer(std::string name, DType dtype, std::vector<int64_t> shape, Scope scope,
                                  int copies = 1);

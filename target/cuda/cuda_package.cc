@@ -164,7 +164,9 @@ class KernelBuilder {
     KILN_ASSIGN_OR_RETURN(tile::TileKernel k, tile::LowerNode(n, MatrixInput(n), figures_));
     KILN_ASSIGN_OR_RETURN(std::vector<const Value*> args, ArgValues(n, k));
     // The kernel's name is its op and a hash of its source under a fixed
-    // name, so identical kernels (of one model or many) share one name.
+    // name and canonical argument names, so identical kernels (of one model
+    // or many: the repeated blocks of a ResNet stage) share one function.
+    tile::CanonicalizeNames(k);
     std::string plan = k.plan;
     std::string op = Identifier(n.domain() == "kiln" && n.op() == "Fused" ? n.GetString("kind", "fused") : n.op());
     k.name = absl::StrCat("kiln_", op);
