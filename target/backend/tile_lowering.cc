@@ -151,14 +151,20 @@ class KernelArgs {
   }
 
   std::vector<TileArg> args;
+  std::vector<const Value*> values;  // the value each argument stands for
   NameTable names;
 
  private:
   absl::Status Add(const Value* inner, const Value* outer, TileArg::Role role) {
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, StaticShape(outer));
+    if (!IsNumeric(outer->type().dtype())) {
+      return absl::UnimplementedError(
+          absl::StrCat("'", outer->name(), "' is ", DTypeName(outer->type().dtype()), ": tiles hold numbers"));
+    }
     if (index_.count(inner)) return absl::OkStatus();  // a value passed twice reads one argument
     index_[inner] = static_cast<int>(args.size());
     args.push_back(TileArg{names.Unique(outer->name()), outer->type().dtype(), std::move(shape), role});
+    values.push_back(outer);
     return absl::OkStatus();
   }
 
@@ -521,6 +527,7 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) 
   KILN_ASSIGN_OR_RETURN(p.y_arg, args.ArgOf(cur));
   if (conv) KILN_RETURN_IF_ERROR(args.View(p.y_arg, want));
   p.args = std::move(args.args);
+  p.values = std::move(args.values);
   return p;
 }
 
@@ -754,6 +761,11 @@ std::vector<Affine> AlignedStarts(const std::vector<int64_t>& shape, size_t out_
 }  // namespace
 
 absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& tiling, const TileCostFigures& f) {
+  if (p.K == 1) {
+    // A K tile of a tensor whose K extent is 1 would broadcast that column
+    // (global dimensions of extent 1 broadcast on reads), not end there.
+    return absl::UnimplementedError("a GEMM with K = 1 (an outer product) has no GEMM form");
+  }
   GemmTiling t = tiling;
   KILN_RETURN_IF_ERROR(EstimateGemm(p, f, &t));
   const TileMma* mma = MmaFor(f, p.input);
@@ -1223,7 +1235,8 @@ std::vector<int64_t> ViewShape(Form form, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigures& f) {
+absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigures& f,
+                                           std::vector<const Value*>* values) {
   KILN_ASSIGN_OR_RETURN(KernelArgs args, KernelArgs::Of(node));
   const std::vector<const Node*> nodes = args.Nodes(node);
   const std::vector<const Value*> outputs = args.Outputs(node);
@@ -1277,6 +1290,7 @@ absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigur
   TileKernel k;
   k.name = KernelName(node);
   k.args = args.args;
+  if (values) *values = args.values;
   k.plan = absl::StrCat(view.reduction ? "row reduction" : "elementwise", " over [", rows, ", ", cols, "], tiles ",
                         br, "x", bc);
   std::vector<LoopVar> vars = {{"r", CeilDiv(rows, br)}};
@@ -1315,8 +1329,7 @@ namespace {
 // Whether a convolution GEMM is depthwise (one input and one output
 // channel per group): a window kernel on the vector scope, not an MMA.
 bool Depthwise(const GemmProblem& p) {
-  return p.conv && p.im2col && p.M == 1 && p.batch[1] > 1 &&
-         p.K == p.im2col->kernel[0] * p.im2col->kernel[1];
+  return p.conv && p.M == 1 && p.batch[1] > 1 && p.K == (p.im2col ? p.im2col->kernel[0] * p.im2col->kernel[1] : 1);
 }
 
 // The window kernel: im2col tiles [bc, KH*KW, bp] of bc channels and bp
@@ -1330,6 +1343,7 @@ struct WindowProblem {
   ReduceOp reduce = ReduceOp::kMax;
   double scale = 1;                      // applied after the reduction (AveragePool's 1/window)
   std::vector<EpilogueStep> epilogue;    // operands declared [n', c', 1, p'] (c' = C or 1, p' = P or 1)
+  std::vector<const Value*> values;      // the value each argument stands for
 };
 
 absl::StatusOr<TileKernel> LowerWindow(const WindowProblem& w, const TileCostFigures& f) {
@@ -1411,10 +1425,16 @@ WindowProblem DepthwiseWindow(const GemmProblem& g) {
   w.y_arg = g.y_arg;
   w.w_arg = g.a_arg;
   w.args[w.w_arg].shape = {g.batch[1], g.K, 1};
-  w.im2col = *g.im2col;
+  if (g.im2col) {
+    w.im2col = *g.im2col;
+  } else {  // a pointwise window: X is declared [N, C, 1, H*W]
+    w.im2col.out[1] = g.N;
+    w.im2col.groups = g.batch[1];
+  }
   w.reduce = ReduceOp::kSum;
   w.scale = g.alpha;
   w.epilogue = g.epilogue;
+  w.values = g.values;
   return w;
 }
 
@@ -1461,27 +1481,35 @@ absl::StatusOr<WindowProblem> PoolWindow(const Node& node) {
   w.reduce = max ? ReduceOp::kMax : ReduceOp::kSum;
   if (!max) w.scale = 1.0 / static_cast<double>(win.kernel[0] * win.kernel[1]);
   w.args = std::move(args.args);
+  w.values = std::move(args.values);
   return w;
 }
 
 }  // namespace
 
-absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f) {
+absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f,
+                                     std::vector<const Value*>* values) {
   if (node.domain().empty() && (node.op() == "MaxPool" || node.op() == "AveragePool")) {
     KILN_ASSIGN_OR_RETURN(WindowProblem pool, PoolWindow(node));
+    if (values) *values = pool.values;
     return LowerWindow(pool, f);
   }
   absl::StatusOr<GemmProblem> gemm = GemmProblemOf(node, matrix_input);
-  if (gemm.ok() && Depthwise(*gemm)) return LowerWindow(DepthwiseWindow(*gemm), f);
+  if (gemm.ok() && Depthwise(*gemm)) {
+    if (values) *values = gemm->values;
+    return LowerWindow(DepthwiseWindow(*gemm), f);
+  }
   if (gemm.ok()) {
     KILN_ASSIGN_OR_RETURN(GemmTiling t, ChooseGemmTiling(*gemm, f));
+    if (values) *values = gemm->values;
     return LowerGemm(*gemm, t, f);
   }
-  // A MatMul or Gemm (or a group of one) that the GEMM form does not take has no other form.
-  const bool matrix = node.op() == "MatMul" || node.op() == "Gemm" ||
-                      (node.op() == "Fused" && node.GetString("kind", "") == "matmul-epilogue");
+  // A MatMul, Gemm or Conv (or a group of one) that the GEMM form does not take has no other form.
+  const bool matrix = node.op() == "MatMul" || node.op() == "Gemm" || node.op() == "Conv" ||
+                      (node.op() == "Fused" && (node.GetString("kind", "") == "matmul-epilogue" ||
+                                                node.GetString("kind", "") == "conv-epilogue"));
   if (matrix) return gemm.status();
-  return LowerVectorNode(node, f);
+  return LowerVectorNode(node, f, values);
 }
 
 }  // namespace kiln::target::tile

@@ -123,6 +123,7 @@ struct GemmProblem {
   double alpha = 1;
   std::vector<EpilogueStep> epilogue;
   std::vector<TileArg> args;      // kernel arguments in launch order (inputs, outputs, body constants)
+  std::vector<const Value*> values;  // the graph value each argument stands for (the node's, or a body constant)
   int a_arg = 0, b_arg = 1, y_arg = 2;
   // A 2-D (or 1-D) convolution as an implicit GEMM: for batch item n and
   // group g, Y[n, g] [OC/G, OH*OW] = W[g] [OC/G, (C/G)*KH*KW] x im2col(X)[n, g]
@@ -168,10 +169,16 @@ absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& t, 
 
 // The elementwise or row-reduction kernel of a node (one op or a kiln.Fused
 // group), tiled for `f`; an error says why the node has no such form.
-absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigures& f);
+// `values`, when given, receives the graph value each kernel argument
+// stands for, in argument order: the node's inputs and outputs, and the
+// constants of a fused body (a target binds its buffers by these, never by
+// the arguments' names).
+absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigures& f,
+                                           std::vector<const Value*>* values = nullptr);
 
 // Any node: the window form for pools and depthwise convolutions, the GEMM
 // form when GemmProblemOf takes it, else LowerVectorNode.
-absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f);
+absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f,
+                                     std::vector<const Value*>* values = nullptr);
 
 }  // namespace kiln::target::tile

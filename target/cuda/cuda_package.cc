@@ -86,57 +86,8 @@ std::string Identifier(absl::string_view s) {
 struct NodeKernel {
   CudaKernel cuda;
   std::vector<const Value*> args;
+  std::string tile_ir;
 };
-
-// The tile kernel's arguments as values of `n`: an argument named after
-// one of the node's inputs or outputs is that value; otherwise inputs
-// (role in) and outputs (role out) are taken in order, and a constant of
-// the fused body (role const) by name.
-absl::StatusOr<std::vector<const Value*>> ArgValues(const Node& n, const tile::TileKernel& k) {
-  absl::flat_hash_map<std::string, const Value*> by_name;
-  std::vector<const Value*> ins, outs;
-  for (const Value* v : n.inputs())
-    if (v) ins.push_back(v), by_name.emplace(v->name(), v);
-  for (const Value* v : n.outputs()) outs.push_back(v), by_name.emplace(v->name(), v);
-  absl::flat_hash_map<std::string, const Value*> body_constants;
-  for (const Graph* sg : n.subgraphs())
-    for (const Value* c : sg->Constants()) body_constants.emplace(c->name(), c);
-  size_t next_in = 0, next_out = 0;
-  std::vector<const Value*> r;
-  for (const tile::TileArg& a : k.args) {
-    switch (a.role) {
-      case tile::TileArg::Role::kWorkspace:
-        r.push_back(nullptr);
-        continue;
-      case tile::TileArg::Role::kConst: {
-        if (auto it = body_constants.find(a.name); it != body_constants.end()) {
-          r.push_back(it->second);
-          continue;
-        }
-        auto it = by_name.find(a.name);
-        if (it == by_name.end())
-          return absl::InternalError(absl::StrCat("kernel argument '", a.name, "' names no constant of the node"));
-        r.push_back(it->second);
-        continue;
-      }
-      case tile::TileArg::Role::kIn:
-      case tile::TileArg::Role::kOut: {
-        auto it = by_name.find(a.name);
-        if (it != by_name.end()) {
-          r.push_back(it->second);
-          continue;
-        }
-        auto& list = a.role == tile::TileArg::Role::kIn ? ins : outs;
-        size_t& next = a.role == tile::TileArg::Role::kIn ? next_in : next_out;
-        if (next >= list.size())
-          return absl::InternalError(absl::StrCat("kernel argument '", a.name, "' has no value of the node"));
-        r.push_back(list[next++]);
-        continue;
-      }
-    }
-  }
-  return r;
-}
 
 // Lowers nodes through the shared backend and the CUDA code generator.
 class KernelBuilder {
@@ -161,8 +112,9 @@ class KernelBuilder {
   }
 
   absl::StatusOr<NodeKernel> Build(const Node& n) {
-    KILN_ASSIGN_OR_RETURN(tile::TileKernel k, tile::LowerNode(n, MatrixInput(n), figures_));
-    KILN_ASSIGN_OR_RETURN(std::vector<const Value*> args, ArgValues(n, k));
+    std::vector<const Value*> args;  // the value each kernel argument stands for
+    KILN_ASSIGN_OR_RETURN(tile::TileKernel k, tile::LowerNode(n, MatrixInput(n), figures_, &args));
+    if (args.size() != k.args.size()) return absl::InternalError("the lowering named no value for some argument");
     // The kernel's name is its op and a hash of its source under a fixed
     // name and canonical argument names, so identical kernels (of one model
     // or many: the repeated blocks of a ResNet stage) share one function.
@@ -175,7 +127,7 @@ class KernelBuilder {
     KILN_ASSIGN_OR_RETURN(CudaKernel ck, EmitCudaKernel(k, build_.arch));
     if (ck.variants.empty()) return absl::InternalError("the code generator emitted no variant");
     if (ck.plan.empty()) ck.plan = plan;
-    return NodeKernel{std::move(ck), std::move(args)};
+    return NodeKernel{std::move(ck), std::move(args), tile::Print(k)};
   }
 
  private:
@@ -406,6 +358,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
         pk.variants = ck.variants;
         pk.workspace_bytes = ck.workspace_bytes;
         pk.zero_workspace = ck.zero_workspace;
+        pk.tile_ir = std::move(k->tile_ir);
         task.plan = ck.plan;
         PackageTask::Launch l;
         l.kernel = add_kernel(std::move(pk));

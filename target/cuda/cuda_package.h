@@ -79,6 +79,9 @@ struct PackageKernel {
   std::vector<CudaVariant> variants;
   int64_t workspace_bytes = 0;
   bool zero_workspace = false;
+  // A kernel of the shared backend: the tile kernel it was generated from
+  // (its text form), so the package's meaning can be checked on the host.
+  std::string tile_ir;
   // A strided-copy kernel: the piece it moves and the element width.
   CopyPiece copy_piece;
   int64_t copy_element_bytes = 0;

@@ -27,6 +27,7 @@
 #include "graph/passes/pass_manager.h"
 #include "runtime/cuda_executable.h"
 #include "target/api/target_registry.h"
+#include "target/backend/tile_interpreter.h"
 #include "target/cuda/cuda_package.h"
 
 namespace kiln::cuda_test {
@@ -87,8 +88,10 @@ struct HostOps {
   void (*release)(void*, void*);
 };
 
-// Runs `p` on the host: false (with a failure recorded) when it holds a
-// kernel that is not a strided copy.
+// Runs `p` on the host: strided copies as the launcher's copy kernels do,
+// kernels of the shared backend through the tile IR interpreter (their
+// arguments bound to the launch's buffers), host tasks through the
+// reference host ops.
 inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPackage& p,
                                                    const std::vector<Tensor>& inputs) {
   using target::cuda::PackageBuffer;
@@ -108,7 +111,25 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     if (t.kind == PackageTask::Kind::kKernel) {
       for (const PackageTask::Launch& l : t.launches) {
         const target::cuda::PackageKernel& k = p.kernels[l.kernel];
-        if (!k.copy) return absl::UnimplementedError(absl::StrCat("kernel ", k.name, " is not a strided copy"));
+        if (!k.copy) {
+          auto tk = target::tile::Parse(k.tile_ir);
+          if (!tk.ok()) return tk.status();
+          std::vector<Tensor> args;
+          std::vector<Tensor*> ptrs;
+          args.reserve(tk->args.size());
+          for (size_t i = 0; i < tk->args.size(); ++i) {
+            args.emplace_back(tk->args[i].dtype, tk->args[i].shape);
+            std::memcpy(args.back().raw(), ptr(l.args[i]), args.back().nbytes());
+            ptrs.push_back(&args.back());
+          }
+          if (auto st = target::tile::RunTileKernel(*tk, ptrs); !st.ok()) return st;
+          for (size_t i = 0; i < tk->args.size(); ++i) {
+            const auto role = tk->args[i].role;
+            if (role == target::tile::TileArg::Role::kOut || role == target::tile::TileArg::Role::kWorkspace)
+              std::memcpy(ptr(l.args[i]), args[i].raw(), args[i].nbytes());
+          }
+          continue;
+        }
         const target::CopyPiece& c = k.copy_piece;
         const int64_t es = k.copy_element_bytes;
         unsigned char* dst = ptr(l.args[0]);

@@ -44,13 +44,6 @@ namespace fs = std::filesystem;
 const std::map<std::string, std::string>& KnownBugs() {
   static const auto* known = [] {
     auto* m = new std::map<std::string, std::string>;
-    // LowerVectorNode takes a Cast from or to strings: a kernel with a str
-    // argument and buffer, which no target can run (the cuda target's
-    // placement keeps such a Cast on the host, so no package has one).
-    for (const char* t : {"node/test_cast_FLOAT_to_STRING", "node/test_cast_STRING_to_FLOAT",
-                          "node/test_castlike_FLOAT_to_STRING_expanded", "node/test_castlike_STRING_to_FLOAT_expanded"})
-      for (const char* where : {"", " (optimized)"})
-        (*m)[absl::StrCat(t, ": output", where)] = "a Cast from or to str lowers to a kernel with str arguments";
     return m;
   }();
   return *known;

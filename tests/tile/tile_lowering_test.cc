@@ -35,6 +35,13 @@ TargetDescription NpusimLike() {
   return d;
 }
 
+// A tiling: block tile bm x bn x bk, group tile gm x gn, operand step tk.
+GemmTiling Tiling(int64_t bm, int64_t bn, int64_t bk, int64_t gm, int64_t gn, int64_t tk) {
+  GemmTiling t;
+  t.bm = bm, t.bn = bn, t.bk = bk, t.gm = gm, t.gn = gn, t.tk = tk;
+  return t;
+}
+
 GemmProblem Square(int64_t n, DType input) {
   GemmProblem p;
   p.name = "g";
@@ -70,7 +77,7 @@ TEST(TileFigures, NpusimDescription) {
 TEST(TileCostModel, BiggerTilesMoveFewerGlobalBytes) {
   TileCostFigures f = FiguresOf(NpusimLike());
   GemmProblem p = Square(2048, DType::kF16);
-  GemmTiling small{64, 64, 32, 64, 64, 32}, big{128, 128, 32, 128, 128, 32};
+  GemmTiling small = Tiling(64, 64, 32, 64, 64, 32), big = Tiling(128, 128, 32, 128, 128, 32);
   ASSERT_TRUE(EstimateGemm(p, f, &small).ok());
   ASSERT_TRUE(EstimateGemm(p, f, &big).ok());
   EXPECT_LT(big.global_cycles, small.global_cycles);
@@ -79,7 +86,7 @@ TEST(TileCostModel, BiggerTilesMoveFewerGlobalBytes) {
 TEST(TileCostModel, OverflowingTilingIsRejected) {
   TileCostFigures f = FiguresOf(NpusimLike());
   GemmProblem p = Square(2048, DType::kF16);
-  GemmTiling t{256, 256, 64, 256, 256, 64};  // operand_a/b: 32 KiB each; accumulator 256 KiB: fits
+  GemmTiling t = Tiling(256, 256, 64, 256, 256, 64);  // operand_a/b: 32 KiB each; accumulator 256 KiB: fits
   EXPECT_TRUE(EstimateGemm(p, f, &t).ok());
   t.bn = t.gn = 512;  // operand_b 64 KiB still fits; accumulator 256 x 512 x 4 = 512 KiB > 256 KiB
   absl::Status s = EstimateGemm(p, f, &t);
@@ -180,7 +187,7 @@ TEST(TileGemmProblem, OtherNodesSayWhy) {
   return %y, %z
 })");
   EXPECT_THAT(GemmProblemOf(NodeNamed(m, "y"), DType::kF32).status().message(), HasSubstr("not i32"));
-  EXPECT_THAT(GemmProblemOf(NodeNamed(m, "z"), DType::kF32).status().message(), HasSubstr("is no MatMul or Gemm"));
+  EXPECT_THAT(GemmProblemOf(NodeNamed(m, "z"), DType::kF32).status().message(), HasSubstr("is no MatMul, Gemm or Conv"));
 }
 
 constexpr char kFusedGemm[] = R"(graph @main(%x: f16[64,128], %w: f16[128,256], %res: f16[64,256]) {
@@ -208,7 +215,7 @@ TEST(TileLowerGemm, FusedEpilogueGoldenText) {
   EXPECT_EQ(p->epilogue[1].operand, EpilogueStep::Operand::kScalar);
   EXPECT_EQ(p->epilogue[2].operand, EpilogueStep::Operand::kFull);
   EXPECT_TRUE(p->epilogue[2].operand_first);
-  GemmTiling t{64, 128, 64, 64, 128, 32};
+  GemmTiling t = Tiling(64, 128, 64, 64, 128, 32);
   auto k = LowerGemm(*p, t, f);
   ASSERT_TRUE(k.ok()) << k.status();
   k->plan.clear();
@@ -260,7 +267,7 @@ TEST(TileLowerGemm, SplitKAddsIntoY) {
   p.K = 4096;
   p.args[0].shape = {128, 4096};
   p.args[1].shape = {4096, 128};
-  GemmTiling t{128, 128, 64, 128, 128, 64};
+  GemmTiling t = Tiling(128, 128, 64, 128, 128, 64);
   t.split_k = 4;
   auto k = LowerGemm(p, t, f);
   ASSERT_TRUE(k.ok()) << k.status();
