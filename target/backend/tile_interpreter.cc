@@ -398,7 +398,16 @@ class Interpreter {
     for (size_t d = 0; d < rank; ++d) {
       const int64_t td = static_cast<int64_t>(d) - static_cast<int64_t>(rank) + static_cast<int64_t>(t);
       side.tile_dim[d] = td >= 0 ? static_cast<int>(td) : -1;
-      if (side.start[d] < 0 || side.start[d] >= side.shape[d]) {
+      // The block's tile starts inside (group variables at 0): a group's
+      // share of a ragged block tile may start past the end, reading zeros
+      // and writing nothing.
+      int64_t block_start = side.start[d];
+      const size_t given = rank - r.start.size();
+      if (d >= given) {
+        for (const auto& [var, coeff] : r.start[d - given].terms)
+          if (group_vars_.count(var)) block_start -= coeff * vars_.at(var);
+      }
+      if (side.start[d] < 0 || block_start >= side.shape[d]) {
         return Error(s, absl::StrCat("dimension ", d, " of %", r.name, " starts at ", side.start[d],
                                      ", the tensor has ", side.shape[d]));
       }

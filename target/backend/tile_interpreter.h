@@ -27,7 +27,7 @@
 //
 // The interpreter does not need Verify: a kernel it cannot run (an unknown
 // name or loop variable, a reference of the wrong rank, a local tile outside
-// its buffer, a global tile starting outside its tensor, shapes that do not
+// its buffer, a global tile starting before its tensor, shapes that do not
 // agree) is an InvalidArgument error naming the statement.
 //
 //===----------------------------------------------------------------------===//

@@ -935,6 +935,14 @@ class Verifier {
     }
     return nullptr;
   }
+  bool IsGroupVar(const std::string& name) const {
+    for (const LoopFrame& f : loops_) {
+      if (f.loop->loop != Stmt::LoopKind::kGroup) continue;
+      for (const LoopVar& v : f.loop->vars)
+        if (v.name == name) return true;
+    }
+    return false;
+  }
   const LoopVar* LookupVar(const std::string& name) const {
     for (const LoopFrame& f : loops_) {
       for (const LoopVar& v : f.loop->vars) {
@@ -945,11 +953,13 @@ class Verifier {
   }
 
   // The least and greatest values of `a` over the loop variables' ranges.
-  absl::Status Range(const Stmt& s, const Affine& a, int64_t* lo, int64_t* hi) const {
+  // With `groups_at_zero`, group loop variables count as 0.
+  absl::Status Range(const Stmt& s, const Affine& a, int64_t* lo, int64_t* hi, bool groups_at_zero = false) const {
     *lo = *hi = a.constant;
     for (const auto& [var, coeff] : a.terms) {
       const LoopVar* v = LookupVar(var);
       if (!v) return Fail(s, "loop variables in scope", absl::StrCat("%", var, " is no enclosing loop's variable"));
+      if (groups_at_zero && IsGroupVar(var)) continue;
       const int64_t span = coeff * (v->extent - 1);
       (span < 0 ? *lo : *hi) += span;
     }
@@ -1177,9 +1187,11 @@ class Verifier {
       return Fail(s, "copies to global tensors do not broadcast",
                   absl::StrCat("%", r.name, " has ", rank, " dimensions, the tile ", ext.size()));
     }
+    // The block's tile starts inside (group variables at 0): a group's
+    // share of a ragged block tile may lie wholly past the edge.
     for (size_t d = 0; d < rank; ++d) {
       int64_t lo = 0, hi = 0;
-      if (d >= lead) KILN_RETURN_IF_ERROR(Range(s, r.start[d - lead], &lo, &hi));
+      if (d >= lead) KILN_RETURN_IF_ERROR(Range(s, r.start[d - lead], &lo, &hi, /*groups_at_zero=*/true));
       if (lo < 0 || hi >= shape[d]) {
         return Fail(s, "global tiles start inside their tensors",
                     absl::StrCat("dimension ", d, " of %", r.name, " starts at ", lo, " .. ", hi,

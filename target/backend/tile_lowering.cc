@@ -230,12 +230,16 @@ namespace {
 // global latency, by target.
 struct OwnNumbers {
   const char* target;
-  int max_group, max_stages;
+  int max_group, max_stages, groups_at_peak;
   double global_latency_cycles;
 };
 constexpr OwnNumbers kOwnNumbers[] = {
-    {"npusim", 1, 2, 500},  // one cube per AI core; L1 double-buffered; HBM latency of the SystemC model
-    {"cuda", 8, 4, 600},    // 8 warps per block; cp.async pipelines of up to 4 stages
+    // One cube per AI core; L1 double-buffered; HBM latency of the SystemC model.
+    {"npusim", 1, 2, 1, 500},
+    // 8 warps per block; cp.async pipelines of up to 4 stages; an SM's four
+    // TensorCores each serve one warp scheduler, so a block needs 4 warps
+    // to reach the SM's MMA rate.
+    {"cuda", 8, 4, 4, 600},
 };
 
 }  // namespace
@@ -275,6 +279,7 @@ TileCostFigures FiguresOf(const TargetDescription& d) {
     if (d.name != own.target) continue;
     f.max_group = own.max_group;
     f.max_stages = own.max_stages;
+    f.groups_at_peak = own.groups_at_peak;
     f.global_latency_cycles = own.global_latency_cycles;
   }
   f.target.max_group = f.max_group;
@@ -624,7 +629,9 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
                            ? f.cache_bytes_per_cycle
                            : f.global_bytes_per_cycle / static_cast<double>(active);
   const double load_bw = std::min(f.stage_bytes_per_cycle, share);
-  const double macs = f.MacsPerCycle(p.input) > 0 ? f.MacsPerCycle(p.input) : 1;
+  // A unit reaches its MMA rate with groups_at_peak groups at work.
+  const double macs = (f.MacsPerCycle(p.input) > 0 ? f.MacsPerCycle(p.input) : 1) *
+                      std::min(1.0, static_cast<double>(groups) / std::max(f.groups_at_peak, 1));
   const double load = static_cast<double>((t->bm + t->bn) * t->bk * in) / load_bw +
                       (t->stages == 1 ? f.global_latency_cycles : 0);
   const double operand = static_cast<double>(groups * (t->gm + t->gn) * t->bk * in) / f.operand_bytes_per_cycle;

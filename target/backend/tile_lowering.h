@@ -85,6 +85,7 @@ struct TileCostFigures {
   std::vector<std::pair<DType, double>> macs_per_cycle;
   int max_group = 1;               // groups (warps) per unit the lowering may use
   int max_stages = 2;              // pipeline depth of the stage scope the target supports
+  int groups_at_peak = 1;          // groups a unit needs at work to reach its MMA rate (an SM: 4 warps)
   // A chip-wide cache in front of global memory (a memory level with no
   // scope: a GPU's L2); 0: none. Blocks of one wave that read the same
   // tiles then fetch them from global memory once.
