@@ -779,6 +779,7 @@ set_target_properties(kiln_model PROPERTIES
   CUDA_RUNTIME_LIBRARY Static
   POSITION_INDEPENDENT_CODE ON
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+target_compile_options(kiln_model PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--threads=0>)
 target_link_libraries(kiln_model PRIVATE ${CMAKE_DL_LIBS})
 )KILN");
 }
@@ -800,7 +801,8 @@ fi
 }  // namespace
 
 std::string NvccCommand(const CudaBuildOptions& build, const std::string& nvcc) {
-  std::string s = absl::StrCat(nvcc, " -O3 -std=c++17");
+  // --threads 0: the gencode targets compile in parallel, one per core.
+  std::string s = absl::StrCat(nvcc, " -O3 -std=c++17 --threads 0");
   for (const std::string& g : build.gencodes) absl::StrAppend(&s, " -gencode ", g);
   absl::StrAppend(&s, " -shared -Xcompiler -fPIC -o libkiln_model.so kernels.cu model.cc");
   return s;
