@@ -13,132 +13,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/exec/executor.h"
-#include "graph/ir/parser.h"
-#include "graph/ir/printer.h"
 #include "graph/support/status.h"
+#include "runtime/host_ops.h"
+#include "runtime/kiln_model_abi.h"
 
 namespace kiln::runtime {
 namespace {
-
-// The structs of the package's kiln_model.h (target/cuda/cuda_launcher.cc
-// writes it); the layouts must stay identical.
-extern "C" {
-struct kiln_tensor_info {
-  const char* name;
-  int dtype;
-  const char* dtype_name;
-  int rank;
-  const int64_t* dims;
-  size_t bytes;
-};
-struct kiln_host_tensor {
-  int dtype;
-  int rank;
-  const int64_t* dims;
-  void* data;
-  size_t bytes;
-};
-struct kiln_host_ops {
-  void* (*load)(void* user, const char* graph_kir, size_t kir_len, const void* blobs, size_t blobs_len, char* err,
-                size_t err_len);
-  int (*run)(void* user, void* graph, int node, const kiln_host_tensor* inputs, int num_inputs,
-             kiln_host_tensor* outputs, int num_outputs, char* err, size_t err_len);
-  void (*release)(void* user, void* graph);
-};
-}
-
-void SetError(char* err, size_t len, const std::string& msg) {
-  if (!err || len == 0) return;
-  size_t n = std::min(msg.size(), len - 1);
-  std::memcpy(err, msg.data(), n);
-  err[n] = '\0';
-}
-
-// The graph the host tasks read, and an executor for its nodes.
-struct HostGraph {
-  Model model;
-  std::vector<const Node*> nodes;
-  Executor exec;
-};
-
-void* HostLoad(void*, const char* kir, size_t kir_len, const void* blobs, size_t blobs_len, char* err,
-               size_t err_len) {
-  BlobStore store;
-  if (blobs_len > 0) {
-    absl::Status s =
-        DeserializeBlobStore(absl::string_view(static_cast<const char*>(blobs), blobs_len), &store);
-    if (!s.ok()) {
-      SetError(err, err_len, std::string(s.message()));
-      return nullptr;
-    }
-  }
-  auto model = ParseModel(absl::string_view(kir, kir_len), "host_graph.kir", &store);
-  if (!model.ok()) {
-    SetError(err, err_len, std::string(model.status().message()));
-    return nullptr;
-  }
-  auto* g = new HostGraph{*std::move(model), {}, Executor()};
-  for (const Node* n : g->model.graph->nodes()) g->nodes.push_back(n);
-  return g;
-}
-
-int HostRun(void*, void* graph, int node, const kiln_host_tensor* inputs, int num_inputs,
-            kiln_host_tensor* outputs, int num_outputs, char* err, size_t err_len) {
-  auto* g = static_cast<HostGraph*>(graph);
-  if (node < 0 || node >= static_cast<int>(g->nodes.size())) {
-    SetError(err, err_len, absl::StrCat("no node ", node, " in the host graph"));
-    return 1;
-  }
-  const Node& n = *g->nodes[node];
-  std::vector<const Value*> operands = NodeOperands(n);
-  if (static_cast<int>(operands.size()) != num_inputs || n.num_outputs() != num_outputs) {
-    SetError(err, err_len, absl::StrCat("node ", node, " (", n.QualifiedOp(), ") takes ", operands.size(),
-                                        " operands and ", n.num_outputs(), " outputs, not ", num_inputs, " and ",
-                                        num_outputs));
-    return 1;
-  }
-  std::vector<Tensor> in;
-  for (int i = 0; i < num_inputs; ++i) {
-    auto dtype = DTypeFromOnnx(inputs[i].dtype);
-    if (!dtype) {
-      SetError(err, err_len, absl::StrCat("operand ", i, " has unknown dtype code ", inputs[i].dtype));
-      return 1;
-    }
-    Tensor t(*dtype, Dims(inputs[i].dims, inputs[i].dims + inputs[i].rank));
-    if (t.nbytes() != inputs[i].bytes) {
-      SetError(err, err_len, absl::StrCat("operand ", i, " holds ", inputs[i].bytes, " bytes, not ", t.nbytes()));
-      return 1;
-    }
-    if (t.nbytes() > 0) std::memcpy(t.raw(), inputs[i].data, t.nbytes());
-    in.push_back(std::move(t));
-  }
-  auto result = g->exec.RunNode(n, [&](const Value* v) -> const Tensor* {
-    for (size_t i = 0; i < operands.size(); ++i)
-      if (operands[i] == v) return &in[i];
-    return nullptr;
-  });
-  if (!result.ok()) {
-    SetError(err, err_len, std::string(result.status().message()));
-    return 1;
-  }
-  for (int i = 0; i < num_outputs; ++i) {
-    if (!outputs[i].data) continue;
-    const Tensor& t = (*result)[i];
-    if (!t.defined() || t.nbytes() != outputs[i].bytes) {
-      SetError(err, err_len, absl::StrCat("output ", i, " of ", n.QualifiedOp(), " has ",
-                                          t.defined() ? t.nbytes() : 0, " bytes, the package planned ",
-                                          outputs[i].bytes));
-      return 1;
-    }
-    if (t.nbytes() > 0) std::memcpy(outputs[i].data, t.raw(), t.nbytes());
-  }
-  return 0;
-}
-
-void HostRelease(void*, void* graph) { delete static_cast<HostGraph*>(graph); }
-
-const kiln_host_ops kReferenceHostOps = {HostLoad, HostRun, HostRelease};
 
 // Runs `command` with its output in `log`; the exit status.
 int RunLogged(const std::string& command, const std::string& log) {
@@ -223,8 +103,6 @@ absl::Status EnsureCudaPackageBuilt(const std::string& dir) {
   return absl::OkStatus();
 }
 
-const void* ReferenceHostOps() { return &kReferenceHostOps; }
-
 absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Load(const std::string& dir) {
   if (!IsCudaPackage(dir)) return absl::InvalidArgumentError(absl::StrCat("'", dir, "' is not a cuda package"));
   KILN_RETURN_IF_ERROR(ProbeCudaDevice());
@@ -254,7 +132,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Load(const std::
   char err[2048] = "";
   e->model_ = a.load(dir.c_str(), err, sizeof err);
   if (!e->model_) return absl::FailedPreconditionError(absl::StrCat("loading ", dir, ": ", err));
-  a.set_host_ops(e->model_, &kReferenceHostOps, nullptr);
+  a.set_host_ops(e->model_, static_cast<const kiln_host_ops*>(ReferenceHostOps()), nullptr);
   e->device_ = a.device(e->model_);
   auto info = [](const kiln_tensor_info* t) {
     TensorInfo r;

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/ir/tensor.h"
+#include "runtime/host_ops.h"
 
 namespace kiln::runtime {
 
@@ -35,10 +36,6 @@ bool IsCudaPackage(const std::string& path);
 // Builds DIR/libkiln_model.so with DIR/build.sh when it is missing or older
 // than the package's sources; the compiler's output goes to DIR/build.log.
 absl::Status EnsureCudaPackageBuilt(const std::string& dir);
-
-// The host-op provider behind kiln's reference kernels: a pointer to a
-// kiln_host_ops (kiln_model.h) whose `user` argument is ignored.
-const void* ReferenceHostOps();
 
 class CudaExecutable {
  public:

@@ -50,8 +50,10 @@ constexpr char kHeader[] = R"KILN(/* kiln_model.h - the C API of a kiln cuda pac
  * copies the results back. `kiln run` provides kiln's reference kernels;
  * an application sets a provider with kiln_model_set_host_ops, or names a
  * library exporting `const kiln_host_ops* kiln_host_ops_v1(void)` in the
- * environment variable KILN_HOSTOPS_LIBRARY. A package without host tasks
- * needs neither.
+ * environment variable KILN_HOSTOPS_LIBRARY, or leaves kiln's
+ * libkiln_hostops.so (which `kiln compile` copies into a package that has
+ * host tasks) beside libkiln_model.so. A package without host tasks needs
+ * none.
  */
 #ifndef KILN_MODEL_H_
 #define KILN_MODEL_H_
@@ -142,6 +144,7 @@ void kiln_model_set_host_ops(kiln_model* model, const kiln_host_ops* ops, void* 
 constexpr char kPrologue[] = R"KILN(
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -319,16 +322,20 @@ bool LoadImpl(kiln_model* m, std::string* error) {
 bool EnsureHostOps(kiln_model* m, std::string* error) {
   if (m->host_graph) return true;
   if (!m->host_ops) {
-    const char* lib = std::getenv("KILN_HOSTOPS_LIBRARY");
-    if (!lib || !*lib) {
+    const char* env = std::getenv("KILN_HOSTOPS_LIBRARY");
+    const std::string beside = m->dir + "/libkiln_hostops.so";
+    std::string lib = env && *env ? env : "";
+    if (lib.empty() && access(beside.c_str(), R_OK) == 0) lib = beside;
+    if (lib.empty()) {
       *error = "this model runs " + std::to_string(kNumHostTasks) +
-               " node(s) on the host and has no host-op provider: call kiln_model_set_host_ops or set "
-               "KILN_HOSTOPS_LIBRARY (`kiln run` provides kiln's reference kernels)";
+               " node(s) on the host and has no host-op provider: call kiln_model_set_host_ops, set "
+               "KILN_HOSTOPS_LIBRARY, or put libkiln_hostops.so beside libkiln_model.so (`kiln run` "
+               "provides kiln's reference kernels)";
       return false;
     }
-    m->host_library = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    m->host_library = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!m->host_library) {
-      *error = std::string("KILN_HOSTOPS_LIBRARY: ") + dlerror();
+      *error = lib + ": " + dlerror();
       return false;
     }
     auto entry = reinterpret_cast<const kiln_host_ops* (*)()>(dlsym(m->host_library, "kiln_host_ops_v1"));

@@ -7,6 +7,8 @@
 // runtime's answer when no CUDA device is present.
 //
 //===----------------------------------------------------------------------===//
+#include <dlfcn.h>
+
 #include <chrono>
 #include <random>
 
@@ -561,6 +563,31 @@ TEST(CudaRuntime, NoDeviceOrNotAPackage) {
   EXPECT_EQ(exe.status().message(), probe.message());
   EXPECT_FALSE(runtime::IsCudaPackage(KILN_SOURCE_DIR));
   std::filesystem::remove_all(dir);
+}
+
+// libkiln_hostops.so on its own: kiln_host_ops_v1 is its one export, and
+// the provider it returns runs a node of a host graph.
+TEST(CudaRuntime, HostOpsLibraryStandsAlone) {
+  void* lib = dlopen(KILN_HOSTOPS_LIBRARY_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto entry = reinterpret_cast<const void* (*)()>(dlsym(lib, "kiln_host_ops_v1"));
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(dlsym(lib, "_ZN4kiln7runtime16ReferenceHostOpsEv"), nullptr) << "kiln's own symbols are hidden";
+  const auto* ops = static_cast<const cuda_test::HostOps*>(entry());
+  ASSERT_NE(ops, nullptr);
+  char err[256] = "";
+  std::string kir = "graph @main(%x: f32[3]) {\n  %y = Sigmoid(%x)\n  return %y\n}\n";
+  void* g = ops->load(nullptr, kir.data(), kir.size(), nullptr, 0, err, sizeof err);
+  ASSERT_NE(g, nullptr) << err;
+  float in[3] = {0, 100, -100}, out[3] = {7, 7, 7};
+  int64_t dims[1] = {3};
+  cuda_test::HostTensor i{1, 1, dims, in, 12}, o{1, 1, dims, out, 12};
+  EXPECT_EQ(ops->run(nullptr, g, 0, &i, 1, &o, 1, err, sizeof err), 0) << err;
+  EXPECT_EQ(out[0], 0.5f);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_LT(out[2], 1e-30f);
+  ops->release(nullptr, g);
+  dlclose(lib);
 }
 
 TEST(CudaRuntime, ReferenceHostOpsReportBadCalls) {

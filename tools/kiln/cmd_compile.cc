@@ -1,4 +1,5 @@
 //===- cmd_compile.cc - `kiln compile` and `kiln targets` -----------------===//
+#include <filesystem>
 #include <iostream>
 
 #include "absl/flags/declare.h"
@@ -82,6 +83,14 @@ int Compile(const std::vector<std::string>& args) {
   }
   if (absl::Status s = (*target)->Compile(*model, options, out); !s.ok())
     return Fail(absl::StrCat("target ", target_name, ": ", s.message()));
+  // A cuda package with host tasks gets kiln's host-op provider beside its
+  // library, so an application that embeds it needs nothing else.
+  if (target_name == "cuda" && std::filesystem::exists(std::filesystem::path(out) / "host_graph.kir")) {
+    std::error_code ec;
+    std::filesystem::copy_file(KILN_HOSTOPS_LIBRARY_PATH, std::filesystem::path(out) / "libkiln_hostops.so",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return Fail(absl::StrCat("copying libkiln_hostops.so into ", out, ": ", ec.message()));
+  }
   if (explain && target_name == "npusim") {
     auto a = artifact::ReadArtifact(out);
     if (!a.ok()) return Fail(a.status());

@@ -1,0 +1,20 @@
+//===- host_ops.h - kiln's reference kernels as a package's host-op provider -*- C++ -*-===//
+//
+// A cuda package runs the nodes no GPU kernel handles on the host, through
+// a host-op provider (kiln_model.h's kiln_host_ops): `load` parses the
+// package's host_graph.kir, `run` executes one of its nodes on host
+// tensors, `release` frees it. ReferenceHostOps is that provider over
+// kiln's reference executor; `kiln run` passes it in-process, and
+// libkiln_hostops.so (runtime/hostops_library.cc) exports it to
+// applications that embed a package: `const kiln_host_ops*
+// kiln_host_ops_v1(void)`.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+namespace kiln::runtime {
+
+// A pointer to a kiln_host_ops whose `user` argument is ignored.
+const void* ReferenceHostOps();
+
+}  // namespace kiln::runtime
