@@ -202,6 +202,12 @@ Value* Graph::NewValue(std::string name, Value::Kind kind) {
   v->prev_ = last_value_;
   (last_value_ ? last_value_->next_ : first_value_) = v;
   last_value_ = v;
+  if (kind == Value::Kind::kConstant) {
+    v->prev_constant_ = last_constant_;
+    (last_constant_ ? last_constant_->next_constant_ : first_constant_) = v;
+    last_constant_ = v;
+    ++num_constants_;
+  }
   by_name_[v->name_] = v;
   return v;
 }
@@ -211,6 +217,11 @@ Value* Graph::NewValue(std::string name, Value::Kind kind) {
 void Graph::DestroyValue(Value* v) {
   (v->prev_ ? v->prev_->next_ : first_value_) = v->next_;
   (v->next_ ? v->next_->prev_ : last_value_) = v->prev_;
+  if (v->kind_ == Value::Kind::kConstant) {
+    (v->prev_constant_ ? v->prev_constant_->next_constant_ : first_constant_) = v->next_constant_;
+    (v->next_constant_ ? v->next_constant_->prev_constant_ : last_constant_) = v->prev_constant_;
+    --num_constants_;
+  }
   value_slab_.Delete(v);
 }
 
@@ -335,14 +346,9 @@ std::vector<Node*> Graph::NodeList() const {
 }
 
 std::vector<Value*> Graph::Constants() const {
-  // Counted first: the values are contiguous and cheap to walk, regrowing a
-  // large vector is not.
-  size_t count = 0;
-  for (const Value* v = first_value_; v; v = v->next_) count += v->kind_ == Value::Kind::kConstant;
   std::vector<Value*> out;
-  out.reserve(count);
-  for (Value* v = first_value_; v; v = v->next_)
-    if (v->kind_ == Value::Kind::kConstant) out.push_back(v);
+  out.reserve(num_constants_);
+  for (Value* v = first_constant_; v; v = v->next_constant_) out.push_back(v);
   return out;
 }
 
@@ -401,13 +407,12 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
     return v;
   };
   // Recreate values in creation order so names and order are preserved.
-  for (const Value* v = first_value_; v; v = v->next_) {
-    if (v->kind_ == Value::Kind::kConstant) {
-      Value* c = g->NewValue(v->name_, Value::Kind::kConstant);
-      c->type_ = v->type_;
-      c->constant_ = v->constant_;
-      map[v] = c;
-    }
+  map.reserve(by_name_.size());
+  for (const Value* v = first_constant_; v; v = v->next_constant_) {
+    Value* c = g->NewValue(v->name_, Value::Kind::kConstant);
+    c->type_ = v->type_;
+    c->constant_ = v->constant_;
+    map[v] = c;
   }
   for (Value* in : inputs_) map[in] = g->AddInput(in->name_, in->type_);
   for (const Node* n = first_node_; n; n = n->next_) {

@@ -133,6 +133,10 @@ class Value {
   Node* producer_ = nullptr;
   Graph* owner_ = nullptr;
   std::vector<Use> uses_;
+  // Neighbours in the owner's list of constants (creation order), so that
+  // walks over constants skip every other value.
+  Value* prev_constant_ = nullptr;
+  Value* next_constant_ = nullptr;
   Type type_;
   // Never changes once the value exists: the owner's name table refers to it.
   std::string name_;
@@ -178,6 +182,11 @@ class Node {
   std::vector<float> GetFloats(absl::string_view name, std::vector<float> dflt = {}) const;
   // Subgraphs held by attributes, in attribute-name order.
   std::vector<Graph*> subgraphs() const;
+
+  // Neighbours in the owner's node list (null at its ends): a walk that
+  // erases the node it stands on reads next() first.
+  Node* next() const { return next_; }
+  Node* prev() const { return prev_; }
 
  private:
   friend class Graph;
@@ -255,11 +264,17 @@ class Graph {
     Node* first_;
   };
   NodeRange nodes() const { return NodeRange(first_node_); }
+  Node* first_node() const { return first_node_; }
+  Node* last_node() const { return last_node_; }
+  // False when no node of this graph was ever given a graph attribute: no
+  // node holds a nested graph, and walks looking for them can be skipped.
+  bool may_hold_graphs() const { return !nested_holders_.empty(); }
   // Snapshot of the node list, safe to iterate while erasing.
   std::vector<Node*> NodeList() const;
   size_t num_nodes() const { return num_nodes_; }
   // Every constant, in creation order.
   std::vector<Value*> Constants() const;
+  size_t num_constants() const { return num_constants_; }
   // Every value owned by this graph, in creation order.
   std::vector<Value*> Values() const;
 
@@ -306,6 +321,9 @@ class Graph {
   size_t num_nodes_ = 0;
   Value* first_value_ = nullptr;
   Value* last_value_ = nullptr;
+  Value* first_constant_ = nullptr;
+  Value* last_constant_ = nullptr;
+  size_t num_constants_ = 0;
   // Nodes of this graph that were given a graph attribute (a superset of
   // those holding subgraphs now), so that name lookups can search nested
   // graphs without walking every node.

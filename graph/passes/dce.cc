@@ -38,14 +38,17 @@ class DeadCodeEliminator {
   }
 
   void Sweep(Graph& g) {
-    for (Node* n : g.nodes()) {
-      std::vector<Graph*> subs = n->subgraphs();
-      if (!subs.empty() && live_.contains(n))
-        for (Graph* s : subs) Sweep(*s);
+    if (g.may_hold_graphs()) {
+      for (Node* n : g.nodes()) {
+        std::vector<Graph*> subs = n->subgraphs();
+        if (!subs.empty() && live_.contains(n))
+          for (Graph* s : subs) Sweep(*s);
+      }
     }
-    std::vector<Node*> nodes = g.NodeList();
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-      Node* n = *it;
+    // Last to first, straight through the list: erasing a node leaves the
+    // ones before it in place.
+    for (Node* n = g.last_node(), *prev = nullptr; n; n = prev) {
+      prev = n->prev();
       if (live_.contains(n)) continue;
       bool used = false;
       for (const Value* o : n->outputs()) used |= o->has_uses();
