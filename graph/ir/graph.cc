@@ -155,7 +155,13 @@ Graph::Graph(std::string name, Graph* parent) : name_(std::move(name)), parent_(
 
 Graph::~Graph() {
   DropExternalUses();
-  while (!nodes_.empty()) nodes_.pop_back();
+  // Last to first: a node's nested graphs go with it.
+  while (last_node_) {
+    Node* n = last_node_;
+    UnlinkNode(n);
+    node_slab_.Delete(n);
+  }
+  while (last_value_) DestroyValue(last_value_);
 }
 
 // Removes every use that a node or output of this graph, or of a graph nested
@@ -166,8 +172,7 @@ void Graph::DropExternalUses() {
     if (outputs_[i] && outputs_[i]->owner_ != this) outputs_[i]->RemoveUse({nullptr, static_cast<int>(i), this});
   outputs_.clear();
   output_use_slots_.clear();
-  for (const auto& node : nodes_) {
-    Node* n = node.get();
+  for (Node* n = first_node_; n; n = n->next_) {
     for (int i = 0; i < n->num_inputs(); ++i) {
       if (n->inputs_[i] && n->inputs_[i]->owner_ != this) {
         n->inputs_[i]->RemoveUse({n, i, nullptr});
@@ -176,9 +181,9 @@ void Graph::DropExternalUses() {
     }
     for (Graph* sub : n->subgraphs()) sub->DropExternalUses();
   }
-  for (const auto& node : nodes_) {
-    for (Value*& in : node->inputs_) in = nullptr;
-    for (Value* o : node->outputs_) o->uses_.clear();
+  for (Node* n = first_node_; n; n = n->next_) {
+    for (Value*& in : n->inputs_) in = nullptr;
+    for (Value* o : n->outputs_) o->uses_.clear();
   }
 }
 
@@ -190,15 +195,51 @@ Graph* Graph::Root() {
 
 Value* Graph::NewValue(std::string name, Value::Kind kind) {
   if (name.empty()) name = UniqueName("v");
-  auto v = std::make_unique<Value>();
+  Value* v = value_slab_.New();
   v->kind_ = kind;
   v->name_ = std::move(name);
   v->owner_ = this;
-  Value* raw = v.get();
-  values_.push_back(std::move(v));
-  raw->self_ = std::prev(values_.end());
-  by_name_[raw->name_] = raw;
-  return raw;
+  v->prev_ = last_value_;
+  (last_value_ ? last_value_->next_ : first_value_) = v;
+  last_value_ = v;
+  if (kind == Value::Kind::kConstant) {
+    v->prev_constant_ = last_constant_;
+    (last_constant_ ? last_constant_->next_constant_ : first_constant_) = v;
+    last_constant_ = v;
+    ++num_constants_;
+  }
+  by_name_[v->name_] = v;
+  return v;
+}
+
+// Unlinks `v` from the value list and destroys it (its name stays in
+// by_name_: callers erase it first).
+void Graph::DestroyValue(Value* v) {
+  (v->prev_ ? v->prev_->next_ : first_value_) = v->next_;
+  (v->next_ ? v->next_->prev_ : last_value_) = v->prev_;
+  if (v->kind_ == Value::Kind::kConstant) {
+    (v->prev_constant_ ? v->prev_constant_->next_constant_ : first_constant_) = v->next_constant_;
+    (v->next_constant_ ? v->next_constant_->prev_constant_ : last_constant_) = v->prev_constant_;
+    --num_constants_;
+  }
+  value_slab_.Delete(v);
+}
+
+// Links `n` into the node list before `before` (at the end when null).
+void Graph::LinkNode(Node* n, Node* before) {
+  Node* after = before ? before->prev_ : last_node_;
+  n->prev_ = after;
+  n->next_ = before;
+  (after ? after->next_ : first_node_) = n;
+  (before ? before->prev_ : last_node_) = n;
+  ++num_nodes_;
+}
+
+void Graph::UnlinkNode(Node* n) {
+  (n->prev_ ? n->prev_->next_ : first_node_) = n->next_;
+  (n->next_ ? n->next_->prev_ : last_node_) = n->prev_;
+  n->prev_ = n->next_ = nullptr;
+  --num_nodes_;
 }
 
 Value* Graph::AddInput(std::string name, Type type) {
@@ -245,19 +286,18 @@ void Graph::RemoveInput(int i) {
   assert(!v->has_uses() && "removing a graph input that is still used");
   inputs_.erase(inputs_.begin() + i);
   by_name_.erase(v->name_);
-  values_.erase(v->self_);
+  DestroyValue(v);
 }
 
 Node* Graph::AddNode(absl::string_view op, std::vector<Value*> inputs,
                      std::vector<std::string> output_names, absl::string_view domain,
                      Node* before) {
-  auto n = std::make_unique<Node>();
-  n->op_ = std::string(op);
-  n->domain_ = std::string(domain);
-  n->owner_ = this;
-  Node* raw = n.get();
-  auto pos = before ? before->self_ : nodes_.end();
-  raw->self_ = nodes_.insert(pos, std::move(n));
+  assert((!before || before->owner_ == this) && "inserting before a node of another graph");
+  Node* raw = node_slab_.New();
+  raw->op_ = std::string(op);
+  raw->domain_ = std::string(domain);
+  raw->owner_ = this;
+  LinkNode(raw, before);
   for (Value* v : inputs) raw->AddInput(v);
   for (size_t i = 0; i < output_names.size(); ++i) {
     Value* out = NewValue(std::move(output_names[i]), Value::Kind::kNodeOutput);
@@ -278,42 +318,44 @@ void Graph::EraseNode(Node* n) {
   for (Value* o : n->outputs_) {
     assert(!o->has_uses() && "erasing a node whose outputs are still used");
     by_name_.erase(o->name_);
-    values_.erase(o->self_);
+    DestroyValue(o);
   }
   n->RemoveTrailingInputs(0);
   nested_holders_.erase(n);
-  nodes_.erase(n->self_);
+  UnlinkNode(n);
+  node_slab_.Delete(n);
 }
 
 void Graph::EraseValue(Value* v) {
   assert(!v->has_uses() && v->kind_ == Value::Kind::kConstant && "erasing a used or non-constant value");
   by_name_.erase(v->name_);
-  values_.erase(v->self_);
+  DestroyValue(v);
 }
 
 void Graph::MoveNode(Node* n, Node* before) {
-  auto pos = before ? before->self_ : nodes_.end();
-  nodes_.splice(pos, nodes_, n->self_);
+  if (n == before) return;
+  UnlinkNode(n);
+  LinkNode(n, before);
 }
 
 std::vector<Node*> Graph::NodeList() const {
   std::vector<Node*> out;
-  out.reserve(nodes_.size());
-  for (const auto& n : nodes_) out.push_back(n.get());
+  out.reserve(num_nodes_);
+  for (Node* n = first_node_; n; n = n->next_) out.push_back(n);
   return out;
 }
 
 std::vector<Value*> Graph::Constants() const {
   std::vector<Value*> out;
-  for (const auto& v : values_)
-    if (v->kind_ == Value::Kind::kConstant) out.push_back(v.get());
+  out.reserve(num_constants_);
+  for (Value* v = first_constant_; v; v = v->next_constant_) out.push_back(v);
   return out;
 }
 
 std::vector<Value*> Graph::Values() const {
   std::vector<Value*> out;
-  out.reserve(values_.size());
-  for (const auto& v : values_) out.push_back(v.get());
+  out.reserve(by_name_.size());
+  for (Value* v = first_value_; v; v = v->next_) out.push_back(v);
   return out;
 }
 
@@ -365,17 +407,15 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
     return v;
   };
   // Recreate values in creation order so names and order are preserved.
-  for (const auto& v : values_) {
-    if (v->kind_ == Value::Kind::kInput) continue;
-    if (v->kind_ == Value::Kind::kConstant) {
-      Value* c = g->NewValue(v->name_, Value::Kind::kConstant);
-      c->type_ = v->type_;
-      c->constant_ = v->constant_;
-      map[v.get()] = c;
-    }
+  map.reserve(by_name_.size());
+  for (const Value* v = first_constant_; v; v = v->next_constant_) {
+    Value* c = g->NewValue(v->name_, Value::Kind::kConstant);
+    c->type_ = v->type_;
+    c->constant_ = v->constant_;
+    map[v] = c;
   }
   for (Value* in : inputs_) map[in] = g->AddInput(in->name_, in->type_);
-  for (const auto& n : nodes_) {
+  for (const Node* n = first_node_; n; n = n->next_) {
     std::vector<Value*> ins;
     for (Value* v : n->inputs_) ins.push_back(remap(v));
     std::vector<std::string> names;

@@ -13,11 +13,13 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include "absl/strings/string_view.h"
 #include <vector>
 
@@ -31,6 +33,61 @@ namespace kiln {
 
 class Graph;
 class Node;
+
+namespace ir_internal {
+
+// Storage for the objects of one kind that a graph creates: chunks of
+// contiguous slots, filled in creation order, so that nodes (or values)
+// created together sit together in memory and a walk over a graph streams
+// through a few chunks instead of chasing separate heap objects. A destroyed
+// object's slot is reused by the next one created. Chunks grow with the
+// graph (a small nested graph takes little) and are freed with the slab;
+// every object must have been destroyed by then.
+template <typename T>
+class Slab {
+ public:
+  Slab() = default;
+  Slab(const Slab&) = delete;
+  Slab& operator=(const Slab&) = delete;
+
+  T* New() {
+    Slot* s = free_;
+    if (s) {
+      free_ = s->next_free;
+    } else {
+      if (next_ == end_) Grow();
+      s = next_++;
+    }
+    return ::new (static_cast<void*>(s->bytes)) T();
+  }
+  void Delete(T* p) {
+    p->~T();
+    Slot* s = reinterpret_cast<Slot*>(p);
+    s->next_free = free_;
+    free_ = s;
+  }
+
+ private:
+  union Slot {
+    Slot* next_free;
+    alignas(T) unsigned char bytes[sizeof(T)];
+  };
+  static constexpr size_t kFirstChunk = 8;
+  static constexpr size_t kMaxChunk = 1024;
+  void Grow() {
+    chunks_.push_back(std::make_unique<Slot[]>(chunk_size_));
+    next_ = chunks_.back().get();
+    end_ = next_ + chunk_size_;
+    if (chunk_size_ < kMaxChunk) chunk_size_ *= 2;
+  }
+  std::vector<std::unique_ptr<Slot[]>> chunks_;
+  Slot* next_ = nullptr;  // the next never-used slot of the newest chunk
+  Slot* end_ = nullptr;
+  Slot* free_ = nullptr;  // slots of destroyed objects
+  size_t chunk_size_ = kFirstChunk;
+};
+
+}  // namespace ir_internal
 
 // One use of a value: input `index` of `user`, or, when `user` is null,
 // output `index` of graph `graph`.
@@ -67,15 +124,23 @@ class Value {
  private:
   friend class Graph;
   friend class Node;
+  // What walks over values and uses read comes first (one cache line).
+  // Neighbours in the owner's list of values (creation order).
+  Value* prev_ = nullptr;
+  Value* next_ = nullptr;
   Kind kind_ = Kind::kInput;
-  std::string name_;
-  Type type_;
-  Graph* owner_ = nullptr;
-  Node* producer_ = nullptr;
   int producer_index_ = 0;
-  Tensor constant_;
+  Node* producer_ = nullptr;
+  Graph* owner_ = nullptr;
   std::vector<Use> uses_;
-  std::list<std::unique_ptr<Value>>::iterator self_;
+  // Neighbours in the owner's list of constants (creation order), so that
+  // walks over constants skip every other value.
+  Value* prev_constant_ = nullptr;
+  Value* next_constant_ = nullptr;
+  Type type_;
+  // Never changes once the value exists: the owner's name table refers to it.
+  std::string name_;
+  Tensor constant_;
   // Uses are added and removed in O(1): each user records where its use sits
   // in uses_ (Node::use_slots_, Graph::output_use_slots_).
   void AddUse(const Use& u);
@@ -118,19 +183,29 @@ class Node {
   // Subgraphs held by attributes, in attribute-name order.
   std::vector<Graph*> subgraphs() const;
 
+  // Neighbours in the owner's node list (null at its ends): a walk that
+  // erases the node it stands on reads next() first.
+  Node* next() const { return next_; }
+  Node* prev() const { return prev_; }
+
  private:
   friend class Graph;
   friend class Value;
-  std::string op_, domain_, name_;
+  // What walks over nodes read comes first (the first two cache lines).
+  // Neighbours in the owner's node list (execution order).
+  Node* prev_ = nullptr;
+  Node* next_ = nullptr;
+  std::string op_;
   Graph* owner_ = nullptr;
   // Whether an attribute was ever given graphs (subgraphs() is empty if not).
   bool holds_graphs_ = false;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
+  std::string domain_;
   // use_slots_[i]: where this node's use of inputs_[i] sits in its uses().
   std::vector<uint32_t> use_slots_;
   std::map<std::string, Attribute> attrs_;
-  std::list<std::unique_ptr<Node>>::iterator self_;
+  std::string name_;
 };
 
 class Graph {
@@ -171,28 +246,35 @@ class Graph {
   // Moves `n` to just before `before` (or to the end).
   void MoveNode(Node* n, Node* before);
 
+  // The nodes in order. Erasing the node a loop stands on invalidates the
+  // loop; iterate over NodeList() to erase.
   class NodeRange {
    public:
-    using It = std::list<std::unique_ptr<Node>>::const_iterator;
     struct Iter {
-      It it;
-      Node* operator*() const { return it->get(); }
-      Iter& operator++() { ++it; return *this; }
-      bool operator!=(const Iter& o) const { return it != o.it; }
-      bool operator==(const Iter& o) const { return it == o.it; }
+      Node* n;
+      Node* operator*() const { return n; }
+      Iter& operator++() { n = n->next_; return *this; }
+      bool operator!=(const Iter& o) const { return n != o.n; }
+      bool operator==(const Iter& o) const { return n == o.n; }
     };
-    NodeRange(It b, It e) : b_(b), e_(e) {}
-    Iter begin() const { return {b_}; }
-    Iter end() const { return {e_}; }
+    explicit NodeRange(Node* first) : first_(first) {}
+    Iter begin() const { return {first_}; }
+    Iter end() const { return {nullptr}; }
    private:
-    It b_, e_;
+    Node* first_;
   };
-  NodeRange nodes() const { return {nodes_.begin(), nodes_.end()}; }
+  NodeRange nodes() const { return NodeRange(first_node_); }
+  Node* first_node() const { return first_node_; }
+  Node* last_node() const { return last_node_; }
+  // False when no node of this graph was ever given a graph attribute: no
+  // node holds a nested graph, and walks looking for them can be skipped.
+  bool may_hold_graphs() const { return !nested_holders_.empty(); }
   // Snapshot of the node list, safe to iterate while erasing.
   std::vector<Node*> NodeList() const;
-  size_t num_nodes() const { return nodes_.size(); }
+  size_t num_nodes() const { return num_nodes_; }
   // Every constant, in creation order.
   std::vector<Value*> Constants() const;
+  size_t num_constants() const { return num_constants_; }
   // Every value owned by this graph, in creation order.
   std::vector<Value*> Values() const;
 
@@ -215,6 +297,9 @@ class Graph {
   friend class Value;
   friend class Node;
   Value* NewValue(std::string name, Value::Kind kind);
+  void DestroyValue(Value* v);
+  void LinkNode(Node* n, Node* before);
+  void UnlinkNode(Node* n);
   Graph* Root();
   void DropExternalUses();
   // Whether this graph or a graph nested in it holds a value named `name`.
@@ -226,13 +311,26 @@ class Graph {
   std::vector<Value*> outputs_;
   // output_use_slots_[i]: where the use of outputs_[i] sits in its uses().
   std::vector<uint32_t> output_use_slots_;
-  std::list<std::unique_ptr<Node>> nodes_;
+  // Nodes and values live in slabs of this graph and are linked into lists
+  // through their prev_/next_ pointers: nodes in execution order, values in
+  // creation order.
+  ir_internal::Slab<Node> node_slab_;
+  ir_internal::Slab<Value> value_slab_;
+  Node* first_node_ = nullptr;
+  Node* last_node_ = nullptr;
+  size_t num_nodes_ = 0;
+  Value* first_value_ = nullptr;
+  Value* last_value_ = nullptr;
+  Value* first_constant_ = nullptr;
+  Value* last_constant_ = nullptr;
+  size_t num_constants_ = 0;
   // Nodes of this graph that were given a graph attribute (a superset of
   // those holding subgraphs now), so that name lookups can search nested
   // graphs without walking every node.
   absl::flat_hash_set<const Node*> nested_holders_;
-  std::list<std::unique_ptr<Value>> values_;
-  absl::flat_hash_map<std::string, Value*> by_name_;
+  // Keys are the values' own names (Value::name_, which never changes and
+  // lives as long as the value): a value's entry is erased before it is.
+  absl::flat_hash_map<absl::string_view, Value*> by_name_;
   uint64_t next_name_ = 0;
 };
 

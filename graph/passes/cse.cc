@@ -78,7 +78,13 @@ class CommonSubexpressions {
 
   void ProcessGraph(Graph& g) {
     size_t mark = entries_.size();
-    for (Node* n : g.NodeList()) {
+    if (mark == 0) {
+      entries_.reserve(g.num_nodes());
+      heads_.reserve(g.num_nodes());
+    }
+    // Straight through the list: only the node visited is ever erased.
+    for (Node* n = g.first_node(), *next = nullptr; n; n = next) {
+      next = n->next();
       if (std::vector<Graph*> subs = n->subgraphs(); !subs.empty()) {
         for (Graph* s : subs) ProcessGraph(*s);
         continue;
@@ -113,7 +119,13 @@ class CommonSubexpressions {
       g.EraseNode(n);
       ++removed;
     }
-    // Leaving the scope: forget its nodes, newest first.
+    // Leaving the scope: forget its nodes, newest first (all at once when
+    // leaving the outermost graph).
+    if (mark == 0) {
+      entries_.clear();
+      heads_.clear();
+      return;
+    }
     while (entries_.size() > mark) {
       const Entry& e = entries_.back();
       if (e.next < 0) heads_.erase(e.hash);

@@ -26,6 +26,7 @@ namespace {
 class DeadCodeEliminator {
  public:
   void MarkFromOutputs(const Graph& g) {
+    live_.reserve(g.num_nodes());
     for (const Value* v : g.outputs()) MarkValue(v);
     while (!worklist_.empty()) {
       const Node* n = worklist_.back();
@@ -37,12 +38,17 @@ class DeadCodeEliminator {
   }
 
   void Sweep(Graph& g) {
-    for (Node* n : g.nodes())
-      if (live_.contains(n))
-        for (Graph* s : n->subgraphs()) Sweep(*s);
-    std::vector<Node*> nodes = g.NodeList();
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-      Node* n = *it;
+    if (g.may_hold_graphs()) {
+      for (Node* n : g.nodes()) {
+        std::vector<Graph*> subs = n->subgraphs();
+        if (!subs.empty() && live_.contains(n))
+          for (Graph* s : subs) Sweep(*s);
+      }
+    }
+    // Last to first, straight through the list: erasing a node leaves the
+    // ones before it in place.
+    for (Node* n = g.last_node(), *prev = nullptr; n; n = prev) {
+      prev = n->prev();
       if (live_.contains(n)) continue;
       bool used = false;
       for (const Value* o : n->outputs()) used |= o->has_uses();

@@ -48,8 +48,9 @@ class ConstantDeduplicator {
       if (!t.SharesStorageWith(rep->constant())) report.bytes_saved += static_cast<int64_t>(t.nbytes());
       g.EraseValue(c);
     }
-    for (Node* n : g.nodes())
-      for (Graph* s : n->subgraphs()) ProcessGraph(*s);
+    if (g.may_hold_graphs())
+      for (Node* n : g.nodes())
+        for (Graph* s : n->subgraphs()) ProcessGraph(*s);
     while (pushed_.size() > mark) {
       table_[pushed_.back()].pop_back();
       pushed_.pop_back();

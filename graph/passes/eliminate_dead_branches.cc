@@ -202,7 +202,9 @@ class DeadBranchEliminator {
 
 DeadBranchReport EliminateDeadBranches(Graph& g) {
   DeadBranchEliminator e(g);
-  e.ProcessNodes(g, g.NodeList(), nullptr);
+  // Only nodes holding graphs (If, Loop) are rewritten: a graph that never
+  // held one is left without a walk.
+  if (g.may_hold_graphs()) e.ProcessNodes(g, g.NodeList(), nullptr);
   return e.report;
 }
 

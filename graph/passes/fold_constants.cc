@@ -154,7 +154,9 @@ class ConstantFolder {
   ConstantFolder(Graph& root, int64_t max_elements) : names_(root), max_elements_(max_elements) {}
 
   void FoldGraph(Graph& g) {
-    for (Node* n : g.NodeList()) {
+    // Straight through the list: a fold erases only the node folded.
+    for (Node* n = g.first_node(), *next = nullptr; n; n = next) {
+      next = n->next();
       for (Graph* s : n->subgraphs()) FoldGraph(*s);
       if (!TryFold(g, n)) Refine(n);
     }
@@ -163,10 +165,12 @@ class ConstantFolder {
   // Erases the constants this run created that nothing uses any more (the
   // intermediate results of folded chains).
   void EraseUnusedCreated(Graph& g) {
+    if (created_.empty()) return;
     for (Value* c : g.Constants())
-      if (created_.contains(c) && !c->has_uses()) g.EraseValue(c);
-    for (Node* n : g.nodes())
-      for (Graph* s : n->subgraphs()) EraseUnusedCreated(*s);
+      if (!c->has_uses() && created_.contains(c)) g.EraseValue(c);
+    if (g.may_hold_graphs())
+      for (Node* n : g.nodes())
+        for (Graph* s : n->subgraphs()) EraseUnusedCreated(*s);
   }
 
   FoldReport report;
@@ -271,6 +275,7 @@ class ConstantFolder {
     if (!inferred.ok()) return;
     for (int i = 0; i < n->num_outputs() && i < static_cast<int>(inferred->size()); ++i) {
       Value* out = n->output(i);
+      if ((*inferred)[i] == out->type()) continue;
       auto merged = MergeTypes(out->type(), (*inferred)[i]);
       if (merged.ok() && *merged != out->type()) {
         out->set_type(*std::move(merged));

@@ -114,6 +114,7 @@ class LoopAwareInference {
     if (!inferred.ok()) return inferred.status();
     for (int i = 0; i < n->num_outputs() && i < static_cast<int>(inferred->size()); ++i) {
       Value* out = n->output(i);
+      if ((*inferred)[i] == out->type()) continue;  // nothing new (the common case)
       auto merged = MergeTypes(out->type(), (*inferred)[i]);
       if (!merged.ok())
         return InvalidArgument(NodeText(*n), ": output '", out->name(), "': ", merged.status().message());

@@ -109,8 +109,9 @@ class NameTable {
  private:
   void Collect(const Graph& g) {
     for (const Value* v : g.Values()) ++count_[v->name()];
-    for (const Node* n : g.nodes())
-      for (const Graph* s : n->subgraphs()) Collect(*s);
+    if (g.may_hold_graphs())
+      for (const Node* n : g.nodes())
+        for (const Graph* s : n->subgraphs()) Collect(*s);
   }
   const Graph* root_;
   bool collected_ = false;
