@@ -93,7 +93,9 @@ TEST(Importer, RejectsRandomAndTruncatedBytes) {
   for (size_t cut : {bytes.size() / 2, bytes.size() - 3}) {
     auto t = ImportBytes(bytes.substr(0, cut), "cut.onnx", "");
     EXPECT_FALSE(t.ok()) << "cut at " << cut;
-    if (!t.ok()) EXPECT_THAT(t.status().message(), HasSubstr("cut.onnx"));
+    if (!t.ok()) {
+      EXPECT_THAT(t.status().message(), HasSubstr("cut.onnx"));
+    }
   }
 }
 

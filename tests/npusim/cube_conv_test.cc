@@ -87,7 +87,9 @@ void ExpectMatches(const std::vector<ConvCase>& cases) {
     bool pointwise = c.group == 1 && c.w.back() == 1 && (c.w.size() < 4 || c.w[2] == 1);
     for (int64_t v : c.strides) pointwise &= v == 1;
     for (int64_t v : c.pads) pointwise &= v == 0;
-    if (!pointwise) EXPECT_NE(k->plan.find("im2col"), std::string::npos) << k->plan;
+    if (!pointwise) {
+      EXPECT_NE(k->plan.find("im2col"), std::string::npos) << k->plan;
+    }
     ::testing::Test::RecordProperty("plan", k->plan);
     std::cout << k->plan << "\n  simulated " << run->stats.total_cycles << " cycles\n";
   }

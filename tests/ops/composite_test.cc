@@ -129,11 +129,11 @@ TEST(GeluTest, InferenceKeepsSymbolicShape) {
 
 struct AttentionCase {
   Dims q, k, v;         // k in [.., Sk, D] layout
-  std::optional<Tensor> mask;
+  std::optional<Tensor> mask = std::nullopt;
   bool k_transposed = false;
   bool causal = false;
-  std::optional<float> scale;
-  std::optional<float> mask_value;
+  std::optional<float> scale = std::nullopt;
+  std::optional<float> mask_value = std::nullopt;
   DType dtype = DType::kF32;
 };
 

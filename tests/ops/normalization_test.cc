@@ -14,8 +14,6 @@ namespace kiln {
 namespace {
 
 Tensor F32T(std::vector<float> v, Dims dims) { return Tensor::FromVector<float>(v, std::move(dims)); }
-Tensor I64T(std::vector<int64_t> v, Dims dims) { return Tensor::FromVector<int64_t>(v, std::move(dims)); }
-Tensor I64(std::vector<int64_t> v) { return I64T(v, {static_cast<int64_t>(v.size())}); }
 Type TypeOf(const Tensor& t) {
   std::vector<Dim> d(t.dims().begin(), t.dims().end());
   return Type::Tensor(t.dtype(), Shape(std::move(d)));
@@ -23,11 +21,6 @@ Type TypeOf(const Tensor& t) {
 std::vector<float> Floats(const Tensor& t) {
   std::vector<float> v;
   for (int64_t i = 0; i < t.numel(); ++i) v.push_back(static_cast<float>(t.GetDouble(i)));
-  return v;
-}
-std::vector<int64_t> Ints(const Tensor& t) {
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.GetInt(i));
   return v;
 }
 

@@ -170,7 +170,9 @@ void ExpectComposites(const std::string& name, const std::map<std::string, int>&
   EXPECT_EQ(Count(ops, "kiln.Attention"), e.attention) << name;
   EXPECT_EQ(Count(ops, "ReduceMean"), 0) << name;
   EXPECT_EQ(Count(ops, "Erf"), 0) << name;
-  if (name != "mlp") EXPECT_EQ(Count(ops, "Tanh"), 0) << name;  // mlp has a Tanh activation
+  if (name != "mlp") {
+    EXPECT_EQ(Count(ops, "Tanh"), 0) << name;  // mlp has a Tanh activation
+  }
   EXPECT_EQ(Count(ops, "Softmax"), 0) << name;
 }
 
@@ -191,7 +193,9 @@ TEST_F(TransformerModelsTest, GptAttentionIsCausal) {
   ASSERT_TRUE(RunPipeline(m, "default").ok());
   int found = 0;
   for (const Node* n : m.graph->nodes()) {
-    if (n->QualifiedOp() == "kiln.Gelu") EXPECT_EQ(n->GetString("approximate", ""), "tanh");
+    if (n->QualifiedOp() == "kiln.Gelu") {
+      EXPECT_EQ(n->GetString("approximate", ""), "tanh");
+    }
     if (n->QualifiedOp() != "kiln.Attention") continue;
     ++found;
     EXPECT_EQ(n->GetInt("causal", 0), 1);
