@@ -186,8 +186,8 @@ absl::StatusOr<std::string> EwExpr(EwOp op, const std::vector<std::string>& x) {
     case EwOp::kSub: return absl::StrCat(x[0], " - ", x[1]);
     case EwOp::kMul: return absl::StrCat(x[0], " * ", x[1]);
     case EwOp::kDiv: return absl::StrCat(x[0], " / ", x[1]);
-    case EwOp::kMax: return absl::StrCat("fmaxf(", x[0], ", ", x[1], ")");
-    case EwOp::kMin: return absl::StrCat("fminf(", x[0], ", ", x[1], ")");
+    case EwOp::kMax: return absl::StrCat("kiln::max_nan(", x[0], ", ", x[1], ")");
+    case EwOp::kMin: return absl::StrCat("kiln::min_nan(", x[0], ", ", x[1], ")");
     case EwOp::kPow: return absl::StrCat("powf(", x[0], ", ", x[1], ")");
     case EwOp::kNeg: return absl::StrCat("-", x[0]);
     case EwOp::kAbs: return absl::StrCat("fabsf(", x[0], ")");

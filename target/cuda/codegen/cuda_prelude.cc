@@ -39,6 +39,10 @@ template <typename T> __device__ __forceinline__ float round_to(float x) { retur
 
 // ---- The tile IR's elementwise operations (ONNX semantics).
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.f); }
+// Max and Min propagate NaN, as kiln's reference kernels do (fmaxf/fminf
+// would drop it).
+__device__ __forceinline__ float max_nan(float a, float b) { return a != a || b != b ? a + b : fmaxf(a, b); }
+__device__ __forceinline__ float min_nan(float a, float b) { return a != a || b != b ? a + b : fminf(a, b); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float recip(float x) { return 1.f / x; }
@@ -67,8 +71,8 @@ __device__ __forceinline__ void atomic_add(__nv_bfloat16* p, float v) { atomicAd
 
 // ---- Warp reductions (every lane gets the result).
 struct SumOp { static __device__ __forceinline__ float apply(float a, float b) { return a + b; } };
-struct MaxOp { static __device__ __forceinline__ float apply(float a, float b) { return fmaxf(a, b); } };
-struct MinOp { static __device__ __forceinline__ float apply(float a, float b) { return fminf(a, b); } };
+struct MaxOp { static __device__ __forceinline__ float apply(float a, float b) { return max_nan(a, b); } };
+struct MinOp { static __device__ __forceinline__ float apply(float a, float b) { return min_nan(a, b); } };
 struct ProdOp { static __device__ __forceinline__ float apply(float a, float b) { return a * b; } };
 template <typename Op> __device__ __forceinline__ float warp_allreduce(float v) {
 #pragma unroll

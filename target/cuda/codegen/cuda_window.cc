@@ -39,8 +39,8 @@ std::string ReduceInit(tile::ReduceOp op) {
 std::string ReduceStep(tile::ReduceOp op, const std::string& acc, const std::string& v) {
   switch (op) {
     case tile::ReduceOp::kSum: return absl::StrCat(acc, " += ", v, ";");
-    case tile::ReduceOp::kMax: return absl::StrCat(acc, " = fmaxf(", acc, ", ", v, ");");
-    case tile::ReduceOp::kMin: return absl::StrCat(acc, " = fminf(", acc, ", ", v, ");");
+    case tile::ReduceOp::kMax: return absl::StrCat(acc, " = kiln::max_nan(", acc, ", ", v, ");");
+    case tile::ReduceOp::kMin: return absl::StrCat(acc, " = kiln::min_nan(", acc, ", ", v, ");");
     case tile::ReduceOp::kProd: return absl::StrCat(acc, " *= ", v, ";");
   }
   return "";
