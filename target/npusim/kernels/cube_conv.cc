@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/support/status.h"
 #include "sim/isa/asm.h"
+#include "target/backend/window.h"
 #include "target/npusim/kernels/cube_kasm.h"
 #include "target/npusim/kernels/cube_matmul.h"
 #include "target/npusim/kernels/cube_tiling.h"
@@ -420,43 +421,15 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   if (g.Cg == 1 && g.G > 1 && g.Mg != 1)
     return absl::UnimplementedError(
         "depthwise Conv with a channel multiplier (several output channels per input channel) is not run on the cube");
-  std::vector<int64_t> strides = node.GetInts("strides"), dil = node.GetInts("dilations"), pads = node.GetInts("pads");
-  const size_t sp = one_d ? 1 : 2;
-  if (strides.empty()) strides.assign(sp, 1);
-  if (dil.empty()) dil.assign(sp, 1);
-  if (pads.empty()) pads.assign(2 * sp, 0);
-  std::string auto_pad = node.GetString("auto_pad", "NOTSET");
-  if (strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp)
-    return absl::FailedPreconditionError("Conv's strides, dilations or pads do not match its rank");
-  if (one_d) {
-    g.sw = strides[0];
-    g.dw = dil[0];
-    g.pl = pads[0];
-    g.pr = pads[1];
-  } else {
-    g.sh = strides[0];
-    g.sw = strides[1];
-    g.dh = dil[0];
-    g.dw = dil[1];
-    g.pt = pads[0];
-    g.pl = pads[1];
-    g.pb = pads[2];
-    g.pr = pads[3];
-  }
-  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
-    // SAME_UPPER / SAME_LOWER: the output is ceil(in / stride).
-    auto same = [&](int64_t in, int64_t k, int64_t s, int64_t d, int64_t* lo, int64_t* hi) {
-      int64_t total = std::max<int64_t>(0, (CeilDiv(in, s) - 1) * s + (k - 1) * d + 1 - in);
-      *lo = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      *hi = total - *lo;
-    };
-    if (!one_d) same(g.H, g.KH, g.sh, g.dh, &g.pt, &g.pb);
-    same(g.W, g.KW, g.sw, g.dw, &g.pl, &g.pr);
-  } else if (auto_pad == "VALID") {
-    g.pt = g.pl = g.pb = g.pr = 0;
-  }
-  if (g.sh <= 0 || g.sw <= 0 || g.dh <= 0 || g.dw <= 0)
-    return absl::FailedPreconditionError("Conv's strides and dilations must be positive");
+  KILN_ASSIGN_OR_RETURN(Window2d win, WindowOf(node));  // a 1-D window has height 1
+  g.sh = win.stride[0];
+  g.sw = win.stride[1];
+  g.dh = win.dilation[0];
+  g.dw = win.dilation[1];
+  g.pt = win.pad_begin[0];
+  g.pl = win.pad_begin[1];
+  g.pb = win.pad_end[0];
+  g.pr = win.pad_end[1];
   if (g.Ho != (g.H + g.pt + g.pb - (g.KH - 1) * g.dh - 1) / g.sh + 1 ||
       g.Wo != (g.W + g.pl + g.pr - (g.KW - 1) * g.dw - 1) / g.sw + 1)
     return absl::FailedPreconditionError("Conv's output shape does not match its attributes");

@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/support/status.h"
+#include "target/backend/window.h"
 #include "target/npusim/kernels/vector_internal.h"
 #include "target/npusim/kernels/vector_pipeline.h"
 
@@ -135,34 +136,18 @@ absl::StatusOr<GeneratedKernel> GeneratePool(const KernelRequest& req) {
     return Unimpl(node, "the vector unit pools only f32, f16 and bf16 tensors");
   for (int64_t v : xd)
     if (v == 0) return Unimpl(node, "empty tensor");
-  std::vector<int64_t> ks = node.GetInts("kernel_shape", {});
-  if (ks.size() != 2) return absl::InvalidArgumentError(absl::StrCat(node.QualifiedOp(), ": kernel_shape must have 2 values"));
-  std::vector<int64_t> st = node.GetInts("strides", {1, 1}), dil = node.GetInts("dilations", {1, 1}),
-                       pads = node.GetInts("pads", {0, 0, 0, 0});
-  if (st.empty()) st = {1, 1};
-  if (dil.empty()) dil = {1, 1};
-  if (pads.empty()) pads = {0, 0, 0, 0};
-  if (st.size() != 2 || dil.size() != 2 || pads.size() != 4)
-    return absl::InvalidArgumentError(absl::StrCat(node.QualifiedOp(), ": bad strides, dilations or pads"));
-  std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  absl::StatusOr<Window2d> win = WindowOf(node);
+  if (!win.ok()) return win.status();
   Dim dm[2];
   for (int i = 0; i < 2; ++i) {
     Dim& d = dm[i];
     d.in = xd[2 + i];
     d.out = yd[2 + i];
-    d.k = ks[i];
-    d.s = st[i];
-    d.d = dil[i];
-    d.pb = pads[i];
-    d.pe = pads[i + 2];
-    if (auto_pad == "VALID") d.pb = d.pe = 0;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      int64_t total = std::max<int64_t>(0, (d.out - 1) * d.s + (d.k - 1) * d.d + 1 - d.in);
-      d.pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      d.pe = total - d.pb;
-    }
-    if (d.out <= 0 || d.k <= 0 || d.s <= 0 || d.d <= 0)
-      return absl::InvalidArgumentError(absl::StrCat(node.QualifiedOp(), ": bad window"));
+    d.k = win->kernel[i];
+    d.s = win->stride[i];
+    d.d = win->dilation[i];
+    d.pb = win->pad_begin[i];
+    d.pe = win->pad_end[i];
   }
   const bool include_pad = node.GetInt("count_include_pad", 0) != 0;
   const Dim& dh = dm[0];
