@@ -9,7 +9,6 @@
 //===----------------------------------------------------------------------===//
 #include <dlfcn.h>
 
-#include <chrono>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -19,7 +18,6 @@
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_target.h"
 #include "tests/cuda/cuda_test_util.h"
-#include "tests/models/exported_model.h"
 
 namespace kiln {
 namespace {
@@ -45,22 +43,6 @@ Tensor Random(DType dt, std::vector<int64_t> dims, uint32_t seed) {
   return t;
 }
 
-// Whether `got` is within `rtol` of `want`, relative to want's largest magnitude.
-::testing::AssertionResult Near(const Tensor& got, const Tensor& want, double rtol) {
-  if (got.dims() != want.dims()) return ::testing::AssertionFailure() << "shapes differ";
-  double scale = 1, worst = 0;
-  int64_t at = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(want.GetDouble(i)));
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double e = std::abs(got.GetDouble(i) - want.GetDouble(i));
-    if (!(e <= worst)) worst = e, at = i;
-  }
-  if (worst <= rtol * scale) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "element " << at << ": " << got.GetDouble(at) << " vs " << want.GetDouble(at)
-                                       << " (error " << worst / scale << " of the largest magnitude, allowed " << rtol
-                                       << ")";
-}
-
 // Compiles `kir` for cuda, emulates the package on the host (the tile
 // kernels through the interpreter), and compares its outputs with the
 // reference executor: bit for bit, or within `rtol` when given.
@@ -82,7 +64,7 @@ CudaPackage ExpectEmulationMatches(const std::string& kir, const std::vector<Ten
   for (size_t i = 0; i < got->size() && i < want->size(); ++i) {
     EXPECT_EQ((*got)[i].dims(), (*want)[i].dims()) << "output " << i;
     if (rtol > 0) {
-      EXPECT_TRUE(Near((*got)[i], (*want)[i], rtol)) << "output " << i << "\n" << p->Explain();
+      EXPECT_TRUE(cuda_test::Near((*got)[i], (*want)[i], rtol)) << "output " << i << "\n" << p->Explain();
     } else {
       EXPECT_TRUE((*got)[i].Equals((*want)[i])) << "output " << i << "\n" << p->Explain();
     }
@@ -607,37 +589,6 @@ TEST(CudaRuntime, ReferenceHostOpsReportBadCalls) {
   EXPECT_EQ(out[0], 0.0f);
   EXPECT_EQ(out[1], 2.0f);
   ops->release(nullptr, g);
-}
-
-// The exported models compiled for cuda and emulated on the host (every
-// kernel through the tile IR interpreter) against PyTorch's outputs: the
-// whole package (lowering, argument binding, memory plan, launch order),
-// short of the CUDA C++ itself. Run by the ctest cuda.emulate.exported_models
-// (KILN_MODELS_DIR set), about a minute; ResNet-50 is left out (its 4
-// GMACs through the interpreter would add as much again per precision).
-TEST(CudaEmulation, ExportedModels) {
-  if (!std::getenv("KILN_MODELS_DIR")) GTEST_SKIP() << "KILN_MODELS_DIR is not set";
-  for (const char* name : {"tiny_cnn", "mlp", "bert_encoder", "gpt2_block", "mobilenet_v2", "resnet18"}) {
-    for (const bool fp16 : {false, true}) {
-      SCOPED_TRACE(absl::StrCat(name, fp16 ? " fp16" : " fp32"));
-      auto m = LoadExportedModel(name);
-      ASSERT_TRUE(m.ok()) << m.status();
-      target::CompileOptions o;
-      o.precision = fp16 ? target::Precision::kFp16 : target::Precision::kFp32;
-      ASSERT_TRUE(cuda_test::Optimize(m->model, *CudaTarget()).ok());
-      auto p = Package(m->model, o);
-      ASSERT_TRUE(p.ok()) << p.status();
-      auto start = std::chrono::steady_clock::now();
-      auto got = Emulate(*p, m->inputs);
-      ASSERT_TRUE(got.ok()) << got.status();
-      ASSERT_EQ(got->size(), m->expected.size());
-      for (size_t i = 0; i < got->size(); ++i) {
-        EXPECT_TRUE(Near((*got)[i], m->expected[i], fp16 ? 1e-2 : 1e-4)) << "output " << i;
-      }
-      std::cout << name << (fp16 ? " fp16" : " fp32") << ": " << p->kernels.size() << " kernels emulated in "
-                << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
-    }
-  }
 }
 
 }  // namespace

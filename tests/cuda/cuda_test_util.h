@@ -3,13 +3,15 @@
 // Models compiled for the cuda target in-process, and a host emulation of
 // a package: its memory plan, views, constants, strided-copy kernels
 // (interpreted from their pieces) and host tasks (through the reference
-// host-op provider the runtime gives the launcher), so packages whose
-// kernels are all copies and host tasks can be checked against the
+// host-op provider the runtime gives the launcher) and every other kernel
+// through the tile IR interpreter, so packages can be checked against the
 // reference executor without a GPU.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -195,6 +197,22 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     out.push_back(std::move(t));
   }
   return out;
+}
+
+// Whether `got` is within `rtol` of `want`, relative to want's largest magnitude.
+inline ::testing::AssertionResult Near(const Tensor& got, const Tensor& want, double rtol) {
+  if (got.dims() != want.dims()) return ::testing::AssertionFailure() << "shapes differ";
+  double scale = 1, worst = 0;
+  int64_t at = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(want.GetDouble(i)));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double e = std::abs(got.GetDouble(i) - want.GetDouble(i));
+    if (!(e <= worst)) worst = e, at = i;
+  }
+  if (worst <= rtol * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "element " << at << ": " << got.GetDouble(at) << " vs " << want.GetDouble(at)
+                                       << " (error " << worst / scale << " of the largest magnitude, allowed " << rtol
+                                       << ")";
 }
 
 }  // namespace kiln::cuda_test
