@@ -79,6 +79,16 @@ struct Placement {
 };
 
 enum class Precision : uint8_t { kFp32, kFp16, kBf16, kMixed };
+// "fp32", "fp16", "bf16", "mixed": the --precision spelling artifacts record.
+inline const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kMixed: return "mixed";
+  }
+  return "fp32";
+}
 
 struct CompileOptions {
   Precision precision = Precision::kFp32;

@@ -28,16 +28,6 @@ namespace {
 
 constexpr int64_t kAlignment = 256;
 
-const char* PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
-    case Precision::kMixed: return "mixed";
-  }
-  return "fp32";
-}
-
 // A value the device can hold: a tensor of static shape and a fixed-width dtype.
 bool DeviceStorable(const Value* v) {
   const Type& t = v->type();

@@ -33,16 +33,6 @@ using npusim::GeneratedKernel;
 
 constexpr int64_t kAlignment = 512;
 
-const char* PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
-    case Precision::kMixed: return "mixed";
-  }
-  return "fp32";
-}
-
 absl::StatusOr<sim::Machine> MachineFromOptions(const CompileOptions& options) {
   for (const auto& [k, v] : options.settings)
     if (k == "machine" && !v.empty()) return sim::LoadMachine(v);
