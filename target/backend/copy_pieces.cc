@@ -213,47 +213,42 @@ absl::StatusOr<std::vector<CopyPiece>> CopyPiecesOf(const Node& n) {
       p.src_strides[a] = s * in_strides[a];
     }
     pieces.push_back(p);
-  } else if (op == "Gather" && !(n.input(1) && n.input(1)->is_constant())) {
-    const Value* idx = n.input(1);
-    if (!idx || (idx->type().dtype() != DType::kI64 && idx->type().dtype() != DType::kI32))
-      return absl::FailedPreconditionError("Gather indices must be i32 or i64");
-    const int64_t axis = NormAxis(n.GetInt("axis", 0), rank);
-    if (axis < 0 || axis >= rank) return absl::FailedPreconditionError("Gather axis out of range");
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < axis; ++i) outer *= in_dims[i];
-    for (int64_t i = axis + 1; i < rank; ++i) inner *= in_dims[i];
-    const int64_t k = Numel(DimsOf(idx));
-    CopyPiece p;
-    p.dst = 0;
-    p.dims = {outer, k, inner};
-    p.src_strides = {in_dims[axis] * inner, 0, 1};
-    p.dst_strides = {k * inner, inner, 1};
-    p.table_dim = 1;
-    p.index_input = 1;
-    p.index_bytes = static_cast<int64_t>(DTypeSize(idx->type().dtype()));
-    p.index_extent = in_dims[axis];
-    p.index_scale = inner;
-    pieces.push_back(p);
   } else if (op == "Gather") {
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> indices, ConstInts(n, 1));
+    // [outer, k, inner]: k rows of the axis, picked by a table of source
+    // offsets (constant indices) or by the indices read at run time.
+    const Value* idx = n.input(1);
+    const bool constant = idx && idx->is_constant();
+    std::vector<int64_t> indices;
+    if (constant) {
+      KILN_ASSIGN_OR_RETURN(indices, ConstInts(n, 1));
+    } else if (!idx || (idx->type().dtype() != DType::kI64 && idx->type().dtype() != DType::kI32)) {
+      return absl::FailedPreconditionError("Gather indices must be i32 or i64");
+    }
     const int64_t axis = NormAxis(n.GetInt("axis", 0), rank);
     if (axis < 0 || axis >= rank) return absl::FailedPreconditionError("Gather axis out of range");
-    if (static_cast<int64_t>(indices.size()) > kMaxTable)
+    if (constant && static_cast<int64_t>(indices.size()) > kMaxTable)
       return absl::FailedPreconditionError(absl::StrCat("Gather of more than ", kMaxTable, " constant indices"));
     int64_t outer = 1, inner = 1;
     for (int64_t i = 0; i < axis; ++i) outer *= in_dims[i];
     for (int64_t i = axis + 1; i < rank; ++i) inner *= in_dims[i];
-    const int64_t k = static_cast<int64_t>(indices.size());
+    const int64_t k = constant ? static_cast<int64_t>(indices.size()) : Numel(DimsOf(idx));
     CopyPiece p;
     p.dst = 0;
     p.dims = {outer, k, inner};
     p.src_strides = {in_dims[axis] * inner, 0, 1};
     p.dst_strides = {k * inner, inner, 1};
     p.table_dim = 1;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t v = indices[j] < 0 ? indices[j] + in_dims[axis] : indices[j];
-      if (v < 0 || v >= in_dims[axis]) return absl::FailedPreconditionError("Gather index out of range");
-      p.table.push_back(v * inner);
+    if (constant) {
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t v = indices[j] < 0 ? indices[j] + in_dims[axis] : indices[j];
+        if (v < 0 || v >= in_dims[axis]) return absl::FailedPreconditionError("Gather index out of range");
+        p.table.push_back(v * inner);
+      }
+    } else {
+      p.index_input = 1;
+      p.index_bytes = static_cast<int64_t>(DTypeSize(idx->type().dtype()));
+      p.index_extent = in_dims[axis];
+      p.index_scale = inner;
     }
     pieces.push_back(p);
   } else {
