@@ -89,14 +89,46 @@ void Names::CollectBuffers(const tile::Block& b) {
   }
 }
 
+namespace {
+
+// The starts of `ref` for each of `rank` dimensions: a reference's missing
+// leading starts are 0.
+std::vector<Affine> StartsOf(const TileRef& ref, int rank) {
+  std::vector<Affine> start(rank, Affine::Const(0));
+  const int given = static_cast<int>(ref.start.size());
+  for (int d = 0; d < given && d < rank; ++d) start[rank - given + d] = ref.start[d];
+  return start;
+}
+
+// The C index along a global dimension of `extent` of a tile that starts at
+// `start`: plus the local index `local` where the tile spans the dimension
+// (`local_extent` > 1), and the guard ("" when none is needed) that keeps it
+// inside when the tile may run past the dimension's end.
+struct DimIndex {
+  std::string index, guard;
+};
+DimIndex IndexAlong(const Affine& start, const std::string& local, int64_t local_extent, int64_t extent) {
+  DimIndex di;
+  const std::string s = AffineC(start);
+  if (local_extent > 1) {
+    di.index = s == "0" ? local : absl::StrCat(s, " + ", local);
+    // A tile that stays inside the tensor for every start needs no guard.
+    const bool inside = start.is_constant() && start.constant + local_extent <= extent;
+    if (!inside) di.guard = absl::StrCat("(", di.index, ") < ", extent);
+  } else {
+    di.index = s;
+    if (!start.is_constant()) di.guard = absl::StrCat(di.index, " < ", extent);
+  }
+  return di;
+}
+
+}  // namespace
+
 GlobalIndex IndexGlobal(const TileArg& arg, const TileRef& ref, const std::vector<std::string>& local,
                         const std::vector<int64_t>& local_shape, bool transpose) {
   const int r = static_cast<int>(arg.shape.size());
   const int b = static_cast<int>(local.size());
-  // Starts of missing leading dimensions are 0.
-  std::vector<Affine> start(r, Affine::Const(0));
-  const int given = static_cast<int>(ref.start.size());
-  for (int d = 0; d < given && d < r; ++d) start[r - given + d] = ref.start[d];
+  const std::vector<Affine> start = StartsOf(ref, r);
   std::vector<int64_t> stride(r, 1);
   for (int d = r - 2; d >= 0; --d) stride[d] = stride[d + 1] * arg.shape[d + 1];
 
@@ -111,22 +143,13 @@ GlobalIndex IndexGlobal(const TileArg& arg, const TileRef& ref, const std::vecto
       else if (l == b - 2) l = b - 1;
     }
     if (arg.shape[d] == 1) continue;  // broadcast (or the only index, 0)
-    std::string index;
     const bool has_local = l >= 0 && local_shape[l] > 1;
     if (l >= 0 && l == b - 1) gi.inner_stride = has_local ? stride[d] : 0;
-    if (has_local) {
-      std::string s = AffineC(start[d]);
-      index = s == "0" ? local[l] : absl::StrCat(s, " + ", local[l]);
-      // A tile that stays inside the tensor for every start needs no guard.
-      bool inside = start[d].is_constant() && start[d].constant + local_shape[l] <= arg.shape[d];
-      if (!inside) conds.push_back(absl::StrCat("(", index, ") < ", arg.shape[d]));
-    } else {
-      index = AffineC(start[d]);
-      if (index == "0") continue;
-      if (!start[d].is_constant()) conds.push_back(absl::StrCat(index, " < ", arg.shape[d]));
-    }
-    terms.push_back(stride[d] == 1 ? absl::StrCat("(long long)(", index, ")")
-                                   : absl::StrCat("(long long)(", index, ") * ", stride[d]));
+    DimIndex di = IndexAlong(start[d], has_local ? local[l] : "", has_local ? local_shape[l] : 1, arg.shape[d]);
+    if (di.index == "0") continue;
+    if (!di.guard.empty()) conds.push_back(di.guard);
+    terms.push_back(stride[d] == 1 ? absl::StrCat("(long long)(", di.index, ")")
+                                   : absl::StrCat("(long long)(", di.index, ") * ", stride[d]));
   }
   gi.offset = terms.empty() ? "0LL" : absl::StrJoin(terms, " + ");
   gi.valid = conds.empty() ? "true" : absl::StrJoin(conds, " && ");
@@ -137,22 +160,14 @@ GlobalIndex IndexIm2col(const TileArg& x, const TileRef& ref, const tile::Im2col
                         const std::vector<std::string>& local, const std::vector<int64_t>& local_shape) {
   const std::vector<int64_t> vshape = tile::Im2colShape(x.shape, c);
   const int r = 4, b = static_cast<int>(local.size());
-  std::vector<Affine> start(r, Affine::Const(0));
-  const int given = static_cast<int>(ref.start.size());
-  for (int d = 0; d < given && d < r; ++d) start[r - given + d] = ref.start[d];
+  const std::vector<Affine> start = StartsOf(ref, r);
   std::vector<std::string> index(r), conds;
   for (int d = 0; d < r; ++d) {
     const int l = b - (r - d);
     const bool has_local = l >= 0 && local_shape[l] > 1;
-    const std::string s = AffineC(start[d]);
-    if (has_local) {
-      index[d] = s == "0" ? local[l] : absl::StrCat(s, " + ", local[l]);
-      const bool inside = start[d].is_constant() && start[d].constant + local_shape[l] <= vshape[d];
-      if (!inside) conds.push_back(absl::StrCat("(", index[d], ") < ", vshape[d]));
-    } else {
-      index[d] = s;
-      if (!start[d].is_constant()) conds.push_back(absl::StrCat(index[d], " < ", vshape[d]));
-    }
+    DimIndex di = IndexAlong(start[d], has_local ? local[l] : "", has_local ? local_shape[l] : 1, vshape[d]);
+    index[d] = di.index;
+    if (!di.guard.empty()) conds.push_back(di.guard);
   }
   const std::string call =
       absl::StrCat("kiln::im2col_offset<", x.shape[1], ", ", x.shape[2], ", ", x.shape[3], ", ", c.kernel[0], ", ",
@@ -162,6 +177,26 @@ GlobalIndex IndexIm2col(const TileArg& x, const TileRef& ref, const tile::Im2col
   GlobalIndex gi;
   gi.offset = conds.empty() ? call : absl::StrCat("(", absl::StrJoin(conds, " && "), ") ? ", call, " : -2LL");
   return gi;
+}
+
+const char* ReduceCombiner(tile::ReduceOp op) {
+  switch (op) {
+    case tile::ReduceOp::kSum: return "kiln::SumOp";
+    case tile::ReduceOp::kMax: return "kiln::MaxOp";
+    case tile::ReduceOp::kMin: return "kiln::MinOp";
+    case tile::ReduceOp::kProd: return "kiln::ProdOp";
+  }
+  return "kiln::SumOp";
+}
+
+const char* ReduceIdentity(tile::ReduceOp op) {
+  switch (op) {
+    case tile::ReduceOp::kSum: return "0.f";
+    case tile::ReduceOp::kMax: return "-INFINITY";
+    case tile::ReduceOp::kMin: return "INFINITY";
+    case tile::ReduceOp::kProd: return "1.f";
+  }
+  return "0.f";
 }
 
 absl::StatusOr<std::string> EwExpr(EwOp op, const std::vector<std::string>& x) {

@@ -93,6 +93,12 @@ struct ElementProgram {
 // one element; an error for a statement with no per-element form.
 absl::StatusOr<std::string> EmitElementProgram(const ElementProgram& p, const std::vector<const tile::Stmt*>& stmts,
                                                const std::string& indent);
+// The prelude's struct combining two values of a reduction (kiln::SumOp,
+// kiln::MaxOp, ...: `Op::apply(a, b)`), and the reduction's identity as a C
+// literal.
+const char* ReduceCombiner(tile::ReduceOp op);
+const char* ReduceIdentity(tile::ReduceOp op);
+
 // The C expression of an ew step on operand expressions.
 absl::StatusOr<std::string> EwExpr(tile::EwOp op, const std::vector<std::string>& x);
 

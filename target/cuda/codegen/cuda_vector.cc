@@ -410,14 +410,8 @@ absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k) {
     if (st->kind == Stmt::Kind::kReduce) {
       const std::string src = st->srcs[0].ref->name;
       if (!is_row(src) || is_row(st->dst.name)) return Err(absl::StrCat("`", tile::PrintStatement(*st), "` is no row reduction"));
-      const char* op = st->reduce == tile::ReduceOp::kSum   ? "kiln::SumOp"
-                       : st->reduce == tile::ReduceOp::kMax ? "kiln::MaxOp"
-                       : st->reduce == tile::ReduceOp::kMin ? "kiln::MinOp"
-                                                            : "kiln::ProdOp";
-      const char* id = st->reduce == tile::ReduceOp::kSum   ? "0.f"
-                       : st->reduce == tile::ReduceOp::kMax ? "-INFINITY"
-                       : st->reduce == tile::ReduceOp::kMin ? "INFINITY"
-                                                            : "1.f";
+      const char* op = ReduceCombiner(st->reduce);
+      const char* id = ReduceIdentity(st->reduce);
       declare(st->dst.name);
       absl::StrAppend(&s, "  {\n    float part = ", id, ";\n");
       std::string lp = loop_cv;

@@ -26,26 +26,6 @@ using tile::TileArg;
 
 absl::Status Err(const std::string& what) { return absl::UnimplementedError(what); }
 
-std::string ReduceInit(tile::ReduceOp op) {
-  switch (op) {
-    case tile::ReduceOp::kSum: return "0.f";
-    case tile::ReduceOp::kMax: return "-INFINITY";
-    case tile::ReduceOp::kMin: return "INFINITY";
-    case tile::ReduceOp::kProd: return "1.f";
-  }
-  return "0.f";
-}
-
-std::string ReduceStep(tile::ReduceOp op, const std::string& acc, const std::string& v) {
-  switch (op) {
-    case tile::ReduceOp::kSum: return absl::StrCat(acc, " += ", v, ";");
-    case tile::ReduceOp::kMax: return absl::StrCat(acc, " = kiln::max_nan(", acc, ", ", v, ");");
-    case tile::ReduceOp::kMin: return absl::StrCat(acc, " = kiln::min_nan(", acc, ", ", v, ");");
-    case tile::ReduceOp::kProd: return absl::StrCat(acc, " *= ", v, ";");
-  }
-  return "";
-}
-
 }  // namespace
 
 absl::StatusOr<CudaKernel> EmitWindow(const tile::TileKernel& k) {
@@ -120,7 +100,7 @@ absl::StatusOr<CudaKernel> EmitWindow(const tile::TileKernel& k) {
   absl::StrAppend(&s, "  for (int e = threadIdx.x; e < ", per_block, "; e += ", threads, ") {\n");
   absl::StrAppend(&s, "    const int i = e / ", bp, ", j = e % ", bp, ";  // channel and position in the tile\n");
   absl::StrAppend(&s, "    (void)i; (void)j;\n");
-  absl::StrAppend(&s, "    float acc = ", ReduceInit(reduce->reduce), ";\n");
+  absl::StrAppend(&s, "    float acc = ", ReduceIdentity(reduce->reduce), ";\n");
   absl::StrAppend(&s, "    for (int t = 0; t < ", kk, "; ++t) {\n");
   ElementProgram window;
   window.names = &names;
@@ -135,8 +115,8 @@ absl::StatusOr<CudaKernel> EmitWindow(const tile::TileKernel& k) {
   std::vector<const Stmt*> window_steps = pre;
   auto wbody = EmitElementProgram(window, window_steps, "      ");
   if (!wbody.ok()) return wbody.status();
-  absl::StrAppend(&s, *wbody, "      ", ReduceStep(reduce->reduce, "acc", absl::StrCat("v_", Ident(win->buffer))),
-                  "\n    }\n");
+  absl::StrAppend(&s, *wbody, "      acc = ", ReduceCombiner(reduce->reduce), "::apply(acc, v_", Ident(win->buffer),
+                  ");\n    }\n");
   ElementProgram tail;
   tail.names = &names;
   tail.index = {"i", "t", "j"};
