@@ -16,9 +16,6 @@
 // prints how many kernels it checked. ctest: tile.interpreter.conformance.
 //
 //===----------------------------------------------------------------------===//
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -34,6 +31,7 @@
 #include "frontend/onnx/tensor_proto.h"
 #include "graph/passes/pass_manager.h"
 #include "tests/tile/tile_check.h"
+#include "tools/conformance/conformance.h"
 
 namespace kiln {
 namespace {
@@ -58,17 +56,6 @@ struct ModelResult {
   std::vector<std::pair<std::string, std::string>> mismatches;  // value, text
 };
 
-// Files PREFIX_<i>.pb in `dir`, in index order.
-std::vector<std::string> Numbered(const fs::path& dir, const std::string& prefix) {
-  std::vector<std::string> out;
-  for (int i = 0;; ++i) {
-    fs::path p = dir / absl::StrCat(prefix, "_", i, ".pb");
-    if (!fs::exists(p)) break;
-    out.push_back(p.string());
-  }
-  return out;
-}
-
 ModelResult CheckModel(const fs::path& dir, const std::vector<tile_check::Config>& configs) {
   ModelResult r;
   auto model = onnx_import::ImportFile((dir / "model.onnx").string());
@@ -77,7 +64,7 @@ ModelResult CheckModel(const fs::path& dir, const std::vector<tile_check::Config
     return r;
   }
   std::vector<Tensor> inputs;
-  for (const std::string& f : Numbered(dir / "test_data_set_0", "input")) {
+  for (const std::string& f : NumberedFiles(dir / "test_data_set_0", "input")) {
     auto t = onnx_import::ReadTensorProtoFile(f);
     if (!t.ok()) {
       r.why_not = absl::StrCat("input: ", t.status().message());
@@ -164,54 +151,26 @@ ModelResult Decode(const std::string& text) {
 
 // CheckModel in a forked child: a crash or a hang is that model's failure.
 ModelResult CheckIsolated(const fs::path& dir, const std::vector<tile_check::Config>& configs) {
-  int fds[2];
-  if (pipe(fds) != 0) return CheckModel(dir, configs);
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return CheckModel(dir, configs);
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    alarm(120);
-    const std::string msg = Encode(CheckModel(dir, configs));
-    size_t off = 0;
-    while (off < msg.size()) {
-      ssize_t n = write(fds[1], msg.data() + off, msg.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    close(fds[1]);
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string msg;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status) || msg.empty()) {
+  absl::StatusOr<std::string> msg = RunInChild([&] { return Encode(CheckModel(dir, configs)); }, 120);
+  if (!msg.ok()) {
     ModelResult r;
     r.ran = true;
-    r.mismatches.emplace_back("?", absl::StrCat("the check crashed or hung (status ", status, ")"));
+    r.mismatches.emplace_back("?", absl::StrCat("the check failed: ", msg.status().message()));
     return r;
   }
-  return Decode(msg);
+  return Decode(*msg);
 }
 
 TEST(TileInterpreterSweep, ConformanceModels) {
-  const fs::path data = "/usr/share/libonnx-testdata/data";
-  if (!fs::is_directory(data)) GTEST_SKIP() << "no ONNX test data";
+  const ConformanceOptions suites;  // the data and suites `kiln conformance` runs
+  const fs::path data = suites.data_dir;
+  ASSERT_TRUE(fs::is_directory(data)) << data << " is missing: scripts/setup installs libonnx-testdata";
   const std::vector<tile_check::Config> configs = {
       {"cuda f32", tile_check::FiguresOfTarget("cuda"), DType::kF32, 1e-4},
       {"npusim f32", tile_check::FiguresOfTarget("npusim"), DType::kF32, 1e-4},
       {"cuda f16", tile_check::FiguresOfTarget("cuda"), DType::kF16, 1e-2}};
   std::vector<std::pair<std::string, fs::path>> models;
-  for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+  for (const std::string& suite : suites.suites) {
     if (!fs::is_directory(data / suite)) continue;
     for (const auto& e : fs::directory_iterator(data / suite))
       if (fs::exists(e.path() / "model.onnx") && fs::is_directory(e.path() / "test_data_set_0"))

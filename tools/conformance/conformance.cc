@@ -38,23 +38,6 @@ std::string Describe(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "]");
 }
 
-// Files named PREFIX_<index>.pb in `dir`, ordered by index.
-std::vector<std::string> NumberedFiles(const fs::path& dir, const std::string& prefix) {
-  std::vector<std::pair<int, std::string>> found;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    if (!absl::StartsWith(name, prefix + "_") || !absl::EndsWith(name, ".pb")) continue;
-    std::string idx = name.substr(prefix.size() + 1, name.size() - prefix.size() - 4);
-    if (idx.empty() || !std::all_of(idx.begin(), idx.end(), ::isdigit)) continue;
-    found.push_back({std::stoi(idx), e.path().string()});
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> out;
-  for (auto& [i, p] : found) out.push_back(p);
-  return out;
-}
-
 // Sequence and optional values are outside kiln's numeric tensor model.
 bool IsUnsupportedValueKind(const absl::Status& s) {
   absl::string_view m = s.message();
@@ -201,20 +184,62 @@ TestResult RunOne(const fs::path& dir, const ConformanceOptions& options, const 
 
 // Runs RunOne in a child process; a crash or timeout becomes a failure.
 TestResult RunIsolated(const fs::path& dir, const ConformanceOptions& options, const ModelRunner& runner) {
+  absl::StatusOr<std::string> msg = RunInChild(
+      [&] {
+        TestResult r = RunOne(dir, options, runner);
+        return absl::StrCat(static_cast<int>(r.outcome), r.reason);
+      },
+      options.timeout_seconds);
+  TestResult r;
+  if (!msg.ok()) {
+    r.reason = std::string(msg.status().message());
+    return r;
+  }
+  r.outcome = static_cast<Outcome>((*msg)[0] - '0');
+  r.reason = msg->substr(1);
+  return r;
+}
+
+}  // namespace
+
+// Files named PREFIX_<index>.pb in `dir`, ordered by index.
+std::vector<std::string> NumberedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (!absl::StartsWith(name, prefix + "_") || !absl::EndsWith(name, ".pb")) continue;
+    std::string idx = name.substr(prefix.size() + 1, name.size() - prefix.size() - 4);
+    if (idx.empty() || !std::all_of(idx.begin(), idx.end(), ::isdigit)) continue;
+    found.push_back({std::stoi(idx), e.path().string()});
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [i, p] : found) out.push_back(p);
+  return out;
+}
+
+// Sequence and optional values are outside kiln's numeric tensor model.
+bool IsUnsupportedValueKind(const absl::Status& s) {
+  absl::string_view m = s.message();
+  return absl::StrContains(m, "Sequence") || absl::StrContains(m, "sequence") ||
+         absl::StrContains(m, "Optional") || absl::StrContains(m, "optional value");
+}
+
+absl::StatusOr<std::string> RunInChild(const std::function<std::string()>& work, int timeout_seconds) {
   int fds[2];
-  if (pipe(fds) != 0) return RunOne(dir, options, runner);
+  if (pipe(fds) != 0) return work();
   std::cout.flush();
   std::cerr.flush();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    return RunOne(dir, options, runner);
+    return work();
   }
   if (pid == 0) {
     close(fds[0]);
-    TestResult r = RunOne(dir, options, runner);
-    std::string msg = absl::StrCat(static_cast<int>(r.outcome), r.reason);
+    const std::string msg = work();
     size_t off = 0;
     while (off < msg.size()) {
       ssize_t n = write(fds[1], msg.data() + off, msg.size() - off);
@@ -227,7 +252,7 @@ TestResult RunIsolated(const fs::path& dir, const ConformanceOptions& options, c
   close(fds[1]);
   std::string msg;
   char buf[4096];
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_seconds);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   bool timed_out = false;
   for (;;) {
     int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -251,21 +276,14 @@ TestResult RunIsolated(const fs::path& dir, const ConformanceOptions& options, c
   if (timed_out) kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  TestResult r;
-  if (timed_out) {
-    r.reason = absl::StrCat("timed out after ", options.timeout_seconds, " s");
-  } else if (WIFSIGNALED(status)) {
-    r.reason = absl::StrCat("crashed with signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
-  } else if (msg.empty()) {
-    r.reason = "the test process exited without a result";
-  } else {
-    r.outcome = static_cast<Outcome>(msg[0] - '0');
-    r.reason = msg.substr(1);
+  if (timed_out) return absl::DeadlineExceededError(absl::StrCat("timed out after ", timeout_seconds, " s"));
+  if (WIFSIGNALED(status)) {
+    return absl::InternalError(
+        absl::StrCat("crashed with signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")"));
   }
-  return r;
+  if (msg.empty()) return absl::InternalError("the test process exited without a result");
+  return msg;
 }
-
-}  // namespace
 
 absl::Status CompareTensors(const Tensor& expected, const Tensor& actual, double rtol, double atol) {
   if (expected.dtype() != actual.dtype())

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <iosfwd>
 #include <string>
@@ -56,6 +57,15 @@ struct ConformanceSummary {
 
 absl::StatusOr<ConformanceSummary> RunConformance(const ConformanceOptions& options,
                                                   const ModelRunner& runner, std::ostream& out);
+
+// Files named PREFIX_<index>.pb in `dir` (a test data set's inputs or
+// outputs), ordered by index.
+std::vector<std::string> NumberedFiles(const std::filesystem::path& dir, const std::string& prefix);
+
+// Runs `work` in a forked child and returns the text it returned; an error
+// when the child ran past `timeout_seconds` (it is then killed), crashed,
+// or returned nothing. Where no child can be started, `work` runs here.
+absl::StatusOr<std::string> RunInChild(const std::function<std::string()>& work, int timeout_seconds);
 
 // Compares `actual` with `expected` (dtype, shape, values within tolerance;
 // NaN matches NaN). Returns a one-line reason on mismatch.
