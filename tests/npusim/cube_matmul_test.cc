@@ -95,7 +95,9 @@ void RunCase(const Case& k, uint32_t seed = 1) {
   // but those with a 1-D operand or K = 1, an outer product), which parses
   // back, prints the same and verifies against the machine's buffers.
   const int64_t K = k.op == "Gemm" && k.trans_a ? k.a[0] : k.a.back();
-  if (k.a.size() > 1 && k.b.size() > 1 && K > 1) EXPECT_FALSE(kernel->tile_ir.empty());
+  if (k.a.size() > 1 && k.b.size() > 1 && K > 1) {
+    EXPECT_FALSE(kernel->tile_ir.empty());
+  }
   if (!kernel->tile_ir.empty()) {
     auto tk = target::tile::Parse(kernel->tile_ir);
     ASSERT_TRUE(tk.ok()) << tk.status();
