@@ -36,6 +36,7 @@ Machine DefaultMachine() {
   k->set_mte1_bytes_per_cycle(512);
   k->set_mte3_bytes_per_cycle(256);
   k->set_fixp_bytes_per_cycle(256);
+  k->set_mte_burst_cycles(2);
   k->set_scalar_latency_cycles(1);
   k->set_mte1_latency_cycles(20);
   k->set_mte2_latency_cycles(50);
@@ -92,8 +93,9 @@ absl::Status CheckFields(const google::protobuf::Message& msg, const std::string
       case FieldDescriptor::CPPTYPE_DOUBLE: v = r->GetDouble(msg, f); break;
       default: continue;
     }
-    // Latencies may be zero; counts, sizes, clocks and rates may not.
-    bool may_be_zero = name.find("latency") != std::string::npos || name == "chip_links.count";
+    // Latencies and the burst gap may be zero; counts, sizes, clocks and rates may not.
+    bool may_be_zero = name.find("latency") != std::string::npos || name == "chip_links.count" ||
+                       name == "core.mte_burst_cycles";
     if (!(v >= 0) || (!may_be_zero && v == 0))
       return InvalidArgument("machine field ", name, " must be ", may_be_zero ? "non-negative" : "positive",
                              ", got ", v);

@@ -428,6 +428,13 @@ bool IsSpecial(Op op) {
   }
 }
 
+// A DMA pipe starts one burst every `gap` cycles: `runs` bursts of `bytes`
+// in all move at most bytes / (runs * gap) per cycle.
+double BurstCap(double pipe_rate, int64_t bytes, int64_t runs, double gap) {
+  if (gap <= 0 || runs <= 0 || bytes <= 0) return pipe_rate;
+  return std::min(pipe_rate, static_cast<double>(bytes) / (static_cast<double>(runs) * gap));
+}
+
 }  // namespace
 
 void Execute(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContext& ctx) {
@@ -448,6 +455,20 @@ void Execute(const Inst& in, const std::array<int64_t, 4>& addr, const ExecConte
   }
 }
 
+int64_t GmRuns(const Inst& in) {
+  const auto& a = in.attrs;
+  switch (in.op) {
+    case Op::kCopyGmL1: case Op::kCopyGmUb:
+      return a[attr::kSrcStride] == a[attr::kLen] ? 1 : a[attr::kNburst];
+    case Op::kCopyUbGm:
+      return a[attr::kDstStride] == a[attr::kLen] ? 1 : a[attr::kNburst];
+    case Op::kNd2Nz:
+      return a[attr::kNzSrcRowStride] == a[attr::kNzCols] ? 1 : a[attr::kNzRows];
+    default:
+      return 0;
+  }
+}
+
 Cost InstCost(const Inst& in, const Machine& m) {
   const Core& k = m.core();
   const auto& a = in.attrs;
@@ -457,20 +478,20 @@ Cost InstCost(const Inst& in, const Machine& m) {
     case Op::kCopyGmL1: case Op::kCopyGmUb:
       c.dma = true;
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
-      c.rate_cap = k.mte2_bytes_per_cycle();
+      c.rate_cap = BurstCap(k.mte2_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte2_latency_cycles();
       break;
     case Op::kNd2Nz:
       c.dma = true;
       c.gm_bytes = a[attr::kNzRows] * a[attr::kNzCols] * DTypeSize(in.dtype);
-      c.rate_cap = k.mte2_bytes_per_cycle();
+      c.rate_cap = BurstCap(k.mte2_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte2_latency_cycles();
       break;
     case Op::kCopyUbGm:
       c.dma = true;
       c.gm_write = true;
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
-      c.rate_cap = k.mte3_bytes_per_cycle();
+      c.rate_cap = BurstCap(k.mte3_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte3_latency_cycles();
       break;
     case Op::kLoadL0A: case Op::kLoadL0B:

@@ -28,7 +28,8 @@ struct ExecContext {
 void Execute(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContext& ctx);
 
 // How long an instruction takes. A DMA instruction (GM on one side) moves
-// `gm_bytes` through the shared HBM at up to `rate_cap` bytes per cycle, then
+// `gm_bytes` through the shared HBM at up to `rate_cap` bytes per cycle (its
+// pipe's bandwidth, less for a DMA of short bursts: GmRuns), then
 // completes `latency` cycles later (its pipe may start the next DMA
 // meanwhile); any other occupies its pipe for latency + busy cycles.
 struct Cost {
@@ -41,5 +42,10 @@ struct Cost {
   int64_t macs = 0;       // cube multiply-accumulates
 };
 Cost InstCost(const Inst& in, const Machine& m);
+
+// The bursts (runs of contiguous GM bytes) a DMA instruction moves: its rows,
+// or 1 when they follow each other in GM; 0 for other instructions. A DMA of
+// n bursts moves at most bytes / (n * mte_burst_cycles) per cycle.
+int64_t GmRuns(const Inst& in);
 
 }  // namespace kiln::sim

@@ -65,6 +65,36 @@ TEST(TimingTest, DmaTakesLatencyPlusBytesOverBandwidth) {
   EXPECT_EQ(r->hbm_read_bytes, 65536);
 }
 
+TEST(TimingTest, ShortBurstsLeavePipeBandwidthUnused) {
+  // 256 rows of 64 bytes, 128 bytes apart in GM: 256 bursts, one every
+  // mte_burst_cycles, so the copy moves 64 / 2 = 32 bytes per cycle; the same
+  // bytes contiguous in GM are one burst at the pipe's 256.
+  Machine m = DefaultMachine();
+  const double latency = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
+  ASSERT_EQ(m.core().mte_burst_cycles(), 2);
+  auto strided = Load(".program t\n.arg x f16[16384]\n  copy_gm_ub UB[0], x[0], nburst=256, len=64, src_stride=128, "
+                      "dst_stride=64\n", m);
+  auto contiguous = Load(".program t\n.arg x f16[16384]\n  copy_gm_ub UB[0], x[0], nburst=256, len=64, src_stride=64, "
+                         "dst_stride=128\n", m);
+  auto rows = Load(".program t\n.arg x f16[16384]\n  nd2nz.f16 L1[0], x[0], rows=256, cols=32, src_row_stride=64\n", m);
+  ASSERT_TRUE(strided && contiguous && rows);
+  auto rs = strided->Run(Traced());
+  auto rc = contiguous->Run(Traced());
+  auto rr = rows->Run(Traced());
+  ASSERT_TRUE(rs.ok() && rc.ok() && rr.ok());
+  EXPECT_DOUBLE_EQ(rs->total_cycles, latency + 256 * 2);
+  EXPECT_DOUBLE_EQ(rc->total_cycles, latency + 16384 / m.core().mte2_bytes_per_cycle());
+  EXPECT_DOUBLE_EQ(rr->total_cycles, latency + 256 * 2);  // nd2nz: one burst per source row
+  // With no burst gap the rows cost only their bytes.
+  m.mutable_core()->set_mte_burst_cycles(0);
+  auto free_bursts = Load(".program t\n.arg x f16[16384]\n  copy_gm_ub UB[0], x[0], nburst=256, len=64, "
+                          "src_stride=128, dst_stride=64\n", m);
+  ASSERT_TRUE(free_bursts);
+  auto rf = free_bursts->Run(Traced());
+  ASSERT_TRUE(rf.ok());
+  EXPECT_DOUBLE_EQ(rf->total_cycles, latency + 16384 / m.core().mte2_bytes_per_cycle());
+}
+
 TEST(TimingTest, CoresStreamingAtOnceShareHbm) {
   // HBM as fast as one core's MTE2: two cores streaming at once each get half.
   Machine m = DefaultMachine();
