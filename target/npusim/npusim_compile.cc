@@ -122,6 +122,24 @@ absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& 
   return absl::InvalidArgumentError(absl::StrCat("no kernel generator for engine '", engine, "'"));
 }
 
+// Constants laid out as fractals for the kernels that read them so
+// (npusim::FractalConstant): one new graph constant per constant and layout,
+// named after it, computed once at compile time.
+class FractalConstants {
+ public:
+  const Value* Get(Graph& g, const Value& v, const npusim::FractalConstant& f) {
+    auto key = std::make_tuple(&v, f.rows, f.cols, f.transpose);
+    auto it = made_.find(key);
+    if (it != made_.end()) return it->second;
+    const Value* laid = g.AddConstant(g.UniqueName(absl::StrCat(v.name(), ".nz")), npusim::FractalImage(v.constant(), f));
+    made_.emplace(key, laid);
+    return laid;
+  }
+
+ private:
+  absl::flat_hash_map<std::tuple<const Value*, int64_t, int64_t, bool>, const Value*> made_;
+};
+
 // The buffers of a compilation, one per graph value that has storage.
 class BufferTable {
  public:
@@ -303,6 +321,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     else if (v->producer() && !IsView(*v->producer())) buffers.Add(v, Buffer::OUTPUT);
   }
 
+  FractalConstants fractals;
   absl::flat_hash_map<std::string, int> program_index;  // serialized program -> index
   int node_index = -1;
   for (Node* n : g.nodes()) {
@@ -358,10 +377,21 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     if (engine != "aicpu") {
       GeneratedKernel& k = *kernel;
       artifact::KernelTask* kt = task->mutable_kernel();
+      std::vector<const Value*> args;
       for (Value* v : n->inputs())
-        if (v) kt->add_args(use(v));
-      for (Value* v : n->outputs()) kt->add_args(def(v));
-      for (const Value* c : k.constant_args) kt->add_args(use(c));
+        if (v) args.push_back(v);
+      const size_t first_output = args.size();
+      for (Value* v : n->outputs()) args.push_back(v);
+      for (const Value* c : k.constant_args) args.push_back(c);
+      for (const npusim::FractalConstant& f : k.fractal_constants) {
+        if (f.arg < 0 || f.arg >= static_cast<int>(args.size()) || !args[f.arg]->is_constant())
+          return absl::InternalError(absl::StrCat("node '", task->node(), "': a fractal argument is not a constant"));
+        args[f.arg] = fractals.Get(g, *args[f.arg], f);
+      }
+      for (size_t i = 0; i < args.size(); ++i) {
+        bool output = i >= first_output && i < first_output + n->outputs().size();
+        kt->add_args(output ? def(args[i]) : use(args[i]));
+      }
       if (k.workspace_bytes > 0) {
         int w = buffers.AddWorkspace(absl::StrCat(task->node(), ".workspace"), k.workspace_bytes);
         buffers.Touch(w, t);

@@ -12,8 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
+#include "sim/model/exec.h"
 #include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/cube_matmul.h"
 #include "target/npusim/kernels/cube_tiling.h"
 #include "tests/npusim/kernel_harness.h"
 
@@ -165,12 +168,80 @@ TEST_P(CubeMatMulDTypes, BatchedWithBroadcast) {
 }
 
 TEST_P(CubeMatMulDTypes, ConstantB) {
+  // Constant B is read as its fractal image (laid out by the harness as the
+  // driver does), transposed or not, with ragged edges and several tiles.
   Case k;
   k.dt = GetParam();
   k.a = {37, 90};
   k.b = {90, 50};
   k.const_b = true;
   RunCase(k);
+  k.a = {300, 130};
+  k.b = {130, 290};
+  k.max_blocks = 3;
+  RunCase(k);
+  k.op = "Gemm";
+  k.a = {45, 100};
+  k.b = {70, 100};
+  k.trans_b = true;
+  k.has_c = true;
+  k.c = {70};
+  k.max_blocks = 0;
+  RunCase(k);
+}
+
+TEST(CubeMatMul, ConstantOperandsAreReadAsFractals) {
+  Graph g;
+  Value* a = g.AddInput("a", Type::Tensor(DType::kF16, Shape::Static({64, 96})));
+  Value* b = g.AddConstant("w", Tensor(DType::kF16, {128, 96}));  // Gemm transB: [N, K]
+  Node* n = g.AddNode("Gemm", {a, b}, 1);
+  n->SetAttr("transB", Attribute::Int(1));
+  n->output(0)->set_type(Type::Tensor(DType::kF16, Shape::Static({64, 128})));
+  sim::Machine m = sim::DefaultMachine();
+  KernelRequest req;
+  req.node = n;
+  req.machine = &m;
+  auto kernel = target::npusim::GenerateCubeKernel(req);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_EQ(kernel->fractal_constants.size(), 1u);
+  const target::npusim::FractalConstant& f = kernel->fractal_constants[0];
+  EXPECT_EQ(f.arg, 1);
+  EXPECT_EQ(f.rows, 96);  // op(B) is [K, N]
+  EXPECT_EQ(f.cols, 128);
+  EXPECT_TRUE(f.transpose);
+  EXPECT_NE(kernel->plan.find("B as fractals"), std::string::npos) << kernel->plan;
+  // B arrives by copy_gm_l1 of whole bands, A still by nd2nz.
+  int copies = 0, nd2nz = 0;
+  for (const sim::Inst& in : kernel->program.insts) {
+    copies += in.op == sim::Op::kCopyGmL1;
+    nd2nz += in.op == sim::Op::kNd2Nz;
+  }
+  EXPECT_GT(copies, 0);
+  EXPECT_GT(nd2nz, 0);
+  // A runtime B stays row-major.
+  Value* b2 = g.AddInput("b2", Type::Tensor(DType::kF16, Shape::Static({128, 96})));
+  n->SetInput(1, b2);
+  auto plain = target::npusim::GenerateCubeKernel(req);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->fractal_constants.empty());
+}
+
+TEST(FractalImage, LaysOutAMatrixAsNd2nzWould) {
+  // [20, 10] f32 (K0 = 8): 2 x 2 fractals of 16 x 8, zero-padded.
+  Tensor t(DType::kF32, {20, 10});
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i + 1);
+  Tensor img = target::npusim::FractalImage(t, {0, 20, 10, false});
+  EXPECT_EQ(img.dims(), (Dims{2, 2, 16, 8}));
+  auto at = [&](int64_t i, int64_t j) { return img.data<float>()[(((i / 16) * 2 + j / 8) * 16 + i % 16) * 8 + j % 8]; };
+  EXPECT_EQ(at(0, 0), 1);
+  EXPECT_EQ(at(3, 9), 3 * 10 + 9 + 1);
+  EXPECT_EQ(at(19, 7), 19 * 10 + 7 + 1);
+  EXPECT_EQ(at(19, 12), 0);  // padding columns
+  EXPECT_EQ(at(25, 0), 0);   // padding rows
+  // transpose: the constant holds [cols, rows].
+  Tensor tt = target::npusim::FractalImage(t, {0, 10, 20, true});
+  EXPECT_EQ(tt.dims(), (Dims{1, 3, 16, 8}));
+  EXPECT_EQ(tt.data<float>()[((0 * 3 + 1) * 16 + 2) * 8 + 1], t.data<float>()[9 * 10 + 2]);  // op(B)[2][9] = t[9][2]
 }
 
 TEST_P(CubeMatMulDTypes, GemmTransposesAlphaBeta) {
@@ -251,14 +322,15 @@ struct GemmNode {
   absl::flat_hash_map<const Value*, Tensor> inputs;
 };
 
-std::unique_ptr<GemmNode> MakeGemm(int64_t M, int64_t N, int64_t K, DType dt) {
+std::unique_ptr<GemmNode> MakeGemm(int64_t M, int64_t N, int64_t K, DType dt, bool const_b = false) {
   auto r = std::make_unique<GemmNode>();
   Value* a = r->g.AddInput("a", Type::Tensor(dt, Shape::Static({M, K})));
-  Value* b = r->g.AddInput("b", Type::Tensor(dt, Shape::Static({K, N})));
+  Value* b = const_b ? r->g.AddConstant("b", Tensor(dt, {K, N}))
+                     : r->g.AddInput("b", Type::Tensor(dt, Shape::Static({K, N})));
   r->n = r->g.AddNode("MatMul", {a, b}, 1);
   r->n->output(0)->set_type(Type::Tensor(dt, Shape::Static({M, N})));
   r->inputs[a] = Tensor(dt, {M, K});
-  r->inputs[b] = Tensor(dt, {K, N});
+  if (!const_b) r->inputs[b] = Tensor(dt, {K, N});
   return r;
 }
 
@@ -267,9 +339,9 @@ struct Timing {
   std::string plan;
 };
 
-Timing TimeGemm(int64_t M, int64_t N, int64_t K, DType dt, int max_blocks) {
-  auto gn = MakeGemm(M, N, K, dt);
-  sim::Machine m = sim::DefaultMachine();
+Timing TimeGemm(int64_t M, int64_t N, int64_t K, DType dt, int max_blocks, bool const_b = false,
+                const sim::Machine& m = sim::DefaultMachine()) {
+  auto gn = MakeGemm(M, N, K, dt, const_b);
   KernelRequest req;
   req.node = gn->n;
   req.machine = &m;
@@ -299,6 +371,47 @@ TEST(CubeMatMulTiming, Fp16Gemm1024OnOneCoreReachesTheCubesPeak) {
   // The cost model within 10% of the simulation where the cube bounds.
   EXPECT_LE(t.estimate, 1.10 * t.cycles);
   EXPECT_GE(t.estimate, t.cycles / 1.10);
+}
+
+TEST(CubeMatMulTiming, ConstantWeightsAsFractalsTakeFewerBursts) {
+  // Tiles 64 columns wide over B [1024, 1024] f32: row-major, each K stage
+  // of a tile is 256 rows of 256 bytes, 256 bursts (docs/npu.md: a DMA of n
+  // bursts moves at most bytes / (n * mte_burst_cycles) per cycle, here
+  // 128 B/cycle); as the fractal image it is 16 bands of 8 fractals, 16
+  // bursts at the pipe's 256 B/cycle. The loads bound this tiling, so the
+  // fractal image makes it faster.
+  auto gn = MakeGemm(16, 1024, 1024, DType::kF32, /*const_b=*/true);
+  sim::Machine m = sim::DefaultMachine();
+  auto spec = target::npusim::GemmSpecOfNode(*gn->n, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  target::npusim::CubeTiling t;
+  t.tm = 16, t.tn = 64, t.tk = 64, t.tk1 = 256, t.l0c_buffers = 2;
+  t.m_tiles = 1, t.n_tiles = 16, t.tiles = 16, t.blocks = 1;
+  double cycles[2] = {0, 0};
+  int64_t b_bursts[2] = {0, 0};
+  for (int fractal = 0; fractal < 2; ++fractal) {
+    target::npusim::GemmSpec s = *spec;
+    target::npusim::GeneratedKernel k;
+    if (fractal) k.fractal_constants = target::npusim::UseFractalConstants(s, t);
+    ASSERT_EQ(k.fractal_constants.size(), static_cast<size_t>(fractal));
+    auto text = target::npusim::GemmKasm(s, t, m);
+    ASSERT_TRUE(text.ok()) << text.status();
+    auto file = sim::Assemble(*text, "gemm.kasm");
+    ASSERT_TRUE(file.ok()) << file.status();
+    k.program = std::move(file->program);
+    for (const sim::Inst& in : k.program.insts)
+      if ((in.op == sim::Op::kNd2Nz || in.op == sim::Op::kCopyGmL1) && in.ops[1].arg == 1)
+        b_bursts[fractal] = std::max(b_bursts[fractal], sim::GmRuns(in));
+    auto run = RunKernelOnSim(k, *gn->n, gn->inputs, m, /*functional=*/false);
+    ASSERT_TRUE(run.ok()) << run.status();
+    cycles[fractal] = static_cast<double>(run->stats.total_cycles);
+  }
+  std::printf("16x1024x1024 f32, 16x64 tiles, K stages of 256: B row-major %.0f cycles (%lld bursts per stage), "
+              "as fractals %.0f (%lld)\n",
+              cycles[0], static_cast<long long>(b_bursts[0]), cycles[1], static_cast<long long>(b_bursts[1]));
+  EXPECT_EQ(b_bursts[0], 256);
+  EXPECT_EQ(b_bursts[1], 16);
+  EXPECT_LT(cycles[1], 0.9 * cycles[0]);
 }
 
 TEST(CubeMatMulTiming, Fp16Gemm1024OnAllCoresMatchesTheEstimate) {

@@ -16,44 +16,42 @@ absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& 
   auto dev = sim::Device::Create(machine);
   if (!dev.ok()) return dev.status();
   sim::Device& d = **dev;
-  std::vector<sim::DevAddr> args;
-  auto alloc = [&](int64_t bytes) -> absl::StatusOr<sim::DevAddr> { return d.Malloc(std::max<int64_t>(bytes, 1)); };
+  // The arguments in launch order: inputs, outputs, body constants, the
+  // workspace; constants the kernel reads as fractals laid out as the driver does.
+  std::vector<Tensor> data;
+  std::vector<int64_t> bytes;
   for (Value* v : node.inputs()) {
     if (!v) continue;
-    const Tensor* t = nullptr;
     if (v->is_constant()) {
-      t = &v->constant();
+      data.push_back(v->constant());
     } else {
       auto it = inputs.find(v);
       if (it == inputs.end()) return absl::InvalidArgumentError(absl::StrCat("no value for input '", v->name(), "'"));
-      t = &it->second;
+      data.push_back(it->second);
     }
-    auto a = alloc(static_cast<int64_t>(t->nbytes()));
-    if (!a.ok()) return a.status();
-    if (t->nbytes()) {
-      if (absl::Status s = d.Write(*a, t->raw(), static_cast<int64_t>(t->nbytes())); !s.ok()) return s;
-    }
-    args.push_back(*a);
   }
+  const size_t first_output = data.size();
+  for (Value* v : node.outputs()) data.push_back(Tensor(v->type().dtype(), v->type().shape().StaticDims()));
+  for (const Value* c : kernel.constant_args) data.push_back(c->constant());
+  for (const target::npusim::FractalConstant& f : kernel.fractal_constants) {
+    if (f.arg < 0 || f.arg >= static_cast<int>(data.size())) return absl::InternalError("bad fractal argument");
+    data[f.arg] = target::npusim::FractalImage(data[f.arg], f);
+  }
+  std::vector<sim::DevAddr> args;
   std::vector<std::pair<sim::DevAddr, Tensor>> outs;
-  for (Value* v : node.outputs()) {
-    Tensor t(v->type().dtype(), v->type().shape().StaticDims());
-    auto a = alloc(static_cast<int64_t>(t.nbytes()));
+  for (size_t i = 0; i < data.size(); ++i) {
+    const Tensor& t = data[i];
+    auto a = d.Malloc(std::max<int64_t>(static_cast<int64_t>(t.nbytes()), 1));
     if (!a.ok()) return a.status();
     args.push_back(*a);
-    outs.push_back({*a, std::move(t)});
-  }
-  for (const Value* c : kernel.constant_args) {
-    const Tensor& t = c->constant();
-    auto a = alloc(static_cast<int64_t>(t.nbytes()));
-    if (!a.ok()) return a.status();
-    if (t.nbytes()) {
+    if (i >= first_output && i < first_output + node.outputs().size()) {
+      outs.push_back({*a, t});
+    } else if (t.nbytes()) {
       if (absl::Status st = d.Write(*a, t.raw(), static_cast<int64_t>(t.nbytes())); !st.ok()) return st;
     }
-    args.push_back(*a);
   }
   if (kernel.workspace_bytes > 0) {
-    auto a = alloc(kernel.workspace_bytes);
+    auto a = d.Malloc(kernel.workspace_bytes);
     if (!a.ok()) return a.status();
     args.push_back(*a);
   }

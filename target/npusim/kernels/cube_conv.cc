@@ -68,6 +68,9 @@ struct ConvPlan {
   // kh*dh*Wp + kw*dw, over R rows of Wp columns (the last Wp - Wo discarded).
   bool padded = false;
   int64_t Wp = 0, rin = 0, plane = 0, zero_row = 0, ch_bytes = 0;
+  // Bytes of W per output channel: K elements, or K1 = ceil(K / K0) times 32
+  // when W is read as fractals (channels start on bands of 16).
+  int64_t w_channel_bytes = 0;
 };
 
 // Valid output columns [ow0, ow1) of tap column kw.
@@ -298,7 +301,7 @@ void EmitUnit(Emitter& e, const ConvGeom& g, const ConvPlan& p) {
   e.L("mul ", R(kC4), ", ", R(kC3), ", ", g.depthwise ? 1 : g.Mg);
   e.L("add ", R(kC4), ", ", R(kC4), ", ", R(kC0));  // first output channel
   if (g.depthwise) e.L("add ", R(kUA), ", ", R(kUB), ", ", p.b_bytes);
-  else e.L("mul ", R(kUA), ", ", R(kC4), ", ", g.K * es);
+  else e.L("mul ", R(kUA), ", ", R(kC4), ", ", p.w_channel_bytes);
   e.L("mul ", R(kUC), ", ", R(kC4), ", ", es);
   e.L("mul ", R(kC5), ", ", R(kC1), ", ", g.Co);
   e.L("add ", R(kC5), ", ", R(kC5), ", ", R(kC4));
@@ -471,11 +474,14 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   std::vector<std::pair<const Value*, std::string>> args = {{x, "x"}, {w, "w"}};
   if (bias) args.push_back({bias, "bias"});
   args.push_back({y, "y"});
+  std::vector<const Value*> values;
   for (const auto& [v, name] : args) {
     KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(name, *v));
     lines.push_back(line);
     names.push_back(name);
+    values.push_back(v == y ? nullptr : v);
   }
+  values.push_back(nullptr);  // the workspace
 
   struct Best {
     ConvPlan plan;
@@ -546,6 +552,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       s.arg_lines.push_back(absl::StrCat(".arg ws s8[", 0, "]"));  // sized below
       s.arg_names = names;
       s.arg_names.push_back("ws");
+      s.arg_values = values;
       s.a_arg = 1;
       s.b_arg = 0;
       s.c_arg = bias ? 2 : -1;
@@ -562,6 +569,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       cm.unit_hbm_bytes = 2.0 * static_cast<double>(groups) * bytes;
       cm.ub_bytes = p.ub_bytes;
       cm.a_in_ws = g.depthwise;
+      cm.a_fractal_ok = !g.depthwise && g.Mg % 16 == 0 && p.Mc % 16 == 0;
       if (padded) {
         for (int64_t k = 0; k < g.K16; ++k) {
           const int64_t ci = k / g.T, kh = (k % g.T) / g.KW, kw = k % g.KW;
@@ -584,8 +592,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   }
   }
   if (!best.found) return absl::ResourceExhaustedError("no tiling of this Conv fits the machine's buffers");
-  const ConvPlan& p = best.plan;
+  ConvPlan& p = best.plan;
   GemmSpec& s = best.spec;
+  std::vector<FractalConstant> fractals = UseFractalConstants(s, best.tiling);
+  p.w_channel_bytes = s.a_fractal ? CeilDiv(g.K, 32 / g.es) * 32 : g.K * g.es;
   const int64_t ws_bytes = best.tiling.blocks * p.slot_bytes;
   s.arg_lines.back() = absl::StrCat(".arg ws s8[", ws_bytes, "]");
   auto geom = std::make_shared<ConvGeom>(g);
@@ -607,6 +617,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   k.engine = "cube";
   k.workspace_bytes = ws_bytes;
   k.estimated_cycles = best.tiling.cycles;
+  k.fractal_constants = std::move(fractals);
   const CubeTiling& t = best.tiling;
   const std::string kind = g.depthwise ? absl::StrCat(" depthwise (block-diagonal super-groups of ", g.S, " channels)")
                            : g.G > 1   ? absl::StrCat(" group ", g.G)
@@ -618,7 +629,8 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       p.R, " output rows x ", p.Mc, " channels, workspace ", ws_bytes, " B; the units write ",
       static_cast<int64_t>(s.conv->unit_hbm_bytes * static_cast<double>(p.units) / 2.0),
       " B to it, and the GEMM reads its B there), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.tm, "x", t.tn,
-      "x", t.tk, " (K stages of ", t.tk1, "), ", t.blocks, " blocks", t.via_ub ? ", written through UB" : "", ", est. ",
+      "x", t.tk, " (K stages of ", t.tk1, "), ", t.blocks, " blocks", t.via_ub ? ", written through UB" : "",
+      s.a_fractal ? ", W as fractals" : "", ", est. ",
       static_cast<int64_t>(t.cycles), " cycles (", t.bound, "-bound)");
   return k;
 }

@@ -58,6 +58,20 @@ struct Layout {
 
 int64_t Align(int64_t v, int64_t a) { return RoundUp(v, a); }
 
+// Whether operand A (`a`) or B of `s` is a constant the program may read as
+// its fractal image, whatever the tiling: a whole matrix (no batch of its
+// own) of f32/f16/bf16; for a convolution only its weights, where allowed.
+bool FractalCandidate(const GemmSpec& s, bool a) {
+  const int arg = a ? s.a_arg : s.b_arg;
+  const Value* v = arg >= 0 && arg < static_cast<int>(s.arg_values.size()) ? s.arg_values[arg] : nullptr;
+  if (!v || !v->is_constant() || !v->constant().defined() || sim::DTypeSize(s.dtype) < 2) return false;
+  const std::vector<int64_t>& strides = a ? s.a_batch_stride : s.b_batch_stride;
+  if (!std::all_of(strides.begin(), strides.end(), [](int64_t d) { return d == 0; })) return false;
+  const int64_t n = v->type().shape().NumElements();
+  if (s.conv) return a && s.conv->a_fractal_ok && !s.trans_a && n % s.K == 0;
+  return a ? (s.trans_a ? n == s.M * s.K : n % s.K == 0) : n == s.K * s.N;
+}
+
 // One vector instruction over `n` elements of 64 f32 (or 128 f16) per
 // repeat, split into pieces of at most 255 repeats. `extra` holds other
 // attributes (strides). dst/src are UB offsets in bytes, advanced by the
@@ -153,6 +167,8 @@ CubeProblem ProblemOf(const GemmSpec& s) {
   p.out_bytes = p.in_bytes;
   p.trans_a = s.trans_a;
   p.trans_b = s.trans_b;
+  p.a_fractal = FractalCandidate(s, true);
+  p.b_fractal = FractalCandidate(s, false);
   bool c_in_fixp = (s.c_kind == GemmSpec::CKind::kRow || s.c_kind == GemmSpec::CKind::kScalar) && s.alpha == 1.0f;
   p.epilogue_in_ub = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp);
   p.ub_reserved = c_in_fixp ? 8192 : 0;
@@ -222,6 +238,9 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   }
 
   const int64_t tm16 = t.tm / 16, tn16 = t.tn / 16;
+  const int64_t k1 = CeilDiv(s.K, L.k0), n1 = CeilDiv(s.N, L.k0);  // fractal columns of A's and B's images
+  if ((s.a_fractal && (s.trans_a || t.tk1 % L.k0)) || (s.b_fractal && (s.trans_b || t.tk1 % 16)))
+    return absl::InternalError("a fractal operand needs K stages of whole fractals");
   const bool shift_m = t.tm <= s.M, shift_n = t.tn <= s.N;
   Emitter e;
   e.text() = absl::StrCat("// ", s.name, ": ", t.tm, "x", t.tn, "x", t.tk, " tiles, K stages of ", t.tk1, "\n.program ",
@@ -296,9 +315,10 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     }
   }
   // A: + m0 rows (or columns when transposed); B: + n0 columns (or rows).
-  e.L("mul ", R(kT4), ", ", R(kT2), ", ", (s.trans_a ? 1 : s.K) * L.es);
+  // Fractal images: m0 / 16 bands of K1 fractals; n0 / K0 fractals.
+  e.L("mul ", R(kT4), ", ", R(kT2), ", ", s.a_fractal ? k1 * 32 : (s.trans_a ? 1 : s.K) * L.es);
   e.L("add ", R(kAOff), ", ", R(kAOff), ", ", R(kT4));
-  e.L("mul ", R(kT4), ", ", R(kT0), ", ", (s.trans_b ? s.K : 1) * L.es);
+  e.L("mul ", R(kT4), ", ", R(kT0), ", ", s.b_fractal ? 512 / L.k0 : (s.trans_b ? s.K : 1) * L.es);
   e.L("add ", R(kBOff), ", ", R(kBOff), ", ", R(kT4));
   // Y: batch*M*N + m0*N + n0 (conv: the unit's offset + m0*ys + n0).
   if (cv) e.L("mov ", R(kYOff), ", ", R(kUY));
@@ -334,6 +354,11 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
       for (int64_t r = 0; r < L.rows; ++r)
         e.L("copy_gm_l1 L1[", R(kL1), " + ", (r / 16) * gka * 512 + (r % 16) * 32, "], ", cv->ws, "[", R(kAOff),
             " + ", r * s.K * L.es, "], nburst=", gka, ", len=32, src_stride=32, dst_stride=512");
+    } else if (s.a_fractal) {
+      // Each band of 16 rows: the stage's K fractals, one run of GM.
+      const int64_t ga = CeilDiv(kc, L.k0);
+      e.L("copy_gm_l1 L1[", R(kL1), "], ", L.a, "[", R(kAOff), "], nburst=", CeilDiv(L.rows, 16), ", len=", ga * 512,
+          ", src_stride=", k1 * 512, ", dst_stride=", ga * 512);
     } else if (!s.trans_a)
       e.L("nd2nz.", L.dt, " L1[", R(kL1), "], ", L.a, "[", R(kAOff), "], rows=", L.rows, ", cols=", kc,
           ", src_row_stride=", s.K);
@@ -348,6 +373,11 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
         e.L("copy_gm_l1 L1[", R(kL1), " + ", L.l1_b + (r / 16) * nf * 512 + (r % 16) * 32, "], ", cv->ws, "[", R(kBOff),
             " + ", b_rows ? cv->b_row_offsets[kstart + r] : r * s.N * L.es, "], nburst=", nf,
             ", len=32, src_stride=32, dst_stride=512");
+    } else if (s.b_fractal) {
+      // Each band of 16 rows of K: the tile's column fractals, one run of GM.
+      const int64_t gb = CeilDiv(L.cols, L.k0);
+      e.L("copy_gm_l1 L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], nburst=", CeilDiv(kc, 16),
+          ", len=", gb * 512, ", src_stride=", n1 * 512, ", dst_stride=", gb * 512);
     } else if (!s.trans_b)
       e.L("nd2nz.", L.dt, " L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], rows=", kc, ", cols=", L.cols,
           ", src_row_stride=", s.N);
@@ -355,8 +385,10 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
       e.L("nd2nz.", L.dt, " L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], rows=", L.cols, ", cols=", kc,
           ", src_row_stride=", s.K);
     e.Line("set_flag MTE2, MTE1, 0");
-    e.L("add ", R(kAOff), ", ", R(kAOff), ", ", (s.trans_a ? kc * s.M : kc) * L.es);
-    if (!b_rows) e.L("add ", R(kBOff), ", ", R(kBOff), ", ", (s.trans_b ? kc : kc * s.N) * L.es);
+    e.L("add ", R(kAOff), ", ", R(kAOff), ", ",
+        s.a_fractal ? kc / L.k0 * 512 : (s.trans_a ? kc * s.M : kc) * L.es);
+    if (!b_rows)
+      e.L("add ", R(kBOff), ", ", R(kBOff), ", ", s.b_fractal ? kc / 16 * n1 * 512 : (s.trans_b ? kc : kc * s.N) * L.es);
     const int64_t nsub = CeilDiv(kc, t.tk);
     // Fractal-grid row lengths of the L1 images (nd2nz: ceil(cols / K0)).
     const int64_t ga = s.trans_a ? CeilDiv(L.rows, L.k0) : gk;
@@ -561,11 +593,39 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
 
 namespace kiln::target::npusim {
 
-absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m, CubeTiling* chosen) {
-  CubeProblem p = ProblemOf(s);
+std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& t) {
+  std::vector<FractalConstant> out;
+  const int es = sim::DTypeSize(s.dtype);
+  const int64_t k0 = 32 / es;
+  auto use = [&](int arg, int64_t rows, int64_t cols, bool transpose) {
+    const std::vector<int64_t> d = FractalDims(rows, cols, es);
+    s.arg_lines[arg] = absl::StrCat(".arg ", s.arg_names[arg], " ", sim::DTypeName(s.dtype), "[",
+                                    absl::StrJoin(d, ","), "]");
+    out.push_back(FractalConstant{arg, rows, cols, transpose});
+  };
+  // A: every tile's rows start on a band of 16, K stages on whole fractals.
+  if (FractalCandidate(s, true) && t.tk1 % k0 == 0 && (t.tm >= s.M || s.M % 16 == 0)) {
+    const int64_t n = s.arg_values[s.a_arg]->type().shape().NumElements();
+    use(s.a_arg, s.trans_a ? s.M : n / s.K, s.K, s.trans_a);
+    s.a_fractal = true;
+    s.trans_a = false;
+  }
+  // B: every tile's columns start on a fractal, K stages on bands of 16.
+  if (FractalCandidate(s, false) && t.tk1 % 16 == 0 && (t.tn >= s.N || s.N % k0 == 0)) {
+    use(s.b_arg, s.K, s.N, s.trans_b);
+    s.b_fractal = true;
+    s.trans_b = false;
+  }
+  return out;
+}
+
+absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Machine& m, CubeTiling* chosen) {
+  CubeProblem p = ProblemOf(spec);
   CubeMachineFigures f = CubeMachineFigures::From(m);
   KILN_ASSIGN_OR_RETURN(CubeTiling t, ChooseCubeTiling(p, f));
   if (chosen) *chosen = t;
+  GemmSpec s = spec;
+  std::vector<FractalConstant> fractals = UseFractalConstants(s, t);
   KILN_ASSIGN_OR_RETURN(std::string text, GemmKasm(s, t, m));
   auto file = sim::Assemble(text, absl::StrCat(s.name, ".kasm"));
   if (!file.ok())
@@ -575,12 +635,14 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machi
   k.block_dim = t.blocks;
   k.engine = "cube";
   k.estimated_cycles = t.cycles;
+  k.fractal_constants = std::move(fractals);
   std::string shape = absl::StrCat(s.M, "x", s.N, "x", s.K);
   if (p.batch > 1) shape = absl::StrCat(p.batch, "x", shape);
   k.plan = absl::StrCat(s.name, " ", shape, " ", sim::DTypeName(s.dtype), ": tiles ", t.tm, "x", t.tn, "x", t.tk,
                         " (K stages of ", t.tk1, "), ", t.blocks, " blocks, double-buffered",
                         t.l0c_buffers == 1 ? " (one L0C buffer)" : "",
-                        t.via_ub ? ", written through UB" : "", ", est. ", static_cast<int64_t>(t.cycles),
+                        t.via_ub ? ", written through UB" : "", s.a_fractal ? ", A as fractals" : "",
+                        s.b_fractal ? ", B as fractals" : "", ", est. ", static_cast<int64_t>(t.cycles),
                         " cycles (", t.bound, "-bound)");
   return k;
 }
@@ -687,6 +749,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks) {
     KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(args[i].second, *args[i].first));
     s.arg_lines.push_back(line);
     s.arg_names.push_back(args[i].second);
+    s.arg_values.push_back(args[i].first == y ? nullptr : args[i].first);
   }
   s.a_arg = 0;
   s.b_arg = 1;
@@ -745,6 +808,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfPointwiseConv(const Node& node, int max_block
     KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(name, *v));
     s.arg_lines.push_back(line);
     s.arg_names.push_back(name);
+    s.arg_values.push_back(v == y ? nullptr : v);
   }
   s.a_arg = 1;  // W is the left operand
   s.b_arg = 0;
@@ -801,6 +865,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
     s.beta = 1.0f;
   }
   // Arguments: the node's present inputs, its output, then body constants.
+  s.arg_values.clear();
   std::vector<std::string> lines, names;
   std::vector<const Value*> arg_values;
   for (int i = 0; i < node.num_inputs(); ++i) {
@@ -810,12 +875,14 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
     lines.push_back(line);
     names.push_back(name);
     arg_values.push_back(i < static_cast<int>(body->inputs().size()) ? body->inputs()[i] : nullptr);
+    s.arg_values.push_back(node.input(i));
   }
   {
     KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine("y", *node.output(0)));
     lines.push_back(line);
     names.push_back("y");
     arg_values.push_back(nullptr);
+    s.arg_values.push_back(nullptr);
   }
   auto arg_of = [&](const Value* v) -> absl::StatusOr<int> {
     for (size_t i = 0; i < arg_values.size(); ++i)
@@ -827,6 +894,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
     lines.push_back(line);
     names.push_back(name);
     arg_values.push_back(v);
+    s.arg_values.push_back(v);
     return static_cast<int>(lines.size() - 1);
   };
   KILN_ASSIGN_OR_RETURN(s.a_arg, arg_of(mm->input(0)));

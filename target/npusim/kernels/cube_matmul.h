@@ -43,6 +43,14 @@ struct GemmSpec {
   std::vector<std::string> arg_names;
   int a_arg = 0, b_arg = 1, c_arg = -1, y_arg = 2;
   int max_blocks = 0;  // 0: all cores
+  // The graph value bound to each argument (nullptr where none: the output,
+  // a workspace), so that a constant A or B can be read as fractals.
+  std::vector<const Value*> arg_values;
+  // A / B are given as the fractal image (FractalConstant, kernel.h) of
+  // op(A) [M, K] / op(B) [K, N] (transposition folded in, trans_a/trans_b
+  // then false): each K stage of a tile is copied to L1 as one burst per band
+  // of 16 rows instead of an nd2nz per matrix row. Set by UseFractalConstants.
+  bool a_fractal = false, b_fractal = false;
   // Convolution mode (cube_conv.cc): the batch is `units` shares of the
   // work; block b takes units b, b + block_dim, ... and all the tiles of
   // each. Per unit, B is the unit's im2col matrix [K, N] (row-major, rows
@@ -54,6 +62,10 @@ struct GemmSpec {
     std::string ws;            // the workspace argument
     double unit_cycles = 0, unit_hbm_bytes = 0;  // the im2col of a unit, for the cost model
     int64_t ub_bytes = 0;  // UB the im2col uses, at the top of UB
+    // A (the weights) may be read as fractals: `emit_unit` then sets kUA to
+    // the unit's first output channel times ceil(K / K0) * 32 bytes (every
+    // unit starts on a multiple of 16 channels).
+    bool a_fractal_ok = false;
     // A is in the workspace at kUA (row-major [M, K], rows finite up to the
     // next multiple of K0 past K) rather than the argument a_arg.
     bool a_in_ws = false;
@@ -75,6 +87,11 @@ struct GemmSpec {
 
 // The problem the tiling model sees for `s`.
 CubeProblem ProblemOf(const GemmSpec& s);
+
+// Marks the constant operands of `s` that tiling `t` lets the program read as
+// fractals (a_fractal / b_fractal, with their argument lines) and returns
+// them for GeneratedKernel::fractal_constants.
+std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& t);
 
 // The program for `s` with tiling `t` (from ChooseCubeTiling), as .kasm text.
 absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& t, const sim::Machine& m);

@@ -53,6 +53,7 @@ CubeMachineFigures CubeMachineFigures::From(const sim::Machine& mc) {
   f.mte3_bytes_per_cycle = k.mte3_bytes_per_cycle();
   f.fixp_bytes_per_cycle = k.fixp_bytes_per_cycle();
   f.hbm_bytes_per_cycle = c.hbm_bandwidth_gbps() * 1e3 / c.clock_mhz();
+  f.mte_burst_cycles = k.mte_burst_cycles();
   f.hbm_latency = static_cast<double>(c.hbm_latency_cycles());
   f.mte2_latency = static_cast<double>(k.mte2_latency_cycles());
   f.mte1_latency = static_cast<double>(k.mte1_latency_cycles());
@@ -101,9 +102,17 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   // they transfer and all of them wait out the latency together.
   const double dma_lat = m.hbm_latency + m.mte2_latency + m.flag_latency;
   const double core_bw = std::min(m.mte2_bytes_per_cycle, m.hbm_bytes_per_cycle / static_cast<double>(active));
+  // A DMA of n bursts takes at least n * mte_burst_cycles (docs/npu.md).
+  auto load = [&](int64_t r, int64_t c, double bursts) {
+    return std::max(static_cast<double>(r * c * ib) / core_bw, bursts * m.mte_burst_cycles);
+  };
   auto stage = [&](int64_t kc, double* mte2, double* compute, double* cube, double* first_mte1) {
-    double bytes = static_cast<double>((rows + cols) * kc * ib);
-    *mte2 = bytes / core_bw + dma_lat;
+    const double a_bursts = p.a_fractal ? CeilDiv(rows, 16) : p.trans_a ? kc : (kc == p.K ? 1 : rows);
+    const double b_bursts = p.conv ? RoundUp(kc, 16)  // a copy per row
+                            : p.b_fractal ? CeilDiv(kc, 16)
+                            : p.trans_b  ? cols
+                                         : (cols == p.N ? 1 : kc);
+    *mte2 = load(rows, kc, a_bursts) + load(kc, cols, b_bursts) + dma_lat;
     *compute = 0;
     *cube = 0;
     int64_t insts = 2;

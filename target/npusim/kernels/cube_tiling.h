@@ -35,6 +35,7 @@ struct CubeMachineFigures {
   double mte2_bytes_per_cycle = 256, mte1_bytes_per_cycle = 512, mte3_bytes_per_cycle = 256,
          fixp_bytes_per_cycle = 256;
   double hbm_bytes_per_cycle = 1200;  // chip-wide, shared by the cores
+  double mte_burst_cycles = 2;        // between the bursts of one DMA
   double hbm_latency = 500, mte2_latency = 50, mte1_latency = 20, mte3_latency = 50, cube_latency = 10,
          fixp_latency = 20, flag_latency = 1;
   double fp16_macs_per_cycle = 4096, fp32_macs_per_cycle = 1024;
@@ -50,6 +51,9 @@ struct CubeProblem {
   int out_bytes = 2;        // element size of C
   bool trans_a = false;     // A stored [K, M]
   bool trans_b = false;     // B stored [N, K]
+  // A / B read as fractals (a constant laid out at compile time): a K stage
+  // of a tile comes in one burst per band of 16 rows rather than one per row.
+  bool a_fractal = false, b_fractal = false;
   bool epilogue_in_ub = false;  // the tile goes through UB (f32) for vector work before GM
   int64_t ub_reserved = 0;  // UB bytes the kernel keeps for other things (bias)
   int max_blocks = 0;       // 0: all cores

@@ -2,6 +2,7 @@
 #include "target/npusim/kernels/kernel.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -37,6 +38,28 @@ int64_t StaticBytes(const Type& t) {
 
 std::string KasmByteArgLine(absl::string_view name, const Value& v) {
   return absl::StrCat(".arg ", name, " s8[", std::max<int64_t>(StaticBytes(v.type()), 1), "]");
+}
+
+std::vector<int64_t> FractalDims(int64_t rows, int64_t cols, int element_bytes) {
+  const int64_t k0 = 32 / element_bytes;
+  return {(rows + 15) / 16, (cols + k0 - 1) / k0, 16, k0};
+}
+
+Tensor FractalImage(const Tensor& t, const FractalConstant& f) {
+  const int es = static_cast<int>(DTypeSize(t.dtype()));
+  const std::vector<int64_t> d = FractalDims(f.rows, f.cols, es);
+  const int64_t c1n = d[1], k0 = d[3];
+  Tensor out(t.dtype(), d);  // zero-filled: the padding
+  std::memset(out.raw(), 0, out.nbytes());
+  const auto* src = static_cast<const uint8_t*>(t.raw());
+  auto* dst = static_cast<uint8_t*>(out.raw());
+  for (int64_t i = 0; i < f.rows; ++i)
+    for (int64_t j = 0; j < f.cols; ++j) {
+      const int64_t from = f.transpose ? j * f.rows + i : i * f.cols + j;
+      const int64_t to = (((i / 16) * c1n + j / k0) * 16 + i % 16) * k0 + j % k0;
+      std::memcpy(dst + to * es, src + from * es, es);
+    }
+  return out;
 }
 
 }  // namespace kiln::target::npusim

@@ -16,9 +16,9 @@
 // workspace argument of that many bytes. Each tensor argument has the tensor's dtype
 // (f32, f16, bf16 -> F32/F16/BF16; i32 -> S32; i8 -> S8) and its dims; the
 // driver passes the device address of each tensor, laid out row-major and
-// dense. A generator that needs another layout for a constant operand
-// (weights in fractal form) reads it as given: the driver folds layout
-// changes into constants separately.
+// dense, except for the constant arguments a kernel asks to read as
+// fractals (GeneratedKernel::fractal_constants): for those the driver passes
+// a constant holding the same matrix laid out once at compile time.
 //
 // The program runs as `block_dim` blocks spread over the machine's AI
 // cores (block_idx tells a block which share of the work it does); it must
@@ -56,11 +56,30 @@ struct KernelRequest {
   bool want_tile_ir = false;
 };
 
+// A constant argument a kernel reads as its fractal image: the matrix
+// [rows, cols] the kernel multiplies with (`transpose`: the constant holds
+// [cols, rows] row-major), zero-padded to whole 16 x k0 fractals (k0 = 32
+// bytes / element size) and stored as the row-major grid
+// [ceil(rows/16), ceil(cols/k0), 16, k0] of row-major fractals: what `nd2nz`
+// would make of the whole matrix in L1, so any band of 16 rows of a tile is
+// one contiguous run of GM (docs/npusim-kernels.md, "Fractal constants").
+struct FractalConstant {
+  int arg = 0;
+  int64_t rows = 0, cols = 0;
+  bool transpose = false;
+};
+
+// The fractal image of `t` (f32, f16 or bf16 holding rows*cols elements).
+Tensor FractalImage(const Tensor& t, const FractalConstant& f);
+// Its dims, [ceil(rows/16), ceil(cols/k0), 16, k0].
+std::vector<int64_t> FractalDims(int64_t rows, int64_t cols, int element_bytes);
+
 struct GeneratedKernel {
   sim::Program program;
   int64_t block_dim = 1;
   std::string engine;            // "cube" or "vector"
   std::vector<const Value*> constant_args;  // body constants passed after the outputs
+  std::vector<FractalConstant> fractal_constants;  // constant arguments read as fractals
   int64_t workspace_bytes = 0;   // size of the trailing s8 workspace argument, 0 for none
   double estimated_cycles = 0;   // the generator's cost-model estimate of the whole launch
   std::string plan;              // one line: the tiling chosen, for --explain-placement and reports
