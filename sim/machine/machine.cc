@@ -36,7 +36,7 @@ Machine DefaultMachine() {
   k->set_mte1_bytes_per_cycle(512);
   k->set_mte3_bytes_per_cycle(256);
   k->set_fixp_bytes_per_cycle(256);
-  k->set_mte_burst_cycles(2);
+  k->set_mte_burst_cycles(0);
   k->set_scalar_latency_cycles(1);
   k->set_mte1_latency_cycles(20);
   k->set_mte2_latency_cycles(50);

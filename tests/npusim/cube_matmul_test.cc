@@ -374,14 +374,16 @@ TEST(CubeMatMulTiming, Fp16Gemm1024OnOneCoreReachesTheCubesPeak) {
 }
 
 TEST(CubeMatMulTiming, ConstantWeightsAsFractalsTakeFewerBursts) {
-  // Tiles 64 columns wide over B [1024, 1024] f32: row-major, each K stage
-  // of a tile is 256 rows of 256 bytes, 256 bursts (docs/npu.md: a DMA of n
+  // On a machine with 2-cycle DMA bursts, tiles 64 columns wide over
+  // B [1024, 1024] f32: row-major, each K stage of a tile is 256 rows of
+  // 256 bytes, 256 bursts (docs/npu.md: a DMA of n
   // bursts moves at most bytes / (n * mte_burst_cycles) per cycle, here
   // 128 B/cycle); as the fractal image it is 16 bands of 8 fractals, 16
   // bursts at the pipe's 256 B/cycle. The loads bound this tiling, so the
   // fractal image makes it faster.
   auto gn = MakeGemm(16, 1024, 1024, DType::kF32, /*const_b=*/true);
   sim::Machine m = sim::DefaultMachine();
+  m.mutable_core()->set_mte_burst_cycles(2);
   auto spec = target::npusim::GemmSpecOfNode(*gn->n, 1);
   ASSERT_TRUE(spec.ok()) << spec.status();
   target::npusim::CubeTiling t;

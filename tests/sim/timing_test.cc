@@ -66,12 +66,12 @@ TEST(TimingTest, DmaTakesLatencyPlusBytesOverBandwidth) {
 }
 
 TEST(TimingTest, ShortBurstsLeavePipeBandwidthUnused) {
-  // 256 rows of 64 bytes, 128 bytes apart in GM: 256 bursts, one every
-  // mte_burst_cycles, so the copy moves 64 / 2 = 32 bytes per cycle; the same
+  // With 2-cycle bursts, 256 rows of 64 bytes, 128 bytes apart in GM: 256
+  // bursts, one every 2 cycles, so the copy moves 64 / 2 = 32 bytes per cycle; the same
   // bytes contiguous in GM are one burst at the pipe's 256.
   Machine m = DefaultMachine();
   const double latency = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
-  ASSERT_EQ(m.core().mte_burst_cycles(), 2);
+  m.mutable_core()->set_mte_burst_cycles(2);
   auto strided = Load(".program t\n.arg x f16[16384]\n  copy_gm_ub UB[0], x[0], nburst=256, len=64, src_stride=128, "
                       "dst_stride=64\n", m);
   auto contiguous = Load(".program t\n.arg x f16[16384]\n  copy_gm_ub UB[0], x[0], nburst=256, len=64, src_stride=64, "
@@ -85,7 +85,7 @@ TEST(TimingTest, ShortBurstsLeavePipeBandwidthUnused) {
   EXPECT_DOUBLE_EQ(rs->total_cycles, latency + 256 * 2);
   EXPECT_DOUBLE_EQ(rc->total_cycles, latency + 16384 / m.core().mte2_bytes_per_cycle());
   EXPECT_DOUBLE_EQ(rr->total_cycles, latency + 256 * 2);  // nd2nz: one burst per source row
-  // With no burst gap the rows cost only their bytes.
+  // With no burst gap (the default machine) the rows cost only their bytes.
   m.mutable_core()->set_mte_burst_cycles(0);
   auto free_bursts = Load(".program t\n.arg x f16[16384]\n  copy_gm_ub UB[0], x[0], nburst=256, len=64, "
                           "src_stride=128, dst_stride=64\n", m);

@@ -35,7 +35,7 @@ struct CubeMachineFigures {
   double mte2_bytes_per_cycle = 256, mte1_bytes_per_cycle = 512, mte3_bytes_per_cycle = 256,
          fixp_bytes_per_cycle = 256;
   double hbm_bytes_per_cycle = 1200;  // chip-wide, shared by the cores
-  double mte_burst_cycles = 2;        // between the bursts of one DMA
+  double mte_burst_cycles = 0;        // between the bursts of one DMA
   double hbm_latency = 500, mte2_latency = 50, mte1_latency = 20, mte3_latency = 50, cube_latency = 10,
          fixp_latency = 20, flag_latency = 1;
   double fp16_macs_per_cycle = 4096, fp32_macs_per_cycle = 1024;
