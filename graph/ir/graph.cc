@@ -2,6 +2,7 @@
 #include "graph/ir/graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 
 #include "absl/container/flat_hash_map.h"
@@ -52,6 +53,9 @@ void Value::ReplaceAllUsesWith(Value* other) {
   assert(other != this && "replacing a value with itself");
   std::vector<Use> uses = std::move(uses_);
   uses_.clear();
+  // Grow `other`'s uses once (geometrically), not once per use moved.
+  size_t needed = other->uses_.size() + uses.size();
+  if (needed > other->uses_.capacity()) other->uses_.reserve(std::max(needed, 2 * other->uses_.capacity()));
   for (const Use& u : uses) {
     if (u.user) {
       u.user->inputs_[u.index] = other;  // Value is a friend of Node
@@ -432,6 +436,21 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
   g->next_name_ = next_name_;
   return g;
 }
+
+//===----------------------------------------------------------------------===//
+// ScratchMarks
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// Stamps handed out so far; 0 is the stamp of objects never marked. 64 bits
+// never wrap around in practice, so a stale stamp is never taken for a
+// fresh one.
+std::atomic<uint64_t> g_last_stamp{0};
+
+}  // namespace
+
+ScratchMarks::ScratchMarks() : stamp_(g_last_stamp.fetch_add(1, std::memory_order_relaxed) + 1) {}
 
 //===----------------------------------------------------------------------===//
 // Model

@@ -118,12 +118,16 @@ class Value {
 
   const std::vector<Use>& uses() const { return uses_; }
   bool has_uses() const { return !uses_.empty(); }
+  // The next constant of the owner (creation order; null after the last): a
+  // walk that erases the constant it stands on reads next_constant() first.
+  Value* next_constant() const { return next_constant_; }
   // Redirects every use (node inputs and graph outputs) to `other`.
   void ReplaceAllUsesWith(Value* other);
 
  private:
   friend class Graph;
   friend class Node;
+  friend class ScratchMarks;
   // What walks over values and uses read comes first (one cache line).
   // Neighbours in the owner's list of values (creation order).
   Value* prev_ = nullptr;
@@ -137,6 +141,8 @@ class Value {
   // walks over constants skip every other value.
   Value* prev_constant_ = nullptr;
   Value* next_constant_ = nullptr;
+  // The stamp of the last ScratchMarks that marked this value.
+  mutable uint64_t mark_ = 0;
   Type type_;
   // Never changes once the value exists: the owner's name table refers to it.
   std::string name_;
@@ -191,6 +197,7 @@ class Node {
  private:
   friend class Graph;
   friend class Value;
+  friend class ScratchMarks;
   // What walks over nodes read comes first (the first two cache lines).
   // Neighbours in the owner's node list (execution order).
   Node* prev_ = nullptr;
@@ -199,6 +206,8 @@ class Node {
   Graph* owner_ = nullptr;
   // Whether an attribute was ever given graphs (subgraphs() is empty if not).
   bool holds_graphs_ = false;
+  // The stamp of the last ScratchMarks that marked this node.
+  mutable uint64_t mark_ = 0;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   std::string domain_;
@@ -274,6 +283,8 @@ class Graph {
   size_t num_nodes() const { return num_nodes_; }
   // Every constant, in creation order.
   std::vector<Value*> Constants() const;
+  // The first constant (null when none); Value::next_constant() goes on.
+  Value* first_constant() const { return first_constant_; }
   size_t num_constants() const { return num_constants_; }
   // Every value owned by this graph, in creation order.
   std::vector<Value*> Values() const;
@@ -332,6 +343,34 @@ class Graph {
   // lives as long as the value): a value's entry is erased before it is.
   absl::flat_hash_map<absl::string_view, Value*> by_name_;
   uint64_t next_name_ = 0;
+};
+
+// A set of nodes and values kept as a stamp in each object instead of a
+// table: Insert and Contains touch only the object itself, so a walk that
+// marks every node of a large graph does no hashing and no random probes. A
+// new ScratchMarks is empty without clearing anything (it takes a stamp that
+// no object holds yet). Each object holds one stamp: while a ScratchMarks is
+// in use, no other one may mark the same objects, and two threads may not
+// mark objects of one graph nest at once.
+class ScratchMarks {
+ public:
+  ScratchMarks();
+  ScratchMarks(const ScratchMarks&) = delete;
+  ScratchMarks& operator=(const ScratchMarks&) = delete;
+
+  bool Contains(const Node* n) const { return n->mark_ == stamp_; }
+  bool Contains(const Value* v) const { return v->mark_ == stamp_; }
+  // True when the object was not in the set yet.
+  bool Insert(const Node* n) { return Stamp(n->mark_); }
+  bool Insert(const Value* v) { return Stamp(v->mark_); }
+
+ private:
+  bool Stamp(uint64_t& mark) const {
+    if (mark == stamp_) return false;
+    mark = stamp_;
+    return true;
+  }
+  uint64_t stamp_;
 };
 
 // The top-level graph and its ONNX metadata.
