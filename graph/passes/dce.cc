@@ -8,55 +8,44 @@
 // makes the producers of its inputs live, and every output of its nested
 // graphs (the body of a live Loop yields all its values), which in turn may
 // be values of enclosing graphs. A node used only inside the nested graph of
-// a dead node is dead. Nested graphs of live nodes are swept before their
-// enclosing graph, and each graph's dead nodes are erased last to first, so
-// no erased value still has a use. Graph inputs are never removed: they are
-// the interface of the graph (or, for a body, its positional signature).
+// a dead node is dead. Graph inputs are never removed: they are the
+// interface of the graph (or, for a body, its positional signature).
+//
+// Every user of a node comes after it (a later node of its graph, or a node
+// nested in a later one), so one sweep of each graph from its last node to
+// its first decides each node when it reaches it: a node nothing live has
+// marked by then is dead and is erased there, its users being gone already;
+// a live node marks its producers and has its nested graphs swept the same
+// way. A node that still has uses is never erased (on a graph whose order
+// does not verify, liveness may come too late, and such a node stays).
 //
 //===----------------------------------------------------------------------===//
 #include "graph/passes/dce.h"
-
-#include <vector>
-
-#include "absl/container/flat_hash_set.h"
 
 namespace kiln {
 namespace {
 
 class DeadCodeEliminator {
  public:
-  void MarkFromOutputs(const Graph& g) {
-    live_.reserve(g.num_nodes());
-    for (const Value* v : g.outputs()) MarkValue(v);
-    while (!worklist_.empty()) {
-      const Node* n = worklist_.back();
-      worklist_.pop_back();
-      for (const Value* v : n->inputs()) MarkValue(v);
-      for (const Graph* s : n->subgraphs())
-        for (const Value* v : s->outputs()) MarkValue(v);
-    }
-  }
-
+  // Sweeps `g`, whose outputs are live.
   void Sweep(Graph& g) {
-    if (g.may_hold_graphs()) {
-      for (Node* n : g.nodes()) {
-        std::vector<Graph*> subs = n->subgraphs();
-        if (!subs.empty() && live_.contains(n))
-          for (Graph* s : subs) Sweep(*s);
-      }
-    }
-    // Last to first, straight through the list: erasing a node leaves the
-    // ones before it in place.
+    for (const Value* v : g.outputs()) MarkProducer(v);
     for (Node* n = g.last_node(), *prev = nullptr; n; n = prev) {
       prev = n->prev();
-      if (live_.contains(n)) continue;
+      if (live_.Contains(n)) {
+        for (Graph* s : n->subgraphs()) Sweep(*s);
+        for (const Value* v : n->inputs()) MarkProducer(v);
+        continue;
+      }
       bool used = false;
       for (const Value* o : n->outputs()) used |= o->has_uses();
-      if (used) continue;  // cannot happen: a use by a live node makes n live
+      if (used) continue;
       g.EraseNode(n);
       ++report.nodes_removed;
     }
-    for (Value* c : g.Constants()) {
+    // Constants first to last, reading the next one before erasing.
+    for (Value* c = g.first_constant(), *next = nullptr; c; c = next) {
+      next = c->next_constant();
       if (c->has_uses()) continue;
       g.EraseValue(c);
       ++report.constants_removed;
@@ -66,20 +55,17 @@ class DeadCodeEliminator {
   DceReport report;
 
  private:
-  void MarkValue(const Value* v) {
-    if (!v || !v->producer()) return;
-    if (live_.insert(v->producer()).second) worklist_.push_back(v->producer());
+  void MarkProducer(const Value* v) {
+    if (v && v->producer()) live_.Insert(v->producer());
   }
 
-  absl::flat_hash_set<const Node*> live_;
-  std::vector<const Node*> worklist_;
+  ScratchMarks live_;
 };
 
 }  // namespace
 
 DceReport EliminateDeadCode(Graph& g) {
   DeadCodeEliminator dce;
-  dce.MarkFromOutputs(g);
   dce.Sweep(g);
   return dce.report;
 }
