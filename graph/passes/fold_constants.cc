@@ -25,7 +25,6 @@
 #include <optional>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "graph/exec/executor.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
@@ -163,11 +162,14 @@ class ConstantFolder {
   }
 
   // Erases the constants this run created that nothing uses any more (the
-  // intermediate results of folded chains).
+  // intermediate results of folded chains). The constants marked refined are
+  // those this run created.
   void EraseUnusedCreated(Graph& g) {
-    if (created_.empty()) return;
-    for (Value* c : g.Constants())
-      if (!c->has_uses() && created_.contains(c)) g.EraseValue(c);
+    if (report.constants_folded == 0) return;
+    for (Value* c = g.first_constant(), *next = nullptr; c; c = next) {
+      next = c->next_constant();
+      if (!c->has_uses() && refined_.Contains(c)) g.EraseValue(c);
+    }
     if (g.may_hold_graphs())
       for (Node* n : g.nodes())
         for (Graph* s : n->subgraphs()) EraseUnusedCreated(*s);
@@ -257,8 +259,7 @@ class ConstantFolder {
     for (Value* c : repl) {
       if (!c) continue;
       ++report.constants_folded;
-      created_.insert(c);
-      refined_.insert(c);
+      refined_.Insert(c);
     }
     return true;
   }
@@ -267,7 +268,7 @@ class ConstantFolder {
   // graphs may have), keeping what it already declares.
   void Refine(Node* n) {
     bool touched = !n->subgraphs().empty();
-    for (const Value* v : n->inputs()) touched |= v && refined_.contains(v);
+    for (const Value* v : n->inputs()) touched |= v && refined_.Contains(v);
     if (!touched) return;
     const OpDef* def = OpRegistry::Global().Find(*n);
     if (!def) return;
@@ -279,16 +280,16 @@ class ConstantFolder {
       auto merged = MergeTypes(out->type(), (*inferred)[i]);
       if (merged.ok() && *merged != out->type()) {
         out->set_type(*std::move(merged));
-        refined_.insert(out);
+        refined_.Insert(out);
       }
     }
   }
 
   NameTable names_;
   int64_t max_elements_;
-  // Values whose type or data became known in this run.
-  absl::flat_hash_set<const Value*> refined_;
-  absl::flat_hash_set<const Value*> created_;
+  // Values whose type or data became known in this run: node outputs whose
+  // type was refined, and the constants this run created.
+  ScratchMarks refined_;
 };
 
 }  // namespace
