@@ -26,7 +26,9 @@ class ConstantDeduplicator {
  public:
   void ProcessGraph(Graph& g) {
     size_t mark = pushed_.size();
-    for (Value* c : g.Constants()) {
+    // Reads the next constant before erasing the one it stands on.
+    for (Value* c = g.first_constant(), *next = nullptr; c; c = next) {
+      next = c->next_constant();
       const Tensor& t = c->constant();
       if (!t.defined()) continue;
       uint64_t h = t.Hash();

@@ -191,7 +191,11 @@ std::string FoldBatchNormIntoProducer(Node* bn) {
 
 bool FoldBatchNorms(Graph& graph, PassStatistics* stats) {
   bool changed = false;
-  for (Node* n : graph.NodeList()) {
+  // Straight through the list, up to the node that was last when the sweep
+  // began: rewrites insert only before the node visited and erase only it
+  // and nodes before it, so the next node is read first.
+  for (Node *n = graph.first_node(), *last = graph.last_node(), *next = nullptr; n; n = next) {
+    next = n == last ? nullptr : n->next();
     for (Graph* sub : n->subgraphs()) changed |= FoldBatchNorms(*sub, stats);
     if (n->op() != "BatchNormalization" || !n->domain().empty()) continue;
     std::string into = FoldBatchNormIntoProducer(n);

@@ -43,7 +43,11 @@ constexpr int kMaxRewritesPerNode = 8;
 bool SimplifyGraph(Graph& graph, PassStatistics* stats) {
   const auto& by_op = PatternsByOp();
   bool changed = false;
-  for (Node* n : graph.NodeList()) {
+  // Straight through the list, up to the node that was last when the sweep
+  // began: rewrites insert only before the node visited and erase only it
+  // and nodes before it, so the next node is read first.
+  for (Node *n = graph.first_node(), *last = graph.last_node(), *next = nullptr; n; n = next) {
+    next = n == last ? nullptr : n->next();
     for (Graph* sub : n->subgraphs()) changed |= SimplifyGraph(*sub, stats);
     if (!n->domain().empty()) continue;
     auto it = by_op.find(n->op());
