@@ -16,7 +16,8 @@
 // (untimed), then times the pass alone. Memory is counted by this binary's
 // global operator new: `peak_MiB` is the most memory the pass held at once
 // beyond what was live when it started, `alloc_MiB` all it allocated.
-// Tensor payloads (std::aligned_alloc) are not counted; `heap_MiB` is the
+// Tensor payloads over 64 bytes (std::aligned_alloc) are not counted
+// (smaller ones share their tensor's allocation and are); `heap_MiB` is the
 // change of all live heap memory (mallinfo2) over the pass, payloads
 // included.
 //

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <charconv>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -21,25 +23,52 @@ int64_t NumElements(const Dims& dims) {
 }
 
 struct Tensor::Storage {
-  void* bytes = nullptr;
+  void* bytes = nullptr;  // 64-byte aligned
+  void* block = nullptr;  // a separate allocation holding `bytes`, if any
   std::vector<std::string> strings;
-  ~Storage() { std::free(bytes); }
+  ~Storage() { std::free(block); }
+};
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+// Payloads of at most kInlinePayload bytes (scalars, shapes, small weights:
+// most constants of a graph) live in the same allocation as their Storage
+// and its shared_ptr control block, aligned by hand within `buf`: one heap
+// block per tensor instead of two, and reading a small constant touches one
+// place in memory. glibc's aligned_alloc, used for larger payloads, also
+// bypasses its per-thread caches and splits a larger chunk on every call.
+constexpr size_t kInlinePayload = 64;
+
+}  // namespace
+
+struct Tensor::InlineStorage : Tensor::Storage {
+  unsigned char buf[kInlinePayload + kAlignment - 1];
 };
 
 Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
   numel_ = NumElements(dims_);
   assert(numel_ >= 0 && "negative dimension in Tensor");
-  storage_ = std::make_shared<Storage>();
   if (dtype == DType::kString) {
+    storage_ = std::make_shared<Storage>();
     storage_->strings.resize(numel_);
-  } else {
-    size_t n = nbytes();
-    size_t alloc = (n + 63) / 64 * 64;
-    if (alloc == 0) alloc = 64;
-    storage_->bytes = std::aligned_alloc(64, alloc);
-    if (!storage_->bytes) throw std::bad_alloc();
-    std::memset(storage_->bytes, 0, alloc);
+    return;
   }
+  size_t n = nbytes();
+  size_t alloc = (n + kAlignment - 1) / kAlignment * kAlignment;
+  if (alloc == 0) alloc = kAlignment;
+  if (alloc <= kInlinePayload) {
+    auto s = std::make_shared<InlineStorage>();
+    uintptr_t p = reinterpret_cast<uintptr_t>(s->buf);
+    s->bytes = reinterpret_cast<void*>((p + kAlignment - 1) & ~uintptr_t{kAlignment - 1});
+    storage_ = std::move(s);
+  } else {
+    storage_ = std::make_shared<Storage>();
+    storage_->block = storage_->bytes = std::aligned_alloc(kAlignment, alloc);
+    if (!storage_->bytes) throw std::bad_alloc();
+  }
+  std::memset(storage_->bytes, 0, alloc);
 }
 
 void* Tensor::raw() {

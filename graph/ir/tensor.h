@@ -76,6 +76,7 @@ class Tensor {
 
  private:
   struct Storage;
+  struct InlineStorage;
   DType dtype_ = DType::kUndefined;
   Dims dims_;
   int64_t numel_ = 0;
