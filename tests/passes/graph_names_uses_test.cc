@@ -3,7 +3,8 @@
 // Graph::UniqueName never returns a name held anywhere in the nest (nested
 // and sibling graphs included), and NameInUse sees names of nested graphs;
 // use lists stay exact when uses are added, removed and redirected in any
-// order (removal finds a use through the slot its user records).
+// order (removal finds a use through the slot its user records). A new
+// ScratchMarks starts empty whatever earlier ones marked.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -180,6 +181,32 @@ TEST(GraphUses, StayExactUnderRandomEdits) {
   ExpectUsesExact(g, x);
   ExpectUsesExact(g, y);
   EXPECT_FALSE(last->output(0)->has_uses());
+}
+
+TEST(ScratchMarks, StartEmptyAndHoldWhatWasInserted) {
+  Graph g;
+  Value* x = g.AddInput("x", F32({2}));
+  Node* a = g.AddNode("Neg", {x}, 1);
+  Node* b = g.AddNode("Neg", {a->output(0)}, 1);
+  {
+    ScratchMarks m;
+    EXPECT_FALSE(m.Contains(a));
+    EXPECT_TRUE(m.Insert(a));
+    EXPECT_FALSE(m.Insert(a));
+    EXPECT_TRUE(m.Insert(x));
+    EXPECT_TRUE(m.Contains(a));
+    EXPECT_TRUE(m.Contains(x));
+    EXPECT_FALSE(m.Contains(b));
+    EXPECT_FALSE(m.Contains(b->output(0)));
+  }
+  ScratchMarks fresh;
+  EXPECT_FALSE(fresh.Contains(a));
+  EXPECT_FALSE(fresh.Contains(x));
+  EXPECT_TRUE(fresh.Insert(b));
+  EXPECT_FALSE(fresh.Contains(a));
+  // A clone's objects start unmarked.
+  std::unique_ptr<Graph> c = g.Clone();
+  EXPECT_FALSE(fresh.Contains(c->last_node()));
 }
 
 }  // namespace
