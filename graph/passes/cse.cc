@@ -95,13 +95,13 @@ class CommonSubexpressions {
       auto head = heads_.find(h);
       const Entry* match = nullptr;
       for (int k = head == heads_.end() ? -1 : head->second; k >= 0; k = entries_[k].next)
-        if (Same(*entries_[k].node, entries_[k].ids, *n, ids)) {
+        if (Same(*entries_[k].node, InputIds(*entries_[k].node), *n, ids)) {
           match = &entries_[k];
           break;
         }
       if (!match) {
         int next = head == heads_.end() ? -1 : head->second;
-        entries_.push_back({n, std::move(ids), h, next});
+        entries_.push_back({n, h, next});
         heads_[h] = static_cast<int>(entries_.size() - 1);
         continue;
       }
@@ -141,9 +141,11 @@ class CommonSubexpressions {
   // A node in scope. Entries with the same hash form a chain through `next`
   // (the previous one with that hash, or -1), newest first from heads_; at
   // most one entry of a chain matches a node (a later match was merged).
+  // The input identities of an entry's node are computed again when its hash
+  // matches (they do not change while it is in scope: its users come after
+  // it), which keeps an entry to 24 bytes.
   struct Entry {
     Node* node;
-    Ids ids;  // input identities, sorted for commutative pairs
     uint64_t hash;
     int next;
   };
