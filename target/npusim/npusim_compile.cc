@@ -377,12 +377,8 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     if (engine != "aicpu") {
       GeneratedKernel& k = *kernel;
       artifact::KernelTask* kt = task->mutable_kernel();
-      std::vector<const Value*> args;
-      for (Value* v : n->inputs())
-        if (v) args.push_back(v);
-      const size_t first_output = args.size();
-      for (Value* v : n->outputs()) args.push_back(v);
-      for (const Value* c : k.constant_args) args.push_back(c);
+      size_t first_output = 0;
+      std::vector<const Value*> args = npusim::LaunchValues(*n, k, &first_output);
       for (const npusim::FractalConstant& f : k.fractal_constants) {
         if (f.arg < 0 || f.arg >= static_cast<int>(args.size()) || !args[f.arg]->is_constant())
           return absl::InternalError(absl::StrCat("node '", task->node(), "': a fractal argument is not a constant"));

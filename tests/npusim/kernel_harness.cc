@@ -18,11 +18,15 @@ absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& 
   sim::Device& d = **dev;
   // The arguments in launch order: inputs, outputs, body constants, the
   // workspace; constants the kernel reads as fractals laid out as the driver does.
+  size_t first_output = 0;
+  const std::vector<const Value*> values = target::npusim::LaunchValues(node, kernel, &first_output);
+  auto is_output = [&](size_t i) { return i >= first_output && i < first_output + node.outputs().size(); };
   std::vector<Tensor> data;
-  std::vector<int64_t> bytes;
-  for (Value* v : node.inputs()) {
-    if (!v) continue;
-    if (v->is_constant()) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Value* v = values[i];
+    if (is_output(i)) {
+      data.push_back(Tensor(v->type().dtype(), v->type().shape().StaticDims()));
+    } else if (v->is_constant()) {
       data.push_back(v->constant());
     } else {
       auto it = inputs.find(v);
@@ -30,9 +34,6 @@ absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& 
       data.push_back(it->second);
     }
   }
-  const size_t first_output = data.size();
-  for (Value* v : node.outputs()) data.push_back(Tensor(v->type().dtype(), v->type().shape().StaticDims()));
-  for (const Value* c : kernel.constant_args) data.push_back(c->constant());
   for (const target::npusim::FractalConstant& f : kernel.fractal_constants) {
     if (f.arg < 0 || f.arg >= static_cast<int>(data.size())) return absl::InternalError("bad fractal argument");
     data[f.arg] = target::npusim::FractalImage(data[f.arg], f);
@@ -44,7 +45,7 @@ absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& 
     auto a = d.Malloc(std::max<int64_t>(static_cast<int64_t>(t.nbytes()), 1));
     if (!a.ok()) return a.status();
     args.push_back(*a);
-    if (i >= first_output && i < first_output + node.outputs().size()) {
+    if (is_output(i)) {
       outs.push_back({*a, t});
     } else if (t.nbytes()) {
       if (absl::Status st = d.Write(*a, t.raw(), static_cast<int64_t>(t.nbytes())); !st.ok()) return st;

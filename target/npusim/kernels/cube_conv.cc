@@ -68,8 +68,8 @@ struct ConvPlan {
   // kh*dh*Wp + kw*dw, over R rows of Wp columns (the last Wp - Wo discarded).
   bool padded = false;
   int64_t Wp = 0, rin = 0, plane = 0, zero_row = 0, ch_bytes = 0;
-  // Bytes of W per output channel: K elements, or K1 = ceil(K / K0) times 32
-  // when W is read as fractals (channels start on bands of 16).
+  // Bytes of W per output channel (ARowBytes: channels start on bands of 16
+  // when W is read as fractals).
   int64_t w_channel_bytes = 0;
 };
 
@@ -595,7 +595,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   ConvPlan& p = best.plan;
   GemmSpec& s = best.spec;
   std::vector<FractalConstant> fractals = UseFractalConstants(s, best.tiling);
-  p.w_channel_bytes = s.a_fractal ? CeilDiv(g.K, 32 / g.es) * 32 : g.K * g.es;
+  p.w_channel_bytes = ARowBytes(s);
   const int64_t ws_bytes = best.tiling.blocks * p.slot_bytes;
   s.arg_lines.back() = absl::StrCat(".arg ws s8[", ws_bytes, "]");
   auto geom = std::make_shared<ConvGeom>(g);

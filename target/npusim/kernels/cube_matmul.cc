@@ -316,7 +316,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   }
   // A: + m0 rows (or columns when transposed); B: + n0 columns (or rows).
   // Fractal images: m0 / 16 bands of K1 fractals; n0 / K0 fractals.
-  e.L("mul ", R(kT4), ", ", R(kT2), ", ", s.a_fractal ? k1 * 32 : (s.trans_a ? 1 : s.K) * L.es);
+  e.L("mul ", R(kT4), ", ", R(kT2), ", ", s.trans_a ? L.es : ARowBytes(s));
   e.L("add ", R(kAOff), ", ", R(kAOff), ", ", R(kT4));
   e.L("mul ", R(kT4), ", ", R(kT0), ", ", s.b_fractal ? 512 / L.k0 : (s.trans_b ? s.K : 1) * L.es);
   e.L("add ", R(kBOff), ", ", R(kBOff), ", ", R(kT4));
@@ -592,6 +592,11 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
 }  // namespace kiln::target::npusim
 
 namespace kiln::target::npusim {
+
+int64_t ARowBytes(const GemmSpec& s) {
+  const int64_t es = sim::DTypeSize(s.dtype);
+  return s.a_fractal ? CeilDiv(s.K, 32 / es) * 32 : s.K * es;
+}
 
 std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& t) {
   std::vector<FractalConstant> out;

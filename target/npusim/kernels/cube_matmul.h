@@ -93,6 +93,11 @@ CubeProblem ProblemOf(const GemmSpec& s);
 // them for GeneratedKernel::fractal_constants.
 std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& t);
 
+// Bytes from one row of A (not transposed) to the next in its argument: K
+// elements, or, read as fractals, a 16-row band's ceil(K / K0) fractals per
+// 16 rows (for rows that start a band).
+int64_t ARowBytes(const GemmSpec& s);
+
 // The program for `s` with tiling `t` (from ChooseCubeTiling), as .kasm text.
 absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& t, const sim::Machine& m);
 

@@ -40,6 +40,16 @@ std::string KasmByteArgLine(absl::string_view name, const Value& v) {
   return absl::StrCat(".arg ", name, " s8[", std::max<int64_t>(StaticBytes(v.type()), 1), "]");
 }
 
+std::vector<const Value*> LaunchValues(const Node& node, const GeneratedKernel& k, size_t* first_output) {
+  std::vector<const Value*> values;
+  for (const Value* v : node.inputs())
+    if (v) values.push_back(v);
+  *first_output = values.size();
+  for (const Value* v : node.outputs()) values.push_back(v);
+  values.insert(values.end(), k.constant_args.begin(), k.constant_args.end());
+  return values;
+}
+
 std::vector<int64_t> FractalDims(int64_t rows, int64_t cols, int element_bytes) {
   const int64_t k0 = 32 / element_bytes;
   return {(rows + 15) / 16, (cols + k0 - 1) / k0, 16, k0};
@@ -49,8 +59,7 @@ Tensor FractalImage(const Tensor& t, const FractalConstant& f) {
   const int es = static_cast<int>(DTypeSize(t.dtype()));
   const std::vector<int64_t> d = FractalDims(f.rows, f.cols, es);
   const int64_t c1n = d[1], k0 = d[3];
-  Tensor out(t.dtype(), d);  // zero-filled: the padding
-  std::memset(out.raw(), 0, out.nbytes());
+  Tensor out(t.dtype(), d);  // zero-initialized: the padding
   const auto* src = static_cast<const uint8_t*>(t.raw());
   auto* dst = static_cast<uint8_t*>(out.raw());
   for (int64_t i = 0; i < f.rows; ++i)

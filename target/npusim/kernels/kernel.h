@@ -89,6 +89,11 @@ struct GeneratedKernel {
   std::string tile_ir;
 };
 
+// The values a launch of `k` (generated for `node`) binds, in argument order:
+// the node's present inputs, its outputs (from index *first_output), then
+// k.constant_args; the workspace argument, if any, follows them.
+std::vector<const Value*> LaunchValues(const Node& node, const GeneratedKernel& k, size_t* first_output);
+
 // The ISA dtype that holds a tensor of `t` in global memory; kNone for
 // dtypes the AI cores do not handle (i64, bool, f64, ...).
 sim::DType IsaDTypeOf(DType t);
