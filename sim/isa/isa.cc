@@ -143,6 +143,7 @@ std::vector<OpInfo> BuildTable() {
   add(Op::kVcmax, "vcmax", Pipe::kVector, 1, {S::kAddr, S::kAddr}, VecAttrs());
   add(Op::kVcmin, "vcmin", Pipe::kVector, 1, {S::kAddr, S::kAddr}, VecAttrs());
   add(Op::kVbrcb, "vbrcb", Pipe::kVector, 1, {S::kAddr, S::kAddr}, VecAttrs());
+  add(Op::kVtranspose, "vtranspose", Pipe::kVector, 1, {S::kAddr, S::kAddr}, VecAttrs());
 
   add(Op::kCopyUbGm, "copy_ub_gm", Pipe::kMte3, 0, {S::kAddr, S::kAddr}, CopyAttrs());
 
@@ -187,6 +188,7 @@ Pipe ExecPipe(const Inst& in) {
 }
 
 int ElementsPerRepeat(const Inst& in) {
+  if (in.op == Op::kVtranspose) return kTransposeElements;
   int size = std::max(DTypeSize(in.dtype), DTypeSize(in.dtype2));
   return size ? kRepeatBytes / size : 0;
 }
@@ -210,6 +212,7 @@ void FillAutoAttrs(Inst& in) {
         int epr = ElementsPerRepeat(in);
         int dst_blocks = epr * DTypeSize(in.dtype) / kBlockBytes;
         int src_blocks = epr * DTypeSize(in.dtype2 == DType::kNone ? in.dtype : in.dtype2) / kBlockBytes;
+        if (in.op == Op::kVtranspose) dst_blocks = src_blocks = 16;  // one 16x16 matrix of 2-byte elements
         set(attr::kMask, epr);
         set(attr::kDstRep, dst_blocks);
         set(attr::kSrc0Rep, src_blocks);

@@ -47,6 +47,7 @@ bool ParsePipe(const std::string& s, Pipe* p);
 constexpr int kFractalBytes = 512;   // one L0A/L0B fractal: 16 rows of 32 bytes
 constexpr int kBlockBytes = 32;      // the vector unit's block and the UB/L1 alignment
 constexpr int kRepeatBytes = 256;    // one vector repeat: 8 blocks (the machine sets its cycles)
+constexpr int kTransposeElements = 256;  // one vtranspose repeat: a 16x16 matrix of 2-byte elements
 constexpr int kNumEvents = 16;       // event ids of set_flag / wait_flag per pipe pair
 constexpr int kMaxAttrs = 18;
 
@@ -93,6 +94,8 @@ enum class Op : uint16_t {
   kCopyUbGm,
   // Synchronization
   kSetFlag, kWaitFlag, kPipeBarrier,
+  // VECTOR, added after the first encoding (opcodes keep their numbers)
+  kVtranspose,
   kNumOps
 };
 
@@ -172,7 +175,7 @@ struct Inst {
 Pipe ExecPipe(const Inst& in);
 
 // Vector elements per repeat (256 bytes / element size; for vconv the count
-// set by the wider of its two dtypes).
+// set by the wider of its two dtypes; for vtranspose 256, a 16x16 matrix).
 int ElementsPerRepeat(const Inst& in);
 
 // Fills attributes left at their "auto" default from the others (burst

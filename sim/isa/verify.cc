@@ -104,6 +104,10 @@ int Accesses(const Inst& in, const std::array<int64_t, 4>& addr, std::array<Acce
             add(0, repeat * es, true);
             add(1, VecSpan(in, es, a[attr::kSrc0Blk], a[attr::kSrc0Rep]), false);
             break;
+          case Op::kVtranspose:
+            add(0, ((repeat - 1) * a[attr::kDstRep] + 15 * a[attr::kDstBlk] + 1) * kBlockBytes, true);
+            add(1, ((repeat - 1) * a[attr::kSrc0Rep] + 15 * a[attr::kSrc0Blk] + 1) * kBlockBytes, false);
+            break;
           case Op::kVbrcb:
             add(0, (repeat - 1) * a[attr::kDstRep] * kBlockBytes + 7 * a[attr::kDstBlk] * kBlockBytes + kBlockBytes,
                 true);
@@ -287,6 +291,11 @@ absl::Status CheckOp(const Program& p, size_t i) {
         KILN_RETURN_IF_ERROR(at_most(attr::kVecExtra, 3));
         break;
       }
+      case Op::kVtranspose:
+        KILN_RETURN_IF_ERROR(CheckDType(p, i, {D::kF16, D::kBF16}));
+        if (a[attr::kMask] != kTransposeElements)
+          return Rule(p, i, "vtranspose moves whole 16x16 matrices: mask must be ", kTransposeElements);
+        break;
       case Op::kVcmp:
         KILN_RETURN_IF_ERROR(at_most(attr::kVecExtra, 5));
         [[fallthrough]];

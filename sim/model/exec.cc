@@ -413,6 +413,22 @@ void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContex
         }
       return;
     }
+    case Op::kVtranspose: {
+      // Source row i is one block at (r*src0_rep + i*src0_blk) blocks; it
+      // becomes column i of the destination, whose row j is at
+      // (r*dst_rep + j*dst_blk) blocks. Each matrix is read whole first.
+      for (int64_t r = 0; r < a[attr::kRepeat]; ++r) {
+        uint16_t m[16][16];
+        for (int i = 0; i < 16; ++i)
+          std::memcpy(m[i], s0 + (r * a[attr::kSrc0Rep] + i * a[attr::kSrc0Blk]) * kBlockBytes, kBlockBytes);
+        for (int j = 0; j < 16; ++j) {
+          uint16_t row[16];
+          for (int i = 0; i < 16; ++i) row[i] = m[i][j];
+          std::memcpy(d + (r * a[attr::kDstRep] + j * a[attr::kDstBlk]) * kBlockBytes, row, kBlockBytes);
+        }
+      }
+      return;
+    }
     default:
       return;
   }
@@ -532,6 +548,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
       if (Info(in.op).pipe == Pipe::kVector) {
         double per_repeat = std::ceil(static_cast<double>(kRepeatBytes) / k.vector_bytes_per_cycle());
         if (IsSpecial(in.op)) per_repeat *= k.vector_special_cycles_per_repeat();
+        if (in.op == Op::kVtranspose) per_repeat *= 2;  // 512 bytes a repeat
         c.busy = a[attr::kRepeat] * per_repeat;
         c.latency = k.vector_latency_cycles();
       }

@@ -198,5 +198,36 @@ TEST(FunctionalTest, Img2ColConvolutionMatchesDirectConvolution) {
     }
 }
 
+// vtranspose turns 16 channel rows of 48 pixels (NCHW, one c1 group) into
+// the [pixel][channel] blocks of C1HWC0 and back: three 16x16 matrices,
+// source rows 3 blocks apart.
+TEST(FunctionalTest, VtransposeConvertsChannelRowsToPixelBlocksAndBack) {
+  auto l = Load(R"(.program t
+.arg x f16[16,48] init=random(5)
+.arg y f16[48,16]
+.arg z bf16[16,48]
+  copy_gm_ub UB[0], x[0], len=1536
+  set_flag MTE2, VECTOR, 0
+  wait_flag MTE2, VECTOR, 0
+  vtranspose.f16 UB[2048], UB[0], repeat=3, src0_blk_stride=3, src0_rep_stride=1
+  vtranspose.bf16 UB[4096], UB[2048], repeat=3, dst_blk_stride=3, dst_rep_stride=1
+  set_flag VECTOR, MTE3, 0
+  wait_flag VECTOR, MTE3, 0
+  copy_ub_gm y[0], UB[2048], len=1536
+  copy_ub_gm z[0], UB[4096], len=1536
+)");
+  ASSERT_TRUE(l);
+  auto r = l->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto x = l->Values<uint16_t>("x");
+  auto y = l->Values<uint16_t>("y");
+  auto z = l->Values<uint16_t>("z");
+  for (int c = 0; c < 16; ++c)
+    for (int p = 0; p < 48; ++p) {
+      ASSERT_EQ(y[p * 16 + c], x[c * 48 + p]) << "pixel " << p << " channel " << c;
+      ASSERT_EQ(z[c * 48 + p], x[c * 48 + p]) << "pixel " << p << " channel " << c;
+    }
+}
+
 }  // namespace
 }  // namespace kiln::sim

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <cmath>
 
 #include "gtest/gtest.h"
 #include "sim/machine/machine.h"
@@ -48,6 +49,19 @@ TEST(TimingTest, MmadTakesItsFractalStepsAtTheCubeRate) {
     EXPECT_DOUBLE_EQ(r->total_cycles, lat + 2 * 3 * 4 * c.cycles_per_step);
     EXPECT_EQ(r->kernels[0].cube_macs, 2 * 3 * 4 * 16 * 16 * (c.dt == std::string("s8") ? 32 : c.dt == std::string("f32") ? 8 : 16));
   }
+}
+
+// A vtranspose repeat moves a 512-byte matrix: two 256-byte repeats' time.
+TEST(TimingTest, VtransposeTakesTwoRepeatsPerMatrix) {
+  Machine m = DefaultMachine();
+  const double per_repeat = std::ceil(256.0 / m.core().vector_bytes_per_cycle());
+  auto l = Load(".program t\n  vtranspose.f16 UB[0], UB[8192], repeat=5\n", m);
+  ASSERT_TRUE(l);
+  auto r = l->Run(Traced());
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto vec = PipeSlices(*l->dev, Pipe::kVector);
+  ASSERT_EQ(vec.size(), 1u);
+  EXPECT_DOUBLE_EQ(vec[0].end - vec[0].start, m.core().vector_latency_cycles() + 5 * 2 * per_repeat);
 }
 
 TEST(TimingTest, DmaTakesLatencyPlusBytesOverBandwidth) {
