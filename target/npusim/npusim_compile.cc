@@ -128,7 +128,7 @@ absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& 
 class FractalConstants {
  public:
   const Value* Get(Graph& g, const Value& v, const npusim::FractalConstant& f) {
-    auto key = std::make_tuple(&v, f.rows, f.cols, f.transpose);
+    auto key = std::make_tuple(&v, f.rows, f.cols, f.transpose, f.conv_weight);
     auto it = made_.find(key);
     if (it != made_.end()) return it->second;
     const Value* laid = g.AddConstant(g.UniqueName(absl::StrCat(v.name(), ".nz")), npusim::FractalImage(v.constant(), f));
@@ -137,7 +137,7 @@ class FractalConstants {
   }
 
  private:
-  absl::flat_hash_map<std::tuple<const Value*, int64_t, int64_t, bool>, const Value*> made_;
+  absl::flat_hash_map<std::tuple<const Value*, int64_t, int64_t, bool, bool>, const Value*> made_;
 };
 
 // The buffers of a compilation, one per graph value that has storage.

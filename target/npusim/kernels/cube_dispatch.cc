@@ -3,6 +3,7 @@
 #include "graph/support/status.h"
 #include "target/npusim/kernels/cube.h"
 #include "target/npusim/kernels/cube_conv.h"
+#include "target/npusim/kernels/cube_img2col.h"
 #include "target/npusim/kernels/cube_matmul.h"
 
 namespace kiln::target::npusim {
@@ -46,10 +47,14 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     return k;
   }
   if (node.domain().empty() && node.op() == "Conv") {
-    // Pointwise convolutions are a batched GEMM; the rest go through im2col.
+    // Pointwise convolutions are a batched GEMM; f16/bf16 ones of one group
+    // build their im2col rows in L0A from the image in L1 (img2col); the
+    // rest go through an im2col matrix in global memory.
     absl::StatusOr<GemmSpec> spec = GemmSpecOfPointwiseConv(node, req.max_blocks);
     if (spec.ok()) return GenerateGemm(*spec, *req.machine);
     if (!absl::IsUnimplemented(spec.status())) return spec.status();
+    absl::StatusOr<GeneratedKernel> k = GenerateImg2ColConv(node, *req.machine, req.max_blocks);
+    if (k.ok() || !absl::IsUnimplemented(k.status())) return k;
     return GenerateCubeConv(node, *req.machine, req.max_blocks);
   }
   return absl::UnimplementedError(absl::StrCat("no cube kernel for ", node.QualifiedOp(), " yet"));

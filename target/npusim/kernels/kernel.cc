@@ -62,9 +62,17 @@ Tensor FractalImage(const Tensor& t, const FractalConstant& f) {
   Tensor out(t.dtype(), d);  // zero-initialized: the padding
   const auto* src = static_cast<const uint8_t*>(t.raw());
   auto* dst = static_cast<uint8_t*>(out.raw());
+  // A Conv weight [Cout, Cin, KH, KW]: the element of B row i, column j.
+  const std::vector<int64_t>& wd = t.dims();
+  const int64_t cin = f.conv_weight ? wd[1] : 0, taps = f.conv_weight ? wd[2] * wd[3] : 0;
   for (int64_t i = 0; i < f.rows; ++i)
     for (int64_t j = 0; j < f.cols; ++j) {
-      const int64_t from = f.transpose ? j * f.rows + i : i * f.cols + j;
+      int64_t from = f.transpose ? j * f.rows + i : i * f.cols + j;
+      if (f.conv_weight) {
+        const int64_t c = i / 16 / taps * 16 + i % 16, tap = i / 16 % taps;
+        if (c >= cin) continue;
+        from = (j * cin + c) * taps + tap;
+      }
       const int64_t to = (((i / 16) * c1n + j / k0) * 16 + i % 16) * k0 + j % k0;
       std::memcpy(dst + to * es, src + from * es, es);
     }

@@ -63,10 +63,15 @@ struct KernelRequest {
 // [ceil(rows/16), ceil(cols/k0), 16, k0] of row-major fractals: what `nd2nz`
 // would make of the whole matrix in L1, so any band of 16 rows of a tile is
 // one contiguous run of GM (docs/npusim-kernels.md, "Fractal constants").
+// With `conv_weight` the constant is a Conv weight [Cout, Cin, KH, KW] and
+// the matrix is img2col's B [ceil(Cin/16)*KH*KW*16, Cout]: row
+// ((c1*KH + kh)*KW + kw)*16 + c0 holds input channel c1*16 + c0 at tap
+// (kh, kw) (zero past Cin), column co output channel co.
 struct FractalConstant {
   int arg = 0;
   int64_t rows = 0, cols = 0;
   bool transpose = false;
+  bool conv_weight = false;
 };
 
 // The fractal image of `t` (f32, f16 or bf16 holding rows*cols elements).

@@ -1,0 +1,505 @@
+//===- cube_img2col.cc - Convolutions through img2col from L1 ------------===//
+//
+// See cube_img2col.h for the program's shape. Every unit of a block runs the
+// same code for its "run" (a stretch of bands whose input rows are clipped
+// by the padding the same way, so the img2col attributes are immediates)
+// and its output-channel group; registers carry the image and band.
+//
+// Flags (producer -> consumer, event): each pair is a counting hand-off;
+// the "free" directions are set ahead at the start and taken back at the end.
+//   MTE2 -> VECTOR 0 / VECTOR -> MTE2 0   NCHW rows in UB / the rows' slot free
+//   VECTOR -> MTE3 1 / MTE3 -> VECTOR 1   C1HWC0 rows in UB / their slot free
+//   MTE3 -> MTE2 0 / MTE2 -> MTE3 0       the band is in the workspace / its slot free
+//   MTE2 -> MTE1 1 / MTE1 -> MTE2 1       the band is in L1 / L1's band free
+//   MTE2 -> MTE1 0 / MTE1 -> MTE2 0       a weight step in L1 / its slot free
+//   MTE1 -> CUBE 0 / CUBE -> MTE1 0       an L0A/L0B step / its slots free
+//   CUBE -> FIXP 0 / FIXP -> CUBE 0       a tile in L0C / the L0C buffer free
+//   FIXP -> VECTOR 0 / VECTOR -> FIXP 0   a tile in UB / its UB slot free
+//   VECTOR -> MTE3 0 / MTE3 -> VECTOR 0   a tile's channel rows / their slot free
+//
+//===----------------------------------------------------------------------===//
+#include "target/npusim/kernels/cube_img2col.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "graph/support/status.h"
+#include "sim/isa/asm.h"
+#include "target/backend/window.h"
+#include "target/npusim/kernels/cube_kasm.h"
+#include "target/npusim/kernels/cube_tiling.h"
+
+namespace kiln::target::npusim {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+
+// Registers of the program.
+enum Reg {
+  rTmp = 0,
+  rJ = 1,        // the unit within its section
+  rBlockDim = 2,
+  rBlock = 3,
+  rN = 4,        // image
+  rBand = 5,     // band index
+  rX = 6,        // byte offset of the band's first input row in X
+  rY = 7,        // byte offset of the band's first output row in Y
+  rWs = 8,       // the block's workspace slot
+  rL1B = 9,      // L1 weight slot toggle
+  rL0A = 10,     // L0A slot toggle
+  rL0B = 11,     // L0B slot toggle
+  rL0C = 12,     // L0C buffer toggle
+  rOut = 13,     // UB tile slot toggle
+  rT = 14,
+  kNumRegs = 15,
+};
+
+struct Geom {
+  int64_t N, C, H, W, Co, KH, KW, Ho, Wo, sh, sw, dh, dw, pt, pl, pb, pr;
+  int64_t C1, K1, N1;  // input channel fractals, k-fractals, output channel fractals
+  bool bias = false;
+  std::string dt;
+};
+
+// Bands of output rows whose input rows the padding clips the same way.
+struct Run {
+  int64_t first = 0, count = 0;  // bands
+  int64_t rows = 0;              // output rows of each band
+  int64_t pad_top = 0, pad_bottom = 0, in_rows = 0;  // the band's window in X
+};
+
+struct Plan {
+  int64_t R = 1, Mt = 1, Nt = 1, Kt = 1, G = 1;  // band rows, fractals of a tile and step, channel groups
+  int64_t bands = 1, tiles = 1, tiles_per_group = 1;
+  int64_t rb_max = 0, pin = 0, batch = 1;  // input rows, UB row pitch (pixels), c1s per conversion
+  std::vector<Run> runs;
+  // UB layout.
+  int64_t ub_in = 0, ub_t = 0, ub_bias16 = 0, ub_bias = 0, ub_out = 0, ub_outT = 0, ub_tile = 0;
+  int64_t ub_end = 0;
+  // L1 layout.
+  int64_t l1_b = 0, l1_bstage = 0;
+  int64_t slot_bytes = 0;  // workspace per block
+  int64_t blocks = 1;
+  double cycles = 0;
+};
+
+std::vector<Run> RunsOf(const Geom& g, int64_t R) {
+  std::vector<Run> runs;
+  const int64_t bands = CeilDiv(g.Ho, R);
+  for (int64_t b = 0; b < bands; ++b) {
+    Run r;
+    r.first = b;
+    r.count = 1;
+    r.rows = std::min(R, g.Ho - b * R);
+    const int64_t ih0 = b * R * g.sh - g.pt;
+    const int64_t ih1 = (b * R + r.rows - 1) * g.sh - g.pt + (g.KH - 1) * g.dh + 1;
+    r.pad_top = std::max<int64_t>(0, -ih0);
+    r.pad_bottom = std::max<int64_t>(0, ih1 - g.H);
+    r.in_rows = std::min(ih1, g.H) - std::max<int64_t>(ih0, 0);
+    if (!runs.empty()) {
+      Run& p = runs.back();
+      if (p.rows == r.rows && p.pad_top == r.pad_top && p.pad_bottom == r.pad_bottom && p.in_rows == r.in_rows &&
+          p.first + p.count == b) {
+        ++p.count;
+        continue;
+      }
+    }
+    runs.push_back(r);
+  }
+  return runs;
+}
+
+// Lays out the buffers and estimates the launch; false when it does not fit.
+bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cycle, int max_blocks, Plan& p) {
+  p.runs = RunsOf(g, p.R);
+  p.bands = CeilDiv(g.Ho, p.R);
+  p.rb_max = 0;
+  for (const Run& r : p.runs) {
+    if (r.in_rows <= 0) return false;
+    p.rb_max = std::max(p.rb_max, r.in_rows);
+  }
+  p.pin = RoundUp(p.rb_max * g.W, 16);
+  if (p.pin / 16 > 255) return false;  // one vtranspose per c1
+  p.tiles = CeilDiv(g.N1, p.Nt);
+  p.tiles_per_group = CeilDiv(p.tiles, p.G);
+  if ((p.G - 1) * p.tiles_per_group >= p.tiles) return false;  // an empty group
+  const int64_t tile_px = p.Mt * 16, tile_ch = p.Nt * 16;
+  if (tile_px < p.R * g.Wo || p.Mt > 255) return false;
+  // L0: two slots each; L0C: two tile buffers.
+  if (2 * p.Mt * p.Kt * 512 > f.l0a_bytes || 2 * p.Kt * p.Nt * 512 > f.l0b_bytes ||
+      2 * p.Mt * p.Nt * 1024 > f.l0c_bytes)
+    return false;
+  // L1: the band, then two weight steps.
+  p.l1_b = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
+  p.l1_bstage = p.Kt * p.Nt * 512;
+  if (p.l1_b + 2 * p.l1_bstage > f.l1_bytes) return false;
+  // UB: NCHW rows and their C1HWC0 form for `batch` c1s, the bias (f16 as
+  // loaded, f32 for FIXP), two tiles as FIXP writes them and two transposed.
+  p.ub_tile = tile_px * tile_ch * 2;
+  p.ub_bias16 = 0;
+  p.ub_bias = RoundUp(g.Co * 2, 32);
+  p.ub_out = p.ub_bias + g.N1 * 16 * 4;
+  p.ub_outT = p.ub_out + 2 * p.ub_tile;
+  p.ub_in = p.ub_outT + 2 * p.ub_tile;
+  const int64_t per_c1 = 16 * p.pin * 2;  // NCHW rows of one c1, and the same again transposed
+  p.batch = std::min<int64_t>(g.C1, (f.ub_bytes - p.ub_in) / (2 * per_c1));
+  if (p.batch <= 0) return false;
+  p.batch = CeilDiv(g.C1, CeilDiv(g.C1, p.batch));  // even batches
+  p.ub_t = p.ub_in + p.batch * per_c1;
+  p.ub_end = p.ub_t + p.batch * per_c1;
+  if (p.ub_end > f.ub_bytes) return false;
+  p.slot_bytes = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
+
+  // Estimate: each block's units run back to back; a unit's pipes overlap.
+  const int64_t units = g.N * p.bands * p.G;
+  int64_t cores = f.cores;
+  if (max_blocks > 0) cores = std::min<int64_t>(cores, max_blocks);
+  p.blocks = std::min(units, cores);
+  const double band_bytes = static_cast<double>(g.C1 * p.rb_max * g.W * 32);
+  const double steps = static_cast<double>(p.tiles_per_group * CeilDiv(g.K1, p.Kt));
+  const double mte2 = band_bytes * 2 + static_cast<double>(g.K1 * p.tiles_per_group * p.Nt * 512);
+  const double mte3 = band_bytes + static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
+  const double cube = steps * static_cast<double>(p.Mt * p.Kt * p.Nt) * 4096.0 / f.fp16_macs_per_cycle +
+                      steps * f.cube_latency;
+  const double mte1 = steps * (static_cast<double>((p.Mt + p.Nt) * p.Kt * 512) / f.mte1_bytes_per_cycle +
+                               f.mte1_latency);
+  const double vec = static_cast<double>(g.C1 * p.pin / 16 + p.tiles_per_group * p.Nt * p.Mt) * 2.0 *
+                     std::ceil(256.0 / static_cast<double>(vec_bytes_per_cycle));
+  const double dma_lat = f.hbm_latency + f.mte2_latency;
+  const double unit = std::max({mte2 / f.mte2_bytes_per_cycle, mte3 / f.mte3_bytes_per_cycle, cube, mte1, vec}) +
+                      static_cast<double>(CeilDiv(g.C1, p.batch)) * 100.0;
+  const double per_block_units = static_cast<double>(CeilDiv(units, p.blocks));
+  const double hbm = static_cast<double>(units) * (mte2 + mte3) / f.hbm_bytes_per_cycle;
+  p.cycles = std::max(per_block_units * unit, hbm) + 3 * dma_lat + 2 * f.hbm_latency;
+  return true;
+}
+
+std::string Flag(absl::string_view op, absl::string_view from, absl::string_view to, int ev) {
+  return absl::StrCat(op, " ", from, ", ", to, ", ", ev);
+}
+
+class Program {
+ public:
+  Program(const Geom& g, const Plan& p) : g_(g), p_(p) {}
+
+  std::string Emit(const std::vector<std::string>& arg_lines) {
+    e_.text() = absl::StrCat(".program conv_img2col\n.regs ", static_cast<int>(kNumRegs), "\n");
+    for (const std::string& l : arg_lines) absl::StrAppend(&e_.text(), l, "\n");
+    Init();
+    int64_t base = 0;
+    const int64_t per_group = g_.N;
+    for (const Run& run : p_.runs)
+      for (int64_t cg = 0; cg < p_.G; ++cg) {
+        Section(run, cg, base);
+        base += per_group * run.count;
+      }
+    Fini();
+    return e_.text();
+  }
+
+ private:
+  void Init() {
+    e_.L("block_idx ", R(rBlock));
+    e_.L("block_dim ", R(rBlockDim));
+    e_.L("mul ", R(rWs), ", ", R(rBlock), ", ", p_.slot_bytes);
+    for (int r : {rL1B, rL0A, rL0B, rL0C, rOut}) e_.L("mov ", R(r), ", 0");
+    // The bias as f32 (zero past Cout), for FIXP.
+    Dup("f32", p_.ub_bias, g_.N1 * 16);
+    if (g_.bias) {
+      e_.L("copy_gm_ub UB[", p_.ub_bias16, "], bias[0], len=", g_.Co * 2);
+      e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
+      e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 0));
+      for (int64_t done = 0; done < g_.Co; done += 64 * 255) {
+        const int64_t n = std::min<int64_t>(g_.Co - done, 64 * 255);
+        const int64_t full = n / 64, rest = n % 64;
+        if (full)
+          e_.L("vconv.f32.", g_.dt, " UB[", p_.ub_bias + done * 4, "], UB[", p_.ub_bias16 + done * 2,
+               "], repeat=", full);
+        if (rest)
+          e_.L("vconv.f32.", g_.dt, " UB[", p_.ub_bias + (done + full * 64) * 4, "], UB[",
+               p_.ub_bias16 + (done + full * 64) * 2, "], mask=", rest);
+      }
+    }
+    e_.L("pipe_barrier ALL");
+    // Free slots, set ahead.
+    e_.Line(Flag("set_flag", "VECTOR", "MTE2", 0));
+    e_.Line(Flag("set_flag", "MTE3", "VECTOR", 1));
+    e_.Line(Flag("set_flag", "MTE2", "MTE3", 0));
+    e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
+    for (int i = 0; i < 2; ++i) {
+      e_.Line(Flag("set_flag", "MTE1", "MTE2", 0));
+      e_.Line(Flag("set_flag", "CUBE", "MTE1", 0));
+      e_.Line(Flag("set_flag", "FIXP", "CUBE", 0));
+      e_.Line(Flag("set_flag", "VECTOR", "FIXP", 0));
+      e_.Line(Flag("set_flag", "MTE3", "VECTOR", 0));
+    }
+  }
+
+  // Zeros `n` elements of `dt` at UB[at].
+  void Dup(absl::string_view dt, int64_t at, int64_t n) {
+    const int64_t epr = dt == "f32" ? 64 : 128, es = 256 / epr;
+    for (int64_t done = 0; done < n;) {
+      const int64_t full = std::min<int64_t>((n - done) / epr, 255);
+      if (full) {
+        e_.L("vdup.", dt, " UB[", at + done * es, "], 0.0, repeat=", full);
+        done += full * epr;
+      } else {
+        e_.L("vdup.", dt, " UB[", at + done * es, "], 0.0, mask=", n - done);
+        done = n;
+      }
+    }
+  }
+
+  void Fini() {
+    e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 0));
+    e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 1));
+    e_.Line(Flag("wait_flag", "MTE2", "MTE3", 0));
+    e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
+    for (int i = 0; i < 2; ++i) {
+      e_.Line(Flag("wait_flag", "MTE1", "MTE2", 0));
+      e_.Line(Flag("wait_flag", "CUBE", "MTE1", 0));
+      e_.Line(Flag("wait_flag", "FIXP", "CUBE", 0));
+      e_.Line(Flag("wait_flag", "VECTOR", "FIXP", 0));
+      e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 0));
+    }
+  }
+
+  // The units of one run and channel group: unit j (image j / count, band
+  // first + j % count) is global unit base + j; a block takes every
+  // block_dim-th global unit.
+  void Section(const Run& run, int64_t cg, int64_t base) {
+    const int64_t units = g_.N * run.count;
+    const std::string loop = e_.NewLabel("unit"), done = e_.NewLabel("done");
+    // j = (block - base) mod block_dim, in [0, block_dim).
+    e_.L("sub ", R(rJ), ", ", R(rBlock), ", ", base);
+    e_.L("rem ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
+    e_.L("add ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
+    e_.L("rem ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
+    e_.Label(loop);
+    e_.L("bge ", R(rJ), ", ", units, ", ", done);
+    e_.L("div ", R(rN), ", ", R(rJ), ", ", run.count);
+    e_.L("rem ", R(rBand), ", ", R(rJ), ", ", run.count);
+    e_.L("add ", R(rBand), ", ", R(rBand), ", ", run.first);
+    // rX: (n*C*H + band*R*sh - pt + pad_top) * W * 2.
+    e_.L("mul ", R(rX), ", ", R(rN), ", ", g_.C * g_.H);
+    e_.L("mul ", R(rT), ", ", R(rBand), ", ", p_.R * g_.sh);
+    e_.L("add ", R(rX), ", ", R(rX), ", ", R(rT));
+    e_.L("add ", R(rX), ", ", R(rX), ", ", run.pad_top - g_.pt);
+    e_.L("mul ", R(rX), ", ", R(rX), ", ", g_.W * 2);
+    // rY: (n*Co*Ho + band*R) * Wo * 2.
+    e_.L("mul ", R(rY), ", ", R(rN), ", ", g_.Co * g_.Ho);
+    e_.L("mul ", R(rT), ", ", R(rBand), ", ", p_.R);
+    e_.L("add ", R(rY), ", ", R(rY), ", ", R(rT));
+    e_.L("mul ", R(rY), ", ", R(rY), ", ", g_.Wo * 2);
+    Convert(run);
+    const int64_t t0 = cg * p_.tiles_per_group, t1 = std::min(p_.tiles, t0 + p_.tiles_per_group);
+    for (int64_t t = t0; t < t1; ++t) Tile(run, t, t == t0, t == t1 - 1);
+    e_.L("add ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
+    e_.L("jmp ", loop);
+    e_.Label(done);
+  }
+
+  // The band's input rows, NCHW -> C1HWC0 through UB into the workspace
+  // slot, then into L1.
+  void Convert(const Run& run) {
+    const int64_t px = run.in_rows * g_.W, hw2 = g_.H * g_.W * 2;
+    for (int64_t c1 = 0; c1 < g_.C1; c1 += p_.batch) {
+      const int64_t nc1 = std::min(p_.batch, g_.C1 - c1);
+      const int64_t rows = std::min(nc1 * 16, g_.C - c1 * 16);
+      e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 0));
+      e_.L("copy_gm_ub UB[", p_.ub_in, "], ", Addr("x", rX, c1 * 16 * hw2), ", nburst=", rows, ", len=", px * 2,
+           ", src_stride=", hw2, ", dst_stride=", p_.pin * 2);
+      e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
+      e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 0));
+      if (rows < nc1 * 16) {
+        // Channels past C read as zeros.
+        Dup("f16", p_.ub_in + rows * p_.pin * 2, (nc1 * 16 - rows) * p_.pin);
+      }
+      e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 1));
+      for (int64_t i = 0; i < nc1; ++i)
+        e_.L("vtranspose.", g_.dt, " UB[", p_.ub_t + i * p_.pin * 32, "], UB[", p_.ub_in + i * 16 * p_.pin * 2,
+             "], repeat=", p_.pin / 16, ", src0_blk_stride=", p_.pin / 16, ", src0_rep_stride=1");
+      e_.Line(Flag("set_flag", "VECTOR", "MTE2", 0));
+      e_.Line(Flag("set_flag", "VECTOR", "MTE3", 1));
+      if (c1 == 0) e_.Line(Flag("wait_flag", "MTE2", "MTE3", 0));
+      e_.Line(Flag("wait_flag", "VECTOR", "MTE3", 1));
+      e_.L("copy_ub_gm ", Addr("ws", rWs, c1 * px * 32), ", UB[", p_.ub_t, "], nburst=", nc1, ", len=", px * 32,
+           ", src_stride=", p_.pin * 32, ", dst_stride=", px * 32);
+      e_.Line(Flag("set_flag", "MTE3", "VECTOR", 1));
+    }
+    e_.Line(Flag("set_flag", "MTE3", "MTE2", 0));
+    e_.Line(Flag("wait_flag", "MTE3", "MTE2", 0));
+    e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
+    e_.L("copy_gm_l1 L1[0], ", Addr("ws", rWs, 0), ", len=", g_.C1 * px * 32);
+    e_.Line(Flag("set_flag", "MTE2", "MTE1", 1));
+    e_.Line(Flag("set_flag", "MTE2", "MTE3", 0));
+  }
+
+  // Output channels [t*Nt*16, ...) of the unit: the K steps, then the tile out.
+  void Tile(const Run& run, int64_t t, bool first_tile, bool last_tile) {
+    const int64_t n1 = t * p_.Nt, nt = std::min(p_.Nt, g_.N1 - n1);
+    const int64_t steps = CeilDiv(g_.K1, p_.Kt);
+    const int64_t l0a_half = p_.Mt * p_.Kt * 512, l0b_half = p_.Kt * p_.Nt * 512, l0c_half = p_.Mt * p_.Nt * 1024;
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t k0 = s * p_.Kt, kt = std::min(p_.Kt, g_.K1 - k0);
+      // MTE2: the weights of the step, rows k0.. of the fractal grid [K1, N1].
+      e_.Line(Flag("wait_flag", "MTE1", "MTE2", 0));
+      e_.L("copy_gm_l1 ", Addr("L1", rL1B, p_.l1_b), ", w[", (k0 * g_.N1 + n1) * 512, "], nburst=", kt,
+           ", len=", nt * 512, ", src_stride=", g_.N1 * 512, ", dst_stride=", nt * 512);
+      e_.Line(Flag("set_flag", "MTE2", "MTE1", 0));
+      // MTE1: the step's im2col rows and weights.
+      if (s == 0 && first_tile) e_.Line(Flag("wait_flag", "MTE2", "MTE1", 1));
+      e_.Line(Flag("wait_flag", "MTE2", "MTE1", 0));
+      e_.Line(Flag("wait_flag", "CUBE", "MTE1", 0));
+      e_.L("img2col.", g_.dt, " ", Addr("L0A", rL0A, 0), ", L1[0], h=", run.in_rows, ", w=", g_.W, ", c1=", g_.C1,
+           ", kh=", g_.KH, ", kw=", g_.KW, ", stride_h=", g_.sh, ", stride_w=", g_.sw, ", pad_top=", run.pad_top,
+           ", pad_bottom=", run.pad_bottom, ", pad_left=", g_.pl, ", pad_right=", g_.pr, ", dil_h=", g_.dh,
+           ", dil_w=", g_.dw, ", m=", p_.Mt, ", k_start=", k0, ", k=", kt);
+      e_.L("load_l0b.", g_.dt, " ", Addr("L0B", rL0B, 0), ", ", Addr("L1", rL1B, p_.l1_b), ", rows=", kt, ", cols=", nt,
+           ", transpose=1");
+      e_.Line(Flag("set_flag", "MTE1", "MTE2", 0));
+      if (s == steps - 1 && last_tile) e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
+      e_.Line(Flag("set_flag", "MTE1", "CUBE", 0));
+      Toggle(e_, rL1B, p_.l1_bstage);
+      // CUBE.
+      e_.Line(Flag("wait_flag", "MTE1", "CUBE", 0));
+      if (s == 0) e_.Line(Flag("wait_flag", "FIXP", "CUBE", 0));
+      e_.L("mmad.", g_.dt, " ", Addr("L0C", rL0C, 0), ", ", Addr("L0A", rL0A, 0), ", ", Addr("L0B", rL0B, 0), ", m=", p_.Mt,
+           ", k=", kt, ", n=", nt, ", init=", s == 0 ? 1 : 0);
+      e_.Line(Flag("set_flag", "CUBE", "MTE1", 0));
+      Toggle(e_, rL0A, l0a_half);
+      Toggle(e_, rL0B, l0b_half);
+    }
+    e_.Line(Flag("set_flag", "CUBE", "FIXP", 0));
+    // FIXP: bias, f32 -> f16/bf16, into a UB tile [Mt*16 pixels, nt*16 channels].
+    e_.Line(Flag("wait_flag", "CUBE", "FIXP", 0));
+    e_.Line(Flag("wait_flag", "VECTOR", "FIXP", 0));
+    e_.L("fixp.", g_.dt, ".f32 ", Addr("UB", rOut, p_.ub_out), ", ", Addr("L0C", rL0C, 0),
+         ", UB[", p_.ub_bias + n1 * 16 * 4, "], m=", p_.Mt,
+         ", n=", nt);
+    e_.Line(Flag("set_flag", "FIXP", "CUBE", 0));
+    e_.Line(Flag("set_flag", "FIXP", "VECTOR", 0));
+    Toggle(e_, rL0C, l0c_half);
+    // VECTOR: channel rows [nt*16, Mt*16].
+    e_.Line(Flag("wait_flag", "FIXP", "VECTOR", 0));
+    e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 0));
+    for (int64_t cb = 0; cb < nt; ++cb)
+      e_.L("vtranspose.", g_.dt, " ", Addr("UB", rOut, p_.ub_outT + cb * 16 * p_.Mt * 32), ", ",
+           Addr("UB", rOut, p_.ub_out + cb * 32), ", repeat=", p_.Mt, ", dst_blk_stride=", p_.Mt,
+           ", dst_rep_stride=1, src0_blk_stride=", nt, ", src0_rep_stride=", 16 * nt);
+    e_.Line(Flag("set_flag", "VECTOR", "FIXP", 0));
+    e_.Line(Flag("set_flag", "VECTOR", "MTE3", 0));
+    // MTE3: the band's rows of each valid channel.
+    e_.Line(Flag("wait_flag", "VECTOR", "MTE3", 0));
+    const int64_t channels = std::min(nt * 16, g_.Co - n1 * 16);
+    e_.L("copy_ub_gm ", Addr("y", rY, n1 * 16 * g_.Ho * g_.Wo * 2), ", ", Addr("UB", rOut, p_.ub_outT),
+         ", nburst=", channels, ", len=", run.rows * g_.Wo * 2, ", src_stride=", p_.Mt * 32,
+         ", dst_stride=", g_.Ho * g_.Wo * 2);
+    e_.Line(Flag("set_flag", "MTE3", "VECTOR", 0));
+    Toggle(e_, rOut, p_.ub_tile);
+  }
+
+  const Geom& g_;
+  const Plan& p_;
+  Emitter e_;
+};
+
+}  // namespace
+
+absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks) {
+  if (!node.domain().empty() || node.op() != "Conv" || node.num_outputs() != 1)
+    return absl::UnimplementedError("img2col runs Conv nodes only");
+  const Value* x = node.input(0);
+  const Value* w = node.input(1);
+  const Value* bias = node.input(2);
+  const Value* y = node.output(0);
+  for (const Value* v : {x, w, bias, y})
+    if (v && (!v->type().is_tensor() || !v->type().shape().is_static()))
+      return absl::UnimplementedError("img2col needs static shapes");
+  const DType dt = y->type().dtype();
+  if (dt != DType::kF16 && dt != DType::kBF16)
+    return absl::UnimplementedError("img2col reads f16 or bf16 images");
+  for (const Value* v : {x, w, bias})
+    if (v && v->type().dtype() != dt) return absl::UnimplementedError("Conv operand dtypes differ");
+  if (!w->is_constant() || !w->constant().defined())
+    return absl::UnimplementedError("img2col needs constant weights (laid out as fractals at compile time)");
+  const std::vector<int64_t> dx = x->type().shape().StaticDims(), dw = w->type().shape().StaticDims(),
+                             dy = y->type().shape().StaticDims();
+  if (dx.size() != 4 || dw.size() != 4 || dy.size() != 4) return absl::UnimplementedError("img2col runs 2-D Conv");
+  if (node.GetInt("group", 1) != 1) return absl::UnimplementedError("img2col runs one-group Conv");
+  KILN_ASSIGN_OR_RETURN(Window2d win, WindowOf(node));
+  Geom g{dx[0], dx[1], dx[2], dx[3], dw[0], dw[2], dw[3], dy[2], dy[3], win.stride[0], win.stride[1],
+         win.dilation[0], win.dilation[1], win.pad_begin[0], win.pad_begin[1], win.pad_end[0], win.pad_end[1],
+         0, 0, 0, bias != nullptr, sim::DTypeName(IsaDTypeOf(dt))};
+  if (dw[1] != g.C || dy[1] != g.Co || dy[0] != g.N) return absl::FailedPreconditionError("Conv's channels do not match");
+  if (g.N <= 0 || g.Ho <= 0 || g.Wo <= 0 || g.Co <= 0) return absl::UnimplementedError("empty Conv");
+  g.C1 = CeilDiv(g.C, 16);
+  g.K1 = g.C1 * g.KH * g.KW;
+  g.N1 = CeilDiv(g.Co, 16);
+  if (g.H * g.W * 2 > std::numeric_limits<int32_t>::max()) return absl::UnimplementedError("image too large");
+
+  const CubeMachineFigures f = CubeMachineFigures::From(m);
+  const int64_t vec_rate = static_cast<int64_t>(m.core().vector_bytes_per_cycle());
+  Plan best;
+  bool found = false;
+  for (int64_t R = 1; R <= g.Ho; ++R) {
+    if (R > 1 && (R - 1) * g.Wo >= 16 * 16) break;  // bands up to 16 fractals of pixels
+    for (int64_t Nt : {1, 2, 4, 8, 16}) {
+      if (Nt > 1 && (Nt / 2) >= g.N1) break;
+      for (int64_t Kt : {1, 2, 4, 8, 16, 32}) {
+        if (Kt > 1 && (Kt / 2) >= g.K1) break;
+        for (int64_t G = 1; G <= CeilDiv(g.N1, Nt); G *= 2) {
+          Plan p;
+          p.R = R;
+          p.Mt = CeilDiv(R * g.Wo, 16);
+          p.Nt = Nt;
+          p.Kt = Kt;
+          p.G = G;
+          if (!Layout(g, f, std::max<int64_t>(vec_rate, 1), max_blocks, p)) continue;
+          if (!found || p.cycles < best.cycles) {
+            best = p;
+            found = true;
+          }
+        }
+      }
+    }
+  }
+  if (!found) return absl::UnimplementedError("no img2col tiling fits the core's buffers");
+
+  std::vector<std::string> lines;
+  const std::vector<int64_t> wimg = FractalDims(g.K1 * 16, g.Co, 2);
+  lines.push_back(absl::StrCat(".arg x ", g.dt, "[", g.N, ",", g.C, ",", g.H, ",", g.W, "]"));
+  lines.push_back(absl::StrCat(".arg w ", g.dt, "[", wimg[0], ",", wimg[1], ",16,16]"));
+  if (bias) lines.push_back(absl::StrCat(".arg bias ", g.dt, "[", g.Co, "]"));
+  lines.push_back(absl::StrCat(".arg y ", g.dt, "[", g.N, ",", g.Co, ",", g.Ho, ",", g.Wo, "]"));
+  const int64_t ws_bytes = best.slot_bytes * best.blocks;
+  lines.push_back(absl::StrCat(".arg ws s8[", ws_bytes, "]"));
+
+  Program prog(g, best);
+  const std::string text = prog.Emit(lines);
+  auto file = sim::Assemble(text, "conv_img2col.kasm");
+  if (!file.ok()) return absl::InternalError(absl::StrCat("img2col Conv program: ", file.status().message()));
+  GeneratedKernel k;
+  k.program = std::move(file->program);
+  k.block_dim = best.blocks;
+  k.engine = "cube";
+  k.workspace_bytes = ws_bytes;
+  k.estimated_cycles = best.cycles;
+  FractalConstant fc;
+  fc.arg = 1;
+  fc.rows = g.K1 * 16;
+  fc.cols = g.Co;
+  fc.conv_weight = true;
+  k.fractal_constants.push_back(fc);
+  k.plan = absl::StrCat("img2col from L1: bands of ", best.R, " output rows (", best.Mt, " x 16 pixels), ",
+                        best.Nt * 16, "-channel tiles in ", best.G, " group", best.G > 1 ? "s" : "",
+                        ", K steps of ", best.Kt * 16, ", C1HWC0 by vtranspose in ", CeilDiv(g.C1, best.batch),
+                        " batch", CeilDiv(g.C1, best.batch) > 1 ? "es" : "", ", W as fractals, workspace ",
+                        ws_bytes, " B");
+  return k;
+}
+
+}  // namespace kiln::target::npusim

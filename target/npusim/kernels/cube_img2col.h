@@ -1,0 +1,37 @@
+//===- cube_img2col.h - Convolutions through img2col from L1 -----*- C++ -*-===//
+//
+// 2-D Conv of f16/bf16 tensors (NCHW, one group, any strides, pads and
+// dilations, an optional bias) with the convolution's input built into L0A by
+// the `img2col` load, as the Ascend cube does, instead of an im2col matrix
+// written to and read back from global memory:
+//
+//   - the work splits into units (image, band of R output rows, group of
+//     output channels); a block converts its unit's input rows (all input
+//     channels, the window's halo included) from NCHW to C1HWC0 on the way
+//     through UB (`vtranspose`) into its workspace slot, and copies that band
+//     into L1 once;
+//   - per tile of Nt*16 output channels, each K step (Kt of the c1*KH*KW
+//     k-fractals) is an `img2col` of the band into L0A, a `load_l0b` of the
+//     weights' step into L0B and one `mmad` (double-buffered);
+//   - FIXP adds the bias and writes the tile to UB in f16/bf16; `vtranspose`
+//     turns its [pixel][channel] rows into NCHW channel rows and MTE3 writes
+//     them out.
+//
+// The weights are a fractal constant (FractalConstant::conv_weight): the
+// matrix B[c1*KH*KW*16, Cout] whose row ((c1*KH + kh)*KW + kw)*16 + c0 holds
+// input channel c1*16 + c0 at tap (kh, kw), laid out at compile time.
+// docs/npusim-kernels.md ("Conv through img2col") describes the program.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "target/npusim/kernels/kernel.h"
+
+namespace kiln::target::npusim {
+
+// A kernel for a 2-D, one-group Conv of f16/bf16 tensors through img2col, or
+// an Unimplemented status that says why this program does not run it.
+absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks);
+
+}  // namespace kiln::target::npusim
