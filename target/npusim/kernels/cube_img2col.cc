@@ -11,7 +11,7 @@
 //   VECTOR -> MTE3 1 / MTE3 -> VECTOR 1   C1HWC0 rows in UB / their slot free
 //   MTE3 -> MTE2 0 / MTE2 -> MTE3 0       the band is in the workspace / its slot free
 //   MTE2 -> MTE1 1 / MTE1 -> MTE2 1       the band is in L1 / L1's band free
-//   MTE2 -> MTE1 0 / MTE1 -> MTE2 0       a weight step in L1 / its slot free
+//   MTE2 -> MTE1 2 / MTE1 -> MTE2 2       a group's weights in L1 / their region free
 //   MTE1 -> CUBE 0 / CUBE -> MTE1 0       an L0A/L0B step / its slots free
 //   CUBE -> FIXP 0 / FIXP -> CUBE 0       a tile in L0C / the L0C buffer free
 //   FIXP -> VECTOR 0 / VECTOR -> FIXP 0   a tile in UB / its UB slot free
@@ -48,7 +48,6 @@ enum Reg {
   rX = 6,        // byte offset of the band's first input row in X
   rY = 7,        // byte offset of the band's first output row in Y
   rWs = 8,       // the block's workspace slot
-  rL1B = 9,      // L1 weight slot toggle
   rL0A = 10,     // L0A slot toggle
   rL0B = 11,     // L0B slot toggle
   rL0C = 12,     // L0C buffer toggle
@@ -79,8 +78,9 @@ struct Plan {
   // UB layout.
   int64_t ub_in = 0, ub_t = 0, ub_bias16 = 0, ub_bias = 0, ub_out = 0, ub_outT = 0, ub_tile = 0;
   int64_t ub_end = 0;
-  // L1 layout.
-  int64_t l1_b = 0, l1_bstage = 0;
+  // L1 layout: the band, then a group's weights [K1, group fractals].
+  int64_t l1_w = 0, l1_w_bytes = 0;
+  bool zero_pad_once = false;  // channels past C are zeroed in UB once (one conversion batch)
   int64_t slot_bytes = 0;  // workspace per block
   int64_t blocks = 1;
   double cycles = 0;
@@ -132,10 +132,10 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   if (2 * p.Mt * p.Kt * 512 > f.l0a_bytes || 2 * p.Kt * p.Nt * 512 > f.l0b_bytes ||
       2 * p.Mt * p.Nt * 1024 > f.l0c_bytes)
     return false;
-  // L1: the band, then two weight steps.
-  p.l1_b = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
-  p.l1_bstage = p.Kt * p.Nt * 512;
-  if (p.l1_b + 2 * p.l1_bstage > f.l1_bytes) return false;
+  // L1: the band, then the weights of a channel group.
+  p.l1_w = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
+  p.l1_w_bytes = g.K1 * std::min(g.N1, p.tiles_per_group * p.Nt) * 512;
+  if (p.l1_w + p.l1_w_bytes > f.l1_bytes) return false;
   // UB: NCHW rows and their C1HWC0 form for `batch` c1s, the bias (f16 as
   // loaded, f32 for FIXP), two tiles as FIXP writes them and two transposed.
   p.ub_tile = tile_px * tile_ch * 2;
@@ -148,6 +148,7 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   p.batch = std::min<int64_t>(g.C1, (f.ub_bytes - p.ub_in) / (2 * per_c1));
   if (p.batch <= 0) return false;
   p.batch = CeilDiv(g.C1, CeilDiv(g.C1, p.batch));  // even batches
+  p.zero_pad_once = p.batch == g.C1;
   p.ub_t = p.ub_in + p.batch * per_c1;
   p.ub_end = p.ub_t + p.batch * per_c1;
   if (p.ub_end > f.ub_bytes) return false;
@@ -160,7 +161,7 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   p.blocks = std::min(units, cores);
   const double band_bytes = static_cast<double>(g.C1 * p.rb_max * g.W * 32);
   const double steps = static_cast<double>(p.tiles_per_group * CeilDiv(g.K1, p.Kt));
-  const double mte2 = band_bytes * 2 + static_cast<double>(g.K1 * p.tiles_per_group * p.Nt * 512);
+  const double mte2 = band_bytes * 2;
   const double mte3 = band_bytes + static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
   const double cube = steps * static_cast<double>(p.Mt * p.Kt * p.Nt) * 4096.0 / f.fp16_macs_per_cycle +
                       steps * f.cube_latency;
@@ -169,11 +170,18 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   const double vec = static_cast<double>(g.C1 * p.pin / 16 + p.tiles_per_group * p.Nt * p.Mt) * 2.0 *
                      std::ceil(256.0 / static_cast<double>(vec_bytes_per_cycle));
   const double dma_lat = f.hbm_latency + f.mte2_latency;
-  const double unit = std::max({mte2 / f.mte2_bytes_per_cycle, mte3 / f.mte3_bytes_per_cycle, cube, mte1, vec}) +
-                      static_cast<double>(CeilDiv(g.C1, p.batch)) * 100.0;
+  // The band's copy into L1 waits for the previous unit's last img2col.
+  const double band_in = dma_lat + band_bytes / f.mte2_bytes_per_cycle;
+  const double unit =
+      std::max({mte2 / f.mte2_bytes_per_cycle, mte3 / f.mte3_bytes_per_cycle, cube + band_in, mte1 + band_in, vec});
   const double per_block_units = static_cast<double>(CeilDiv(units, p.blocks));
-  const double hbm = static_cast<double>(units) * (mte2 + mte3) / f.hbm_bytes_per_cycle;
-  p.cycles = std::max(per_block_units * unit, hbm) + 3 * dma_lat + 2 * f.hbm_latency;
+  // Each block loads the weights of the groups it has units of.
+  const double sections = static_cast<double>(std::min<int64_t>(p.G * static_cast<int64_t>(p.runs.size()),
+                                                                CeilDiv(units, p.blocks)));
+  const double weights = sections * (dma_lat + static_cast<double>(p.l1_w_bytes) / f.mte2_bytes_per_cycle);
+  const double hbm = (static_cast<double>(units) * (mte2 + mte3) +
+                      sections * static_cast<double>(p.blocks * p.l1_w_bytes)) / f.hbm_bytes_per_cycle;
+  p.cycles = std::max(per_block_units * unit + weights, hbm) + 3 * dma_lat + 2 * f.hbm_latency;
   return true;
 }
 
@@ -205,7 +213,7 @@ class Program {
     e_.L("block_idx ", R(rBlock));
     e_.L("block_dim ", R(rBlockDim));
     e_.L("mul ", R(rWs), ", ", R(rBlock), ", ", p_.slot_bytes);
-    for (int r : {rL1B, rL0A, rL0B, rL0C, rOut}) e_.L("mov ", R(r), ", 0");
+    for (int r : {rL0A, rL0B, rL0C, rOut}) e_.L("mov ", R(r), ", 0");
     // The bias as f32 (zero past Cout), for FIXP.
     Dup("f32", p_.ub_bias, g_.N1 * 16);
     if (g_.bias) {
@@ -223,14 +231,17 @@ class Program {
                p_.ub_bias16 + (done + full * 64) * 2, "], mask=", rest);
       }
     }
+    // With one conversion batch, the rows of channels past C are never
+    // written: zero them once.
+    if (p_.zero_pad_once && g_.C < g_.C1 * 16) Dup("f16", p_.ub_in + g_.C * p_.pin * 2, (g_.C1 * 16 - g_.C) * p_.pin);
     e_.L("pipe_barrier ALL");
     // Free slots, set ahead.
     e_.Line(Flag("set_flag", "VECTOR", "MTE2", 0));
     e_.Line(Flag("set_flag", "MTE3", "VECTOR", 1));
     e_.Line(Flag("set_flag", "MTE2", "MTE3", 0));
     e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
+    e_.Line(Flag("set_flag", "MTE1", "MTE2", 2));
     for (int i = 0; i < 2; ++i) {
-      e_.Line(Flag("set_flag", "MTE1", "MTE2", 0));
       e_.Line(Flag("set_flag", "CUBE", "MTE1", 0));
       e_.Line(Flag("set_flag", "FIXP", "CUBE", 0));
       e_.Line(Flag("set_flag", "VECTOR", "FIXP", 0));
@@ -258,8 +269,8 @@ class Program {
     e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 1));
     e_.Line(Flag("wait_flag", "MTE2", "MTE3", 0));
     e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
+    e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
     for (int i = 0; i < 2; ++i) {
-      e_.Line(Flag("wait_flag", "MTE1", "MTE2", 0));
       e_.Line(Flag("wait_flag", "CUBE", "MTE1", 0));
       e_.Line(Flag("wait_flag", "FIXP", "CUBE", 0));
       e_.Line(Flag("wait_flag", "VECTOR", "FIXP", 0));
@@ -278,6 +289,16 @@ class Program {
     e_.L("rem ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
     e_.L("add ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
     e_.L("rem ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
+    const std::string skip = e_.NewLabel("skip");
+    e_.L("bge ", R(rJ), ", ", units, ", ", skip);
+    // The group's weights: rows of the fractal grid [K1, N1], its columns.
+    const int64_t t0 = cg * p_.tiles_per_group, t1 = std::min(p_.tiles, t0 + p_.tiles_per_group);
+    const int64_t cols = std::min(g_.N1, t1 * p_.Nt) - t0 * p_.Nt;
+    e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
+    e_.L("copy_gm_l1 L1[", p_.l1_w, "], w[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
+         ", src_stride=", g_.N1 * 512, ", dst_stride=", cols * 512);
+    e_.Line(Flag("set_flag", "MTE2", "MTE1", 2));
+    e_.Line(Flag("wait_flag", "MTE2", "MTE1", 2));
     e_.Label(loop);
     e_.L("bge ", R(rJ), ", ", units, ", ", done);
     e_.L("div ", R(rN), ", ", R(rJ), ", ", run.count);
@@ -295,11 +316,12 @@ class Program {
     e_.L("add ", R(rY), ", ", R(rY), ", ", R(rT));
     e_.L("mul ", R(rY), ", ", R(rY), ", ", g_.Wo * 2);
     Convert(run);
-    const int64_t t0 = cg * p_.tiles_per_group, t1 = std::min(p_.tiles, t0 + p_.tiles_per_group);
-    for (int64_t t = t0; t < t1; ++t) Tile(run, t, t == t0, t == t1 - 1);
+    for (int64_t t = t0; t < t1; ++t) Tile(run, t, t0, cols, t == t0, t == t1 - 1);
     e_.L("add ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
     e_.L("jmp ", loop);
     e_.Label(done);
+    e_.Line(Flag("set_flag", "MTE1", "MTE2", 2));
+    e_.Label(skip);
   }
 
   // The band's input rows, NCHW -> C1HWC0 through UB into the workspace
@@ -314,7 +336,7 @@ class Program {
            ", src_stride=", hw2, ", dst_stride=", p_.pin * 2);
       e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
       e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 0));
-      if (rows < nc1 * 16) {
+      if (rows < nc1 * 16 && !p_.zero_pad_once) {
         // Channels past C read as zeros.
         Dup("f16", p_.ub_in + rows * p_.pin * 2, (nc1 * 16 - rows) * p_.pin);
       }
@@ -339,31 +361,24 @@ class Program {
   }
 
   // Output channels [t*Nt*16, ...) of the unit: the K steps, then the tile out.
-  void Tile(const Run& run, int64_t t, bool first_tile, bool last_tile) {
+  // `t0`, `cols`: the group's first tile and its fractal columns in L1.
+  void Tile(const Run& run, int64_t t, int64_t t0, int64_t cols, bool first_tile, bool last_tile) {
     const int64_t n1 = t * p_.Nt, nt = std::min(p_.Nt, g_.N1 - n1);
     const int64_t steps = CeilDiv(g_.K1, p_.Kt);
     const int64_t l0a_half = p_.Mt * p_.Kt * 512, l0b_half = p_.Kt * p_.Nt * 512, l0c_half = p_.Mt * p_.Nt * 1024;
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k0 = s * p_.Kt, kt = std::min(p_.Kt, g_.K1 - k0);
-      // MTE2: the weights of the step, rows k0.. of the fractal grid [K1, N1].
-      e_.Line(Flag("wait_flag", "MTE1", "MTE2", 0));
-      e_.L("copy_gm_l1 ", Addr("L1", rL1B, p_.l1_b), ", w[", (k0 * g_.N1 + n1) * 512, "], nburst=", kt,
-           ", len=", nt * 512, ", src_stride=", g_.N1 * 512, ", dst_stride=", nt * 512);
-      e_.Line(Flag("set_flag", "MTE2", "MTE1", 0));
       // MTE1: the step's im2col rows and weights.
       if (s == 0 && first_tile) e_.Line(Flag("wait_flag", "MTE2", "MTE1", 1));
-      e_.Line(Flag("wait_flag", "MTE2", "MTE1", 0));
       e_.Line(Flag("wait_flag", "CUBE", "MTE1", 0));
       e_.L("img2col.", g_.dt, " ", Addr("L0A", rL0A, 0), ", L1[0], h=", run.in_rows, ", w=", g_.W, ", c1=", g_.C1,
            ", kh=", g_.KH, ", kw=", g_.KW, ", stride_h=", g_.sh, ", stride_w=", g_.sw, ", pad_top=", run.pad_top,
            ", pad_bottom=", run.pad_bottom, ", pad_left=", g_.pl, ", pad_right=", g_.pr, ", dil_h=", g_.dh,
            ", dil_w=", g_.dw, ", m=", p_.Mt, ", k_start=", k0, ", k=", kt);
-      e_.L("load_l0b.", g_.dt, " ", Addr("L0B", rL0B, 0), ", ", Addr("L1", rL1B, p_.l1_b), ", rows=", kt, ", cols=", nt,
-           ", transpose=1");
-      e_.Line(Flag("set_flag", "MTE1", "MTE2", 0));
+      e_.L("load_l0b.", g_.dt, " ", Addr("L0B", rL0B, 0), ", L1[", p_.l1_w + (k0 * cols + (n1 - t0 * p_.Nt)) * 512,
+           "], rows=", kt, ", cols=", nt, ", src_row_stride=", cols, ", transpose=1");
       if (s == steps - 1 && last_tile) e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
       e_.Line(Flag("set_flag", "MTE1", "CUBE", 0));
-      Toggle(e_, rL1B, p_.l1_bstage);
       // CUBE.
       e_.Line(Flag("wait_flag", "MTE1", "CUBE", 0));
       if (s == 0) e_.Line(Flag("wait_flag", "FIXP", "CUBE", 0));
