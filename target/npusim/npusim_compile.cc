@@ -104,6 +104,35 @@ absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
     back->SetInput(0, out);
     out->set_type(Type::Tensor(narrow, wide.shape()));
   }
+  // Relu commutes with rounding, so a Cast back to f32 whose only user is a
+  // Relu moves past it (the Relu runs in the narrow type, bit for bit the
+  // same values); then a Cast to the narrow type of a Cast from it is the
+  // value itself. Conv -> Relu -> Conv keeps its activations narrow.
+  auto is_cast_to = [](const Node* n, DType t) {
+    return n && n->domain().empty() && n->op() == "Cast" && n->input(0) &&
+           n->output(0)->type().dtype() == t;
+  };
+  for (Node* c : g.NodeList()) {
+    if (!is_cast_to(c, DType::kF32) || c->input(0)->type().dtype() != narrow) continue;
+    Value* wide_out = c->output(0);
+    if (wide_out->uses().size() != 1 || !wide_out->uses()[0].user) continue;
+    Node* relu = wide_out->uses()[0].user;
+    if (!relu->domain().empty() || relu->op() != "Relu" || relu->num_outputs() != 1) continue;
+    Value* y = relu->output(0);
+    relu->SetInput(0, c->input(0));
+    y->ReplaceAllUsesWith(wide_out);
+    c->SetInput(0, y);
+    y->set_type(Type::Tensor(narrow, y->type().shape()));
+    g.MoveNode(c, relu->next());
+  }
+  for (Node* b : g.NodeList()) {
+    if (!is_cast_to(b, narrow)) continue;
+    Node* a = b->input(0)->producer();
+    if (!is_cast_to(a, DType::kF32) || a->input(0)->type().dtype() != narrow) continue;
+    b->output(0)->ReplaceAllUsesWith(a->input(0));
+    g.EraseNode(b);
+    if (!a->output(0)->has_uses()) g.EraseNode(a);
+  }
   return absl::OkStatus();
 }
 

@@ -266,6 +266,49 @@ TEST(NpusimCompile, Fp16PrecisionRunsMatrixWorkInHalfWithinTolerance) {
     EXPECT_NEAR((*got)[0].GetDouble(j), (*want)[0].GetDouble(j), 1e-2 * std::max(1.0, std::fabs((*want)[0].GetDouble(j))));
 }
 
+// Conv -> Relu -> Conv under fp16: the Relu runs in f16 between the two
+// convolutions (it commutes with rounding), so the only Casts are the
+// model's input in and its output back.
+TEST(NpusimCompile, Fp16KeepsActivationsHalfThroughRelu) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({1, 16, 10, 10}));
+  Node* c1 = g.AddNode("Conv", {x, g.AddConstant("w1", Random({32, 16, 3, 3}, 1))}, {"c1"});
+  c1->SetAttr("pads", Attribute::Ints({1, 1, 1, 1}));
+  Value* r = g.AddNode("Relu", {c1->output(0)}, {"r"})->output(0);
+  Node* c2 = g.AddNode("Conv", {r, g.AddConstant("w2", Random({16, 32, 3, 3}, 2)), g.AddConstant("b2", Random({16}, 4))},
+                       {"y"});
+  c2->SetAttr("pads", Attribute::Ints({1, 1, 1, 1}));
+  g.AddOutput(c2->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto t = Npusim();
+  target::CompileOptions options;
+  options.precision = target::Precision::kFp16;
+  auto a = target::CompileForNpusim(m, *t, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  int casts = 0, img2col = 0;
+  for (const auto& task : a->npusim().tasks()) {
+    casts += task.op() == "Cast";
+    img2col += task.plan().find("img2col from L1") != std::string::npos;
+  }
+  EXPECT_EQ(casts, 2);
+  EXPECT_EQ(img2col, 2);
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "fp16.kiln");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  Tensor in = Random({1, 16, 10, 10}, 3);
+  auto got = (*loaded)->Run({in});
+  ASSERT_TRUE(got.ok()) << got.status();
+  Executor exec;
+  auto want = exec.Run(*m.graph, {in});
+  ASSERT_TRUE(want.ok());
+  ASSERT_EQ((*got)[0].dtype(), DType::kF32);
+  // fp16 intermediates: errors relative to the output's range.
+  double range = 1;
+  for (int64_t j = 0; j < (*want)[0].numel(); ++j) range = std::max(range, std::fabs((*want)[0].GetDouble(j)));
+  for (int64_t j = 0; j < (*want)[0].numel(); ++j)
+    ASSERT_NEAR((*got)[0].GetDouble(j), (*want)[0].GetDouble(j), 1e-2 * range) << j;
+}
+
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
   auto a = Compile(Mlp());
   ASSERT_TRUE(a.ok());
