@@ -235,18 +235,7 @@ class Program {
     // written: zero them once.
     if (p_.zero_pad_once && g_.C < g_.C1 * 16) Dup("f16", p_.ub_in + g_.C * p_.pin * 2, (g_.C1 * 16 - g_.C) * p_.pin);
     e_.L("pipe_barrier ALL");
-    // Free slots, set ahead.
-    e_.Line(Flag("set_flag", "VECTOR", "MTE2", 0));
-    e_.Line(Flag("set_flag", "MTE3", "VECTOR", 1));
-    e_.Line(Flag("set_flag", "MTE2", "MTE3", 0));
-    e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
-    e_.Line(Flag("set_flag", "MTE1", "MTE2", 2));
-    for (int i = 0; i < 2; ++i) {
-      e_.Line(Flag("set_flag", "CUBE", "MTE1", 0));
-      e_.Line(Flag("set_flag", "FIXP", "CUBE", 0));
-      e_.Line(Flag("set_flag", "VECTOR", "FIXP", 0));
-      e_.Line(Flag("set_flag", "MTE3", "VECTOR", 0));
-    }
+    FreeFlags("set_flag");
   }
 
   // Zeros `n` elements of `dt` at UB[at].
@@ -264,18 +253,19 @@ class Program {
     }
   }
 
-  void Fini() {
-    e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 0));
-    e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 1));
-    e_.Line(Flag("wait_flag", "MTE2", "MTE3", 0));
-    e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
-    e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
-    for (int i = 0; i < 2; ++i) {
-      e_.Line(Flag("wait_flag", "CUBE", "MTE1", 0));
-      e_.Line(Flag("wait_flag", "FIXP", "CUBE", 0));
-      e_.Line(Flag("wait_flag", "VECTOR", "FIXP", 0));
-      e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 0));
-    }
+  void Fini() { FreeFlags("wait_flag"); }
+
+  // The "free" directions of the hand-offs (see the table at the top), set
+  // ahead at the start (two for double-buffered slots) and taken back at
+  // the end.
+  void FreeFlags(absl::string_view op) {
+    struct Free { const char* from; const char* to; int ev; int count; };
+    static const Free kFree[] = {{"VECTOR", "MTE2", 0, 1}, {"MTE3", "VECTOR", 1, 1}, {"MTE2", "MTE3", 0, 1},
+                                 {"MTE1", "MTE2", 1, 1},   {"MTE1", "MTE2", 2, 1},   {"CUBE", "MTE1", 0, 2},
+                                 {"FIXP", "CUBE", 0, 2},   {"VECTOR", "FIXP", 0, 2}, {"MTE3", "VECTOR", 0, 2}};
+    for (int round = 0; round < 2; ++round)
+      for (const Free& f : kFree)
+        if (round < f.count) e_.Line(Flag(op, f.from, f.to, f.ev));
   }
 
   // The units of one run and channel group: unit j (image j / count, band
