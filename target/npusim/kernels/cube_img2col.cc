@@ -220,16 +220,7 @@ class Program {
       e_.L("copy_gm_ub UB[", p_.ub_bias16, "], bias[0], len=", g_.Co * 2);
       e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
       e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 0));
-      for (int64_t done = 0; done < g_.Co; done += 64 * 255) {
-        const int64_t n = std::min<int64_t>(g_.Co - done, 64 * 255);
-        const int64_t full = n / 64, rest = n % 64;
-        if (full)
-          e_.L("vconv.f32.", g_.dt, " UB[", p_.ub_bias + done * 4, "], UB[", p_.ub_bias16 + done * 2,
-               "], repeat=", full);
-        if (rest)
-          e_.L("vconv.f32.", g_.dt, " UB[", p_.ub_bias + (done + full * 64) * 4, "], UB[",
-               p_.ub_bias16 + (done + full * 64) * 2, "], mask=", rest);
-      }
+      VecOver(e_, absl::StrCat("vconv.f32.", g_.dt), g_.Co, 4, p_.ub_bias, 2, p_.ub_bias16, -1, "");
     }
     // With one conversion batch, the rows of channels past C are never
     // written: zero them once.
@@ -238,19 +229,9 @@ class Program {
     FreeFlags("set_flag");
   }
 
-  // Zeros `n` elements of `dt` at UB[at].
+  // Zeros `n` elements of `dt` (f16 or f32) at UB[at].
   void Dup(absl::string_view dt, int64_t at, int64_t n) {
-    const int64_t epr = dt == "f32" ? 64 : 128, es = 256 / epr;
-    for (int64_t done = 0; done < n;) {
-      const int64_t full = std::min<int64_t>((n - done) / epr, 255);
-      if (full) {
-        e_.L("vdup.", dt, " UB[", at + done * es, "], 0.0, repeat=", full);
-        done += full * epr;
-      } else {
-        e_.L("vdup.", dt, " UB[", at + done * es, "], 0.0, mask=", n - done);
-        done = n;
-      }
-    }
+    VecOver(e_, absl::StrCat("vdup.", dt), n, dt == "f32" ? 4 : 2, at, 0, 0, -1, ", 0.0");
   }
 
   void Fini() { FreeFlags("wait_flag"); }

@@ -1,12 +1,14 @@
 //===- cube_kasm.h - Emitting cube programs as .kasm text --------*- C++ -*-===//
 //
-// What the cube generators (cube_matmul.cc, cube_conv.cc) share to write
-// their programs: the text emitter and the register assignment of the GEMM
-// program, whose convolution mode calls back into the Conv generator.
+// What the cube generators (cube_matmul.cc, cube_conv.cc, cube_img2col.cc)
+// share to write their programs: the text emitter, vector instructions over
+// n elements, and the register assignment of the GEMM program, whose
+// convolution mode calls back into the Conv generator.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -82,6 +84,34 @@ inline void Toggle(Emitter& e, int r, int64_t half) {
 inline std::string Addr(absl::string_view space, int reg, int64_t off) {
   if (off < 0) return absl::StrCat(space, "[", R(reg), " - ", -off, "]");
   return absl::StrCat(space, "[", R(reg), " + ", off, "]");
+}
+
+// One vector instruction over `n` elements (256 bytes of the wider of the
+// destination's and the source's elements per repeat), split into pieces of
+// at most 255 repeats and a masked rest. `tail` holds other operands and
+// attributes (a scalar, strides). dst/src/src1 are UB offsets in bytes,
+// advanced by each piece unless fixed; `src_es` is the source's element size
+// (0: no source), src1 < 0: no second source.
+inline void VecOver(Emitter& e, absl::string_view op, int64_t n, int dst_es, int64_t dst, int src_es, int64_t src,
+                    int64_t src1, absl::string_view tail, bool src_fixed = false, bool src1_fixed = false) {
+  const int64_t epr = 256 / std::max(dst_es, std::max(src_es, 1));
+  int64_t done = 0;
+  while (done < n) {
+    const int64_t reps = std::min<int64_t>(255, (n - done + epr - 1) / epr);
+    const int64_t cnt = std::min(reps * epr, n - done);
+    const int64_t full = cnt / epr, rest = cnt % epr;
+    auto emit = [&](int64_t r, int64_t mask, int64_t off) {
+      std::string line = absl::StrCat(op, " UB[", dst + off * dst_es, "]");
+      if (src_es) absl::StrAppend(&line, ", UB[", src_fixed ? src : src + off * src_es, "]");
+      if (src1 >= 0) absl::StrAppend(&line, ", UB[", src1_fixed ? src1 : src1 + off * src_es, "]");
+      absl::StrAppend(&line, tail, ", repeat=", r);
+      if (mask != epr) absl::StrAppend(&line, ", mask=", mask);
+      e.Line(line);
+    };
+    if (full) emit(full, epr, done);
+    if (rest) emit(1, rest, done + full * epr);
+    done += cnt;
+  }
 }
 
 }  // namespace kiln::target::npusim

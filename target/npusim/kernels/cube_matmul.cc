@@ -72,32 +72,6 @@ bool FractalCandidate(const GemmSpec& s, bool a) {
   return a ? (s.trans_a ? n == s.M * s.K : n % s.K == 0) : n == s.K * s.N;
 }
 
-// One vector instruction over `n` elements of 64 f32 (or 128 f16) per
-// repeat, split into pieces of at most 255 repeats. `extra` holds other
-// attributes (strides). dst/src are UB offsets in bytes, advanced by the
-// piece; `src_bytes` per element of the source (0: no source).
-void VecOver(Emitter& e, absl::string_view op, int64_t n, int dst_es, int64_t dst, int src_es, int64_t src,
-             int64_t src1, absl::string_view tail, bool src_fixed = false, bool src1_fixed = false) {
-  const int64_t epr = 256 / std::max(dst_es, std::max(src_es, 1));
-  int64_t done = 0;
-  while (done < n) {
-    int64_t reps = std::min<int64_t>(255, CeilDiv(n - done, epr));
-    int64_t cnt = std::min(reps * epr, n - done);
-    int64_t full = cnt / epr, rest = cnt % epr;
-    auto emit = [&](int64_t r, int64_t mask, int64_t off) {
-      std::string line = absl::StrCat(op, " UB[", dst + off * dst_es, "]");
-      if (src_es) absl::StrAppend(&line, ", UB[", src_fixed ? src : src + off * src_es, "]");
-      if (src1 >= 0) absl::StrAppend(&line, ", UB[", src1_fixed ? src1 : src1 + off * src_es, "]");
-      absl::StrAppend(&line, tail, ", repeat=", r);
-      if (mask != epr) absl::StrAppend(&line, ", mask=", mask);
-      e.Line(line);
-    };
-    if (full) emit(full, epr, done);
-    if (rest) emit(1, rest, done + full * epr);
-    done += cnt;
-  }
-}
-
 // Adds `c_ub` (f32, laid out for the C kind) to the f32 tile at ub_acc.
 void EmitEpilogueAdd(Emitter& e, const Layout& L) {
   const GemmSpec& s = *L.s;
