@@ -39,21 +39,20 @@ int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
 // Registers of the program.
 enum Reg {
-  rTmp = 0,
-  rJ = 1,        // the unit within its section
-  rBlockDim = 2,
-  rBlock = 3,
-  rN = 4,        // image
-  rBand = 5,     // band index
-  rX = 6,        // byte offset of the band's first input row in X
-  rY = 7,        // byte offset of the band's first output row in Y
-  rWs = 8,       // the block's workspace slot
-  rL0A = 10,     // L0A slot toggle
-  rL0B = 11,     // L0B slot toggle
-  rL0C = 12,     // L0C buffer toggle
-  rOut = 13,     // UB tile slot toggle
-  rT = 14,
-  kNumRegs = 15,
+  rJ = 0,        // the unit within its section
+  rBlockDim = 1,
+  rBlock = 2,
+  rN = 3,        // image
+  rBand = 4,     // band index
+  rX = 5,        // byte offset of the band's first input row in X
+  rY = 6,        // byte offset of the band's first output row in Y
+  rWs = 7,       // the block's workspace slot
+  rL0A = 8,      // L0A slot toggle
+  rL0B = 9,      // L0B slot toggle
+  rL0C = 10,     // L0C buffer toggle
+  rOut = 11,     // UB tile slot toggle
+  rT = 12,       // scratch
+  kNumRegs = 13,
 };
 
 struct Geom {
@@ -77,11 +76,10 @@ struct Plan {
   std::vector<Run> runs;
   // UB layout.
   int64_t ub_in = 0, ub_t = 0, ub_bias16 = 0, ub_bias = 0, ub_out = 0, ub_outT = 0, ub_tile = 0;
-  int64_t ub_end = 0;
-  // L1 layout: the band, then a group's weights [K1, group fractals].
-  int64_t l1_w = 0, l1_w_bytes = 0;
+  // The band as C1HWC0, rounded up to 512 bytes: a block's workspace slot,
+  // and L1 up to its group's weights [K1, group fractals].
+  int64_t band_bytes = 0, l1_w_bytes = 0;
   bool zero_pad_once = false;  // channels past C are zeroed in UB once (one conversion batch)
-  int64_t slot_bytes = 0;  // workspace per block
   int64_t blocks = 1;
   double cycles = 0;
 };
@@ -133,9 +131,9 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
       2 * p.Mt * p.Nt * 1024 > f.l0c_bytes)
     return false;
   // L1: the band, then the weights of a channel group.
-  p.l1_w = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
+  p.band_bytes = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
   p.l1_w_bytes = g.K1 * std::min(g.N1, p.tiles_per_group * p.Nt) * 512;
-  if (p.l1_w + p.l1_w_bytes > f.l1_bytes) return false;
+  if (p.band_bytes + p.l1_w_bytes > f.l1_bytes) return false;
   // UB: NCHW rows and their C1HWC0 form for `batch` c1s, the bias (f16 as
   // loaded, f32 for FIXP), two tiles as FIXP writes them and two transposed.
   p.ub_tile = tile_px * tile_ch * 2;
@@ -150,19 +148,17 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   p.batch = CeilDiv(g.C1, CeilDiv(g.C1, p.batch));  // even batches
   p.zero_pad_once = p.batch == g.C1;
   p.ub_t = p.ub_in + p.batch * per_c1;
-  p.ub_end = p.ub_t + p.batch * per_c1;
-  if (p.ub_end > f.ub_bytes) return false;
-  p.slot_bytes = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
+  if (p.ub_t + p.batch * per_c1 > f.ub_bytes) return false;
 
   // Estimate: each block's units run back to back; a unit's pipes overlap.
   const int64_t units = g.N * p.bands * p.G;
   int64_t cores = f.cores;
   if (max_blocks > 0) cores = std::min<int64_t>(cores, max_blocks);
   p.blocks = std::min(units, cores);
-  const double band_bytes = static_cast<double>(g.C1 * p.rb_max * g.W * 32);
+  const double band = static_cast<double>(g.C1 * p.rb_max * g.W * 32);  // bytes moved, unrounded
   const double steps = static_cast<double>(p.tiles_per_group * CeilDiv(g.K1, p.Kt));
-  const double mte2 = band_bytes * 2;
-  const double mte3 = band_bytes + static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
+  const double mte2 = band * 2;
+  const double mte3 = band + static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
   const double cube = steps * static_cast<double>(p.Mt * p.Kt * p.Nt) * 4096.0 / f.fp16_macs_per_cycle +
                       steps * f.cube_latency;
   const double mte1 = steps * (static_cast<double>((p.Mt + p.Nt) * p.Kt * 512) / f.mte1_bytes_per_cycle +
@@ -171,7 +167,7 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
                      std::ceil(256.0 / static_cast<double>(vec_bytes_per_cycle));
   const double dma_lat = f.hbm_latency + f.mte2_latency;
   // The band's copy into L1 waits for the previous unit's last img2col.
-  const double band_in = dma_lat + band_bytes / f.mte2_bytes_per_cycle;
+  const double band_in = dma_lat + band / f.mte2_bytes_per_cycle;
   const double unit =
       std::max({mte2 / f.mte2_bytes_per_cycle, mte3 / f.mte3_bytes_per_cycle, cube + band_in, mte1 + band_in, vec});
   const double per_block_units = static_cast<double>(CeilDiv(units, p.blocks));
@@ -197,12 +193,11 @@ class Program {
     e_.text() = absl::StrCat(".program conv_img2col\n.regs ", static_cast<int>(kNumRegs), "\n");
     for (const std::string& l : arg_lines) absl::StrAppend(&e_.text(), l, "\n");
     Init();
-    int64_t base = 0;
-    const int64_t per_group = g_.N;
+    int64_t base = 0;  // units of the sections before
     for (const Run& run : p_.runs)
       for (int64_t cg = 0; cg < p_.G; ++cg) {
         Section(run, cg, base);
-        base += per_group * run.count;
+        base += g_.N * run.count;
       }
     Fini();
     return e_.text();
@@ -212,7 +207,7 @@ class Program {
   void Init() {
     e_.L("block_idx ", R(rBlock));
     e_.L("block_dim ", R(rBlockDim));
-    e_.L("mul ", R(rWs), ", ", R(rBlock), ", ", p_.slot_bytes);
+    e_.L("mul ", R(rWs), ", ", R(rBlock), ", ", p_.band_bytes);
     for (int r : {rL0A, rL0B, rL0C, rOut}) e_.L("mov ", R(r), ", 0");
     // The bias as f32 (zero past Cout), for FIXP.
     Dup("f32", p_.ub_bias, g_.N1 * 16);
@@ -266,7 +261,7 @@ class Program {
     const int64_t t0 = cg * p_.tiles_per_group, t1 = std::min(p_.tiles, t0 + p_.tiles_per_group);
     const int64_t cols = std::min(g_.N1, t1 * p_.Nt) - t0 * p_.Nt;
     e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
-    e_.L("copy_gm_l1 L1[", p_.l1_w, "], w[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
+    e_.L("copy_gm_l1 L1[", p_.band_bytes, "], w[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
          ", src_stride=", g_.N1 * 512, ", dst_stride=", cols * 512);
     e_.Line(Flag("set_flag", "MTE2", "MTE1", 2));
     e_.Line(Flag("wait_flag", "MTE2", "MTE1", 2));
@@ -346,7 +341,7 @@ class Program {
            ", kh=", g_.KH, ", kw=", g_.KW, ", stride_h=", g_.sh, ", stride_w=", g_.sw, ", pad_top=", run.pad_top,
            ", pad_bottom=", run.pad_bottom, ", pad_left=", g_.pl, ", pad_right=", g_.pr, ", dil_h=", g_.dh,
            ", dil_w=", g_.dw, ", m=", p_.Mt, ", k_start=", k0, ", k=", kt);
-      e_.L("load_l0b.", g_.dt, " ", Addr("L0B", rL0B, 0), ", L1[", p_.l1_w + (k0 * cols + (n1 - t0 * p_.Nt)) * 512,
+      e_.L("load_l0b.", g_.dt, " ", Addr("L0B", rL0B, 0), ", L1[", p_.band_bytes + (k0 * cols + (n1 - t0 * p_.Nt)) * 512,
            "], rows=", kt, ", cols=", nt, ", src_row_stride=", cols, ", transpose=1");
       if (s == steps - 1 && last_tile) e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
       e_.Line(Flag("set_flag", "MTE1", "CUBE", 0));
@@ -461,7 +456,7 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   lines.push_back(absl::StrCat(".arg w ", g.dt, "[", wimg[0], ",", wimg[1], ",16,16]"));
   if (bias) lines.push_back(absl::StrCat(".arg bias ", g.dt, "[", g.Co, "]"));
   lines.push_back(absl::StrCat(".arg y ", g.dt, "[", g.N, ",", g.Co, ",", g.Ho, ",", g.Wo, "]"));
-  const int64_t ws_bytes = best.slot_bytes * best.blocks;
+  const int64_t ws_bytes = best.band_bytes * best.blocks;
   lines.push_back(absl::StrCat(".arg ws s8[", ws_bytes, "]"));
 
   Program prog(g, best);
