@@ -14,6 +14,7 @@
 
 #include "graph/exec/executor.h"
 #include "graph/ops/shape_inference.h"
+#include "graph/support/status.h"
 #include "runtime/loaded_model.h"
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
@@ -76,6 +77,21 @@ std::unique_ptr<runtime::LoadedModel> ExpectMatchesReference(const Model& m, std
     }
   }
   return *std::move(loaded);
+}
+
+// The first output of a compiled model run on the simulator, and the
+// reference executor's on the source graph.
+struct SimAndReference {
+  Tensor got, want;
+};
+absl::StatusOr<SimAndReference> RunOnSimAndReference(const artifact::Artifact& a, const Model& m,
+                                                     const std::vector<Tensor>& inputs) {
+  KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModel::FromArtifact(a, "test.kiln"));
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> got, loaded->Run(inputs));
+  Executor exec;
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> want, exec.Run(*m.graph, inputs));
+  if (got.empty() || want.empty()) return absl::InternalError("no output");
+  return SimAndReference{std::move(got[0]), std::move(want[0])};
 }
 
 Model Mlp() {
@@ -253,17 +269,11 @@ TEST(NpusimCompile, Fp16PrecisionRunsMatrixWorkInHalfWithinTolerance) {
     half_weights |= b.kind() == artifact::Buffer::CONSTANT && b.dtype() == "f16";
   EXPECT_EQ(casts, 2);
   EXPECT_TRUE(half_weights);
-  auto loaded = runtime::LoadedModel::FromArtifact(*a, "fp16.kiln");
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  Tensor x = Random({8, 32}, 3);
-  auto got = (*loaded)->Run({x});
-  ASSERT_TRUE(got.ok()) << got.status();
-  Executor exec;
-  auto want = exec.Run(*m.graph, {x});
-  ASSERT_TRUE(want.ok());
-  ASSERT_EQ((*got)[0].dtype(), DType::kF32);
-  for (int64_t j = 0; j < (*want)[0].numel(); ++j)
-    EXPECT_NEAR((*got)[0].GetDouble(j), (*want)[0].GetDouble(j), 1e-2 * std::max(1.0, std::fabs((*want)[0].GetDouble(j))));
+  auto r = RunOnSimAndReference(*a, m, {Random({8, 32}, 3)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->got.dtype(), DType::kF32);
+  for (int64_t j = 0; j < r->want.numel(); ++j)
+    EXPECT_NEAR(r->got.GetDouble(j), r->want.GetDouble(j), 1e-2 * std::max(1.0, std::fabs(r->want.GetDouble(j))));
 }
 
 // Conv -> Relu -> Conv under fp16: the Relu runs in f16 between the two
@@ -293,20 +303,14 @@ TEST(NpusimCompile, Fp16KeepsActivationsHalfThroughRelu) {
   }
   EXPECT_EQ(casts, 2);
   EXPECT_EQ(img2col, 2);
-  auto loaded = runtime::LoadedModel::FromArtifact(*a, "fp16.kiln");
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  Tensor in = Random({1, 16, 10, 10}, 3);
-  auto got = (*loaded)->Run({in});
-  ASSERT_TRUE(got.ok()) << got.status();
-  Executor exec;
-  auto want = exec.Run(*m.graph, {in});
-  ASSERT_TRUE(want.ok());
-  ASSERT_EQ((*got)[0].dtype(), DType::kF32);
+  auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3)});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->got.dtype(), DType::kF32);
   // fp16 intermediates: errors relative to the output's range.
   double range = 1;
-  for (int64_t j = 0; j < (*want)[0].numel(); ++j) range = std::max(range, std::fabs((*want)[0].GetDouble(j)));
-  for (int64_t j = 0; j < (*want)[0].numel(); ++j)
-    ASSERT_NEAR((*got)[0].GetDouble(j), (*want)[0].GetDouble(j), 1e-2 * range) << j;
+  for (int64_t j = 0; j < run->want.numel(); ++j) range = std::max(range, std::fabs(run->want.GetDouble(j)));
+  for (int64_t j = 0; j < run->want.numel(); ++j)
+    ASSERT_NEAR(run->got.GetDouble(j), run->want.GetDouble(j), 1e-2 * range) << j;
 }
 
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
