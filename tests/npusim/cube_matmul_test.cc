@@ -37,6 +37,17 @@ struct Case {
   int max_blocks = 0;
 };
 
+// The cube kernel for `n` on machine `m`.
+absl::StatusOr<GeneratedKernel> GenerateCube(const Node* n, const sim::Machine& m, int max_blocks = 0,
+                                             bool want_tile_ir = false) {
+  KernelRequest req;
+  req.node = n;
+  req.machine = &m;
+  req.max_blocks = max_blocks;
+  req.want_tile_ir = want_tile_ir;
+  return target::npusim::GenerateCubeKernel(req);
+}
+
 std::string Describe(const Case& k) {
   std::string s = absl::StrCat(k.op, " ", DTypeName(k.dt), " [", absl::StrJoin(k.a, ","), "]x[",
                                absl::StrJoin(k.b, ","), "]");
@@ -84,12 +95,7 @@ void RunCase(const Case& k, uint32_t seed = 1) {
   ASSERT_TRUE(ref.ok()) << ref.status();
   n->output(0)->set_type(Type::Tensor(k.dt, Shape::Static((*ref)[0].dims())));
   sim::Machine m = sim::DefaultMachine();
-  KernelRequest req;
-  req.node = n;
-  req.machine = &m;
-  req.max_blocks = k.max_blocks;
-  req.want_tile_ir = true;
-  auto kernel = target::npusim::GenerateCubeKernel(req);
+  auto kernel = GenerateCube(n, m, k.max_blocks, /*want_tile_ir=*/true);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ(kernel->engine, "cube");
   EXPECT_FALSE(kernel->plan.empty());
@@ -198,10 +204,7 @@ TEST(CubeMatMul, ConstantOperandsAreReadAsFractals) {
   n->SetAttr("transB", Attribute::Int(1));
   n->output(0)->set_type(Type::Tensor(DType::kF16, Shape::Static({64, 128})));
   sim::Machine m = sim::DefaultMachine();
-  KernelRequest req;
-  req.node = n;
-  req.machine = &m;
-  auto kernel = target::npusim::GenerateCubeKernel(req);
+  auto kernel = GenerateCube(n, m);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   ASSERT_EQ(kernel->fractal_constants.size(), 1u);
   const target::npusim::FractalConstant& f = kernel->fractal_constants[0];
@@ -221,7 +224,7 @@ TEST(CubeMatMul, ConstantOperandsAreReadAsFractals) {
   // A runtime B stays row-major.
   Value* b2 = g.AddInput("b2", Type::Tensor(DType::kF16, Shape::Static({128, 96})));
   n->SetInput(1, b2);
-  auto plain = target::npusim::GenerateCubeKernel(req);
+  auto plain = GenerateCube(n, m);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_TRUE(plain->fractal_constants.empty());
 }
@@ -307,10 +310,7 @@ TEST(CubeMatMul, RejectsWhatTheCubeDoesNotRun) {
   Node* n = g.AddNode("MatMul", {a, b}, 1);
   n->output(0)->set_type(Type::Tensor(DType::kI32, Shape::Static({4, 4})));
   sim::Machine m = sim::DefaultMachine();
-  KernelRequest req;
-  req.node = n;
-  req.machine = &m;
-  auto k = target::npusim::GenerateCubeKernel(req);
+  auto k = GenerateCube(n, m);
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.status().message().find("i32"), std::string::npos) << k.status();
 }
@@ -342,11 +342,7 @@ struct Timing {
 Timing TimeGemm(int64_t M, int64_t N, int64_t K, DType dt, int max_blocks, bool const_b = false,
                 const sim::Machine& m = sim::DefaultMachine()) {
   auto gn = MakeGemm(M, N, K, dt, const_b);
-  KernelRequest req;
-  req.node = gn->n;
-  req.machine = &m;
-  req.max_blocks = max_blocks;
-  auto kernel = target::npusim::GenerateCubeKernel(req);
+  auto kernel = GenerateCube(gn->n, m, max_blocks);
   EXPECT_TRUE(kernel.ok()) << kernel.status();
   if (!kernel.ok()) return {};
   auto run = RunKernelOnSim(*kernel, *gn->n, gn->inputs, m, /*functional=*/false);
