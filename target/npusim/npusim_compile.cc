@@ -2,6 +2,7 @@
 #include "target/npusim/npusim_compile.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
@@ -59,6 +60,116 @@ bool IsView(const Node& n) {
   return OnDevice(in) && OnDevice(out) && in->type().dtype() == out->type().dtype() && npusim::StaticBytes(in->type()) == npusim::StaticBytes(out->type());
 }
 
+// Ops that, given values of a narrow float type, compute what the f32 op
+// computes on them widened and round the result once to the narrow type.
+// Bit for bit the same values: ops that select one of their operands (Relu,
+// Clip to representable bounds, Max, Min, max pooling) and views (a view of
+// a narrow value is narrow, still no kernel). One rounding of an exact f32
+// result, within the error the fp16/bf16 modes allow: Add, Sub, Mul (one f16
+// instruction, or f32 and a conversion for bf16) and average pooling (the
+// vector kernels sum in f32 and convert once). Every one has npusim vector
+// kernels for f16 and bf16. Not the DMA kernels' copies (Transpose, Concat,
+// Slice, ...): they take their blocks by bytes, and half the bytes in fewer
+// blocks run longer (BERT's attention Transposes: 12,731 cycles in f32,
+// 18,221 in f16).
+bool KeepsNarrow(const Node& n) {
+  static const char* const kOps[] = {
+      "Relu",    "Clip",      "Max", "Min", "MaxPool",     "GlobalMaxPool",      // select an operand
+      "Reshape", "Flatten",   "Squeeze",    "Unsqueeze",   "Identity",           // views
+      "Add",     "Sub",       "Mul",        "AveragePool", "GlobalAveragePool",  // round once
+  };
+  if (!n.domain().empty()) return false;
+  // MaxPool's Indices output is computed on the AICPU only; keep the node as it is.
+  if (n.op() == "MaxPool" && n.num_outputs() > 1 && n.output(1) && n.output(1)->has_uses()) return false;
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* s) { return n.op() == s; });
+}
+
+bool IsCastTo(const Node* n, DType t) {
+  return n && n->domain().empty() && n->op() == "Cast" && n->input(0) && n->output(0)->type().dtype() == t;
+}
+
+// `t` (f32) in the narrow type, element by element (round to nearest).
+Tensor NarrowCopy(const Tensor& t, DType narrow) {
+  Tensor c(narrow, t.dims());
+  for (int64_t j = 0; j < t.numel(); ++j) {
+    float f = t.data<float>()[j];
+    if (narrow == DType::kF16) c.data<Half>()[j] = Half(f);
+    else c.data<BFloat16>()[j] = BFloat16(f);
+  }
+  return c;
+}
+
+// Whether the narrow type holds every finite element of `t` (no overflow to
+// infinity).
+bool NarrowHolds(const Tensor& t, DType narrow) {
+  for (int64_t j = 0; j < t.numel(); ++j) {
+    float f = t.data<float>()[j];
+    float r = narrow == DType::kF16 ? static_cast<float>(Half(f)) : static_cast<float>(BFloat16(f));
+    if (std::isfinite(f) && !std::isfinite(r)) return false;
+  }
+  return true;
+}
+
+// Activations stay narrow between matrix ops. A Cast back to f32 of a
+// narrow value sinks past a node that KeepsNarrow when each of its f32
+// inputs is such a Cast or a constant that the narrow type holds (converted
+// once; ReLU6's bounds 0 and 6 exactly): the node runs in the narrow type
+// and one Cast back to f32 follows each of its outputs. Nodes are visited
+// in order, so a chain of them (Conv -> Clip -> Add -> MaxPool) carries the
+// Cast to its end; a Cast to the narrow type of a Cast from it is then the
+// value itself, so the next matrix op reads the narrow value.
+void SinkWideningCasts(Graph& g, DType narrow) {
+  auto widened = [&](const Value* v) -> Node* {
+    Node* c = v->producer();
+    return IsCastTo(c, DType::kF32) && c->input(0)->type().dtype() == narrow ? c : nullptr;
+  };
+  auto is_f32 = [](const Value* v) { return v && v->type().is_tensor() && v->type().dtype() == DType::kF32; };
+  absl::flat_hash_map<const Value*, Value*> narrowed;  // f32 constant -> its narrow copy
+  for (Node* n : g.NodeList()) {
+    if (!KeepsNarrow(*n)) continue;
+    bool sink = true, any_cast = false, any_out = false;
+    for (const Value* v : n->inputs()) {
+      if (!v || !v->type().is_tensor() || !IsFloat(v->type().dtype())) continue;
+      if (!is_f32(v)) sink = false;
+      else if (widened(v)) any_cast = true;
+      else if (!v->is_constant() || !v->constant().defined() || !NarrowHolds(v->constant(), narrow)) sink = false;
+    }
+    for (const Value* y : n->outputs()) any_out |= is_f32(y);
+    if (!sink || !any_cast || !any_out) continue;
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      Value* v = n->input(i);
+      if (!is_f32(v)) continue;
+      if (Node* c = widened(v)) {
+        n->SetInput(i, c->input(0));
+        if (!c->output(0)->has_uses()) g.EraseNode(c);
+        continue;
+      }
+      Value*& c = narrowed[v];
+      if (!c) c = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))),
+                                NarrowCopy(v->constant(), narrow));
+      n->SetInput(i, c);
+    }
+    Node* next = n->next();
+    for (Value* y : n->outputs()) {
+      if (!is_f32(y)) continue;
+      Type wide = y->type();
+      Node* back = g.AddNode("Cast", {y}, {g.UniqueName(absl::StrCat(y->name(), ".f32"))}, "", next);
+      back->SetAttr("to", Attribute::Int(DTypeToOnnx(DType::kF32)));
+      back->output(0)->set_type(wide);
+      y->ReplaceAllUsesWith(back->output(0));
+      back->SetInput(0, y);
+      y->set_type(Type::Tensor(narrow, wide.shape()));
+    }
+  }
+  for (Node* b : g.NodeList()) {
+    if (!IsCastTo(b, narrow)) continue;
+    Node* a = widened(b->input(0));
+    if (!a) continue;
+    b->output(0)->ReplaceAllUsesWith(a->input(0));
+    g.EraseNode(b);
+    if (!a->output(0)->has_uses()) g.EraseNode(a);
+  }
+}
 
 // --precision=fp16 (and bf16): matrix ops of an f32 graph compute on the
 // cube in the narrower type with fp32 accumulation. Constant operands
@@ -78,14 +189,8 @@ absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
       if (!v) continue;
       Shape shape = v->type().shape();
       if (v->is_constant() && v->constant().defined()) {
-        const Tensor& t = v->constant();
-        Tensor c(narrow, t.dims());
-        for (int64_t j = 0; j < t.numel(); ++j) {
-          float f = t.data<float>()[j];
-          if (narrow == DType::kF16) c.data<Half>()[j] = Half(f);
-          else c.data<BFloat16>()[j] = BFloat16(f);
-        }
-        Value* nc = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))), std::move(c));
+        Value* nc = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))),
+                                  NarrowCopy(v->constant(), narrow));
         n->SetInput(i, nc);
       } else {
         Node* cast = g.AddNode("Cast", {v}, {g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow)))}, "", n);
@@ -104,35 +209,7 @@ absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
     back->SetInput(0, out);
     out->set_type(Type::Tensor(narrow, wide.shape()));
   }
-  // Relu commutes with rounding, so a Cast back to f32 whose only user is a
-  // Relu moves past it (the Relu runs in the narrow type, bit for bit the
-  // same values); then a Cast to the narrow type of a Cast from it is the
-  // value itself. Conv -> Relu -> Conv keeps its activations narrow.
-  auto is_cast_to = [](const Node* n, DType t) {
-    return n && n->domain().empty() && n->op() == "Cast" && n->input(0) &&
-           n->output(0)->type().dtype() == t;
-  };
-  for (Node* c : g.NodeList()) {
-    if (!is_cast_to(c, DType::kF32) || c->input(0)->type().dtype() != narrow) continue;
-    Value* wide_out = c->output(0);
-    if (wide_out->uses().size() != 1 || !wide_out->uses()[0].user) continue;
-    Node* relu = wide_out->uses()[0].user;
-    if (!relu->domain().empty() || relu->op() != "Relu" || relu->num_outputs() != 1) continue;
-    Value* y = relu->output(0);
-    relu->SetInput(0, c->input(0));
-    y->ReplaceAllUsesWith(wide_out);
-    c->SetInput(0, y);
-    y->set_type(Type::Tensor(narrow, y->type().shape()));
-    g.MoveNode(c, relu->next());
-  }
-  for (Node* b : g.NodeList()) {
-    if (!is_cast_to(b, narrow)) continue;
-    Node* a = b->input(0)->producer();
-    if (!is_cast_to(a, DType::kF32) || a->input(0)->type().dtype() != narrow) continue;
-    b->output(0)->ReplaceAllUsesWith(a->input(0));
-    g.EraseNode(b);
-    if (!a->output(0)->has_uses()) g.EraseNode(a);
-  }
+  SinkWideningCasts(g, narrow);
   return absl::OkStatus();
 }
 

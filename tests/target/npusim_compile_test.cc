@@ -13,8 +13,11 @@
 #include "absl/strings/str_cat.h"
 
 #include "graph/exec/executor.h"
+#include "graph/ir/parser.h"
+#include "graph/ir/printer.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/support/status.h"
+#include "graph/verifier/verifier.h"
 #include "runtime/loaded_model.h"
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
@@ -311,6 +314,146 @@ TEST(NpusimCompile, Fp16KeepsActivationsHalfThroughRelu) {
   for (int64_t j = 0; j < run->want.numel(); ++j) range = std::max(range, std::fabs(run->want.GetDouble(j)));
   for (int64_t j = 0; j < run->want.numel(); ++j)
     ASSERT_NEAR(run->got.GetDouble(j), run->want.GetDouble(j), 1e-2 * range) << j;
+}
+
+// The graph a compiled artifact carries (what its AICPU tasks run), verified.
+absl::StatusOr<Model> CompiledGraph(const artifact::Artifact& a) {
+  BlobStore blobs;
+  KILN_RETURN_IF_ERROR(DeserializeBlobStore(a.constants(), &blobs));
+  KILN_ASSIGN_OR_RETURN(Model m, ParseModel(a.graph_kir(), "compiled.kir", &blobs));
+  KILN_RETURN_IF_ERROR(VerifyModel(m));
+  return m;
+}
+
+absl::StatusOr<artifact::Artifact> CompileNarrow(const Model& m, target::Precision precision) {
+  auto t = Npusim();
+  target::CompileOptions options;
+  options.precision = precision;
+  return target::CompileForNpusim(m, *t, options);
+}
+
+int CountOps(const Model& m, absl::string_view op) {
+  int n = 0;
+  for (const Node* node : m.graph->nodes()) n += node->op() == op;
+  return n;
+}
+
+// The first node of `op` in the compiled graph.
+const Node* Find(const Model& m, absl::string_view op) {
+  for (const Node* node : m.graph->nodes())
+    if (node->op() == op) return node;
+  return nullptr;
+}
+
+// Every element within `tolerance` of the reference output's largest magnitude.
+void ExpectWithinRange(const SimAndReference& r, double tolerance) {
+  ASSERT_EQ(r.got.dtype(), DType::kF32);
+  double range = 1;
+  for (int64_t j = 0; j < r.want.numel(); ++j) range = std::max(range, std::fabs(r.want.GetDouble(j)));
+  for (int64_t j = 0; j < r.want.numel(); ++j)
+    ASSERT_NEAR(r.got.GetDouble(j), r.want.GetDouble(j), tolerance * range) << j;
+}
+
+Node* Conv3x3(Graph& g, Value* x, int64_t co, int64_t ci, uint32_t seed, const std::string& name) {
+  Node* c = g.AddNode("Conv", {x, g.AddConstant(name + ".w", Random({co, ci, 3, 3}, seed))}, {name});
+  c->SetAttr("pads", Attribute::Ints({1, 1, 1, 1}));
+  return c;
+}
+
+// Conv -> Clip(0, 6) -> Conv (MobileNetV2's ReLU6): the Clip runs narrow
+// with its bounds converted (exactly), so the only Casts are the model's
+// input in and its output back.
+TEST(NpusimCompile, NarrowKeepsActivationsNarrowThroughClip) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({1, 16, 10, 10}));
+  Value* c1 = Conv3x3(g, x, 32, 16, 1, "c1")->output(0);
+  Value* lo = g.AddConstant("lo", Tensor::FromVector<float>({0.f}, {}));
+  Value* hi = g.AddConstant("hi", Tensor::FromVector<float>({6.f}, {}));
+  Value* r6 = g.AddNode("Clip", {c1, lo, hi}, {"r6"})->output(0);
+  g.AddOutput(Conv3x3(g, r6, 16, 32, 2, "y")->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  for (auto [precision, dtype, tolerance] : {std::tuple{target::Precision::kFp16, DType::kF16, 1e-2},
+                                              std::tuple{target::Precision::kBf16, DType::kBF16, 3e-2}}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    auto a = CompileNarrow(m, precision);
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto compiled = CompiledGraph(*a);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    EXPECT_EQ(CountOps(*compiled, "Cast"), 2);
+    const Node* clip = Find(*compiled, "Clip");
+    ASSERT_TRUE(clip);
+    for (const Value* v : clip->inputs()) EXPECT_EQ(DTypeName(v->type().dtype()), DTypeName(dtype)) << v->name();
+    EXPECT_EQ(clip->input(2)->constant().GetDouble(0), 6.0);
+    int clip_on_vector = 0;
+    for (const auto& task : a->npusim().tasks()) clip_on_vector += task.op() == "Clip" && task.engine() == "vector";
+    EXPECT_EQ(clip_on_vector, 1);
+    auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3)});
+    ASSERT_TRUE(run.ok()) << run.status();
+    ExpectWithinRange(*run, tolerance);
+  }
+}
+
+// A residual block: the Add's operands are both narrow values widened (the
+// Relu's and the second Conv's), so it runs narrow with one Cast after,
+// which the next Conv's Cast in cancels.
+TEST(NpusimCompile, NarrowKeepsResidualAddsNarrow) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({1, 16, 10, 10}));
+  Value* r = g.AddNode("Relu", {Conv3x3(g, x, 16, 16, 1, "c1")->output(0)}, {"r"})->output(0);
+  Value* c2 = Conv3x3(g, r, 16, 16, 2, "c2")->output(0);
+  Value* sum = g.AddNode("Add", {r, c2}, {"sum"})->output(0);
+  Value* pooled = g.AddNode("GlobalAveragePool", {sum}, {"pooled"})->output(0);
+  Node* flat = g.AddNode("Flatten", {pooled}, {"flat"});
+  Node* fc = g.AddNode("Gemm", {flat->output(0), g.AddConstant("fc.w", Random({10, 16}, 4))}, {"y"});
+  fc->SetAttr("transB", Attribute::Int(1));
+  g.AddOutput(fc->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = CompileNarrow(m, target::Precision::kFp16);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto compiled = CompiledGraph(*a);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(CountOps(*compiled, "Cast"), 2);
+  for (const char* op : {"Add", "GlobalAveragePool", "Flatten"}) {
+    const Node* n = Find(*compiled, op);
+    ASSERT_TRUE(n) << op;
+    EXPECT_EQ(DTypeName(n->output(0)->type().dtype()), "f16") << op;
+  }
+  auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3)});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectWithinRange(*run, 1e-2);
+}
+
+// Where an operand is a genuine f32 value (a graph input), the node stays
+// f32 and the Cast before it stays: an Add of the Conv's result and the
+// model's input, a Clip whose lower bound is an input.
+TEST(NpusimCompile, NarrowKeepsTheCastBeforeAnOpOfAWideValue) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({1, 16, 10, 10}));
+  Value* lo = g.AddInput("lo", F32({}));
+  Value* c1 = Conv3x3(g, x, 16, 16, 1, "c1")->output(0);
+  Value* skip = g.AddNode("Add", {c1, x}, {"skip"})->output(0);
+  Value* hi = g.AddConstant("hi", Tensor::FromVector<float>({6.f}, {}));
+  Value* clip = g.AddNode("Clip", {c1, lo, hi}, {"clip"})->output(0);
+  Value* both = g.AddNode("Mul", {skip, clip}, {"both"})->output(0);
+  g.AddOutput(Conv3x3(g, both, 16, 16, 2, "y")->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = CompileNarrow(m, target::Precision::kFp16);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto compiled = CompiledGraph(*a);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  // x and Mul's result in, c1 and y back.
+  EXPECT_EQ(CountOps(*compiled, "Cast"), 4);
+  for (const char* op : {"Add", "Clip", "Mul"}) {
+    const Node* n = Find(*compiled, op);
+    ASSERT_TRUE(n) << op;
+    EXPECT_EQ(DTypeName(n->output(0)->type().dtype()), "f32") << op;
+  }
+  auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3), Tensor::FromVector<float>({-0.25f}, {})});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectWithinRange(*run, 1e-2);
 }
 
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
