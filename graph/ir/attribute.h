@@ -3,6 +3,8 @@
 // An Attribute is one typed value attached to a node under a name: an
 // integer, float, string, tensor, subgraph, type, or a list of one of those.
 // Subgraphs are owned by the attribute; Clone() copies them deeply.
+// An attribute holds an int, a float and a list of ints in itself, and
+// every other kind in one heap block.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -50,16 +52,16 @@ class Attribute {
   AttrKind kind() const { return kind_; }
   int64_t i() const { return i_; }
   float f() const { return f_; }
-  const std::string& s() const { return s_; }
-  const Tensor& t() const { return t_; }
-  Graph* g() const { return graphs_.empty() ? nullptr : graphs_[0].get(); }
-  const Type& type() const { return type_; }
+  const std::string& s() const { return rare().s; }
+  const Tensor& t() const { return rare().t; }
+  Graph* g() const { return graphs().empty() ? nullptr : graphs()[0].get(); }
+  const Type& type() const { return rare().type; }
   const std::vector<int64_t>& ints() const { return ints_; }
-  const std::vector<float>& floats() const { return floats_; }
-  const std::vector<std::string>& strings() const { return strings_; }
-  const std::vector<Tensor>& tensors() const { return tensors_; }
-  const std::vector<std::unique_ptr<Graph>>& graphs() const { return graphs_; }
-  std::vector<std::unique_ptr<Graph>>& mutable_graphs() { return graphs_; }
+  const std::vector<float>& floats() const { return rare().floats; }
+  const std::vector<std::string>& strings() const { return rare().strings; }
+  const std::vector<Tensor>& tensors() const { return rare().tensors; }
+  const std::vector<std::unique_ptr<Graph>>& graphs() const { return rare().graphs; }
+  std::vector<std::unique_ptr<Graph>>& mutable_graphs() { return mutable_rare().graphs; }
 
   // Deep copy; subgraphs are cloned with `parent` as their enclosing graph.
   Attribute Clone(Graph* parent) const;
@@ -67,17 +69,27 @@ class Attribute {
   bool operator==(const Attribute& o) const;
 
  private:
+  // The payloads of the kinds other than ints and floats (and lists of
+  // ints), in a block of their own: most attributes are an int or a list
+  // of ints (axes, perm, pads, strides), and a node's attribute map stays
+  // small.
+  struct Rare {
+    std::string s;
+    Tensor t;
+    Type type;
+    std::vector<float> floats;
+    std::vector<std::string> strings;
+    std::vector<Tensor> tensors;
+    std::vector<std::unique_ptr<Graph>> graphs;  // one for kGraph, many for kGraphs
+  };
+  const Rare& rare() const;
+  Rare& mutable_rare();
+
   AttrKind kind_ = AttrKind::kInt;
-  int64_t i_ = 0;
   float f_ = 0;
-  std::string s_;
-  Tensor t_;
-  Type type_;
+  int64_t i_ = 0;
   std::vector<int64_t> ints_;
-  std::vector<float> floats_;
-  std::vector<std::string> strings_;
-  std::vector<Tensor> tensors_;
-  std::vector<std::unique_ptr<Graph>> graphs_;  // one for kGraph, many for kGraphs
+  std::unique_ptr<Rare> rare_;
 };
 
 }  // namespace kiln

@@ -51,7 +51,7 @@ void Value::RemoveUse(const Use& u) {
 
 void Value::ReplaceAllUsesWith(Value* other) {
   assert(other != this && "replacing a value with itself");
-  std::vector<Use> uses = std::move(uses_);
+  absl::InlinedVector<Use, 1> uses = std::move(uses_);
   uses_.clear();
   // Grow `other`'s uses once (geometrically), not once per use moved.
   size_t needed = other->uses_.size() + uses.size();
@@ -293,7 +293,7 @@ void Graph::RemoveInput(int i) {
   DestroyValue(v);
 }
 
-Node* Graph::AddNode(absl::string_view op, std::vector<Value*> inputs,
+Node* Graph::AddNode(absl::string_view op, absl::Span<Value* const> inputs,
                      std::vector<std::string> output_names, absl::string_view domain,
                      Node* before) {
   assert((!before || before->owner_ == this) && "inserting before a node of another graph");
@@ -312,9 +312,9 @@ Node* Graph::AddNode(absl::string_view op, std::vector<Value*> inputs,
   return raw;
 }
 
-Node* Graph::AddNode(absl::string_view op, std::vector<Value*> inputs, int num_outputs,
+Node* Graph::AddNode(absl::string_view op, absl::Span<Value* const> inputs, int num_outputs,
                      absl::string_view domain, Node* before) {
-  return AddNode(op, std::move(inputs), std::vector<std::string>(num_outputs), domain, before);
+  return AddNode(op, inputs, std::vector<std::string>(num_outputs), domain, before);
 }
 
 void Graph::EraseNode(Node* n) {

@@ -25,6 +25,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "graph/ir/attribute.h"
 #include "graph/ir/tensor.h"
 #include "graph/ir/type.h"
@@ -116,7 +118,7 @@ class Value {
   const Tensor& constant() const { return constant_; }
   void set_constant(Tensor t) { constant_ = std::move(t); }
 
-  const std::vector<Use>& uses() const { return uses_; }
+  absl::Span<const Use> uses() const { return uses_; }
   bool has_uses() const { return !uses_.empty(); }
   // The next constant of the owner (creation order; null after the last): a
   // walk that erases the constant it stands on reads next_constant() first.
@@ -136,7 +138,8 @@ class Value {
   int producer_index_ = 0;
   Node* producer_ = nullptr;
   Graph* owner_ = nullptr;
-  std::vector<Use> uses_;
+  // Most values have one use: it is stored in the value itself.
+  absl::InlinedVector<Use, 1> uses_;
   // Neighbours in the owner's list of constants (creation order), so that
   // walks over constants skip every other value.
   Value* prev_constant_ = nullptr;
@@ -169,8 +172,8 @@ class Node {
   // Null for an omitted optional input.
   Value* input(int i) const { return i < num_inputs() ? inputs_[i] : nullptr; }
   Value* output(int i) const { return outputs_[i]; }
-  const std::vector<Value*>& inputs() const { return inputs_; }
-  const std::vector<Value*>& outputs() const { return outputs_; }
+  absl::Span<Value* const> inputs() const { return inputs_; }
+  absl::Span<Value* const> outputs() const { return outputs_; }
   void SetInput(int i, Value* v);
   void AddInput(Value* v);
   void RemoveTrailingInputs(int new_count);
@@ -208,11 +211,13 @@ class Node {
   bool holds_graphs_ = false;
   // The stamp of the last ScratchMarks that marked this node.
   mutable uint64_t mark_ = 0;
-  std::vector<Value*> inputs_;
-  std::vector<Value*> outputs_;
+  // Operands and results are stored in the node itself up to the counts
+  // nearly every op has, so a walk reads no other heap block for them.
+  absl::InlinedVector<Value*, 3> inputs_;
+  absl::InlinedVector<Value*, 2> outputs_;
   std::string domain_;
   // use_slots_[i]: where this node's use of inputs_[i] sits in its uses().
-  std::vector<uint32_t> use_slots_;
+  absl::InlinedVector<uint32_t, 4> use_slots_;
   std::map<std::string, Attribute> attrs_;
   std::string name_;
 };
@@ -243,10 +248,10 @@ class Graph {
 
   // Creates a node at the end (or before `before`) with `num_outputs` fresh
   // output values named from `output_names` (generated when empty).
-  Node* AddNode(absl::string_view op, std::vector<Value*> inputs,
+  Node* AddNode(absl::string_view op, absl::Span<Value* const> inputs,
                 std::vector<std::string> output_names, absl::string_view domain = "",
                 Node* before = nullptr);
-  Node* AddNode(absl::string_view op, std::vector<Value*> inputs, int num_outputs,
+  Node* AddNode(absl::string_view op, absl::Span<Value* const> inputs, int num_outputs,
                 absl::string_view domain = "", Node* before = nullptr);
   // Erases a node whose outputs have no uses.
   void EraseNode(Node* n);

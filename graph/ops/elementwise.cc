@@ -1221,7 +1221,7 @@ absl::Status UpgradeDropout(Graph& g, Node* node, int64_t opset) {
   if (only_cast) return absl::OkStatus();
   const Type& xt = UpgradeType(node->input(0));
   DType dt = xt.is_tensor() && xt.dtype() != DType::kUndefined ? xt.dtype() : DType::kF32;
-  std::vector<Value*> inputs = node->inputs();
+  std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
   Value* y = node->output(0);
   Value* m = node->output(1);
   Type y_type = y->type(), m_type = m->type();
