@@ -52,7 +52,9 @@ enum Reg {
   rL0C = 10,     // L0C buffer toggle
   rOut = 11,     // UB tile slot toggle
   rT = 12,       // scratch
-  kNumRegs = 13,
+  rFirst = 13,   // 1 until the section's weights are on their way
+  rBias = 14,    // 1 until the bias is converted for FIXP
+  kNumRegs = 15,
 };
 
 struct Geom {
@@ -209,18 +211,15 @@ class Program {
     e_.L("block_dim ", R(rBlockDim));
     e_.L("mul ", R(rWs), ", ", R(rBlock), ", ", p_.band_bytes);
     for (int r : {rL0A, rL0B, rL0C, rOut}) e_.L("mov ", R(r), ", 0");
-    // The bias as f32 (zero past Cout), for FIXP.
+    // The bias as f32 (zero past Cout), for FIXP. Its copy shares the
+    // first rows' hand-off to VECTOR, which converts it (Convert): no
+    // round trip of its own before the first band.
     Dup("f32", p_.ub_bias, g_.N1 * 16);
-    if (g_.bias) {
-      e_.L("copy_gm_ub UB[", p_.ub_bias16, "], bias[0], len=", g_.Co * 2);
-      e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
-      e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 0));
-      VecOver(e_, absl::StrCat("vconv.f32.", g_.dt), g_.Co, 4, p_.ub_bias, 2, p_.ub_bias16, -1, "");
-    }
+    if (g_.bias) e_.L("copy_gm_ub UB[", p_.ub_bias16, "], bias[0], len=", g_.Co * 2);
+    e_.L("mov ", R(rBias), ", ", g_.bias ? 1 : 0);
     // With one conversion batch, the rows of channels past C are never
     // written: zero them once.
     if (p_.zero_pad_once && g_.C < g_.C1 * 16) Dup("f16", p_.ub_in + g_.C * p_.pin * 2, (g_.C1 * 16 - g_.C) * p_.pin);
-    e_.L("pipe_barrier ALL");
     FreeFlags("set_flag");
   }
 
@@ -258,13 +257,12 @@ class Program {
     const std::string skip = e_.NewLabel("skip");
     e_.L("bge ", R(rJ), ", ", units, ", ", skip);
     // The group's weights: rows of the fractal grid [K1, N1], its columns.
+    // The first unit's band conversion copies them in (Convert), so that
+    // they travel while the band's rows go through UB.
     const int64_t t0 = cg * p_.tiles_per_group, t1 = std::min(p_.tiles, t0 + p_.tiles_per_group);
     const int64_t cols = std::min(g_.N1, t1 * p_.Nt) - t0 * p_.Nt;
-    e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
-    e_.L("copy_gm_l1 L1[", p_.band_bytes, "], w[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
-         ", src_stride=", g_.N1 * 512, ", dst_stride=", cols * 512);
-    e_.Line(Flag("set_flag", "MTE2", "MTE1", 2));
     e_.Line(Flag("wait_flag", "MTE2", "MTE1", 2));
+    e_.L("mov ", R(rFirst), ", 1");
     e_.Label(loop);
     e_.L("bge ", R(rJ), ", ", units, ", ", done);
     e_.L("div ", R(rN), ", ", R(rJ), ", ", run.count);
@@ -281,7 +279,7 @@ class Program {
     e_.L("mul ", R(rT), ", ", R(rBand), ", ", p_.R);
     e_.L("add ", R(rY), ", ", R(rY), ", ", R(rT));
     e_.L("mul ", R(rY), ", ", R(rY), ", ", g_.Wo * 2);
-    Convert(run);
+    Convert(run, t0, cols);
     for (int64_t t = t0; t < t1; ++t) Tile(run, t, t0, cols, t == t0, t == t1 - 1);
     e_.L("add ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
     e_.L("jmp ", loop);
@@ -291,8 +289,11 @@ class Program {
   }
 
   // The band's input rows, NCHW -> C1HWC0 through UB into the workspace
-  // slot, then into L1.
-  void Convert(const Run& run) {
+  // slot, then into L1. In a section's first unit, the weights of its group
+  // (fractal columns from `t0`, `cols` wide) go into L1 between the first
+  // rows' copy and the band's: their transfer overlaps the conversion, and
+  // one flag hand-off covers both.
+  void Convert(const Run& run, int64_t t0, int64_t cols) {
     const int64_t px = run.in_rows * g_.W, hw2 = g_.H * g_.W * 2;
     for (int64_t c1 = 0; c1 < g_.C1; c1 += p_.batch) {
       const int64_t nc1 = std::min(p_.batch, g_.C1 - c1);
@@ -301,7 +302,24 @@ class Program {
       e_.L("copy_gm_ub UB[", p_.ub_in, "], ", Addr("x", rX, c1 * 16 * hw2), ", nburst=", rows, ", len=", px * 2,
            ", src_stride=", hw2, ", dst_stride=", p_.pin * 2);
       e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
+      if (c1 == 0) {
+        const std::string later = e_.NewLabel("weights_loaded");
+        e_.L("beq ", R(rFirst), ", 0, ", later);
+        e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
+        e_.L("copy_gm_l1 L1[", p_.band_bytes, "], w[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
+             ", src_stride=", g_.N1 * 512, ", dst_stride=", cols * 512);
+        e_.Label(later);
+      }
       e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 0));
+      if (c1 == 0) {
+        // FIXP reads the bias only after this block's first band went
+        // through VECTOR, MTE3, MTE2 and the cube.
+        const std::string later = e_.NewLabel("bias_ready");
+        e_.L("beq ", R(rBias), ", 0, ", later);
+        VecOver(e_, absl::StrCat("vconv.f32.", g_.dt), g_.Co, 4, p_.ub_bias, 2, p_.ub_bias16, -1, "");
+        e_.L("mov ", R(rBias), ", 0");
+        e_.Label(later);
+      }
       if (rows < nc1 * 16 && !p_.zero_pad_once) {
         // Channels past C read as zeros.
         Dup("f16", p_.ub_in + rows * p_.pin * 2, (nc1 * 16 - rows) * p_.pin);
@@ -323,6 +341,11 @@ class Program {
     e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
     e_.L("copy_gm_l1 L1[0], ", Addr("ws", rWs, 0), ", len=", g_.C1 * px * 32);
     e_.Line(Flag("set_flag", "MTE2", "MTE1", 1));
+    const std::string later = e_.NewLabel("weights_told");
+    e_.L("beq ", R(rFirst), ", 0, ", later);
+    e_.Line(Flag("set_flag", "MTE2", "MTE1", 2));
+    e_.L("mov ", R(rFirst), ", 0");
+    e_.Label(later);
     e_.Line(Flag("set_flag", "MTE2", "MTE3", 0));
   }
 
