@@ -173,6 +173,34 @@ TEST(VectorUnary, ClipWithConstantBounds) {
   ExpectRejected(*t, "min is not a constant");
 }
 
+// Ops that only select or negate their input run on f16 without
+// conversions (the same values bit for bit); the others, and bf16, compute
+// in f32.
+TEST(VectorUnary, SelectingOpsRunOnF16Natively) {
+  sim::Machine m = sim::DefaultMachine();
+  auto generate = [&](OneNode& t) {
+    KernelRequest req{t.node, &m};
+    auto k = GenerateVectorKernel(req);
+    EXPECT_TRUE(k.ok()) << t.label << ": " << k.status();
+    return k.ok() ? std::make_pair(k->plan, sim::Disassemble(k->program)) : std::make_pair(std::string(), std::string());
+  };
+  Tensor x = UniformTensor(DType::kF16, {4, 1000}, -8, 8, 11);
+  std::vector<std::unique_ptr<OneNode>> native;
+  for (const char* op : {"Relu", "Abs", "Neg"}) native.push_back(Make(op, {x}, {}));
+  native.push_back(Make("Clip", {x, CastTensor(Tensor::Scalar<float>(0), DType::kF16),
+                                 CastTensor(Tensor::Scalar<float>(6), DType::kF16)}, {false, true, true}));
+  for (auto& t : native) {
+    auto [plan, text] = generate(*t);
+    EXPECT_NE(plan.find("compute f16"), std::string::npos) << t->label << ": " << plan;
+    EXPECT_EQ(text.find("vconv"), std::string::npos) << t->label;
+    Check(*t, 0);
+  }
+  auto sigmoid = Make("Sigmoid", {x}, {});
+  EXPECT_NE(generate(*sigmoid).first.find("compute f32"), std::string::npos);
+  auto bf16 = Make("Relu", {UniformTensor(DType::kBF16, {1000}, -8, 8, 12)}, {});
+  EXPECT_NE(generate(*bf16).first.find("compute f32"), std::string::npos);
+}
+
 TEST(VectorBinary, SameShape) {
   uint32_t seed = 100;
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"})

@@ -5,7 +5,9 @@
 // ln(1 + exp(-|x|)), Elu = relu(x) + alpha * (exp(min(x, 0)) - 1), ...).
 // Floats compute in f32 (f16/bf16 convert on the way in and out, so one
 // rounding per op as the reference kernels do), except binary arithmetic on
-// f16, which is a single correctly rounded instruction either way.
+// f16, which is a single correctly rounded instruction either way, and the
+// unary ops that only select or negate their input (Relu, Abs, Neg, Clip to
+// bounds f16 holds), whose f16 instructions give the same values.
 //
 // Binary broadcasting: same-size operands and scalars run flat; otherwise
 // the output is seen as rows of its innermost merged dim and the other
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/ops/kernel_util.h"
+#include "graph/support/float16.h"
 #include "graph/support/status.h"
 #include "target/npusim/kernels/vector_internal.h"
 #include "target/npusim/kernels/vector_pipeline.h"
@@ -53,6 +56,9 @@ struct UnaryDef {
   int temps = 0;
   bool int_ok = false;
   bool copy = false;
+  // The op selects or negates its input: on f16 its f16 instructions give
+  // what f32 and a rounding give, so it runs without conversions.
+  bool exact_f16 = false;
 };
 
 Body Un(const char* op) {
@@ -94,8 +100,8 @@ absl::StatusOr<UnaryDef> UnaryFor(const Node& node) {
     return d;
   }
   if (!node.domain().empty()) return Unimpl(node, "not an elementwise op of the vector unit");
-  if (op == "Relu") { d.body = Un("vrelu"); d.int_ok = true; return d; }
-  if (op == "Abs") { d.body = Un("vabs"); d.int_ok = true; return d; }
+  if (op == "Relu") { d.body = Un("vrelu"); d.int_ok = true; d.exact_f16 = true; return d; }
+  if (op == "Abs") { d.body = Un("vabs"); d.int_ok = true; d.exact_f16 = true; return d; }
   if (op == "Sigmoid") { d.body = Un("vsigmoid"); return d; }
   if (op == "Tanh") { d.body = Un("vtanh"); return d; }
   if (op == "Exp") { d.body = Un("vexp"); return d; }
@@ -105,6 +111,7 @@ absl::StatusOr<UnaryDef> UnaryFor(const Node& node) {
   if (op == "Erf") { d.body = Un("verf"); return d; }
   if (op == "Neg") {
     d.int_ok = true;
+    d.exact_f16 = true;
     d.body = [](Kasm& k, const FlatOperands& o, int64_t n) { k.Vec("vmuls", o.ct, o.out, {o.ins[0]}, n, -1.0); };
     return d;
   }
@@ -141,6 +148,8 @@ absl::StatusOr<UnaryDef> UnaryFor(const Node& node) {
       (i == 1 ? lo : hi) = *c;
     }
     d.int_ok = true;
+    auto held = [](const std::optional<double>& b) { return !b || static_cast<double>(static_cast<float>(Half(static_cast<float>(*b)))) == *b; };
+    d.exact_f16 = held(lo) && held(hi);
     d.body = [lo, hi](Kasm& k, const FlatOperands& o, int64_t n) {
       VArg src = o.ins[0];
       if (!lo && !hi) k.Vec("vmov", o.ct, o.out, {src}, n);
@@ -246,7 +255,7 @@ absl::StatusOr<GeneratedKernel> GenerateUnary(const KernelRequest& req) {
   s.numel = Numel(x);
   s.ins = {{InArg(0), dt}};
   s.out = {OutArg(0), IsaOf(y)};
-  s.ct = ComputeOf(dt);
+  s.ct = dt == DType::kF16 && d.exact_f16 ? DType::kF16 : ComputeOf(dt);
   s.temps = d.temps;
   s.raw_copy = d.copy;
   s.body = d.body;
