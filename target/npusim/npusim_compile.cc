@@ -110,6 +110,18 @@ bool NarrowHolds(const Tensor& t, DType narrow) {
   return true;
 }
 
+// `y` (f32) becomes the narrow type; a Cast inserted before `before` (at
+// the end when null) gives its users the f32 value they read.
+void NarrowWithCastBack(Graph& g, Value* y, DType narrow, Node* before) {
+  Type wide = y->type();
+  Node* back = g.AddNode("Cast", {y}, {g.UniqueName(absl::StrCat(y->name(), ".f32"))}, "", before);
+  back->SetAttr("to", Attribute::Int(DTypeToOnnx(DType::kF32)));
+  back->output(0)->set_type(wide);
+  y->ReplaceAllUsesWith(back->output(0));
+  back->SetInput(0, y);
+  y->set_type(Type::Tensor(narrow, wide.shape()));
+}
+
 // Activations stay narrow between matrix ops. A Cast back to f32 of a
 // narrow value sinks past a node that KeepsNarrow when each of its f32
 // inputs is such a Cast or a constant that the narrow type holds (converted
@@ -152,13 +164,7 @@ void SinkWideningCasts(Graph& g, DType narrow) {
     Node* next = n->next();
     for (Value* y : n->outputs()) {
       if (!is_f32(y)) continue;
-      Type wide = y->type();
-      Node* back = g.AddNode("Cast", {y}, {g.UniqueName(absl::StrCat(y->name(), ".f32"))}, "", next);
-      back->SetAttr("to", Attribute::Int(DTypeToOnnx(DType::kF32)));
-      back->output(0)->set_type(wide);
-      y->ReplaceAllUsesWith(back->output(0));
-      back->SetInput(0, y);
-      y->set_type(Type::Tensor(narrow, wide.shape()));
+      NarrowWithCastBack(g, y, narrow, next);
     }
   }
   for (Node* b : g.NodeList()) {
@@ -200,14 +206,7 @@ absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
       }
     }
     // The node now produces the narrow type; a Cast restores f32 for its users.
-    Value* out = n->output(0);
-    Type wide = out->type();
-    Node* back = g.AddNode("Cast", {out}, {g.UniqueName(absl::StrCat(out->name(), ".f32"))}, "", next);
-    back->SetAttr("to", Attribute::Int(DTypeToOnnx(DType::kF32)));
-    back->output(0)->set_type(wide);
-    out->ReplaceAllUsesWith(back->output(0));
-    back->SetInput(0, out);
-    out->set_type(Type::Tensor(narrow, wide.shape()));
+    NarrowWithCastBack(g, n->output(0), narrow, next);
   }
   SinkWideningCasts(g, narrow);
   return absl::OkStatus();
