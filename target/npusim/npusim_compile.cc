@@ -6,6 +6,7 @@
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/text_format.h"
@@ -23,6 +24,8 @@
 #include "target/backend/copy_pieces.h"
 #include "target/backend/memory_plan.h"
 #include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/cube_img2col.h"
+#include "target/npusim/kernels/cube_matmul.h"
 #include "target/npusim/kernels/move.h"
 #include "target/npusim/kernels/vector.h"
 
@@ -213,18 +216,125 @@ absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
 }
 
 absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& n, const sim::Machine& machine,
-                                         const CompileOptions& options, bool want_tile_ir = false) {
+                                         const CompileOptions& options, bool want_tile_ir = false,
+                                         const absl::flat_hash_set<const Value*>* c1hwc0 = nullptr) {
   npusim::KernelRequest req;
   req.node = &n;
   req.machine = &machine;
   req.fp16_matrix = options.precision == Precision::kFp16;
   req.want_tile_ir = want_tile_ir;
+  if (c1hwc0 && n.num_inputs() > 0 && n.num_outputs() > 0) {
+    req.x_c1hwc0 = c1hwc0->contains(n.input(0));
+    req.y_c1hwc0 = c1hwc0->contains(n.output(0));
+  }
   if (engine == "cube") return npusim::GenerateCubeKernel(req);
   if (engine == "vector") {
     if (HasCopyPieces(n)) return npusim::GenerateMoveKernel(req);
     return npusim::GenerateVectorKernel(req);
   }
   return absl::InvalidArgumentError(absl::StrCat("no kernel generator for engine '", engine, "'"));
+}
+
+// Ops that compute each element from the same element of their inputs (of
+// the output's shape) or from scalars, on the vector unit or the AICPU
+// alike: they give the same bytes whatever order the elements are stored
+// in, so NC1HWC0 passes through them.
+bool OrderBlind(const Node& n) {
+  static const char* const kOps[] = {"Relu", "Clip", "Add", "Sub", "Mul", "Max", "Min", "Abs", "Neg"};
+  if (!n.domain().empty() || n.num_outputs() != 1 || !n.output(0)->type().is_tensor()) return false;
+  if (std::none_of(std::begin(kOps), std::end(kOps), [&](const char* s) { return n.op() == s; })) return false;
+  const Type& out = n.output(0)->type();
+  for (const Value* v : n.inputs()) {
+    if (!v) continue;
+    const Type& t = v->type();
+    if (t.is_tensor() && t.shape() == out.shape() && t.dtype() == out.dtype()) continue;
+    if (t.is_tensor() && t.shape().NumElements() == 1) continue;  // a scalar
+    return false;
+  }
+  return true;
+}
+
+// The values kept in NC1HWC0 between convolutions: groups of f16 4-D values
+// joined through OrderBlind ops, whose channels are whole blocks of 16,
+// produced only by such ops and by Convs that run through img2col, and used
+// only by such ops and as the input of such Convs (never a graph output, a
+// view or another kernel). Each Conv then reads its band into L1 as it is
+// and writes its tiles in blocks, where NCHW takes a conversion through UB
+// and a workspace on the way in and a transpose on the way out. A pointwise
+// Conv that is a GEMM on NCHW (stride 1) runs slower through img2col unless
+// it is spared the conversion: it keeps a group in NC1HWC0 only when its
+// other tensor is in NC1HWC0 too.
+absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machine& machine) {
+  enum Kind { kNo, kImg2col, kGemm };  // how a Conv that can run through img2col otherwise runs
+  absl::flat_hash_map<const Node*, Kind> kinds;
+  auto kind_of = [&](const Node* n) {
+    if (!n || !n->domain().empty() || n->op() != "Conv" || !n->input(0)) return kNo;
+    auto [it, fresh] = kinds.try_emplace(n, kNo);
+    if (fresh) {
+      const Type& x = n->input(0)->type();
+      const Type& y = n->output(0)->type();
+      if (x.is_tensor() && y.is_tensor() && x.dtype() == DType::kF16 && y.dtype() == DType::kF16 &&
+          npusim::GenerateImg2ColConv(*n, machine, 0).ok())
+        it->second = npusim::GemmSpecOfPointwiseConv(*n, 0).ok() ? kGemm : kImg2col;
+    }
+    return it->second;
+  };
+  auto runs_img2col = [&](const Node* n) { return kind_of(n) != kNo; };
+  // Union-find over the candidate values, in node order.
+  std::vector<const Value*> values;
+  absl::flat_hash_map<const Value*, int> id;
+  std::vector<int> parent;
+  auto find = [&](int i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  auto add = [&](const Value* v) {
+    auto [it, fresh] = id.try_emplace(v, static_cast<int>(values.size()));
+    if (fresh) {
+      values.push_back(v);
+      parent.push_back(it->second);
+    }
+    return it->second;
+  };
+  for (const Node* n : g.nodes()) {
+    if (runs_img2col(n)) {
+      add(n->input(0));
+      add(n->output(0));
+    } else if (OrderBlind(*n)) {
+      int o = add(n->output(0));
+      for (const Value* v : n->inputs())
+        if (v && v->type().shape() == n->output(0)->type().shape()) parent[find(add(v))] = find(o);
+    }
+  }
+  std::vector<bool> bad(values.size(), false);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Value* v = values[i];
+    const Type& t = v->type();
+    bool ok = !v->is_input() && !v->is_constant() && t.is_tensor() && t.dtype() == DType::kF16 &&
+              t.shape().is_static() && t.shape().rank() == 4 && t.shape()[1].value() % 16 == 0;
+    const Node* p = v->producer();
+    ok = ok && p && ((runs_img2col(p) && p->output(0) == v) || OrderBlind(*p));
+    for (const Use& u : v->uses()) {
+      const Node* n = u.user;
+      ok = ok && n &&
+           ((runs_img2col(n) && u.index == 0) || (OrderBlind(*n) && v->type().shape() == n->output(0)->type().shape()));
+    }
+    if (!ok) bad[find(static_cast<int>(i))] = true;
+  }
+  // GEMM Convs with one tensor left in NCHW give up the other, to a fixpoint.
+  auto kept = [&](const Value* v) { return id.contains(v) && !bad[find(id.at(v))]; };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [n, kind] : kinds) {
+      if (kind != kGemm || kept(n->input(0)) == kept(n->output(0))) continue;
+      bad[find(id.at(kept(n->input(0)) ? n->input(0) : n->output(0)))] = true;
+      changed = true;
+    }
+  }
+  absl::flat_hash_set<const Value*> chosen;
+  for (const Value* v : values)
+    if (kept(v)) chosen.insert(v);
+  return chosen;
 }
 
 // Constants laid out as fractals for the kernels that read them so
@@ -419,6 +529,8 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   else if (options.precision == Precision::kBf16)
     KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, DType::kBF16));
 
+  const absl::flat_hash_set<const Value*> c1hwc0 = ChooseC1hwc0(g, machine);
+
   BufferTable buffers(module);
   for (const Value* v : g.inputs()) buffers.Add(v, Buffer::INPUT);
   for (const Value* v : g.outputs()) {
@@ -462,7 +574,10 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     absl::StatusOr<GeneratedKernel> kernel = absl::UnimplementedError("");
     if (engine == "cube" || engine == "vector") {
       if (auto it = kernels.find(n); it != kernels.end()) kernel = std::move(it->second);
-      else kernel = Generate(engine, *n, machine, options);
+      else kernel = Generate(engine, *n, machine, options, /*want_tile_ir=*/false, &c1hwc0);
+      if (!kernel.ok() && n->op() == "Conv" && (c1hwc0.contains(n->input(0)) || c1hwc0.contains(n->output(0))))
+        return absl::InternalError(absl::StrCat("node '", task->node(), "': the NC1HWC0 convolution's kernel: ",
+                                                kernel.status().message()));
       if (!kernel.ok()) {
         const OpDef* opdef = OpRegistry::Global().Find(*n);
         if (!opdef || !opdef->kernel)
@@ -525,6 +640,8 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     if (b < 0) b = buffers.Add(v, v->is_constant() ? Buffer::CONSTANT : Buffer::OUTPUT);
     module->add_output_buffers(b);
   }
+  for (const Value* v : c1hwc0)
+    if (int b = buffers.Get(v); b >= 0) module->mutable_buffers(b)->set_layout("NC1HWC0");
   buffers.Plan(module->tasks_size());
 
   BlobStore blobs;

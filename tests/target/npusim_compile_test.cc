@@ -425,6 +425,94 @@ TEST(NpusimCompile, NarrowKeepsResidualAddsNarrow) {
   ExpectWithinRange(*run, 1e-2);
 }
 
+// The plan of the task that computes `value`.
+std::string PlanOf(const artifact::Artifact& a, absl::string_view value) {
+  for (const auto& t : a.npusim().tasks())
+    if (t.node() == value) return t.plan();
+  return "";
+}
+
+// The layout of `value`'s buffer ("" for row-major).
+std::string LayoutOf(const artifact::Artifact& a, absl::string_view value) {
+  for (const auto& b : a.npusim().buffers())
+    if (b.name() == value) return b.layout();
+  return "(no buffer)";
+}
+
+// Between convolutions through img2col, activations stay NC1HWC0 (through
+// Relu and the residual Add): each Conv reads its band into L1 as it is and
+// writes 16-channel blocks. A pointwise Conv (a GEMM on NCHW) joins because
+// both its tensors are kept; the model's input and output stay NCHW.
+TEST(NpusimCompile, Fp16KeepsNC1HWC0BetweenConvolutions) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({1, 16, 12, 12}));
+  Value* r1 = g.AddNode("Relu", {Conv3x3(g, x, 32, 16, 1, "c1")->output(0)}, {"r1"})->output(0);
+  Value* c2 = Conv3x3(g, r1, 32, 32, 2, "c2")->output(0);
+  Value* s = g.AddNode("Relu", {g.AddNode("Add", {r1, c2}, {"sum"})->output(0)}, {"s"})->output(0);
+  Value* c3 = g.AddNode("Conv", {s, g.AddConstant("c3.w", Random({32, 32, 1, 1}, 3))}, {"c3"})->output(0);
+  Value* r3 = g.AddNode("Relu", {c3}, {"r3"})->output(0);
+  g.AddOutput(Conv3x3(g, r3, 16, 32, 4, "c4")->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = CompileNarrow(m, target::Precision::kFp16);
+  ASSERT_TRUE(a.ok()) << a.status();
+  for (const char* v : {"c1", "r1", "c2", "sum", "s", "c3", "r3"}) EXPECT_EQ(LayoutOf(*a, v), "NC1HWC0") << v;
+  EXPECT_EQ(LayoutOf(*a, "c4"), "");
+  struct { const char* conv; bool in, out; } kConvs[] = {
+      {"c1", false, true}, {"c2", true, true}, {"c3", true, true}, {"c4", true, false}};
+  for (const auto& c : kConvs) {
+    const std::string plan = PlanOf(*a, c.conv);
+    EXPECT_NE(plan.find("img2col from L1"), std::string::npos) << c.conv << ": " << plan;
+    EXPECT_EQ(plan.find("input NC1HWC0") != std::string::npos, c.in) << c.conv << ": " << plan;
+    EXPECT_EQ(plan.find("output NC1HWC0") != std::string::npos, c.out) << c.conv << ": " << plan;
+  }
+  auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 12, 12}, 5)});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectWithinRange(*run, 1e-2);
+}
+
+// NCHW stays where a value's channels are not whole blocks of 16, where a
+// consumer other than an img2col Conv or an elementwise op reads it
+// (MaxPool), and where a pointwise Conv would write NC1HWC0 from an NCHW
+// input (it is faster as a GEMM): no buffer of these models is NC1HWC0.
+TEST(NpusimCompile, Fp16KeepsNCHWWhereNC1HWC0WouldNotPay) {
+  auto compile = [](Model& m) {
+    EXPECT_TRUE(InferShapes(*m.graph).ok());
+    auto a = CompileNarrow(m, target::Precision::kFp16);
+    EXPECT_TRUE(a.ok()) << a.status();
+    int n = 0;
+    if (a.ok())
+      for (const auto& b : a->npusim().buffers()) n += b.layout() == "NC1HWC0";
+    return n;
+  };
+  {
+    Model m;  // 24 channels between the convolutions
+    Graph& g = *m.graph;
+    Value* r = g.AddNode("Relu", {Conv3x3(g, g.AddInput("x", F32({1, 16, 8, 8})), 24, 16, 1, "c1")->output(0)}, {"r"})
+                   ->output(0);
+    g.AddOutput(Conv3x3(g, r, 16, 24, 2, "c2")->output(0));
+    EXPECT_EQ(compile(m), 0);
+  }
+  {
+    Model m;  // a MaxPool reads the first Conv's output
+    Graph& g = *m.graph;
+    Value* c1 = Conv3x3(g, g.AddInput("x", F32({1, 16, 8, 8})), 16, 16, 1, "c1")->output(0);
+    Node* pool = g.AddNode("MaxPool", {c1}, {"p"});
+    pool->SetAttr("kernel_shape", Attribute::Ints({2, 2}));
+    g.AddOutput(pool->output(0));
+    g.AddOutput(Conv3x3(g, c1, 16, 16, 2, "c2")->output(0));
+    EXPECT_EQ(compile(m), 0);
+  }
+  {
+    Model m;  // 3x3 -> Relu -> pointwise Conv -> the model's output
+    Graph& g = *m.graph;
+    Value* r = g.AddNode("Relu", {Conv3x3(g, g.AddInput("x", F32({1, 16, 8, 8})), 32, 16, 1, "c1")->output(0)}, {"r"})
+                   ->output(0);
+    g.AddOutput(g.AddNode("Conv", {r, g.AddConstant("c2.w", Random({16, 32, 1, 1}, 2))}, {"c2"})->output(0));
+    EXPECT_EQ(compile(m), 0);
+  }
+}
+
 // Where an operand is a genuine f32 value (a graph input), the node stays
 // f32 and the Cast before it stays: an Add of the Conv's result and the
 // model's input, a Clip whose lower bound is an input.

@@ -49,7 +49,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
   if (node.domain().empty() && node.op() == "Conv") {
     // Pointwise convolutions are a batched GEMM; f16/bf16 ones of one group
     // build their im2col rows in L0A from the image in L1 (img2col); the
-    // rest go through an im2col matrix in global memory.
+    // rest go through an im2col matrix in global memory. A Conv with a
+    // tensor in NC1HWC0 runs through img2col, pointwise or not.
+    if (req.x_c1hwc0 || req.y_c1hwc0)
+      return GenerateImg2ColConv(node, *req.machine, req.max_blocks, {req.x_c1hwc0, req.y_c1hwc0});
     absl::StatusOr<GemmSpec> spec = GemmSpecOfPointwiseConv(node, req.max_blocks);
     if (spec.ok()) return GenerateGemm(*spec, *req.machine);
     if (!absl::IsUnimplemented(spec.status())) return spec.status();

@@ -16,6 +16,13 @@
 //   CUBE -> FIXP 0 / FIXP -> CUBE 0       a tile in L0C / the L0C buffer free
 //   FIXP -> VECTOR 0 / VECTOR -> FIXP 0   a tile in UB / its UB slot free
 //   VECTOR -> MTE3 0 / MTE3 -> VECTOR 0   a tile's channel rows / their slot free
+//   MTE2 -> VECTOR 2, VECTOR -> FIXP 1    the bias in UB (sent with the first
+//                                         band) / converted for FIXP (once)
+//
+// With the input in NC1HWC0 (ConvLayouts::x_c1hwc0) the band is one copy
+// from X into L1 and the conversion's flags go unused; with the output in
+// NC1HWC0 VECTOR reorders the tile's [pixel][channel] rows into 16-channel
+// blocks of pixels (`vmov` with block strides) instead of transposing them.
 //
 //===----------------------------------------------------------------------===//
 #include "target/npusim/kernels/cube_img2col.h"
@@ -62,6 +69,7 @@ struct Geom {
   int64_t C1, K1, N1;  // input channel fractals, k-fractals, output channel fractals
   bool bias = false;
   std::string dt;
+  bool xc = false, yc = false;  // X, Y in NC1HWC0
 };
 
 // Bands of output rows whose input rows the padding clips the same way.
@@ -122,7 +130,7 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
     p.rb_max = std::max(p.rb_max, r.in_rows);
   }
   p.pin = RoundUp(p.rb_max * g.W, 16);
-  if (p.pin / 16 > 255) return false;  // one vtranspose per c1
+  if (!g.xc && p.pin / 16 > 255) return false;  // one vtranspose per c1
   p.tiles = CeilDiv(g.N1, p.Nt);
   p.tiles_per_group = CeilDiv(p.tiles, p.G);
   if ((p.G - 1) * p.tiles_per_group >= p.tiles) return false;  // an empty group
@@ -144,13 +152,20 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   p.ub_out = p.ub_bias + g.N1 * 16 * 4;
   p.ub_outT = p.ub_out + 2 * p.ub_tile;
   p.ub_in = p.ub_outT + 2 * p.ub_tile;
-  const int64_t per_c1 = 16 * p.pin * 2;  // NCHW rows of one c1, and the same again transposed
-  p.batch = std::min<int64_t>(g.C1, (f.ub_bytes - p.ub_in) / (2 * per_c1));
-  if (p.batch <= 0) return false;
-  p.batch = CeilDiv(g.C1, CeilDiv(g.C1, p.batch));  // even batches
-  p.zero_pad_once = p.batch == g.C1;
-  p.ub_t = p.ub_in + p.batch * per_c1;
-  if (p.ub_t + p.batch * per_c1 > f.ub_bytes) return false;
+  if (g.xc) {
+    // The band comes from X as it is: no conversion buffers.
+    p.batch = g.C1;
+    p.ub_t = p.ub_in;
+    if (p.ub_in > f.ub_bytes) return false;
+  } else {
+    const int64_t per_c1 = 16 * p.pin * 2;  // NCHW rows of one c1, and the same again transposed
+    p.batch = std::min<int64_t>(g.C1, (f.ub_bytes - p.ub_in) / (2 * per_c1));
+    if (p.batch <= 0) return false;
+    p.batch = CeilDiv(g.C1, CeilDiv(g.C1, p.batch));  // even batches
+    p.zero_pad_once = p.batch == g.C1;
+    p.ub_t = p.ub_in + p.batch * per_c1;
+    if (p.ub_t + p.batch * per_c1 > f.ub_bytes) return false;
+  }
 
   // Estimate: each block's units run back to back; a unit's pipes overlap.
   const int64_t units = g.N * p.bands * p.G;
@@ -159,13 +174,13 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   p.blocks = std::min(units, cores);
   const double band = static_cast<double>(g.C1 * p.rb_max * g.W * 32);  // bytes moved, unrounded
   const double steps = static_cast<double>(p.tiles_per_group * CeilDiv(g.K1, p.Kt));
-  const double mte2 = band * 2;
-  const double mte3 = band + static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
+  const double mte2 = g.xc ? band : band * 2;
+  const double mte3 = (g.xc ? 0.0 : band) + static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
   const double cube = steps * static_cast<double>(p.Mt * p.Kt * p.Nt) * 4096.0 / f.fp16_macs_per_cycle +
                       steps * f.cube_latency;
   const double mte1 = steps * (static_cast<double>((p.Mt + p.Nt) * p.Kt * 512) / f.mte1_bytes_per_cycle +
                                f.mte1_latency);
-  const double vec = static_cast<double>(g.C1 * p.pin / 16 + p.tiles_per_group * p.Nt * p.Mt) * 2.0 *
+  const double vec = static_cast<double>((g.xc ? 0 : g.C1 * p.pin / 16) + p.tiles_per_group * p.Nt * p.Mt) * 2.0 *
                      std::ceil(256.0 / static_cast<double>(vec_bytes_per_cycle));
   const double dma_lat = f.hbm_latency + f.mte2_latency;
   // The band's copy into L1 waits for the previous unit's last img2col.
@@ -211,16 +226,23 @@ class Program {
     e_.L("block_dim ", R(rBlockDim));
     e_.L("mul ", R(rWs), ", ", R(rBlock), ", ", p_.band_bytes);
     for (int r : {rL0A, rL0B, rL0C, rOut}) e_.L("mov ", R(r), ", 0");
-    // The bias as f32 (zero past Cout), for FIXP. Its copy shares the
-    // first rows' hand-off to VECTOR, which converts it (Convert): no
-    // round trip of its own before the first band.
+    // The bias as f32 (zero past Cout), for FIXP. MTE2 tells VECTOR it is
+    // in UB with the block's first band (Convert): no hand-off of its own
+    // before the first band. FIXP waits for its conversion.
     Dup("f32", p_.ub_bias, g_.N1 * 16);
     if (g_.bias) e_.L("copy_gm_ub UB[", p_.ub_bias16, "], bias[0], len=", g_.Co * 2);
     e_.L("mov ", R(rBias), ", ", g_.bias ? 1 : 0);
     // With one conversion batch, the rows of channels past C are never
     // written: zero them once.
-    if (p_.zero_pad_once && g_.C < g_.C1 * 16) Dup("f16", p_.ub_in + g_.C * p_.pin * 2, (g_.C1 * 16 - g_.C) * p_.pin);
+    if (!g_.xc && p_.zero_pad_once && g_.C < g_.C1 * 16)
+      Dup("f16", p_.ub_in + g_.C * p_.pin * 2, (g_.C1 * 16 - g_.C) * p_.pin);
     FreeFlags("set_flag");
+    if (g_.bias) {
+      e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 2));
+      VecOver(e_, absl::StrCat("vconv.f32.", g_.dt), g_.Co, 4, p_.ub_bias, 2, p_.ub_bias16, -1, "");
+      e_.Line(Flag("set_flag", "VECTOR", "FIXP", 1));
+      e_.Line(Flag("wait_flag", "VECTOR", "FIXP", 1));
+    }
   }
 
   // Zeros `n` elements of `dt` (f16 or f32) at UB[at].
@@ -268,17 +290,18 @@ class Program {
     e_.L("div ", R(rN), ", ", R(rJ), ", ", run.count);
     e_.L("rem ", R(rBand), ", ", R(rJ), ", ", run.count);
     e_.L("add ", R(rBand), ", ", R(rBand), ", ", run.first);
-    // rX: (n*C*H + band*R*sh - pt + pad_top) * W * 2.
-    e_.L("mul ", R(rX), ", ", R(rN), ", ", g_.C * g_.H);
+    // rX: (n*C*H + band*R*sh - pt + pad_top) * W * 2, or in NC1HWC0
+    // (n*C1*H + ...) * W * 32 (the band's first row of c1 0).
+    e_.L("mul ", R(rX), ", ", R(rN), ", ", (g_.xc ? g_.C1 : g_.C) * g_.H);
     e_.L("mul ", R(rT), ", ", R(rBand), ", ", p_.R * g_.sh);
     e_.L("add ", R(rX), ", ", R(rX), ", ", R(rT));
     e_.L("add ", R(rX), ", ", R(rX), ", ", run.pad_top - g_.pt);
-    e_.L("mul ", R(rX), ", ", R(rX), ", ", g_.W * 2);
-    // rY: (n*Co*Ho + band*R) * Wo * 2.
-    e_.L("mul ", R(rY), ", ", R(rN), ", ", g_.Co * g_.Ho);
+    e_.L("mul ", R(rX), ", ", R(rX), ", ", g_.W * (g_.xc ? 32 : 2));
+    // rY: (n*Co*Ho + band*R) * Wo * 2, or (n*N1*Ho + band*R) * Wo * 32.
+    e_.L("mul ", R(rY), ", ", R(rN), ", ", (g_.yc ? g_.N1 : g_.Co) * g_.Ho);
     e_.L("mul ", R(rT), ", ", R(rBand), ", ", p_.R);
     e_.L("add ", R(rY), ", ", R(rY), ", ", R(rT));
-    e_.L("mul ", R(rY), ", ", R(rY), ", ", g_.Wo * 2);
+    e_.L("mul ", R(rY), ", ", R(rY), ", ", g_.Wo * (g_.yc ? 32 : 2));
     Convert(run, t0, cols);
     for (int64_t t = t0; t < t1; ++t) Tile(run, t, t0, cols, t == t0, t == t1 - 1);
     e_.L("add ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
@@ -295,6 +318,17 @@ class Program {
   // one flag hand-off covers both.
   void Convert(const Run& run, int64_t t0, int64_t cols) {
     const int64_t px = run.in_rows * g_.W, hw2 = g_.H * g_.W * 2;
+    if (g_.xc) {
+      // X is NC1HWC0: each c1's rows of the band are contiguous in X.
+      e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
+      e_.L("copy_gm_l1 L1[0], ", Addr("x", rX, 0), ", nburst=", g_.C1, ", len=", px * 32, ", src_stride=",
+           g_.H * g_.W * 32, ", dst_stride=", px * 32);
+      WeightsIn(t0, cols);
+      e_.Line(Flag("set_flag", "MTE2", "MTE1", 1));
+      WeightsTold();
+      BiasSent();
+      return;
+    }
     for (int64_t c1 = 0; c1 < g_.C1; c1 += p_.batch) {
       const int64_t nc1 = std::min(p_.batch, g_.C1 - c1);
       const int64_t rows = std::min(nc1 * 16, g_.C - c1 * 16);
@@ -303,23 +337,10 @@ class Program {
            ", src_stride=", hw2, ", dst_stride=", p_.pin * 2);
       e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
       if (c1 == 0) {
-        const std::string later = e_.NewLabel("weights_loaded");
-        e_.L("beq ", R(rFirst), ", 0, ", later);
-        e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
-        e_.L("copy_gm_l1 L1[", p_.band_bytes, "], w[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
-             ", src_stride=", g_.N1 * 512, ", dst_stride=", cols * 512);
-        e_.Label(later);
+        BiasSent();
+        WeightsIn(t0, cols);
       }
       e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 0));
-      if (c1 == 0) {
-        // FIXP reads the bias only after this block's first band went
-        // through VECTOR, MTE3, MTE2 and the cube.
-        const std::string later = e_.NewLabel("bias_ready");
-        e_.L("beq ", R(rBias), ", 0, ", later);
-        VecOver(e_, absl::StrCat("vconv.f32.", g_.dt), g_.Co, 4, p_.ub_bias, 2, p_.ub_bias16, -1, "");
-        e_.L("mov ", R(rBias), ", 0");
-        e_.Label(later);
-      }
       if (rows < nc1 * 16 && !p_.zero_pad_once) {
         // Channels past C read as zeros.
         Dup("f16", p_.ub_in + rows * p_.pin * 2, (nc1 * 16 - rows) * p_.pin);
@@ -341,12 +362,35 @@ class Program {
     e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
     e_.L("copy_gm_l1 L1[0], ", Addr("ws", rWs, 0), ", len=", g_.C1 * px * 32);
     e_.Line(Flag("set_flag", "MTE2", "MTE1", 1));
+    WeightsTold();
+    e_.Line(Flag("set_flag", "MTE2", "MTE3", 0));
+  }
+
+  // In a section's first unit: the group's weights into L1 (fractal
+  // columns from `t0`, `cols` wide), and then the hand-off to MTE1.
+  void WeightsIn(int64_t t0, int64_t cols) {
+    const std::string later = e_.NewLabel("weights_loaded");
+    e_.L("beq ", R(rFirst), ", 0, ", later);
+    e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
+    e_.L("copy_gm_l1 L1[", p_.band_bytes, "], w[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
+         ", src_stride=", g_.N1 * 512, ", dst_stride=", cols * 512);
+    e_.Label(later);
+  }
+  void WeightsTold() {
     const std::string later = e_.NewLabel("weights_told");
     e_.L("beq ", R(rFirst), ", 0, ", later);
     e_.Line(Flag("set_flag", "MTE2", "MTE1", 2));
     e_.L("mov ", R(rFirst), ", 0");
     e_.Label(later);
-    e_.Line(Flag("set_flag", "MTE2", "MTE3", 0));
+  }
+  // In the block's first unit: the bias (copied in Init) is in UB.
+  void BiasSent() {
+    if (!g_.bias) return;
+    const std::string later = e_.NewLabel("bias_sent");
+    e_.L("beq ", R(rBias), ", 0, ", later);
+    e_.Line(Flag("set_flag", "MTE2", "VECTOR", 2));
+    e_.L("mov ", R(rBias), ", 0");
+    e_.Label(later);
   }
 
   // Output channels [t*Nt*16, ...) of the unit: the K steps, then the tile out.
@@ -390,18 +434,34 @@ class Program {
     // VECTOR: channel rows [nt*16, Mt*16].
     e_.Line(Flag("wait_flag", "FIXP", "VECTOR", 0));
     e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 0));
-    for (int64_t cb = 0; cb < nt; ++cb)
+    for (int64_t cb = 0; cb < nt; ++cb) {
+      if (g_.yc) {
+        // Block cb of each pixel's row, the pixels one after another: 8
+        // pixels per repeat.
+        for (int64_t r0 = 0; r0 < 2 * p_.Mt; r0 += 255)
+          e_.L("vmov.f16 ", Addr("UB", rOut, p_.ub_outT + (cb * p_.Mt * 16 + r0 * 8) * 32), ", ",
+               Addr("UB", rOut, p_.ub_out + (r0 * 8 * nt + cb) * 32), ", repeat=", std::min<int64_t>(255, 2 * p_.Mt - r0),
+               ", src0_blk_stride=", nt, ", src0_rep_stride=", 8 * nt);
+        continue;
+      }
       e_.L("vtranspose.", g_.dt, " ", Addr("UB", rOut, p_.ub_outT + cb * 16 * p_.Mt * 32), ", ",
            Addr("UB", rOut, p_.ub_out + cb * 32), ", repeat=", p_.Mt, ", dst_blk_stride=", p_.Mt,
            ", dst_rep_stride=1, src0_blk_stride=", nt, ", src0_rep_stride=", 16 * nt);
+    }
     e_.Line(Flag("set_flag", "VECTOR", "FIXP", 0));
     e_.Line(Flag("set_flag", "VECTOR", "MTE3", 0));
     // MTE3: the band's rows of each valid channel.
     e_.Line(Flag("wait_flag", "VECTOR", "MTE3", 0));
-    const int64_t channels = std::min(nt * 16, g_.Co - n1 * 16);
-    e_.L("copy_ub_gm ", Addr("y", rY, n1 * 16 * g_.Ho * g_.Wo * 2), ", ", Addr("UB", rOut, p_.ub_outT),
-         ", nburst=", channels, ", len=", run.rows * g_.Wo * 2, ", src_stride=", p_.Mt * 32,
-         ", dst_stride=", g_.Ho * g_.Wo * 2);
+    if (g_.yc) {
+      // Each 16-channel block's band of pixels is contiguous in Y.
+      e_.L("copy_ub_gm ", Addr("y", rY, n1 * g_.Ho * g_.Wo * 32), ", ", Addr("UB", rOut, p_.ub_outT), ", nburst=", nt,
+           ", len=", run.rows * g_.Wo * 32, ", src_stride=", p_.Mt * 16 * 32, ", dst_stride=", g_.Ho * g_.Wo * 32);
+    } else {
+      const int64_t channels = std::min(nt * 16, g_.Co - n1 * 16);
+      e_.L("copy_ub_gm ", Addr("y", rY, n1 * 16 * g_.Ho * g_.Wo * 2), ", ", Addr("UB", rOut, p_.ub_outT),
+           ", nburst=", channels, ", len=", run.rows * g_.Wo * 2, ", src_stride=", p_.Mt * 32,
+           ", dst_stride=", g_.Ho * g_.Wo * 2);
+    }
     e_.Line(Flag("set_flag", "MTE3", "VECTOR", 0));
     Toggle(e_, rOut, p_.ub_tile);
   }
@@ -413,7 +473,8 @@ class Program {
 
 }  // namespace
 
-absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks) {
+absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks,
+                                                    ConvLayouts layouts) {
   if (!node.domain().empty() || node.op() != "Conv" || node.num_outputs() != 1)
     return absl::UnimplementedError("img2col runs Conv nodes only");
   const Value* x = node.input(0);
@@ -440,6 +501,11 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
          0, 0, 0, bias != nullptr, sim::DTypeName(IsaDTypeOf(dt))};
   if (dw[1] != g.C || dy[1] != g.Co || dy[0] != g.N) return absl::FailedPreconditionError("Conv's channels do not match");
   if (g.N <= 0 || g.Ho <= 0 || g.Wo <= 0 || g.Co <= 0) return absl::UnimplementedError("empty Conv");
+  g.xc = layouts.x_c1hwc0;
+  g.yc = layouts.y_c1hwc0;
+  if ((g.xc && g.C % 16 != 0) || (g.yc && g.Co % 16 != 0))
+    return absl::InvalidArgumentError("NC1HWC0 tensors of img2col have channels in whole blocks of 16");
+  if (g.yc && dt != DType::kF16) return absl::UnimplementedError("img2col writes NC1HWC0 outputs of f16 only");
   g.C1 = CeilDiv(g.C, 16);
   g.K1 = g.C1 * g.KH * g.KW;
   g.N1 = CeilDiv(g.Co, 16);
@@ -479,8 +545,8 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   lines.push_back(absl::StrCat(".arg w ", g.dt, "[", wimg[0], ",", wimg[1], ",16,16]"));
   if (bias) lines.push_back(absl::StrCat(".arg bias ", g.dt, "[", g.Co, "]"));
   lines.push_back(absl::StrCat(".arg y ", g.dt, "[", g.N, ",", g.Co, ",", g.Ho, ",", g.Wo, "]"));
-  const int64_t ws_bytes = best.band_bytes * best.blocks;
-  lines.push_back(absl::StrCat(".arg ws s8[", ws_bytes, "]"));
+  const int64_t ws_bytes = g.xc ? 0 : best.band_bytes * best.blocks;
+  if (ws_bytes > 0) lines.push_back(absl::StrCat(".arg ws s8[", ws_bytes, "]"));
 
   Program prog(g, best);
   const std::string text = prog.Emit(lines);
@@ -498,11 +564,13 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   fc.cols = g.Co;
   fc.conv_weight = true;
   k.fractal_constants.push_back(fc);
+  const std::string in =
+      g.xc ? std::string("input NC1HWC0 into L1 as it is")
+           : absl::StrCat("C1HWC0 by vtranspose in ", CeilDiv(g.C1, best.batch), " batch",
+                          CeilDiv(g.C1, best.batch) > 1 ? "es" : "", ", workspace ", ws_bytes, " B");
   k.plan = absl::StrCat("img2col from L1: bands of ", best.R, " output rows (", best.Mt, " x 16 pixels), ",
                         best.Nt * 16, "-channel tiles in ", best.G, " group", best.G > 1 ? "s" : "",
-                        ", K steps of ", best.Kt * 16, ", C1HWC0 by vtranspose in ", CeilDiv(g.C1, best.batch),
-                        " batch", CeilDiv(g.C1, best.batch) > 1 ? "es" : "", ", W as fractals, workspace ",
-                        ws_bytes, " B");
+                        ", K steps of ", best.Kt * 16, ", ", in, g.yc ? ", output NC1HWC0" : "", ", W as fractals");
   return k;
 }
 

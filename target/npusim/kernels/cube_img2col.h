@@ -15,7 +15,9 @@
 //     weights' step into L0B and one `mmad` (double-buffered);
 //   - FIXP adds the bias and writes the tile to UB in f16/bf16; `vtranspose`
 //     turns its [pixel][channel] rows into NCHW channel rows and MTE3 writes
-//     them out.
+//     them out;
+//   - with X in NC1HWC0 the band is one copy into L1, and with Y in NC1HWC0
+//     the tile goes out as 16-channel blocks of pixels (ConvLayouts).
 //
 // The weights are a fractal constant (FractalConstant::conv_weight): the
 // matrix B[c1*KH*KW*16, Cout] whose row ((c1*KH + kh)*KW + kw)*16 + c0 holds
@@ -30,8 +32,22 @@
 
 namespace kiln::target::npusim {
 
+// How the Conv's input X and output Y lie in global memory: NCHW, or
+// NC1HWC0 ([N, C/16, H, W, 16]: 16-channel blocks of each pixel, the
+// blocks of one c1 plane contiguous; C a multiple of 16), the layout img2col
+// reads and the npusim driver keeps between convolutions. An NC1HWC0 X goes
+// into L1 in one copy, with no conversion; an NC1HWC0 Y (f16 only) is
+// written in 16-channel blocks.
+struct ConvLayouts {
+  bool x_c1hwc0 = false;
+  bool y_c1hwc0 = false;
+};
+
 // A kernel for a 2-D, one-group Conv of f16/bf16 tensors through img2col, or
 // an Unimplemented status that says why this program does not run it.
-absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks);
+// A Conv it runs with NCHW tensors it also runs with either one in NC1HWC0
+// (given whole blocks of 16 channels, and f16 for Y).
+absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks,
+                                                    ConvLayouts layouts = {});
 
 }  // namespace kiln::target::npusim

@@ -54,6 +54,12 @@ struct KernelRequest {
   // Also record the kernel's tiling as tile IR (GeneratedKernel::tile_ir),
   // for `kiln tile`; compiling leaves it off.
   bool want_tile_ir = false;
+  // A Conv's input / output lies in global memory as NC1HWC0 (16-channel
+  // blocks, ConvLayouts in cube_img2col.h) instead of NCHW; the driver
+  // chooses it where producer and consumers agree. Such a Conv runs
+  // through img2col or not at all.
+  bool x_c1hwc0 = false;
+  bool y_c1hwc0 = false;
 };
 
 // A constant argument a kernel reads as its fractal image: the matrix
