@@ -280,6 +280,16 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
     return it->second;
   };
   auto runs_img2col = [&](const Node* n) { return kind_of(n) != kNo; };
+  // A global pool of f16 reads NC1HWC0 as [N, C/16, H*W, 16] and writes
+  // [N, C, 1, 1], the same bytes in either layout.
+  auto pools_c1hwc0 = [&](const Node* n) {
+    if (!n || !n->domain().empty() || (n->op() != "GlobalAveragePool" && n->op() != "GlobalMaxPool")) return false;
+    npusim::KernelRequest req;
+    req.node = n;
+    req.machine = &machine;
+    req.x_c1hwc0 = true;
+    return n->input(0)->type().dtype() == DType::kF16 && npusim::GenerateVectorKernel(req).ok();
+  };
   // Union-find over the candidate values, in node order.
   std::vector<const Value*> values;
   absl::flat_hash_map<const Value*, int> id;
@@ -317,7 +327,8 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
     for (const Use& u : v->uses()) {
       const Node* n = u.user;
       ok = ok && n &&
-           ((runs_img2col(n) && u.index == 0) || (OrderBlind(*n) && v->type().shape() == n->output(0)->type().shape()));
+           ((runs_img2col(n) && u.index == 0) || (pools_c1hwc0(n) && u.index == 0) ||
+            (OrderBlind(*n) && v->type().shape() == n->output(0)->type().shape()));
     }
     if (!ok) bad[find(static_cast<int>(i))] = true;
   }
@@ -575,8 +586,9 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     if (engine == "cube" || engine == "vector") {
       if (auto it = kernels.find(n); it != kernels.end()) kernel = std::move(it->second);
       else kernel = Generate(engine, *n, machine, options, /*want_tile_ir=*/false, &c1hwc0);
-      if (!kernel.ok() && n->op() == "Conv" && (c1hwc0.contains(n->input(0)) || c1hwc0.contains(n->output(0))))
-        return absl::InternalError(absl::StrCat("node '", task->node(), "': the NC1HWC0 convolution's kernel: ",
+      if (!kernel.ok() && !OrderBlind(*n) && n->num_inputs() > 0 &&
+          (c1hwc0.contains(n->input(0)) || c1hwc0.contains(n->output(0))))
+        return absl::InternalError(absl::StrCat("node '", task->node(), "': the kernel for an NC1HWC0 tensor: ",
                                                 kernel.status().message()));
       if (!kernel.ok()) {
         const OpDef* opdef = OpRegistry::Global().Find(*n);

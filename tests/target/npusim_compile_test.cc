@@ -471,6 +471,32 @@ TEST(NpusimCompile, Fp16KeepsNC1HWC0BetweenConvolutions) {
   ExpectWithinRange(*run, 1e-2);
 }
 
+// A global pool reads NC1HWC0 as [N, C/16, H*W, 16] and writes [N, C, 1, 1]
+// (the same bytes in either layout), so the last Conv before it keeps its
+// output in blocks too.
+TEST(NpusimCompile, Fp16GlobalPoolsReadNC1HWC0) {
+  for (const char* pool : {"GlobalAveragePool", "GlobalMaxPool"}) {
+    Model m;
+    Graph& g = *m.graph;
+    Value* x = g.AddInput("x", F32({2, 16, 9, 9}));
+    Value* r = g.AddNode("Relu", {Conv3x3(g, x, 48, 16, 1, "c1")->output(0)}, {"r"})->output(0);
+    Value* p = g.AddNode(pool, {r}, {"p"})->output(0);
+    Node* fc = g.AddNode("Gemm", {g.AddNode("Flatten", {p}, {"f"})->output(0), g.AddConstant("fc.w", Random({10, 48}, 2))},
+                         {"y"});
+    fc->SetAttr("transB", Attribute::Int(1));
+    g.AddOutput(fc->output(0));
+    ASSERT_TRUE(InferShapes(g).ok());
+    auto a = CompileNarrow(m, target::Precision::kFp16);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(LayoutOf(*a, "r"), "NC1HWC0") << pool;
+    EXPECT_EQ(LayoutOf(*a, "p"), "") << pool;
+    EXPECT_NE(PlanOf(*a, "c1").find("output NC1HWC0"), std::string::npos) << PlanOf(*a, "c1");
+    auto run = RunOnSimAndReference(*a, m, {Random({2, 16, 9, 9}, 3)});
+    ASSERT_TRUE(run.ok()) << run.status();
+    ExpectWithinRange(*run, 1e-2);
+  }
+}
+
 // NCHW stays where a value's channels are not whole blocks of 16, where a
 // consumer other than an img2col Conv or an elementwise op reads it
 // (MaxPool), and where a pointwise Conv would write NC1HWC0 from an NCHW
