@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 #include "google/protobuf/text_format.h"
 #include "graph/exec/executor.h"
 #include "graph/ir/printer.h"
@@ -63,6 +64,11 @@ bool IsView(const Node& n) {
   return OnDevice(in) && OnDevice(out) && in->type().dtype() == out->type().dtype() && npusim::StaticBytes(in->type()) == npusim::StaticBytes(out->type());
 }
 
+// Whether `n` is an op of the default domain named in `ops`.
+bool IsOneOf(const Node& n, absl::Span<const char* const> ops) {
+  return n.domain().empty() && std::any_of(ops.begin(), ops.end(), [&](const char* s) { return n.op() == s; });
+}
+
 // Ops that, given values of a narrow float type, compute what the f32 op
 // computes on them widened and round the result once to the narrow type.
 // Bit for bit the same values: ops that select one of their operands (Relu,
@@ -76,15 +82,14 @@ bool IsView(const Node& n) {
 // blocks run longer (BERT's attention Transposes: 12,731 cycles in f32,
 // 18,221 in f16).
 bool KeepsNarrow(const Node& n) {
-  static const char* const kOps[] = {
+  static constexpr const char* kOps[] = {
       "Relu",    "Clip",      "Max", "Min", "MaxPool",     "GlobalMaxPool",      // select an operand
       "Reshape", "Flatten",   "Squeeze",    "Unsqueeze",   "Identity",           // views
       "Add",     "Sub",       "Mul",        "AveragePool", "GlobalAveragePool",  // round once
   };
-  if (!n.domain().empty()) return false;
   // MaxPool's Indices output is computed on the AICPU only; keep the node as it is.
   if (n.op() == "MaxPool" && n.num_outputs() > 1 && n.output(1) && n.output(1)->has_uses()) return false;
-  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* s) { return n.op() == s; });
+  return IsOneOf(n, kOps);
 }
 
 bool IsCastTo(const Node* n, DType t) {
@@ -240,9 +245,8 @@ absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& 
 // alike: they give the same bytes whatever order the elements are stored
 // in, so NC1HWC0 passes through them.
 bool OrderBlind(const Node& n) {
-  static const char* const kOps[] = {"Relu", "Clip", "Add", "Sub", "Mul", "Max", "Min", "Abs", "Neg"};
-  if (!n.domain().empty() || n.num_outputs() != 1 || !n.output(0)->type().is_tensor()) return false;
-  if (std::none_of(std::begin(kOps), std::end(kOps), [&](const char* s) { return n.op() == s; })) return false;
+  static constexpr const char* kOps[] = {"Relu", "Clip", "Add", "Sub", "Mul", "Max", "Min", "Abs", "Neg"};
+  if (!IsOneOf(n, kOps) || n.num_outputs() != 1 || !n.output(0)->type().is_tensor()) return false;
   const Type& out = n.output(0)->type();
   for (const Value* v : n.inputs()) {
     if (!v) continue;

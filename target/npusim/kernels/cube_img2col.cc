@@ -224,7 +224,7 @@ class Program {
   void Init() {
     e_.L("block_idx ", R(rBlock));
     e_.L("block_dim ", R(rBlockDim));
-    e_.L("mul ", R(rWs), ", ", R(rBlock), ", ", p_.band_bytes);
+    if (!g_.xc) e_.L("mul ", R(rWs), ", ", R(rBlock), ", ", p_.band_bytes);  // the conversion's workspace slot
     for (int r : {rL0A, rL0B, rL0C, rOut}) e_.L("mov ", R(r), ", 0");
     // The bias as f32 (zero past Cout), for FIXP. MTE2 tells VECTOR it is
     // in UB with the block's first band (Convert): no hand-off of its own
