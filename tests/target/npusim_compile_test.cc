@@ -354,6 +354,24 @@ void ExpectWithinRange(const SimAndReference& r, double tolerance) {
     ASSERT_NEAR(r.got.GetDouble(j), r.want.GetDouble(j), tolerance * range) << j;
 }
 
+// The first node of each of `ops` in the compiled graph produces `dtype`.
+void ExpectOutputDTypes(const Model& compiled, std::initializer_list<const char*> ops, absl::string_view dtype) {
+  for (const char* op : ops) {
+    const Node* n = Find(compiled, op);
+    ASSERT_TRUE(n) << op;
+    EXPECT_EQ(DTypeName(n->output(0)->type().dtype()), dtype) << op;
+  }
+}
+
+// Flatten -> Gemm (transposed [classes, features] weights) to the graph's
+// output "y": a classifier after a global pool.
+void ClassifierHead(Graph& g, Value* pooled, int64_t classes, int64_t features, uint32_t seed) {
+  Node* flat = g.AddNode("Flatten", {pooled}, {"flat"});
+  Node* fc = g.AddNode("Gemm", {flat->output(0), g.AddConstant("fc.w", Random({classes, features}, seed))}, {"y"});
+  fc->SetAttr("transB", Attribute::Int(1));
+  g.AddOutput(fc->output(0));
+}
+
 Node* Conv3x3(Graph& g, Value* x, int64_t co, int64_t ci, uint32_t seed, const std::string& name) {
   Node* c = g.AddNode("Conv", {x, g.AddConstant(name + ".w", Random({co, ci, 3, 3}, seed))}, {name});
   c->SetAttr("pads", Attribute::Ints({1, 1, 1, 1}));
@@ -404,22 +422,14 @@ TEST(NpusimCompile, NarrowKeepsResidualAddsNarrow) {
   Value* r = g.AddNode("Relu", {Conv3x3(g, x, 16, 16, 1, "c1")->output(0)}, {"r"})->output(0);
   Value* c2 = Conv3x3(g, r, 16, 16, 2, "c2")->output(0);
   Value* sum = g.AddNode("Add", {r, c2}, {"sum"})->output(0);
-  Value* pooled = g.AddNode("GlobalAveragePool", {sum}, {"pooled"})->output(0);
-  Node* flat = g.AddNode("Flatten", {pooled}, {"flat"});
-  Node* fc = g.AddNode("Gemm", {flat->output(0), g.AddConstant("fc.w", Random({10, 16}, 4))}, {"y"});
-  fc->SetAttr("transB", Attribute::Int(1));
-  g.AddOutput(fc->output(0));
+  ClassifierHead(g, g.AddNode("GlobalAveragePool", {sum}, {"pooled"})->output(0), 10, 16, 4);
   ASSERT_TRUE(InferShapes(g).ok());
   auto a = CompileNarrow(m, target::Precision::kFp16);
   ASSERT_TRUE(a.ok()) << a.status();
   auto compiled = CompiledGraph(*a);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   EXPECT_EQ(CountOps(*compiled, "Cast"), 2);
-  for (const char* op : {"Add", "GlobalAveragePool", "Flatten"}) {
-    const Node* n = Find(*compiled, op);
-    ASSERT_TRUE(n) << op;
-    EXPECT_EQ(DTypeName(n->output(0)->type().dtype()), "f16") << op;
-  }
+  ExpectOutputDTypes(*compiled, {"Add", "GlobalAveragePool", "Flatten"}, "f16");
   auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3)});
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectWithinRange(*run, 1e-2);
@@ -480,11 +490,7 @@ TEST(NpusimCompile, Fp16GlobalPoolsReadNC1HWC0) {
     Graph& g = *m.graph;
     Value* x = g.AddInput("x", F32({2, 16, 9, 9}));
     Value* r = g.AddNode("Relu", {Conv3x3(g, x, 48, 16, 1, "c1")->output(0)}, {"r"})->output(0);
-    Value* p = g.AddNode(pool, {r}, {"p"})->output(0);
-    Node* fc = g.AddNode("Gemm", {g.AddNode("Flatten", {p}, {"f"})->output(0), g.AddConstant("fc.w", Random({10, 48}, 2))},
-                         {"y"});
-    fc->SetAttr("transB", Attribute::Int(1));
-    g.AddOutput(fc->output(0));
+    ClassifierHead(g, g.AddNode(pool, {r}, {"p"})->output(0), 10, 48, 2);
     ASSERT_TRUE(InferShapes(g).ok());
     auto a = CompileNarrow(m, target::Precision::kFp16);
     ASSERT_TRUE(a.ok()) << a.status();
@@ -560,11 +566,7 @@ TEST(NpusimCompile, NarrowKeepsTheCastBeforeAnOpOfAWideValue) {
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   // x and Mul's result in, c1 and y back.
   EXPECT_EQ(CountOps(*compiled, "Cast"), 4);
-  for (const char* op : {"Add", "Clip", "Mul"}) {
-    const Node* n = Find(*compiled, op);
-    ASSERT_TRUE(n) << op;
-    EXPECT_EQ(DTypeName(n->output(0)->type().dtype()), "f32") << op;
-  }
+  ExpectOutputDTypes(*compiled, {"Add", "Clip", "Mul"}, "f32");
   auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3), Tensor::FromVector<float>({-0.25f}, {})});
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectWithinRange(*run, 1e-2);
