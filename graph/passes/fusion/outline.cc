@@ -273,24 +273,62 @@ void InlineFused(Graph& g, Node* n) {
     }
     return v;  // a value of an enclosing graph
   };
+  // Each copy's results take the names they had before the group was
+  // formed: a result the group yields the node's output name (held by the
+  // node until it goes), the rest their body names where those are free.
+  absl::flat_hash_map<const Value*, std::string> wanted;
+  for (size_t i = 0; i < body.outputs().size() && i < static_cast<size_t>(n->num_outputs()); ++i)
+    wanted.try_emplace(body.outputs()[i], n->output(static_cast<int>(i))->name());
+  auto want = [&](const Value* v) {
+    auto it = wanted.find(v);
+    return it == wanted.end() ? v->name() : it->second;
+  };
+  auto name_for = [&](const Value* v) {
+    const std::string w = want(v);
+    return g.NameInRootNest(w) ? g.UniqueName(w) : w;
+  };
+  auto copy = [&](const Node& from, std::vector<Value*> ins, std::vector<std::string> names, Node* before) {
+    Node* c = g.AddNode(from.op(), ins, std::move(names), from.domain(), before);
+    c->set_name(from.name());
+    for (const auto& [k, a] : from.attrs()) c->SetAttr(k, a.Clone(&g));
+    for (int i = 0; i < from.num_outputs(); ++i) c->output(i)->set_type(from.output(i)->type());
+    return c;
+  };
+  // Each copy, with the names its results want (the body goes with `n`).
+  std::vector<std::pair<Node*, std::vector<std::string>>> copies;
   for (Node* bn : body.nodes()) {
     std::vector<Value*> ins;
     for (Value* v : bn->inputs()) ins.push_back(lookup(v));
-    std::vector<std::string> names;
-    for (Value* o : bn->outputs()) names.push_back(g.UniqueName(o->name()));
-    Node* c = g.AddNode(bn->op(), ins, names, bn->domain(), n);
-    c->set_name(bn->name());
-    for (const auto& [k, a] : bn->attrs()) c->SetAttr(k, a.Clone(&g));
-    for (int i = 0; i < bn->num_outputs(); ++i) {
-      c->output(i)->set_type(bn->output(i)->type());
-      map[bn->output(i)] = c->output(i);
+    std::vector<std::string> names, wants;
+    for (Value* o : bn->outputs()) {
+      names.push_back(name_for(o));
+      wants.push_back(want(o));
     }
+    Node* c = copy(*bn, std::move(ins), std::move(names), n);
+    for (int i = 0; i < bn->num_outputs(); ++i) map[bn->output(i)] = c->output(i);
+    copies.push_back({c, std::move(wants)});
   }
   for (int i = 0; i < n->num_outputs(); ++i) {
     Value* repl = lookup(body.outputs()[i]);
     if (n->output(i)->has_uses()) n->output(i)->ReplaceAllUsesWith(repl);
   }
   g.EraseNode(n);
+  // The names the node held are free now: copies that wanted them are made
+  // again under them.
+  for (const auto& [c, wants] : copies) {
+    bool renamed = false;
+    std::vector<std::string> names;
+    for (int i = 0; i < c->num_outputs(); ++i) {
+      const std::string& w = wants[i];
+      renamed |= c->output(i)->name() != w && !g.NameInRootNest(w);
+      names.push_back(c->output(i)->name() != w && !g.NameInRootNest(w) ? w : g.UniqueName(w));
+    }
+    if (!renamed) continue;
+    Node* d = copy(*c, std::vector<Value*>(c->inputs().begin(), c->inputs().end()), std::move(names), c);
+    for (int i = 0; i < c->num_outputs(); ++i)
+      if (c->output(i)->has_uses()) c->output(i)->ReplaceAllUsesWith(d->output(i));
+    g.EraseNode(c);
+  }
 }
 
 bool SplitBackKilnNodes(Graph& g, const std::function<bool(Node*)>& keep) {
