@@ -15,6 +15,7 @@
 #include "graph/ir/printer.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
+#include "graph/passes/form_fusion_groups.h"
 #include "graph/passes/fusion/outline.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/float16.h"
@@ -270,20 +271,31 @@ bool OrderBlind(const Node& n) {
 // other tensor is in NC1HWC0 too.
 absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machine& machine) {
   enum Kind { kNo, kImg2col, kGemm };  // how a Conv that can run through img2col otherwise runs
-  absl::flat_hash_map<const Node*, Kind> kinds;
-  auto kind_of = [&](const Node* n) {
-    if (!n || !n->domain().empty() || n->op() != "Conv" || !n->input(0)) return kNo;
-    auto [it, fresh] = kinds.try_emplace(n, kNo);
+  struct Conv {
+    Kind kind = kNo;
+    const Value* x = nullptr;    // the image
+    const Value* res = nullptr;  // a fused residual, in the output's layout
+  };
+  absl::flat_hash_map<const Node*, Conv> convs;
+  // A Conv, or a kiln.Fused group of one and its epilogue (ConvOperandsOf).
+  auto conv_of = [&](const Node* n) -> Conv {
+    const bool fused = n && n->domain() == "kiln" && n->op() == "Fused";
+    if (!n || !(fused || (n->domain().empty() && n->op() == "Conv")) || !n->input(0)) return Conv{};
+    auto [it, fresh] = convs.try_emplace(n);
     if (fresh) {
-      const Type& x = n->input(0)->type();
-      const Type& y = n->output(0)->type();
+      absl::StatusOr<npusim::ConvOperands> ops = npusim::ConvOperandsOf(*n);
+      if (!ops.ok()) return it->second;
+      const Type& x = ops->x->type();
+      const Type& y = ops->y->type();
       if (x.is_tensor() && y.is_tensor() && x.dtype() == DType::kF16 && y.dtype() == DType::kF16 &&
-          npusim::GenerateImg2ColConv(*n, machine, 0).ok())
-        it->second = npusim::GemmSpecOfPointwiseConv(*n, 0).ok() ? kGemm : kImg2col;
+          npusim::GenerateImg2ColConv(*n, machine, 0).ok()) {
+        const bool gemm = ops->steps.empty() && npusim::GemmSpecOfPointwiseConv(*ops->conv, 0).ok();
+        it->second = {gemm ? kGemm : kImg2col, ops->x, ops->res};
+      }
     }
     return it->second;
   };
-  auto runs_img2col = [&](const Node* n) { return kind_of(n) != kNo; };
+  auto runs_img2col = [&](const Node* n) { return conv_of(n).kind != kNo; };
   // A global pool of f16 reads NC1HWC0 as [N, C/16, H*W, 16] and writes
   // [N, C, 1, 1], the same bytes in either layout.
   auto pools_c1hwc0 = [&](const Node* n) {
@@ -312,8 +324,9 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
   };
   for (const Node* n : g.nodes()) {
     if (runs_img2col(n)) {
-      add(n->input(0));
-      add(n->output(0));
+      add(conv_of(n).x);
+      const int o = add(n->output(0));
+      if (const Value* r = conv_of(n).res) parent[find(add(r))] = find(o);
     } else if (OrderBlind(*n)) {
       int o = add(n->output(0));
       for (const Value* v : n->inputs())
@@ -331,7 +344,7 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
     for (const Use& u : v->uses()) {
       const Node* n = u.user;
       ok = ok && n &&
-           ((runs_img2col(n) && u.index == 0) || (pools_c1hwc0(n) && u.index == 0) ||
+           ((runs_img2col(n) && (v == conv_of(n).x || v == conv_of(n).res)) || (pools_c1hwc0(n) && u.index == 0) ||
             (OrderBlind(*n) && v->type().shape() == n->output(0)->type().shape()));
     }
     if (!ok) bad[find(static_cast<int>(i))] = true;
@@ -340,15 +353,16 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
   auto kept = [&](const Value* v) { return id.contains(v) && !bad[find(id.at(v))]; };
   for (bool changed = true; changed;) {
     changed = false;
-    for (const auto& [n, kind] : kinds) {
-      if (kind != kGemm || kept(n->input(0)) == kept(n->output(0))) continue;
-      bad[find(id.at(kept(n->input(0)) ? n->input(0) : n->output(0)))] = true;
+    for (const auto& [n, conv] : convs) {
+      if (conv.kind != kGemm || kept(conv.x) == kept(n->output(0))) continue;
+      bad[find(id.at(kept(conv.x) ? conv.x : n->output(0)))] = true;
       changed = true;
     }
   }
   absl::flat_hash_set<const Value*> chosen;
   for (const Value* v : values)
     if (kept(v)) chosen.insert(v);
+
   return chosen;
 }
 
@@ -531,20 +545,52 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // when their engine has a kernel for them, split back into their members
   // (expanded into the ONNX ops they stand for) otherwise, so the parts can
   // still run on the cube and the vector unit.
+  // Under a narrow precision, groups around a matrix op are split back
+  // before the matrix ops are narrowed and formed again after, so that a
+  // fused kernel computes in the narrow type too.
+  const DType narrow = options.precision == Precision::kFp16 || options.precision == Precision::kMixed ? DType::kF16
+                       : options.precision == Precision::kBf16                                      ? DType::kBF16
+                                                                                                    : DType::kF32;
+  auto matrix_group = [](const Node& n) {
+    return n.domain() == "kiln" && n.op() == "Fused" && n.GetString("kind", "") == "conv-epilogue";
+  };
   absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
-  const bool expanded = fusion::SplitBackKilnNodes(g, [&](Node* n) {
+  bool narrowed = false;
+  auto keep = [&](Node* n) {
+    if (kernels.contains(n)) return true;
+    if (narrow != DType::kF32 && !narrowed && matrix_group(*n)) return false;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
     if (!k.ok()) return false;
     kernels[n] = *std::move(k);
     return true;
-  });
-  if (expanded) KILN_RETURN_IF_ERROR(InferShapes(g));
-  if (options.precision == Precision::kFp16 || options.precision == Precision::kMixed)
-    KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, DType::kF16));
-  else if (options.precision == Precision::kBf16)
-    KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, DType::kBF16));
+  };
+  if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
+  if (narrow != DType::kF32) {
+    KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, narrow));
+    narrowed = true;
+    FormFusionGroups(g);
+    if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
+  }
 
   const absl::flat_hash_set<const Value*> c1hwc0 = ChooseC1hwc0(g, machine);
+  // Kernels generated while splitting back assumed NCHW.
+  absl::erase_if(kernels, [&](const auto& kv) {
+    const Node* n = kv.first;
+    return n->num_inputs() > 0 && (c1hwc0.contains(n->input(0)) || c1hwc0.contains(n->output(0)));
+  });
+  // A pointwise Conv on NCHW tensors is a GEMM, faster than img2col with
+  // its conversions: its group runs as the GEMM and vector kernels unless
+  // the GEMM takes the whole epilogue (a Relu).
+  bool inlined = false;
+  for (Node* n : g.NodeList()) {
+    if (!matrix_group(*n) || c1hwc0.contains(n->input(0)) || c1hwc0.contains(n->output(0))) continue;
+    absl::StatusOr<npusim::ConvOperands> ops = npusim::ConvOperandsOf(*n);
+    if (!ops.ok() || ops->steps.empty() || !npusim::GemmSpecOfPointwiseConv(*ops->conv, 0).ok()) continue;
+    kernels.erase(n);
+    fusion::InlineFused(g, n);
+    inlined = true;
+  }
+  if (inlined) KILN_RETURN_IF_ERROR(InferShapes(g));
 
   BufferTable buffers(module);
   for (const Value* v : g.inputs()) buffers.Add(v, Buffer::INPUT);

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include "graph/exec/executor.h"
@@ -378,9 +379,25 @@ Node* Conv3x3(Graph& g, Value* x, int64_t co, int64_t ci, uint32_t seed, const s
   return c;
 }
 
+// The plan of the task that computes `value`.
+std::string PlanOf(const artifact::Artifact& a, absl::string_view value) {
+  for (const auto& t : a.npusim().tasks())
+    if (t.node() == value) return t.plan();
+  return "";
+}
+
+// The layout of `value`'s buffer ("" for row-major).
+std::string LayoutOf(const artifact::Artifact& a, absl::string_view value) {
+  for (const auto& b : a.npusim().buffers())
+    if (b.name() == value) return b.layout();
+  return "(no buffer)";
+}
+
 // Conv -> Clip(0, 6) -> Conv (MobileNetV2's ReLU6): the Clip runs narrow
 // with its bounds converted (exactly), so the only Casts are the model's
-// input in and its output back.
+// input in and its output back. Under fp16 the Clip is the first Conv's
+// epilogue (FIXP's relu, then a vector min); under bf16, which the vector
+// unit does not compute on, it is a vector task of its own.
 TEST(NpusimCompile, NarrowKeepsActivationsNarrowThroughClip) {
   Model m;
   Graph& g = *m.graph;
@@ -399,13 +416,18 @@ TEST(NpusimCompile, NarrowKeepsActivationsNarrowThroughClip) {
     auto compiled = CompiledGraph(*a);
     ASSERT_TRUE(compiled.ok()) << compiled.status();
     EXPECT_EQ(CountOps(*compiled, "Cast"), 2);
-    const Node* clip = Find(*compiled, "Clip");
-    ASSERT_TRUE(clip);
-    for (const Value* v : clip->inputs()) EXPECT_EQ(DTypeName(v->type().dtype()), DTypeName(dtype)) << v->name();
-    EXPECT_EQ(clip->input(2)->constant().GetDouble(0), 6.0);
     int clip_on_vector = 0;
     for (const auto& task : a->npusim().tasks()) clip_on_vector += task.op() == "Clip" && task.engine() == "vector";
-    EXPECT_EQ(clip_on_vector, 1);
+    if (dtype == DType::kF16) {
+      EXPECT_EQ(clip_on_vector, 0);
+      EXPECT_NE(PlanOf(*a, "r6").find("relu on FIXP, min on the vector unit"), std::string::npos) << PlanOf(*a, "r6");
+    } else {
+      EXPECT_EQ(clip_on_vector, 1);
+      const Node* clip = Find(*compiled, "Clip");
+      ASSERT_TRUE(clip);
+      for (const Value* v : clip->inputs()) EXPECT_EQ(DTypeName(v->type().dtype()), DTypeName(dtype)) << v->name();
+      EXPECT_EQ(clip->input(2)->constant().GetDouble(0), 6.0);
+    }
     auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3)});
     ASSERT_TRUE(run.ok()) << run.status();
     ExpectWithinRange(*run, tolerance);
@@ -429,30 +451,18 @@ TEST(NpusimCompile, NarrowKeepsResidualAddsNarrow) {
   auto compiled = CompiledGraph(*a);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   EXPECT_EQ(CountOps(*compiled, "Cast"), 2);
-  ExpectOutputDTypes(*compiled, {"Add", "GlobalAveragePool", "Flatten"}, "f16");
+  ExpectOutputDTypes(*compiled, {"Fused", "GlobalAveragePool", "Flatten"}, "f16");
+  EXPECT_NE(PlanOf(*a, "sum").find("residual add on the vector unit"), std::string::npos) << PlanOf(*a, "sum");
   auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3)});
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectWithinRange(*run, 1e-2);
 }
 
-// The plan of the task that computes `value`.
-std::string PlanOf(const artifact::Artifact& a, absl::string_view value) {
-  for (const auto& t : a.npusim().tasks())
-    if (t.node() == value) return t.plan();
-  return "";
-}
-
-// The layout of `value`'s buffer ("" for row-major).
-std::string LayoutOf(const artifact::Artifact& a, absl::string_view value) {
-  for (const auto& b : a.npusim().buffers())
-    if (b.name() == value) return b.layout();
-  return "(no buffer)";
-}
-
 // Between convolutions through img2col, activations stay NC1HWC0 (through
-// Relu and the residual Add): each Conv reads its band into L1 as it is and
-// writes 16-channel blocks. A pointwise Conv (a GEMM on NCHW) joins because
-// both its tensors are kept; the model's input and output stay NCHW.
+// Relu and the residual Add, which the Convs take as their epilogues): each
+// Conv reads its band into L1 as it is and writes 16-channel blocks. A
+// pointwise Conv (a GEMM on NCHW) joins because both its tensors are kept;
+// the model's input and output stay NCHW.
 TEST(NpusimCompile, Fp16KeepsNC1HWC0BetweenConvolutions) {
   Model m;
   Graph& g = *m.graph;
@@ -466,19 +476,75 @@ TEST(NpusimCompile, Fp16KeepsNC1HWC0BetweenConvolutions) {
   ASSERT_TRUE(InferShapes(g).ok());
   auto a = CompileNarrow(m, target::Precision::kFp16);
   ASSERT_TRUE(a.ok()) << a.status();
-  for (const char* v : {"c1", "r1", "c2", "sum", "s", "c3", "r3"}) EXPECT_EQ(LayoutOf(*a, v), "NC1HWC0") << v;
+  // c1, c2 (with the Add and the Relu) and c3 are fused groups named after
+  // their outputs; the values inside them have no buffers.
+  for (const char* v : {"r1", "s", "r3"}) EXPECT_EQ(LayoutOf(*a, v), "NC1HWC0") << v;
+  for (const char* v : {"c1", "c2", "sum", "c3"}) EXPECT_EQ(LayoutOf(*a, v), "(no buffer)") << v;
   EXPECT_EQ(LayoutOf(*a, "c4"), "");
-  struct { const char* conv; bool in, out; } kConvs[] = {
-      {"c1", false, true}, {"c2", true, true}, {"c3", true, true}, {"c4", true, false}};
+  struct { const char* task; bool in, out; const char* epilogue; } kConvs[] = {
+      {"r1", false, true, ", relu on FIXP"},
+      {"s", true, true, ", residual add + relu on the vector unit"},
+      {"r3", true, true, ", relu on FIXP"},
+      {"c4", true, false, ""}};
   for (const auto& c : kConvs) {
-    const std::string plan = PlanOf(*a, c.conv);
-    EXPECT_NE(plan.find("img2col from L1"), std::string::npos) << c.conv << ": " << plan;
-    EXPECT_EQ(plan.find("input NC1HWC0") != std::string::npos, c.in) << c.conv << ": " << plan;
-    EXPECT_EQ(plan.find("output NC1HWC0") != std::string::npos, c.out) << c.conv << ": " << plan;
+    const std::string plan = PlanOf(*a, c.task);
+    EXPECT_NE(plan.find("img2col from L1"), std::string::npos) << c.task << ": " << plan;
+    EXPECT_EQ(plan.find("input NC1HWC0") != std::string::npos, c.in) << c.task << ": " << plan;
+    EXPECT_EQ(plan.find("output NC1HWC0") != std::string::npos, c.out) << c.task << ": " << plan;
+    EXPECT_TRUE(absl::EndsWith(plan, absl::StrCat("W as fractals", c.epilogue))) << c.task << ": " << plan;
   }
   auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 12, 12}, 5)});
   ASSERT_TRUE(run.ok()) << run.status();
   ExpectWithinRange(*run, 1e-2);
+}
+
+// Convolutions take their epilogues on NCHW tensors too (24 channels keep
+// NC1HWC0 out): FIXP applies a Relu (and a Clip's lower bound of 0), the
+// vector unit a residual Add, the Relu after it and a Clip's upper bound on
+// each tile before it goes out. A pointwise Conv whose epilogue the GEMM
+// cannot take runs as the GEMM and a vector task. Under bf16 only FIXP's
+// relu is fused (the vector unit does not compute on bf16).
+TEST(NpusimCompile, NarrowFusesConvEpilogues) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({1, 24, 10, 10}));
+  Value* r1 = g.AddNode("Relu", {Conv3x3(g, x, 24, 24, 1, "c1")->output(0)}, {"r1"})->output(0);
+  Value* c2 = Conv3x3(g, r1, 24, 24, 2, "c2")->output(0);
+  Value* s = g.AddNode("Relu", {g.AddNode("Add", {c2, r1}, {"sum"})->output(0)}, {"s"})->output(0);
+  Value* lo = g.AddConstant("lo", Tensor::FromVector<float>({0.f}, {}));
+  Value* hi = g.AddConstant("hi", Tensor::FromVector<float>({6.f}, {}));
+  Value* r6 = g.AddNode("Clip", {Conv3x3(g, s, 24, 24, 3, "c3")->output(0), lo, hi}, {"r6"})->output(0);
+  Value* c4 = g.AddNode("Conv", {r6, g.AddConstant("c4.w", Random({24, 24, 1, 1}, 4))}, {"c4"})->output(0);
+  Value* p6 = g.AddNode("Clip", {c4, lo, hi}, {"p6"})->output(0);
+  g.AddOutput(Conv3x3(g, p6, 8, 24, 5, "y")->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  // (bf16's 8-bit mantissa over five layers: within 5%.)
+  for (auto [precision, tolerance] : {std::pair{target::Precision::kFp16, 1e-2}, std::pair{target::Precision::kBf16, 5e-2}}) {
+    const bool f16 = precision == target::Precision::kFp16;
+    SCOPED_TRACE(f16 ? "fp16" : "bf16");
+    auto a = CompileNarrow(m, precision);
+    ASSERT_TRUE(a.ok()) << a.status();
+    for (const auto& b : a->npusim().buffers()) EXPECT_EQ(b.layout(), "") << b.name();
+    EXPECT_TRUE(absl::EndsWith(PlanOf(*a, "r1"), "W as fractals, relu on FIXP")) << PlanOf(*a, "r1");
+    if (f16) {
+      EXPECT_TRUE(absl::EndsWith(PlanOf(*a, "s"), "relu on FIXP, residual add + relu on the vector unit") ||
+                  absl::EndsWith(PlanOf(*a, "s"), "W as fractals, residual add + relu on the vector unit"))
+          << PlanOf(*a, "s");
+      EXPECT_TRUE(absl::EndsWith(PlanOf(*a, "r6"), "relu on FIXP, min on the vector unit")) << PlanOf(*a, "r6");
+    } else {
+      // The Add and the Relu are tasks of their own.
+      EXPECT_TRUE(absl::StartsWith(PlanOf(*a, "sum"), "Add")) << PlanOf(*a, "sum");
+      EXPECT_TRUE(absl::StartsWith(PlanOf(*a, "s"), "Relu")) << PlanOf(*a, "s");
+    }
+    // The pointwise Conv and its Clip: a GEMM and a vector task.
+    EXPECT_NE(PlanOf(*a, "c4").find("conv1x1"), std::string::npos) << PlanOf(*a, "c4");
+    int clips = 0;
+    for (const auto& t : a->npusim().tasks()) clips += t.op() == "Clip" && t.engine() == "vector";
+    EXPECT_EQ(clips, f16 ? 1 : 2);
+    auto run = RunOnSimAndReference(*a, m, {Random({1, 24, 10, 10}, 6)});
+    ASSERT_TRUE(run.ok()) << run.status();
+    ExpectWithinRange(*run, tolerance);
+  }
 }
 
 // A global pool reads NC1HWC0 as [N, C/16, H*W, 16] and writes [N, C, 1, 1]
@@ -496,7 +562,7 @@ TEST(NpusimCompile, Fp16GlobalPoolsReadNC1HWC0) {
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(LayoutOf(*a, "r"), "NC1HWC0") << pool;
     EXPECT_EQ(LayoutOf(*a, "p"), "") << pool;
-    EXPECT_NE(PlanOf(*a, "c1").find("output NC1HWC0"), std::string::npos) << PlanOf(*a, "c1");
+    EXPECT_NE(PlanOf(*a, "r").find("output NC1HWC0"), std::string::npos) << PlanOf(*a, "r");
     auto run = RunOnSimAndReference(*a, m, {Random({2, 16, 9, 9}, 3)});
     ASSERT_TRUE(run.ok()) << run.status();
     ExpectWithinRange(*run, 1e-2);

@@ -1,4 +1,6 @@
 //===- cube_dispatch.cc - Which cube kernel generator runs a node -----===//
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "graph/support/status.h"
 #include "target/npusim/kernels/cube.h"
@@ -27,6 +29,34 @@ void AttachTileIr(const Node& node, const KernelRequest& req, const CubeTiling& 
   k.tile_ir = tile::Print(*kernel);
 }
 
+// A fused pointwise Conv whose epilogue is a Relu at most, as the GEMM.
+absl::StatusOr<GemmSpec> GemmSpecOfFusedConv(const ConvOperands& ops, int max_blocks) {
+  if (!ops.steps.empty()) return absl::UnimplementedError("the GEMM's epilogue of a Conv is a Relu at most");
+  KILN_ASSIGN_OR_RETURN(GemmSpec s, GemmSpecOfPointwiseConv(*ops.conv, max_blocks));
+  s.relu = ops.fixp_relu;
+  // The same arguments, bound in the group's launch order.
+  std::vector<std::string> lines, names;
+  std::vector<const Value*> values;
+  int a = -1, b = -1, c = -1, y = -1;
+  for (const auto& [v, role] : ops.args) {
+    const size_t j = std::find(s.arg_names.begin(), s.arg_names.end(), role) - s.arg_names.begin();
+    if (j == s.arg_names.size()) return absl::InternalError(absl::StrCat("no GEMM argument for ", role));
+    const int i = static_cast<int>(lines.size());
+    (role == "w" ? a : role == "x" ? b : role == "bias" ? c : y) = i;
+    lines.push_back(s.arg_lines[j]);
+    names.push_back(role);
+    values.push_back(role == "y" ? nullptr : v);
+  }
+  s.arg_lines = std::move(lines);
+  s.arg_names = std::move(names);
+  s.arg_values = std::move(values);
+  s.a_arg = a;
+  s.b_arg = b;
+  s.c_arg = c;
+  s.y_arg = y;
+  return s;
+}
+
 }  // namespace
 
 absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
@@ -39,6 +69,19 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     return k;
   }
   if (node.domain() == "kiln" && node.op() == "Fused") {
+    if (absl::StatusOr<ConvOperands> ops = ConvOperandsOf(node); ops.ok()) {
+      // A pointwise Conv and its Relu on NCHW tensors: the GEMM with its
+      // relu; anything else through img2col.
+      if (!req.x_c1hwc0 && !req.y_c1hwc0) {
+        absl::StatusOr<GemmSpec> spec = GemmSpecOfFusedConv(*ops, req.max_blocks);
+        if (spec.ok()) {
+          KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(*spec, *req.machine));
+          k.constant_args = ops->constant_args;
+          return k;
+        }
+      }
+      return GenerateImg2ColConv(node, *req.machine, req.max_blocks, {req.x_c1hwc0, req.y_c1hwc0});
+    }
     std::vector<const Value*> constants;
     KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfFused(node, req.max_blocks, &constants));
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine, &t));

@@ -30,8 +30,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "graph/support/status.h"
 #include "sim/isa/asm.h"
 #include "target/backend/window.h"
@@ -70,6 +74,11 @@ struct Geom {
   bool bias = false;
   std::string dt;
   bool xc = false, yc = false;  // X, Y in NC1HWC0
+  // Argument names of X, W and the bias, the residual's (empty: none), and
+  // the fused epilogue.
+  std::string x = "x", w = "w", b = "bias", res = "";
+  bool fixp_relu = false;
+  std::vector<ConvStep> steps = {};  // on the vector unit, after FIXP
 };
 
 // Bands of output rows whose input rows the padding clips the same way.
@@ -85,7 +94,7 @@ struct Plan {
   int64_t rb_max = 0, pin = 0, batch = 1;  // input rows, UB row pitch (pixels), c1s per conversion
   std::vector<Run> runs;
   // UB layout.
-  int64_t ub_in = 0, ub_t = 0, ub_bias16 = 0, ub_bias = 0, ub_out = 0, ub_outT = 0, ub_tile = 0;
+  int64_t ub_in = 0, ub_t = 0, ub_bias16 = 0, ub_bias = 0, ub_out = 0, ub_outT = 0, ub_res = 0, ub_tile = 0;
   // The band as C1HWC0, rounded up to 512 bytes: a block's workspace slot,
   // and L1 up to its group's weights [K1, group fractals].
   int64_t band_bytes = 0, l1_w_bytes = 0;
@@ -151,7 +160,8 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   p.ub_bias = RoundUp(g.Co * 2, 32);
   p.ub_out = p.ub_bias + g.N1 * 16 * 4;
   p.ub_outT = p.ub_out + 2 * p.ub_tile;
-  p.ub_in = p.ub_outT + 2 * p.ub_tile;
+  p.ub_res = p.ub_outT + 2 * p.ub_tile;  // two residual tiles in the output's layout
+  p.ub_in = p.ub_res + (g.res.empty() ? 0 : 2 * p.ub_tile);
   if (g.xc) {
     // The band comes from X as it is: no conversion buffers.
     p.batch = g.C1;
@@ -174,13 +184,16 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   p.blocks = std::min(units, cores);
   const double band = static_cast<double>(g.C1 * p.rb_max * g.W * 32);  // bytes moved, unrounded
   const double steps = static_cast<double>(p.tiles_per_group * CeilDiv(g.K1, p.Kt));
-  const double mte2 = g.xc ? band : band * 2;
-  const double mte3 = (g.xc ? 0.0 : band) + static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
+  const double out_bytes = static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
+  const double mte2 = (g.xc ? band : band * 2) + (g.res.empty() ? 0.0 : out_bytes);
+  const double mte3 = (g.xc ? 0.0 : band) + out_bytes;
   const double cube = steps * static_cast<double>(p.Mt * p.Kt * p.Nt) * 4096.0 / f.fp16_macs_per_cycle +
                       steps * f.cube_latency;
   const double mte1 = steps * (static_cast<double>((p.Mt + p.Nt) * p.Kt * 512) / f.mte1_bytes_per_cycle +
                                f.mte1_latency);
-  const double vec = static_cast<double>((g.xc ? 0 : g.C1 * p.pin / 16) + p.tiles_per_group * p.Nt * p.Mt) * 2.0 *
+  const double vec = static_cast<double>((g.xc ? 0 : g.C1 * p.pin / 16) +
+                                        p.tiles_per_group * p.Nt * p.Mt * static_cast<int64_t>(1 + g.steps.size())) *
+                     2.0 *
                      std::ceil(256.0 / static_cast<double>(vec_bytes_per_cycle));
   const double dma_lat = f.hbm_latency + f.mte2_latency;
   // The band's copy into L1 waits for the previous unit's last img2col.
@@ -230,7 +243,7 @@ class Program {
     // in UB with the block's first band (Convert): no hand-off of its own
     // before the first band. FIXP waits for its conversion.
     Dup("f32", p_.ub_bias, g_.N1 * 16);
-    if (g_.bias) e_.L("copy_gm_ub UB[", p_.ub_bias16, "], bias[0], len=", g_.Co * 2);
+    if (g_.bias) e_.L("copy_gm_ub UB[", p_.ub_bias16, "], ", g_.b, "[0], len=", g_.Co * 2);
     e_.L("mov ", R(rBias), ", ", g_.bias ? 1 : 0);
     // With one conversion batch, the rows of channels past C are never
     // written: zero them once.
@@ -260,9 +273,11 @@ class Program {
     static const Free kFree[] = {{"VECTOR", "MTE2", 0, 1}, {"MTE3", "VECTOR", 1, 1}, {"MTE2", "MTE3", 0, 1},
                                  {"MTE1", "MTE2", 1, 1},   {"MTE1", "MTE2", 2, 1},   {"CUBE", "MTE1", 0, 2},
                                  {"FIXP", "CUBE", 0, 2},   {"VECTOR", "FIXP", 0, 2}, {"MTE3", "VECTOR", 0, 2}};
-    for (int round = 0; round < 2; ++round)
+    for (int round = 0; round < 2; ++round) {
       for (const Free& f : kFree)
         if (round < f.count) e_.Line(Flag(op, f.from, f.to, f.ev));
+      if (!g_.res.empty()) e_.Line(Flag(op, "VECTOR", "MTE2", 3));  // a residual slot free
+    }
   }
 
   // The units of one run and channel group: unit j (image j / count, band
@@ -321,7 +336,7 @@ class Program {
     if (g_.xc) {
       // X is NC1HWC0: each c1's rows of the band are contiguous in X.
       e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
-      e_.L("copy_gm_l1 L1[0], ", Addr("x", rX, 0), ", nburst=", g_.C1, ", len=", px * 32, ", src_stride=",
+      e_.L("copy_gm_l1 L1[0], ", Addr(g_.x, rX, 0), ", nburst=", g_.C1, ", len=", px * 32, ", src_stride=",
            g_.H * g_.W * 32, ", dst_stride=", px * 32);
       WeightsIn(t0, cols);
       e_.Line(Flag("set_flag", "MTE2", "MTE1", 1));
@@ -333,7 +348,7 @@ class Program {
       const int64_t nc1 = std::min(p_.batch, g_.C1 - c1);
       const int64_t rows = std::min(nc1 * 16, g_.C - c1 * 16);
       e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 0));
-      e_.L("copy_gm_ub UB[", p_.ub_in, "], ", Addr("x", rX, c1 * 16 * hw2), ", nburst=", rows, ", len=", px * 2,
+      e_.L("copy_gm_ub UB[", p_.ub_in, "], ", Addr(g_.x, rX, c1 * 16 * hw2), ", nburst=", rows, ", len=", px * 2,
            ", src_stride=", hw2, ", dst_stride=", p_.pin * 2);
       e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
       if (c1 == 0) {
@@ -372,7 +387,7 @@ class Program {
     const std::string later = e_.NewLabel("weights_loaded");
     e_.L("beq ", R(rFirst), ", 0, ", later);
     e_.Line(Flag("wait_flag", "MTE1", "MTE2", 2));
-    e_.L("copy_gm_l1 L1[", p_.band_bytes, "], w[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
+    e_.L("copy_gm_l1 L1[", p_.band_bytes, "], ", g_.w, "[", t0 * p_.Nt * 512, "], nburst=", g_.K1, ", len=", cols * 512,
          ", src_stride=", g_.N1 * 512, ", dst_stride=", cols * 512);
     e_.Label(later);
   }
@@ -399,6 +414,20 @@ class Program {
     const int64_t n1 = t * p_.Nt, nt = std::min(p_.Nt, g_.N1 - n1);
     const int64_t steps = CeilDiv(g_.K1, p_.Kt);
     const int64_t l0a_half = p_.Mt * p_.Kt * 512, l0b_half = p_.Kt * p_.Nt * 512, l0c_half = p_.Mt * p_.Nt * 1024;
+    const int64_t channels = std::min(nt * 16, g_.Co - n1 * 16);
+    if (!g_.res.empty()) {
+      // MTE2: the residual's tile, laid out as the tile goes out.
+      e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 3));
+      if (g_.yc)
+        e_.L("copy_gm_ub ", Addr("UB", rOut, p_.ub_res), ", ", Addr(g_.res, rY, n1 * g_.Ho * g_.Wo * 32),
+             ", nburst=", nt, ", len=", run.rows * g_.Wo * 32, ", src_stride=", g_.Ho * g_.Wo * 32,
+             ", dst_stride=", p_.Mt * 16 * 32);
+      else
+        e_.L("copy_gm_ub ", Addr("UB", rOut, p_.ub_res), ", ", Addr(g_.res, rY, n1 * 16 * g_.Ho * g_.Wo * 2),
+             ", nburst=", channels, ", len=", run.rows * g_.Wo * 2, ", src_stride=", g_.Ho * g_.Wo * 2,
+             ", dst_stride=", p_.Mt * 32);
+      e_.Line(Flag("set_flag", "MTE2", "VECTOR", 3));
+    }
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k0 = s * p_.Kt, kt = std::min(p_.Kt, g_.K1 - k0);
       // MTE1: the step's im2col rows and weights.
@@ -426,8 +455,7 @@ class Program {
     e_.Line(Flag("wait_flag", "CUBE", "FIXP", 0));
     e_.Line(Flag("wait_flag", "VECTOR", "FIXP", 0));
     e_.L("fixp.", g_.dt, ".f32 ", Addr("UB", rOut, p_.ub_out), ", ", Addr("L0C", rL0C, 0),
-         ", UB[", p_.ub_bias + n1 * 16 * 4, "], m=", p_.Mt,
-         ", n=", nt);
+         ", UB[", p_.ub_bias + n1 * 16 * 4, "], m=", p_.Mt, ", n=", nt, g_.fixp_relu ? ", relu=1" : "");
     e_.Line(Flag("set_flag", "FIXP", "CUBE", 0));
     e_.Line(Flag("set_flag", "FIXP", "VECTOR", 0));
     Toggle(e_, rL0C, l0c_half);
@@ -448,6 +476,7 @@ class Program {
            Addr("UB", rOut, p_.ub_out + cb * 32), ", repeat=", p_.Mt, ", dst_blk_stride=", p_.Mt,
            ", dst_rep_stride=1, src0_blk_stride=", nt, ", src0_rep_stride=", 16 * nt);
     }
+    Epilogue(nt);
     e_.Line(Flag("set_flag", "VECTOR", "FIXP", 0));
     e_.Line(Flag("set_flag", "VECTOR", "MTE3", 0));
     // MTE3: the band's rows of each valid channel.
@@ -457,7 +486,6 @@ class Program {
       e_.L("copy_ub_gm ", Addr("y", rY, n1 * g_.Ho * g_.Wo * 32), ", ", Addr("UB", rOut, p_.ub_outT), ", nburst=", nt,
            ", len=", run.rows * g_.Wo * 32, ", src_stride=", p_.Mt * 16 * 32, ", dst_stride=", g_.Ho * g_.Wo * 32);
     } else {
-      const int64_t channels = std::min(nt * 16, g_.Co - n1 * 16);
       e_.L("copy_ub_gm ", Addr("y", rY, n1 * 16 * g_.Ho * g_.Wo * 2), ", ", Addr("UB", rOut, p_.ub_outT),
            ", nburst=", channels, ", len=", run.rows * g_.Wo * 2, ", src_stride=", p_.Mt * 32,
            ", dst_stride=", g_.Ho * g_.Wo * 2);
@@ -466,21 +494,141 @@ class Program {
     Toggle(e_, rOut, p_.ub_tile);
   }
 
+  // The fused epilogue's vector steps over the tile in its outgoing layout
+  // (nt*16 channels of Mt*16 pixels either way: one contiguous stretch).
+  void Epilogue(int64_t nt) {
+    if (g_.steps.empty()) return;
+    if (!g_.res.empty()) e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 3));
+    const int64_t repeats = nt * p_.Mt * 2;  // of 256 bytes
+    for (const ConvStep& s : g_.steps) {
+      for (int64_t r0 = 0; r0 < repeats; r0 += 255) {
+        const std::string out = Addr("UB", rOut, p_.ub_outT + r0 * 256);
+        const std::string reps = absl::StrCat(", repeat=", std::min<int64_t>(255, repeats - r0));
+        switch (s.kind) {
+          case ConvStep::kAdd:
+            e_.L("vadd.", g_.dt, " ", out, ", ", out, ", ", Addr("UB", rOut, p_.ub_res + r0 * 256), reps);
+            break;
+          case ConvStep::kRelu:
+            e_.L("vrelu.", g_.dt, " ", out, ", ", out, reps);
+            break;
+          case ConvStep::kMaxs:
+          case ConvStep::kMins:
+            e_.L(s.kind == ConvStep::kMaxs ? "vmaxs." : "vmins.", g_.dt, " ", out, ", ", out, ", ", s.scalar, reps);
+            break;
+        }
+      }
+    }
+    if (!g_.res.empty()) e_.Line(Flag("set_flag", "VECTOR", "MTE2", 3));
+  }
+
   const Geom& g_;
   const Plan& p_;
   Emitter e_;
 };
 
+std::optional<double> ConstScalar(const Value* v) {
+  if (!v || !v->is_constant() || !v->constant().defined() || v->constant().numel() != 1) return std::nullopt;
+  return v->constant().GetDouble(0);
+}
+
 }  // namespace
+
+absl::StatusOr<ConvOperands> ConvOperandsOf(const Node& node) {
+  ConvOperands o;
+  if (node.domain().empty() && node.op() == "Conv" && node.num_outputs() == 1) {
+    o.conv = &node;
+    o.x = node.input(0);
+    o.w = node.input(1);
+    o.bias = node.input(2);
+    o.y = node.output(0);
+    o.args = {{o.x, "x"}, {o.w, "w"}};
+    if (o.bias) o.args.push_back({o.bias, "bias"});
+    o.args.push_back({o.y, "y"});
+    return o;
+  }
+  auto unfit = [](absl::string_view why) {
+    return absl::UnimplementedError(absl::StrCat(
+        "img2col runs a Conv, or a fused Conv followed by Relu, Clip to constants and one residual Add; ", why));
+  };
+  const Attribute* attr = node.attr("body");
+  const Graph* body = attr ? attr->g() : nullptr;
+  if (node.domain() != "kiln" || node.op() != "Fused" || !body) return unfit("this is neither");
+  std::vector<const Node*> nodes;
+  for (const Node* n : body->nodes()) nodes.push_back(n);
+  if (nodes.empty() || !nodes[0]->domain().empty() || nodes[0]->op() != "Conv") return unfit("the body starts otherwise");
+  if (node.num_outputs() != 1 || body->outputs().size() != 1) return unfit("the group has more outputs");
+  o.conv = nodes[0];
+  const Value* cur = o.conv->output(0);
+  const Value* res = nullptr;  // in the body
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    const Node* e = nodes[i];
+    if (cur->uses().size() != 1 || e->num_outputs() != 1 || !e->domain().empty() || e->input(0) == nullptr)
+      return unfit("it is not one chain");
+    if (e->op() == "Relu" && e->input(0) == cur) {
+      o.steps.push_back({ConvStep::kRelu});
+    } else if (e->op() == "Clip" && e->input(0) == cur) {
+      for (int k = 1; k <= 2; ++k) {
+        if (!e->input(k)) continue;
+        std::optional<double> c = ConstScalar(e->input(k));
+        if (!c) return unfit("a Clip bound is not a constant");
+        o.steps.push_back({k == 1 ? ConvStep::kMaxs : ConvStep::kMins, *c});
+      }
+    } else if (e->op() == "Add" && e->num_inputs() == 2 && !res && (e->input(0) == cur || e->input(1) == cur)) {
+      res = e->input(0) == cur ? e->input(1) : e->input(0);
+      if (res == cur || !(res->type() == cur->type()) || res->is_constant())
+        return unfit("the Add's other operand is not a residual tensor of the output's type");
+      o.steps.push_back({ConvStep::kAdd});
+    } else {
+      return unfit(absl::StrCat("not ", e->op()));
+    }
+    if (!(e->output(0)->type() == cur->type())) return unfit("the epilogue changes the type");
+    cur = e->output(0);
+  }
+  if (body->outputs()[0] != cur) return unfit("the group's output is not the chain's end");
+  // Leading Relus (and a Clip's lower bound of 0) are FIXP's relu.
+  while (!o.steps.empty() &&
+         (o.steps.front().kind == ConvStep::kRelu || (o.steps.front().kind == ConvStep::kMaxs && o.steps.front().scalar == 0))) {
+    o.fixp_relu = true;
+    o.steps.erase(o.steps.begin());
+  }
+  // The body's inputs are the node's; what each is to the kernel.
+  const Value* bx = o.conv->input(0);
+  const Value* bw = o.conv->input(1);
+  const Value* bb = o.conv->input(2);
+  for (int i = 0; i < node.num_inputs(); ++i) {
+    const Value* b = i < static_cast<int>(body->inputs().size()) ? body->inputs()[i] : nullptr;
+    const Value* v = node.input(i);
+    std::string role = b == bx ? "x" : b == bw ? "w" : b == bb ? "bias" : b == res ? "res" : "";
+    if (role.empty() || !v) return unfit("a group input has no role in it");
+    o.args.push_back({v, role});
+    if (b == bx) o.x = v;  // and maybe the residual too (an identity block)
+    if (b == bw) o.w = v;
+    if (b == bb) o.bias = v;
+    if (b == res) o.res = v;
+  }
+  o.y = node.output(0);
+  o.args.push_back({o.y, "y"});
+  // Body constants the kernel reads from global memory (small weights and
+  // biases are copied into the body).
+  for (const auto& [b, role] : {std::pair<const Value*, const char*>{bw, "w"}, {bb, "bias"}}) {
+    if (!b || !b->is_constant()) continue;
+    o.constant_args.push_back(b);
+    o.args.push_back({b, role});
+    (b == bw ? o.w : o.bias) = b;
+  }
+  if (!o.x || !o.w || (bb && !o.bias) || (res && !o.res)) return unfit("an operand is not a group input");
+  if (node.input(0) != o.x) return unfit("the convolution's input is not the group's first");
+  return o;
+}
 
 absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks,
                                                     ConvLayouts layouts) {
-  if (!node.domain().empty() || node.op() != "Conv" || node.num_outputs() != 1)
-    return absl::UnimplementedError("img2col runs Conv nodes only");
-  const Value* x = node.input(0);
-  const Value* w = node.input(1);
-  const Value* bias = node.input(2);
-  const Value* y = node.output(0);
+  KILN_ASSIGN_OR_RETURN(ConvOperands ops, ConvOperandsOf(node));
+  const Node& conv = *ops.conv;
+  const Value* x = conv.input(0);
+  const Value* w = conv.input(1);
+  const Value* bias = conv.input(2);
+  const Value* y = ops.y;
   for (const Value* v : {x, w, bias, y})
     if (v && (!v->type().is_tensor() || !v->type().shape().is_static()))
       return absl::UnimplementedError("img2col needs static shapes");
@@ -489,13 +637,13 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
     return absl::UnimplementedError("img2col reads f16 or bf16 images");
   for (const Value* v : {x, w, bias})
     if (v && v->type().dtype() != dt) return absl::UnimplementedError("Conv operand dtypes differ");
-  if (!w->is_constant() || !w->constant().defined())
+  if (!ops.w->is_constant() || !ops.w->constant().defined())
     return absl::UnimplementedError("img2col needs constant weights (laid out as fractals at compile time)");
   const std::vector<int64_t> dx = x->type().shape().StaticDims(), dw = w->type().shape().StaticDims(),
                              dy = y->type().shape().StaticDims();
   if (dx.size() != 4 || dw.size() != 4 || dy.size() != 4) return absl::UnimplementedError("img2col runs 2-D Conv");
-  if (node.GetInt("group", 1) != 1) return absl::UnimplementedError("img2col runs one-group Conv");
-  KILN_ASSIGN_OR_RETURN(Window2d win, WindowOf(node));
+  if (conv.GetInt("group", 1) != 1) return absl::UnimplementedError("img2col runs one-group Conv");
+  KILN_ASSIGN_OR_RETURN(Window2d win, WindowOf(conv));
   Geom g{dx[0], dx[1], dx[2], dx[3], dw[0], dw[2], dw[3], dy[2], dy[3], win.stride[0], win.stride[1],
          win.dilation[0], win.dilation[1], win.pad_begin[0], win.pad_begin[1], win.pad_end[0], win.pad_end[1],
          0, 0, 0, bias != nullptr, sim::DTypeName(IsaDTypeOf(dt))};
@@ -510,6 +658,11 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   g.K1 = g.C1 * g.KH * g.KW;
   g.N1 = CeilDiv(g.Co, 16);
   if (g.H * g.W * 2 > std::numeric_limits<int32_t>::max()) return absl::UnimplementedError("image too large");
+  g.fixp_relu = ops.fixp_relu;
+  g.steps = ops.steps;
+  if (!g.steps.empty() && dt != DType::kF16)
+    return absl::UnimplementedError("img2col's vector epilogue computes on f16 only");
+  if (ops.res) g.res = ops.res == ops.x ? g.x : "res";
 
   const CubeMachineFigures f = CubeMachineFigures::From(m);
   const int64_t vec_rate = static_cast<int64_t>(m.core().vector_bytes_per_cycle());
@@ -541,10 +694,17 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
 
   std::vector<std::string> lines;
   const std::vector<int64_t> wimg = FractalDims(g.K1 * 16, g.Co, 2);
-  lines.push_back(absl::StrCat(".arg x ", g.dt, "[", g.N, ",", g.C, ",", g.H, ",", g.W, "]"));
-  lines.push_back(absl::StrCat(".arg w ", g.dt, "[", wimg[0], ",", wimg[1], ",16,16]"));
-  if (bias) lines.push_back(absl::StrCat(".arg bias ", g.dt, "[", g.Co, "]"));
-  lines.push_back(absl::StrCat(".arg y ", g.dt, "[", g.N, ",", g.Co, ",", g.Ho, ",", g.Wo, "]"));
+  int w_arg = -1;
+  for (size_t i = 0; i < ops.args.size(); ++i) {
+    const std::string& role = ops.args[i].second;
+    std::string dims;
+    if (role == "x") dims = absl::StrCat(g.N, ",", g.C, ",", g.H, ",", g.W);
+    else if (role == "w") dims = absl::StrCat(wimg[0], ",", wimg[1], ",16,16");
+    else if (role == "bias") dims = absl::StrCat(g.Co);
+    else dims = absl::StrCat(g.N, ",", g.Co, ",", g.Ho, ",", g.Wo);  // res, y
+    if (role == "w") w_arg = static_cast<int>(i);
+    lines.push_back(absl::StrCat(".arg ", role, " ", g.dt, "[", dims, "]"));
+  }
   const int64_t ws_bytes = g.xc ? 0 : best.band_bytes * best.blocks;
   if (ws_bytes > 0) lines.push_back(absl::StrCat(".arg ws s8[", ws_bytes, "]"));
 
@@ -558,8 +718,9 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   k.engine = "cube";
   k.workspace_bytes = ws_bytes;
   k.estimated_cycles = best.cycles;
+  k.constant_args = ops.constant_args;
   FractalConstant fc;
-  fc.arg = 1;
+  fc.arg = w_arg;
   fc.rows = g.K1 * 16;
   fc.cols = g.Co;
   fc.conv_weight = true;
@@ -571,6 +732,13 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   k.plan = absl::StrCat("img2col from L1: bands of ", best.R, " output rows (", best.Mt, " x 16 pixels), ",
                         best.Nt * 16, "-channel tiles in ", best.G, " group", best.G > 1 ? "s" : "",
                         ", K steps of ", best.Kt * 16, ", ", in, g.yc ? ", output NC1HWC0" : "", ", W as fractals");
+  if (g.fixp_relu) absl::StrAppend(&k.plan, ", relu on FIXP");
+  if (!g.steps.empty()) {
+    std::vector<std::string> names;
+    for (const ConvStep& s : g.steps)
+      names.push_back(s.kind == ConvStep::kAdd ? "residual add" : s.kind == ConvStep::kRelu ? "relu" : s.kind == ConvStep::kMaxs ? "max" : "min");
+    absl::StrAppend(&k.plan, ", ", absl::StrJoin(names, " + "), " on the vector unit");
+  }
   return k;
 }
 

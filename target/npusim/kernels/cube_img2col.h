@@ -27,6 +27,10 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "target/npusim/kernels/kernel.h"
 
@@ -43,10 +47,37 @@ struct ConvLayouts {
   bool y_c1hwc0 = false;
 };
 
+// One step of a fused Conv's epilogue that the vector unit applies to each
+// output tile in UB.
+struct ConvStep {
+  enum Kind { kAdd, kRelu, kMaxs, kMins } kind;  // kAdd: the residual
+  double scalar = 0;                             // kMaxs, kMins
+};
+
+// The convolution a cube kernel runs for `node` and the values it binds: a
+// Conv node, or a kiln.Fused group whose body is a Conv followed by a chain
+// of Relu, Clip to constant bounds and at most one Add of a tensor of the
+// output's type (a residual). Leading Relus (and a lower bound of 0) are
+// FIXP's relu; the rest are vector steps.
+struct ConvOperands {
+  const Node* conv = nullptr;  // in the body, for a group
+  const Value *x = nullptr, *w = nullptr, *bias = nullptr, *res = nullptr, *y = nullptr;
+  // The launch's arguments in order (the node's inputs, its output, then
+  // body constants), each with its role: "x", "w", "bias", "res" or "y".
+  std::vector<std::pair<const Value*, std::string>> args;
+  std::vector<const Value*> constant_args;  // body constants among them
+  bool fixp_relu = false;
+  std::vector<ConvStep> steps;
+};
+absl::StatusOr<ConvOperands> ConvOperandsOf(const Node& node);
+
 // A kernel for a 2-D, one-group Conv of f16/bf16 tensors through img2col, or
 // an Unimplemented status that says why this program does not run it.
 // A Conv it runs with NCHW tensors it also runs with either one in NC1HWC0
-// (given whole blocks of 16 channels, and f16 for Y).
+// (given whole blocks of 16 channels, and f16 for Y). `node` may be a fused
+// group (ConvOperandsOf): FIXP applies the relu, and the vector unit the
+// other steps to each tile before it goes out (f16 only), reading the
+// residual's tile in the output's layout.
 absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks,
                                                     ConvLayouts layouts = {});
 
