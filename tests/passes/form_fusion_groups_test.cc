@@ -23,6 +23,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/form_fusion_groups.h"
+#include "graph/passes/fusion/outline.h"
 #include "graph/passes/pass_manager.h"
 #include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
@@ -212,6 +213,26 @@ TEST(FormFusionGroupsTest, TextRoundTripsAndReparsedGraphRuns) {
   auto y = b.Run(*parsed->graph, inputs);
   ASSERT_TRUE(x.ok() && y.ok());
   for (size_t i = 0; i < x->size(); ++i) EXPECT_TRUE((*x)[i].Equals((*y)[i]));
+}
+
+// Splitting every group back gives the graph it was formed from, names
+// included: the group's outputs and the values inside it are named as they
+// were, with no fresh suffixes.
+TEST(FormFusionGroupsTest, SplittingBackRestoresTheNames) {
+  const char* kText = R"(graph @main(%x: f32[4,8], %w: f32[8,16], %r: f32[4,16]) {
+  %mm = MatMul(%x, %w) : f32[4,16]
+  %sum = Add(%mm, %r) : f32[4,16]
+  %b = Relu(%sum) : f32[4,16]
+  %y = Neg(%b) : f32[4,16]
+  %z = Exp(%b) : f32[4,16]
+  return %y, %z
+})";
+  auto original = ParseModel(kText);
+  auto m = ParseModel(kText);
+  ASSERT_TRUE(original.ok() && m.ok()) << m.status();
+  ASSERT_GT(FormFusionGroups(*m->graph).total_groups(), 0);
+  ASSERT_TRUE(fusion::SplitBackKilnNodes(*m->graph, [](Node*) { return false; }));
+  EXPECT_EQ(PrintModel(*m), PrintModel(*original));
 }
 
 TEST(FormFusionGroupsTest, FusedCostIsTheBodyLessTheIntermediates) {
