@@ -160,8 +160,8 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   p.ub_bias = RoundUp(g.Co * 2, 32);
   p.ub_out = p.ub_bias + g.N1 * 16 * 4;
   p.ub_outT = p.ub_out + 2 * p.ub_tile;
-  p.ub_res = p.ub_outT + 2 * p.ub_tile;  // two residual tiles in the output's layout
-  p.ub_in = p.ub_res + (g.res.empty() ? 0 : 2 * p.ub_tile);
+  p.ub_res = p.ub_outT + 2 * p.ub_tile;  // the residual of a unit's tiles, in the output's layout
+  p.ub_in = p.ub_res + (g.res.empty() ? 0 : p.tiles_per_group * p.ub_tile);
   if (g.xc) {
     // The band comes from X as it is: no conversion buffers.
     p.batch = g.C1;
@@ -198,8 +198,12 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   const double dma_lat = f.hbm_latency + f.mte2_latency;
   // The band's copy into L1 waits for the previous unit's last img2col.
   const double band_in = dma_lat + band / f.mte2_bytes_per_cycle;
-  const double unit =
-      std::max({mte2 / f.mte2_bytes_per_cycle, mte3 / f.mte3_bytes_per_cycle, cube + band_in, mte1 + band_in, vec});
+  // Each tile's write holds MTE3 until it lands (the hand-off after it),
+  // and a unit's residual holds MTE2 once.
+  const double tile_out = static_cast<double>(p.tiles_per_group) * (f.hbm_latency + f.mte3_latency);
+  const double res_in = g.res.empty() ? 0.0 : dma_lat;
+  const double unit = std::max({mte2 / f.mte2_bytes_per_cycle + res_in, mte3 / f.mte3_bytes_per_cycle + tile_out,
+                                cube + band_in, mte1 + band_in, vec});
   const double per_block_units = static_cast<double>(CeilDiv(units, p.blocks));
   // Each block loads the weights of the groups it has units of.
   const double sections = static_cast<double>(std::min<int64_t>(p.G * static_cast<int64_t>(p.runs.size()),
@@ -276,7 +280,7 @@ class Program {
     for (int round = 0; round < 2; ++round) {
       for (const Free& f : kFree)
         if (round < f.count) e_.Line(Flag(op, f.from, f.to, f.ev));
-      if (!g_.res.empty()) e_.Line(Flag(op, "VECTOR", "MTE2", 3));  // a residual slot free
+      if (!g_.res.empty() && round == 0) e_.Line(Flag(op, "VECTOR", "MTE2", 3));  // the residual's region free
     }
   }
 
@@ -318,6 +322,7 @@ class Program {
     e_.L("add ", R(rY), ", ", R(rY), ", ", R(rT));
     e_.L("mul ", R(rY), ", ", R(rY), ", ", g_.Wo * (g_.yc ? 32 : 2));
     Convert(run, t0, cols);
+    Residual(run, t0, t1);
     for (int64_t t = t0; t < t1; ++t) Tile(run, t, t0, cols, t == t0, t == t1 - 1);
     e_.L("add ", R(rJ), ", ", R(rJ), ", ", R(rBlockDim));
     e_.L("jmp ", loop);
@@ -408,6 +413,25 @@ class Program {
     e_.Label(later);
   }
 
+  // MTE2: the residual of the unit's tiles [t0, t1) in one copy, each
+  // tile's part laid out as the tile goes out (its channel rows, or its
+  // 16-channel blocks, of Mt*16 pixels): one HBM latency per unit, where a
+  // copy per tile would wait one out per tile (a set_flag after a copy
+  // holds MTE2 until the data has landed).
+  void Residual(const Run& run, int64_t t0, int64_t t1) {
+    if (g_.res.empty()) return;
+    const int64_t n1 = t0 * p_.Nt, blocks = std::min(g_.N1, t1 * p_.Nt) - n1;
+    e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 3));
+    if (g_.yc)
+      e_.L("copy_gm_ub UB[", p_.ub_res, "], ", Addr(g_.res, rY, n1 * g_.Ho * g_.Wo * 32), ", nburst=", blocks,
+           ", len=", run.rows * g_.Wo * 32, ", src_stride=", g_.Ho * g_.Wo * 32, ", dst_stride=", p_.Mt * 16 * 32);
+    else
+      e_.L("copy_gm_ub UB[", p_.ub_res, "], ", Addr(g_.res, rY, n1 * 16 * g_.Ho * g_.Wo * 2), ", nburst=",
+           std::min(blocks * 16, g_.Co - n1 * 16), ", len=", run.rows * g_.Wo * 2, ", src_stride=", g_.Ho * g_.Wo * 2,
+           ", dst_stride=", p_.Mt * 32);
+    e_.Line(Flag("set_flag", "MTE2", "VECTOR", 3));
+  }
+
   // Output channels [t*Nt*16, ...) of the unit: the K steps, then the tile out.
   // `t0`, `cols`: the group's first tile and its fractal columns in L1.
   void Tile(const Run& run, int64_t t, int64_t t0, int64_t cols, bool first_tile, bool last_tile) {
@@ -415,19 +439,6 @@ class Program {
     const int64_t steps = CeilDiv(g_.K1, p_.Kt);
     const int64_t l0a_half = p_.Mt * p_.Kt * 512, l0b_half = p_.Kt * p_.Nt * 512, l0c_half = p_.Mt * p_.Nt * 1024;
     const int64_t channels = std::min(nt * 16, g_.Co - n1 * 16);
-    if (!g_.res.empty()) {
-      // MTE2: the residual's tile, laid out as the tile goes out.
-      e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 3));
-      if (g_.yc)
-        e_.L("copy_gm_ub ", Addr("UB", rOut, p_.ub_res), ", ", Addr(g_.res, rY, n1 * g_.Ho * g_.Wo * 32),
-             ", nburst=", nt, ", len=", run.rows * g_.Wo * 32, ", src_stride=", g_.Ho * g_.Wo * 32,
-             ", dst_stride=", p_.Mt * 16 * 32);
-      else
-        e_.L("copy_gm_ub ", Addr("UB", rOut, p_.ub_res), ", ", Addr(g_.res, rY, n1 * 16 * g_.Ho * g_.Wo * 2),
-             ", nburst=", channels, ", len=", run.rows * g_.Wo * 2, ", src_stride=", g_.Ho * g_.Wo * 2,
-             ", dst_stride=", p_.Mt * 32);
-      e_.Line(Flag("set_flag", "MTE2", "VECTOR", 3));
-    }
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k0 = s * p_.Kt, kt = std::min(p_.Kt, g_.K1 - k0);
       // MTE1: the step's im2col rows and weights.
@@ -476,7 +487,7 @@ class Program {
            Addr("UB", rOut, p_.ub_out + cb * 32), ", repeat=", p_.Mt, ", dst_blk_stride=", p_.Mt,
            ", dst_rep_stride=1, src0_blk_stride=", nt, ", src0_rep_stride=", 16 * nt);
     }
-    Epilogue(nt);
+    Epilogue(nt, t - t0, first_tile, last_tile);
     e_.Line(Flag("set_flag", "VECTOR", "FIXP", 0));
     e_.Line(Flag("set_flag", "VECTOR", "MTE3", 0));
     // MTE3: the band's rows of each valid channel.
@@ -496,17 +507,18 @@ class Program {
 
   // The fused epilogue's vector steps over the tile in its outgoing layout
   // (nt*16 channels of Mt*16 pixels either way: one contiguous stretch).
-  void Epilogue(int64_t nt) {
+  void Epilogue(int64_t nt, int64_t tile_in_unit, bool first_tile, bool last_tile) {
     if (g_.steps.empty()) return;
-    if (!g_.res.empty()) e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 3));
+    if (!g_.res.empty() && first_tile) e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 3));
     const int64_t repeats = nt * p_.Mt * 2;  // of 256 bytes
+    const int64_t res = p_.ub_res + tile_in_unit * p_.ub_tile;
     for (const ConvStep& s : g_.steps) {
       for (int64_t r0 = 0; r0 < repeats; r0 += 255) {
         const std::string out = Addr("UB", rOut, p_.ub_outT + r0 * 256);
         const std::string reps = absl::StrCat(", repeat=", std::min<int64_t>(255, repeats - r0));
         switch (s.kind) {
           case ConvStep::kAdd:
-            e_.L("vadd.", g_.dt, " ", out, ", ", out, ", ", Addr("UB", rOut, p_.ub_res + r0 * 256), reps);
+            e_.L("vadd.", g_.dt, " ", out, ", ", out, ", UB[", res + r0 * 256, "]", reps);
             break;
           case ConvStep::kRelu:
             e_.L("vrelu.", g_.dt, " ", out, ", ", out, reps);
@@ -518,7 +530,7 @@ class Program {
         }
       }
     }
-    if (!g_.res.empty()) e_.Line(Flag("set_flag", "VECTOR", "MTE2", 3));
+    if (!g_.res.empty() && last_tile) e_.Line(Flag("set_flag", "VECTOR", "MTE2", 3));
   }
 
   const Geom& g_;
