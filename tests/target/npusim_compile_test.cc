@@ -458,6 +458,14 @@ TEST(NpusimCompile, NarrowKeepsResidualAddsNarrow) {
   ExpectWithinRange(*run, 1e-2);
 }
 
+// Relu(Conv3x3 "c1") "r1" -> Conv3x3 "c2" -> Add "sum" of c2 and r1 ->
+// Relu "s": a residual block whose shortcut is its first Conv's output.
+Value* ResidualBlock(Graph& g, Value* x, int64_t ci, int64_t co) {
+  Value* r1 = g.AddNode("Relu", {Conv3x3(g, x, co, ci, 1, "c1")->output(0)}, {"r1"})->output(0);
+  Value* c2 = Conv3x3(g, r1, co, co, 2, "c2")->output(0);
+  return g.AddNode("Relu", {g.AddNode("Add", {c2, r1}, {"sum"})->output(0)}, {"s"})->output(0);
+}
+
 // Between convolutions through img2col, activations stay NC1HWC0 (through
 // Relu and the residual Add, which the Convs take as their epilogues): each
 // Conv reads its band into L1 as it is and writes 16-channel blocks. A
@@ -466,10 +474,7 @@ TEST(NpusimCompile, NarrowKeepsResidualAddsNarrow) {
 TEST(NpusimCompile, Fp16KeepsNC1HWC0BetweenConvolutions) {
   Model m;
   Graph& g = *m.graph;
-  Value* x = g.AddInput("x", F32({1, 16, 12, 12}));
-  Value* r1 = g.AddNode("Relu", {Conv3x3(g, x, 32, 16, 1, "c1")->output(0)}, {"r1"})->output(0);
-  Value* c2 = Conv3x3(g, r1, 32, 32, 2, "c2")->output(0);
-  Value* s = g.AddNode("Relu", {g.AddNode("Add", {r1, c2}, {"sum"})->output(0)}, {"s"})->output(0);
+  Value* s = ResidualBlock(g, g.AddInput("x", F32({1, 16, 12, 12})), 16, 32);
   Value* c3 = g.AddNode("Conv", {s, g.AddConstant("c3.w", Random({32, 32, 1, 1}, 3))}, {"c3"})->output(0);
   Value* r3 = g.AddNode("Relu", {c3}, {"r3"})->output(0);
   g.AddOutput(Conv3x3(g, r3, 16, 32, 4, "c4")->output(0));
@@ -507,10 +512,7 @@ TEST(NpusimCompile, Fp16KeepsNC1HWC0BetweenConvolutions) {
 TEST(NpusimCompile, NarrowFusesConvEpilogues) {
   Model m;
   Graph& g = *m.graph;
-  Value* x = g.AddInput("x", F32({1, 24, 10, 10}));
-  Value* r1 = g.AddNode("Relu", {Conv3x3(g, x, 24, 24, 1, "c1")->output(0)}, {"r1"})->output(0);
-  Value* c2 = Conv3x3(g, r1, 24, 24, 2, "c2")->output(0);
-  Value* s = g.AddNode("Relu", {g.AddNode("Add", {c2, r1}, {"sum"})->output(0)}, {"s"})->output(0);
+  Value* s = ResidualBlock(g, g.AddInput("x", F32({1, 24, 10, 10})), 24, 24);
   Value* lo = g.AddConstant("lo", Tensor::FromVector<float>({0.f}, {}));
   Value* hi = g.AddConstant("hi", Tensor::FromVector<float>({6.f}, {}));
   Value* r6 = g.AddNode("Clip", {Conv3x3(g, s, 24, 24, 3, "c3")->output(0), lo, hi}, {"r6"})->output(0);
