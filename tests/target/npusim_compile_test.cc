@@ -518,7 +518,9 @@ TEST(NpusimCompile, NarrowFusesConvEpilogues) {
   Value* r6 = g.AddNode("Clip", {Conv3x3(g, s, 24, 24, 3, "c3")->output(0), lo, hi}, {"r6"})->output(0);
   Value* c4 = g.AddNode("Conv", {r6, g.AddConstant("c4.w", Random({24, 24, 1, 1}, 4))}, {"c4"})->output(0);
   Value* p6 = g.AddNode("Clip", {c4, lo, hi}, {"p6"})->output(0);
-  g.AddOutput(Conv3x3(g, p6, 8, 24, 5, "y")->output(0));
+  // A residual that is not the Conv's own input.
+  Value* far = g.AddNode("Add", {Conv3x3(g, p6, 24, 24, 6, "c5")->output(0), s}, {"far"})->output(0);
+  g.AddOutput(Conv3x3(g, far, 8, 24, 5, "y")->output(0));
   ASSERT_TRUE(InferShapes(g).ok());
   // (bf16's 8-bit mantissa over five layers: within 5%.)
   for (auto [precision, tolerance] : {std::pair{target::Precision::kFp16, 1e-2}, std::pair{target::Precision::kBf16, 5e-2}}) {
@@ -533,6 +535,7 @@ TEST(NpusimCompile, NarrowFusesConvEpilogues) {
                   absl::EndsWith(PlanOf(*a, "s"), "W as fractals, residual add + relu on the vector unit"))
           << PlanOf(*a, "s");
       EXPECT_TRUE(absl::EndsWith(PlanOf(*a, "r6"), "relu on FIXP, min on the vector unit")) << PlanOf(*a, "r6");
+      EXPECT_TRUE(absl::EndsWith(PlanOf(*a, "far"), "W as fractals, residual add on the vector unit")) << PlanOf(*a, "far");
     } else {
       // The Add and the Relu are tasks of their own.
       EXPECT_TRUE(absl::StartsWith(PlanOf(*a, "sum"), "Add")) << PlanOf(*a, "sum");
