@@ -34,9 +34,6 @@
 namespace kiln::target::npusim {
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
-
 // UB bytes of one im2col slot (two of them, plus the zero area).
 constexpr int64_t kSlotBytes = 48 << 10;
 

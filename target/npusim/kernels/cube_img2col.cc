@@ -45,9 +45,6 @@
 namespace kiln::target::npusim {
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
-
 // Registers of the program.
 enum Reg {
   rJ = 0,        // the unit within its section
@@ -537,11 +534,6 @@ class Program {
   const Plan& p_;
   Emitter e_;
 };
-
-std::optional<double> ConstScalar(const Value* v) {
-  if (!v || !v->is_constant() || !v->constant().defined() || v->constant().numel() != 1) return std::nullopt;
-  return v->constant().GetDouble(0);
-}
 
 }  // namespace
 

@@ -5,12 +5,10 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "target/npusim/kernels/kernel.h"
 
 namespace kiln::target::npusim {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
 // Time of the MTE1 and cube work of one L0 step of kj elements of K.
 struct StepTime {

@@ -40,6 +40,11 @@ std::string KasmByteArgLine(absl::string_view name, const Value& v) {
   return absl::StrCat(".arg ", name, " s8[", std::max<int64_t>(StaticBytes(v.type()), 1), "]");
 }
 
+std::optional<double> ConstScalar(const Value* v) {
+  if (!v || !v->is_constant() || !v->constant().defined() || v->constant().numel() != 1) return std::nullopt;
+  return v->constant().GetDouble(0);
+}
+
 std::vector<const Value*> LaunchValues(const Node& node, const GeneratedKernel& k, size_t* first_output) {
   std::vector<const Value*> values;
   for (const Value* v : node.inputs())

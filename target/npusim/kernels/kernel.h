@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,12 @@ std::vector<const Value*> LaunchValues(const Node& node, const GeneratedKernel& 
 sim::DType IsaDTypeOf(DType t);
 // The `.arg NAME DT[d0,...]` line for a value (static shape, ISA dtype).
 absl::StatusOr<std::string> KasmArgLine(absl::string_view name, const Value& v);
+
+// The single value of a constant with one element (nullopt otherwise).
+std::optional<double> ConstScalar(const Value* v);
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
 // Bytes of a tensor type with a static shape.
 int64_t StaticBytes(const Type& t);

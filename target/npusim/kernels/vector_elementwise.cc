@@ -37,12 +37,6 @@ using Body = std::function<void(Kasm&, const FlatOperands&, int64_t)>;
 
 int64_t Numel(const Value* v) { return v->type().shape().NumElements(); }
 
-// The single value of a constant input with one element.
-std::optional<double> ConstScalar(const Value* v) {
-  if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
-  return v->constant().GetDouble(0);
-}
-
 absl::Status CheckFloatOrInt(const Node& n, DType dt, bool int_ok) {
   if (dt == DType::kF32 || dt == DType::kF16 || dt == DType::kBF16) return absl::OkStatus();
   if (dt == DType::kS32 && int_ok) return absl::OkStatus();

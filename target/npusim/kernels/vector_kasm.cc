@@ -11,9 +11,6 @@
 
 namespace kiln::target::npusim::vec {
 
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 std::string UbText(Ub u) {
   if (u.reg < 0) return absl::StrCat("UB[", u.off, "]");
   if (u.off == 0) return absl::StrCat("UB[r", u.reg, "]");

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "sim/isa/isa.h"
 #include "sim/machine/machine.pb.h"
+#include "target/npusim/kernels/kernel.h"  // CeilDiv, RoundUp
 
 namespace kiln::target::npusim::vec {
 
@@ -39,8 +40,6 @@ struct VArg {
 inline VArg V(Ub at) { return VArg{at, false}; }
 inline VArg Bcast(Ub at) { return VArg{at, true}; }
 
-int64_t RoundUp(int64_t x, int64_t m);
-int64_t CeilDiv(int64_t a, int64_t b);
 
 class Kasm {
  public:
