@@ -362,8 +362,13 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
   absl::flat_hash_set<const Value*> chosen;
   for (const Value* v : values)
     if (kept(v)) chosen.insert(v);
-
   return chosen;
+}
+
+// Whether the kernel of `n` reads its first input or writes its first
+// output in NC1HWC0 (KernelRequest::x_c1hwc0, y_c1hwc0).
+bool TouchesC1hwc0(const Node& n, const absl::flat_hash_set<const Value*>& c1hwc0) {
+  return n.num_inputs() > 0 && n.num_outputs() > 0 && (c1hwc0.contains(n.input(0)) || c1hwc0.contains(n.output(0)));
 }
 
 // Constants laid out as fractals for the kernels that read them so
@@ -545,20 +550,22 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // when their engine has a kernel for them, split back into their members
   // (expanded into the ONNX ops they stand for) otherwise, so the parts can
   // still run on the cube and the vector unit.
-  // Under a narrow precision, groups around a matrix op are split back
-  // before the matrix ops are narrowed and formed again after, so that a
-  // fused kernel computes in the narrow type too.
+  // Under a narrow precision, conv-epilogue groups are split back before
+  // the matrix ops are narrowed and formed again after, so that the fused
+  // kernel computes in the narrow type too. Matmul groups are kept as the
+  // optimizer formed them, in f32: formed after narrowing they would end in
+  // a Cast to f32, which the GEMM (one dtype for A, B, C and Y) cannot write.
   const DType narrow = options.precision == Precision::kFp16 || options.precision == Precision::kMixed ? DType::kF16
                        : options.precision == Precision::kBf16                                      ? DType::kBF16
                                                                                                     : DType::kF32;
-  auto matrix_group = [](const Node& n) {
+  auto conv_group = [](const Node& n) {
     return n.domain() == "kiln" && n.op() == "Fused" && n.GetString("kind", "") == "conv-epilogue";
   };
   absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
   bool narrowed = false;
   auto keep = [&](Node* n) {
     if (kernels.contains(n)) return true;
-    if (narrow != DType::kF32 && !narrowed && matrix_group(*n)) return false;
+    if (narrow != DType::kF32 && !narrowed && conv_group(*n)) return false;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
     if (!k.ok()) return false;
     kernels[n] = *std::move(k);
@@ -574,16 +581,13 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
 
   const absl::flat_hash_set<const Value*> c1hwc0 = ChooseC1hwc0(g, machine);
   // Kernels generated while splitting back assumed NCHW.
-  absl::erase_if(kernels, [&](const auto& kv) {
-    const Node* n = kv.first;
-    return n->num_inputs() > 0 && (c1hwc0.contains(n->input(0)) || c1hwc0.contains(n->output(0)));
-  });
+  absl::erase_if(kernels, [&](const auto& kv) { return TouchesC1hwc0(*kv.first, c1hwc0); });
   // A pointwise Conv on NCHW tensors is a GEMM, faster than img2col with
   // its conversions: its group runs as the GEMM and vector kernels unless
   // the GEMM takes the whole epilogue (a Relu).
   bool inlined = false;
   for (Node* n : g.NodeList()) {
-    if (!matrix_group(*n) || c1hwc0.contains(n->input(0)) || c1hwc0.contains(n->output(0))) continue;
+    if (!conv_group(*n) || TouchesC1hwc0(*n, c1hwc0)) continue;
     absl::StatusOr<npusim::ConvOperands> ops = npusim::ConvOperandsOf(*n);
     if (!ops.ok() || ops->steps.empty() || !npusim::GemmSpecOfPointwiseConv(*ops->conv, 0).ok()) continue;
     kernels.erase(n);
@@ -636,8 +640,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     if (engine == "cube" || engine == "vector") {
       if (auto it = kernels.find(n); it != kernels.end()) kernel = std::move(it->second);
       else kernel = Generate(engine, *n, machine, options, /*want_tile_ir=*/false, &c1hwc0);
-      if (!kernel.ok() && !OrderBlind(*n) && n->num_inputs() > 0 &&
-          (c1hwc0.contains(n->input(0)) || c1hwc0.contains(n->output(0))))
+      if (!kernel.ok() && !OrderBlind(*n) && TouchesC1hwc0(*n, c1hwc0))
         return absl::InternalError(absl::StrCat("node '", task->node(), "': the kernel for an NC1HWC0 tensor: ",
                                                 kernel.status().message()));
       if (!kernel.ok()) {

@@ -29,12 +29,12 @@ void AttachTileIr(const Node& node, const KernelRequest& req, const CubeTiling& 
   k.tile_ir = tile::Print(*kernel);
 }
 
-// A fused pointwise Conv whose epilogue is a Relu at most, as the GEMM.
-absl::StatusOr<GemmSpec> GemmSpecOfFusedConv(const ConvOperands& ops, int max_blocks) {
+// A pointwise Conv (or fused group of one) whose epilogue is a Relu at
+// most, as the GEMM, its arguments bound in the launch's order.
+absl::StatusOr<GemmSpec> GemmSpecOfConv(const ConvOperands& ops, int max_blocks) {
   if (!ops.steps.empty()) return absl::UnimplementedError("the GEMM's epilogue of a Conv is a Relu at most");
   KILN_ASSIGN_OR_RETURN(GemmSpec s, GemmSpecOfPointwiseConv(*ops.conv, max_blocks));
   s.relu = ops.fixp_relu;
-  // The same arguments, bound in the group's launch order.
   std::vector<std::string> lines, names;
   std::vector<const Value*> values;
   int a = -1, b = -1, c = -1, y = -1;
@@ -68,40 +68,33 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     AttachTileIr(node, req, t, k);
     return k;
   }
-  if (node.domain() == "kiln" && node.op() == "Fused") {
-    if (absl::StatusOr<ConvOperands> ops = ConvOperandsOf(node); ops.ok()) {
-      // A pointwise Conv and its Relu on NCHW tensors: the GEMM with its
-      // relu; anything else through img2col.
-      if (!req.x_c1hwc0 && !req.y_c1hwc0) {
-        absl::StatusOr<GemmSpec> spec = GemmSpecOfFusedConv(*ops, req.max_blocks);
-        if (spec.ok()) {
-          KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(*spec, *req.machine));
-          k.constant_args = ops->constant_args;
-          return k;
-        }
-      }
-      return GenerateImg2ColConv(node, *req.machine, req.max_blocks, {req.x_c1hwc0, req.y_c1hwc0});
+  // A Conv, or a kiln.Fused group of one and its epilogue. Pointwise ones
+  // whose epilogue is a Relu at most are a batched GEMM; f16/bf16 ones of
+  // one group build their im2col rows in L0A from the image in L1 (img2col);
+  // the other Convs go through an im2col matrix in global memory (which
+  // takes no epilogue). A Conv with a tensor in NC1HWC0 runs through img2col,
+  // pointwise or not.
+  if (absl::StatusOr<ConvOperands> conv = ConvOperandsOf(node); conv.ok()) {
+    const ConvLayouts layouts{req.x_c1hwc0, req.y_c1hwc0};
+    if (layouts.x_c1hwc0 || layouts.y_c1hwc0) return GenerateImg2ColConv(node, *req.machine, req.max_blocks, layouts);
+    absl::StatusOr<GemmSpec> spec = GemmSpecOfConv(*conv, req.max_blocks);
+    if (spec.ok()) {
+      KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(*spec, *req.machine));
+      k.constant_args = conv->constant_args;
+      return k;
     }
+    if (!absl::IsUnimplemented(spec.status())) return spec.status();
+    absl::StatusOr<GeneratedKernel> k = GenerateImg2ColConv(node, *req.machine, req.max_blocks);
+    if (k.ok() || !absl::IsUnimplemented(k.status()) || conv->conv != &node) return k;
+    return GenerateCubeConv(node, *req.machine, req.max_blocks);
+  }
+  if (node.domain() == "kiln" && node.op() == "Fused") {
     std::vector<const Value*> constants;
     KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfFused(node, req.max_blocks, &constants));
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine, &t));
     k.constant_args = std::move(constants);
     AttachTileIr(node, req, t, k);
     return k;
-  }
-  if (node.domain().empty() && node.op() == "Conv") {
-    // Pointwise convolutions are a batched GEMM; f16/bf16 ones of one group
-    // build their im2col rows in L0A from the image in L1 (img2col); the
-    // rest go through an im2col matrix in global memory. A Conv with a
-    // tensor in NC1HWC0 runs through img2col, pointwise or not.
-    if (req.x_c1hwc0 || req.y_c1hwc0)
-      return GenerateImg2ColConv(node, *req.machine, req.max_blocks, {req.x_c1hwc0, req.y_c1hwc0});
-    absl::StatusOr<GemmSpec> spec = GemmSpecOfPointwiseConv(node, req.max_blocks);
-    if (spec.ok()) return GenerateGemm(*spec, *req.machine);
-    if (!absl::IsUnimplemented(spec.status())) return spec.status();
-    absl::StatusOr<GeneratedKernel> k = GenerateImg2ColConv(node, *req.machine, req.max_blocks);
-    if (k.ok() || !absl::IsUnimplemented(k.status())) return k;
-    return GenerateCubeConv(node, *req.machine, req.max_blocks);
   }
   return absl::UnimplementedError(absl::StrCat("no cube kernel for ", node.QualifiedOp(), " yet"));
 }
