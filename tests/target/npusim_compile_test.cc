@@ -346,8 +346,13 @@ const Node* Find(const Model& m, absl::string_view op) {
   return nullptr;
 }
 
-// Every element within `tolerance` of the reference output's largest magnitude.
-void ExpectWithinRange(const SimAndReference& r, double tolerance) {
+// Runs `a` on the SystemC model and `m` on the reference executor: every
+// element within `tolerance` of the reference output's largest magnitude.
+void ExpectSimWithinRange(const artifact::Artifact& a, const Model& m, const std::vector<Tensor>& inputs,
+                          double tolerance) {
+  absl::StatusOr<SimAndReference> run = RunOnSimAndReference(a, m, inputs);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const SimAndReference& r = *run;
   ASSERT_EQ(r.got.dtype(), DType::kF32);
   double range = 1;
   for (int64_t j = 0; j < r.want.numel(); ++j) range = std::max(range, std::fabs(r.want.GetDouble(j)));
@@ -428,9 +433,7 @@ TEST(NpusimCompile, NarrowKeepsActivationsNarrowThroughClip) {
       for (const Value* v : clip->inputs()) EXPECT_EQ(DTypeName(v->type().dtype()), DTypeName(dtype)) << v->name();
       EXPECT_EQ(clip->input(2)->constant().GetDouble(0), 6.0);
     }
-    auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3)});
-    ASSERT_TRUE(run.ok()) << run.status();
-    ExpectWithinRange(*run, tolerance);
+    ExpectSimWithinRange(*a, m, {Random({1, 16, 10, 10}, 3)}, tolerance);
   }
 }
 
@@ -453,9 +456,7 @@ TEST(NpusimCompile, NarrowKeepsResidualAddsNarrow) {
   EXPECT_EQ(CountOps(*compiled, "Cast"), 2);
   ExpectOutputDTypes(*compiled, {"Fused", "GlobalAveragePool", "Flatten"}, "f16");
   EXPECT_NE(PlanOf(*a, "sum").find("residual add on the vector unit"), std::string::npos) << PlanOf(*a, "sum");
-  auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3)});
-  ASSERT_TRUE(run.ok()) << run.status();
-  ExpectWithinRange(*run, 1e-2);
+  ExpectSimWithinRange(*a, m, {Random({1, 16, 10, 10}, 3)}, 1e-2);
 }
 
 // Relu(Conv3x3 "c1") "r1" -> Conv3x3 "c2" -> Add "sum" of c2 and r1 ->
@@ -498,9 +499,7 @@ TEST(NpusimCompile, Fp16KeepsNC1HWC0BetweenConvolutions) {
     EXPECT_EQ(plan.find("output NC1HWC0") != std::string::npos, c.out) << c.task << ": " << plan;
     EXPECT_TRUE(absl::EndsWith(plan, absl::StrCat("W as fractals", c.epilogue))) << c.task << ": " << plan;
   }
-  auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 12, 12}, 5)});
-  ASSERT_TRUE(run.ok()) << run.status();
-  ExpectWithinRange(*run, 1e-2);
+  ExpectSimWithinRange(*a, m, {Random({1, 16, 12, 12}, 5)}, 1e-2);
 }
 
 // Convolutions take their epilogues on NCHW tensors too (24 channels keep
@@ -546,9 +545,7 @@ TEST(NpusimCompile, NarrowFusesConvEpilogues) {
     int clips = 0;
     for (const auto& t : a->npusim().tasks()) clips += t.op() == "Clip" && t.engine() == "vector";
     EXPECT_EQ(clips, f16 ? 1 : 2);
-    auto run = RunOnSimAndReference(*a, m, {Random({1, 24, 10, 10}, 6)});
-    ASSERT_TRUE(run.ok()) << run.status();
-    ExpectWithinRange(*run, tolerance);
+    ExpectSimWithinRange(*a, m, {Random({1, 24, 10, 10}, 6)}, tolerance);
   }
 }
 
@@ -568,9 +565,7 @@ TEST(NpusimCompile, Fp16GlobalPoolsReadNC1HWC0) {
     EXPECT_EQ(LayoutOf(*a, "r"), "NC1HWC0") << pool;
     EXPECT_EQ(LayoutOf(*a, "p"), "") << pool;
     EXPECT_NE(PlanOf(*a, "r").find("output NC1HWC0"), std::string::npos) << PlanOf(*a, "r");
-    auto run = RunOnSimAndReference(*a, m, {Random({2, 16, 9, 9}, 3)});
-    ASSERT_TRUE(run.ok()) << run.status();
-    ExpectWithinRange(*run, 1e-2);
+    ExpectSimWithinRange(*a, m, {Random({2, 16, 9, 9}, 3)}, 1e-2);
   }
 }
 
@@ -638,9 +633,7 @@ TEST(NpusimCompile, NarrowKeepsTheCastBeforeAnOpOfAWideValue) {
   // x and Mul's result in, c1 and y back.
   EXPECT_EQ(CountOps(*compiled, "Cast"), 4);
   ExpectOutputDTypes(*compiled, {"Add", "Clip", "Mul"}, "f32");
-  auto run = RunOnSimAndReference(*a, m, {Random({1, 16, 10, 10}, 3), Tensor::FromVector<float>({-0.25f}, {})});
-  ASSERT_TRUE(run.ok()) << run.status();
-  ExpectWithinRange(*run, 1e-2);
+  ExpectSimWithinRange(*a, m, {Random({1, 16, 10, 10}, 3), Tensor::FromVector<float>({-0.25f}, {})}, 1e-2);
 }
 
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
