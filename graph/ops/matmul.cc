@@ -18,6 +18,7 @@
 
 #include "graph/ir/dtype_dispatch.h"
 #include "graph/ops/kernel_util.h"
+#include "graph/ops/matmul.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/op_table.h"
 #include "graph/support/status.h"
@@ -1006,6 +1007,21 @@ OpCost DetCost(const Node& n) {
 }
 
 }  // namespace
+
+bool IsMatrixTranspose(const Node& n) {
+  if (!n.domain().empty() || n.op() != "Transpose" || n.num_outputs() != 1) return false;
+  const Attribute* perm = n.attr("perm");
+  if (!perm) {  // reverses the axes
+    const Value* x = n.input(0);
+    return x && x->type().is_tensor() && x->type().shape().ranked() && x->type().shape().rank() == 2;
+  }
+  const std::vector<int64_t>& p = perm->ints();
+  const int r = static_cast<int>(p.size());
+  if (r < 2) return false;
+  for (int i = 0; i < r - 2; ++i)
+    if (p[i] != i) return false;
+  return p[r - 2] == r - 1 && p[r - 1] == r - 2;
+}
 
 void RegisterMatMulOps(OpRegistry& r) {
   r.Register("MatMul").Inputs(2).Outputs(1).Class(OpClass::kMatMul)

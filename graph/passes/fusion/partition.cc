@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "graph/ops/matmul.h"
 #include "graph/passes/fusion/cost_model.h"
 
 namespace kiln::fusion {
@@ -231,12 +232,14 @@ class Partitioner {
           next.push(u);
         }
     };
+    if (nodes_[a]->op() == "MatMul") TakeOperandTransposes(id, a);
     push_users(a);
     while (!next.empty() && static_cast<int>(groups_[id].members.size()) < options_.max_group_nodes) {
       int c = next.top();
       next.pop();
       const Info& ci = info_[c];
       if (ci.owner >= 0 || ci.role != Role::kElementwise || !(ci.shape == shape)) continue;
+      if (!TargetTakes(id, c)) continue;
       // Every input from outside must not depend on the group.
       bool independent = true;
       for (int p : preds_[c])
@@ -249,6 +252,32 @@ class Partitioner {
       push_users(c);
     }
     Finish(id);
+  }
+
+  // A MatMul whose result is read takes, as a prologue, each operand's
+  // producer that is a Transpose swapping the last two axes: the matrix unit
+  // reads the untransposed operand as a transposed one. A Transpose that
+  // others read too is duplicated into the group (it costs the group
+  // nothing), so the choice does not hang on users that later groups absorb.
+  void TakeOperandTransposes(int id, int a) {
+    if (users_[a].empty() && !info_[a].graph_output) return;
+    const Node& mm = *nodes_[a];
+    for (int i = 0; i < mm.num_inputs(); ++i) {
+      const Value* v = mm.input(i);
+      int p = ProducerIndex(v);
+      if (p < 0 || info_[p].owner >= 0 || !IsMatrixTranspose(*nodes_[p])) continue;
+      if (mm.input(1 - i) == v) continue;  // the same value as both operands
+      if (!TargetTakes(id, p)) continue;
+      if (users_[p].size() == 1 && !info_[p].graph_output && v->uses().size() == 1) Own(id, p);
+      else Duplicate(id, p);
+    }
+  }
+
+  bool TargetTakes(int id, int candidate) const {
+    if (!options_.matrix_member) return true;
+    std::vector<const Node*> group;
+    for (int m : groups_[id].members) group.push_back(nodes_[m]);
+    return options_.matrix_member(group, *nodes_[candidate]);
   }
 
   // Phase 2: an unclaimed elementwise node or reduction takes its producers,

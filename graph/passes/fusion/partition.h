@@ -7,7 +7,9 @@
 //      elementwise consumers of its result (and of what it already took)
 //      that iterate over the same shape: bias add, activation, residual add,
 //      cast. A consumer is taken only when none of its other inputs depends
-//      on the group, so no path leaves the group and re-enters it.
+//      on the group, so no path leaves the group and re-enters it. A MatMul
+//      also takes, as a prologue, a Transpose that swaps the last two axes
+//      of an operand and that nothing else reads (a transposed operand).
 //   2. Memory-bound groups: from the last node back, each elementwise node,
 //      reduction or normalization not yet grouped starts a group that takes
 //      the elementwise producers iterating over the same shape (the output
@@ -30,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -68,6 +71,12 @@ struct Partition {
 struct PartitionOptions {
   int max_group_nodes = 64;      // members per group
   int search_budget = 512;       // nodes one convexity search may visit
+  // A target's say on matrix-op groups: whether `candidate` (an epilogue
+  // consumer or a prologue Transpose) may join a group whose members so far
+  // are `group` (the anchor first, then the others in the order they
+  // joined), as its kernels take only some epilogues. Unset: every
+  // candidate may.
+  std::function<bool(const std::vector<const Node*>& group, const Node& candidate)> matrix_member;
 };
 
 Partition PartitionGraph(const Graph& g, const PartitionOptions& options = {});
