@@ -19,6 +19,7 @@
 #include "graph/passes/fusion/outline.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/float16.h"
+#include "graph/ops/matmul.h"
 #include "graph/support/status.h"
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
@@ -78,15 +79,15 @@ bool IsOneOf(const Node& n, absl::Span<const char* const> ops) {
 // result, within the error the fp16/bf16 modes allow: Add, Sub, Mul (one f16
 // instruction, or f32 and a conversion for bf16) and average pooling (the
 // vector kernels sum in f32 and convert once). Every one has npusim vector
-// kernels for f16 and bf16. Not the DMA kernels' copies (Transpose, Concat,
-// Slice, ...): they take their blocks by bytes, and half the bytes in fewer
-// blocks run longer (BERT's attention Transposes: 12,731 cycles in f32,
-// 18,221 in f16).
+// kernels for f16 and bf16. And copies (Transpose, Split), which the DMA
+// kernels run on any dtype, in half the bytes: attention's q, k and v go
+// from the qkv GEMM through the head split to the score GEMMs in f16.
 bool KeepsNarrow(const Node& n) {
   static constexpr const char* kOps[] = {
       "Relu",    "Clip",      "Max", "Min", "MaxPool",     "GlobalMaxPool",      // select an operand
       "Reshape", "Flatten",   "Squeeze",    "Unsqueeze",   "Identity",           // views
       "Add",     "Sub",       "Mul",        "AveragePool", "GlobalAveragePool",  // round once
+      "Transpose", "Split",                                                      // copies
   };
   // MaxPool's Indices output is computed on the AICPU only; keep the node as it is.
   if (n.op() == "MaxPool" && n.num_outputs() > 1 && n.output(1) && n.output(1)->has_uses()) return false;
@@ -202,6 +203,18 @@ absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
     for (int i = 0; i < n->num_inputs(); ++i) {
       Value* v = n->input(i);
       if (!v) continue;
+      // An operand transposed for this MatMul alone is transposed narrow,
+      // so that the GEMM reads it transposed (IsMatrixTranspose).
+      if (Node* t = v->producer(); n->op() == "MatMul" && t && IsMatrixTranspose(*t) &&
+                                   v->uses().size() == 1 && !t->input(0)->is_constant()) {
+        Value* x = t->input(0);
+        Node* cast = g.AddNode("Cast", {x}, {g.UniqueName(absl::StrCat(x->name(), ".", DTypeName(narrow)))}, "", t);
+        cast->SetAttr("to", Attribute::Int(DTypeToOnnx(narrow)));
+        cast->output(0)->set_type(Type::Tensor(narrow, x->type().shape()));
+        t->SetInput(0, cast->output(0));
+        v->set_type(Type::Tensor(narrow, v->type().shape()));
+        continue;
+      }
       Shape shape = v->type().shape();
       if (v->is_constant() && v->constant().defined()) {
         Value* nc = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))),
@@ -550,22 +563,24 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // when their engine has a kernel for them, split back into their members
   // (expanded into the ONNX ops they stand for) otherwise, so the parts can
   // still run on the cube and the vector unit.
-  // Under a narrow precision, conv-epilogue groups are split back before
-  // the matrix ops are narrowed and formed again after, so that the fused
-  // kernel computes in the narrow type too. Matmul groups are kept as the
-  // optimizer formed them, in f32: formed after narrowing they would end in
-  // a Cast to f32, which the GEMM (one dtype for A, B, C and Y) cannot write.
+  // Under a narrow precision, matrix-op groups are split back before the
+  // matrix ops are narrowed and formed again after (below), so that the
+  // fused kernel computes in the narrow type too.
   const DType narrow = options.precision == Precision::kFp16 || options.precision == Precision::kMixed ? DType::kF16
                        : options.precision == Precision::kBf16                                      ? DType::kBF16
                                                                                                     : DType::kF32;
   auto conv_group = [](const Node& n) {
     return n.domain() == "kiln" && n.op() == "Fused" && n.GetString("kind", "") == "conv-epilogue";
   };
+  auto matrix_group = [](const Node& n) {
+    return n.domain() == "kiln" && n.op() == "Fused" &&
+           (n.GetString("kind", "") == "conv-epilogue" || n.GetString("kind", "") == "matmul-epilogue");
+  };
   absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
   bool narrowed = false;
   auto keep = [&](Node* n) {
     if (kernels.contains(n)) return true;
-    if (narrow != DType::kF32 && !narrowed && conv_group(*n)) return false;
+    if (narrow != DType::kF32 && !narrowed && matrix_group(*n)) return false;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
     if (!k.ok()) return false;
     kernels[n] = *std::move(k);
@@ -575,9 +590,14 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   if (narrow != DType::kF32) {
     KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, narrow));
     narrowed = true;
-    FormFusionGroups(g);
-    if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
   }
+  // What was split back may group anew: an expanded attention's Transpose
+  // of K with the MatMul that reads it, narrowed matrix ops with their
+  // epilogues.
+  fusion::PartitionOptions grouping;
+  grouping.matrix_member = npusim::CubeTakesGroupMember;
+  FormFusionGroups(g, grouping);
+  if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
 
   const absl::flat_hash_set<const Value*> c1hwc0 = ChooseC1hwc0(g, machine);
   // Kernels generated while splitting back assumed NCHW.

@@ -1,7 +1,10 @@
 //===- cube_fused_test.cc - kiln.Fused GEMM + bias + Relu on the cube -----===//
 #include <gtest/gtest.h>
 
-
+#include "graph/ops/shape_inference.h"
+#include "graph/passes/form_fusion_groups.h"
+#include "graph/support/float16.h"
+#include "graph/support/status.h"
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube.h"
 #include "tests/npusim/kernel_harness.h"
@@ -64,6 +67,87 @@ TEST(CubeFused, GemmWithBiasAndRelu) {
     RunFused(dt, true, 0.5f, true, true, {50});  // alpha: the UB epilogue
     RunFused(dt, false, 1, true, true, {1});
   }
+}
+
+// MatMul(op(A), op(B)) * scale [+ row bias], op a Transpose of the last two
+// axes or nothing, grouped by the optimizer's fusion pass: the GEMM reads the
+// untransposed operands as transposed ones.
+struct TransposeCase {
+  Dims a, b;  // as the graph's inputs hold them
+  bool ta, tb;
+  float scale;
+  bool bias;
+};
+
+absl::StatusOr<std::string> RunTransposed(DType dt, const TransposeCase& c) {
+  Graph g;
+  Value* a = g.AddInput("a", Type::Tensor(dt, Shape::Static(c.a)));
+  Value* b = g.AddInput("b", Type::Tensor(dt, Shape::Static(c.b)));
+  auto transpose = [&](Value* v, bool t) {
+    if (!t) return v;
+    Node* n = g.AddNode("Transpose", {v}, 1);
+    std::vector<int64_t> perm;
+    for (size_t i = 0; i < v->type().shape().rank(); ++i) perm.push_back(static_cast<int64_t>(i));
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    n->SetAttr("perm", Attribute::Ints(perm));
+    return n->output(0);
+  };
+  Value* cur = g.AddNode("MatMul", {transpose(a, c.ta), transpose(b, c.tb)}, 1)->output(0);
+  if (c.scale != 1.0f) {
+    Tensor scale = dt == DType::kF16 ? Tensor::Scalar(Half(c.scale)) : Tensor::Scalar(c.scale);
+    cur = g.AddNode("Mul", {cur, g.AddConstant("scale", scale)}, 1)->output(0);
+  }
+  KILN_RETURN_IF_ERROR(InferShapes(g));
+  if (c.bias) {
+    int64_t n = cur->type().shape().StaticDims().back();
+    cur = g.AddNode("Add", {cur, g.AddConstant("bias", RandomTensor(dt, {n}, 7))}, 1)->output(0);
+  }
+  g.AddOutput(cur);
+  KILN_RETURN_IF_ERROR(InferShapes(g));
+  FormFusionGroups(g);
+  Node* fused = nullptr;
+  for (Node* n : g.nodes())
+    if (n->op() == "Fused") fused = n;
+  if (!fused) return absl::InternalError("no group formed");
+  sim::Machine m = sim::DefaultMachine();
+  target::npusim::KernelRequest req;
+  req.node = fused;
+  req.machine = &m;
+  KILN_ASSIGN_OR_RETURN(target::npusim::GeneratedKernel k, target::npusim::GenerateCubeKernel(req));
+  absl::flat_hash_map<const Value*, Tensor> inputs = {{a, RandomTensor(dt, c.a, 1)}, {b, RandomTensor(dt, c.b, 2)}};
+  KILN_ASSIGN_OR_RETURN(auto run, RunKernelOnSim(k, *fused, inputs, m));
+  KILN_ASSIGN_OR_RETURN(auto ref, RunNodeOnReference(*fused, inputs));
+  EXPECT_LE(MaxRelativeError(run.outputs[0], ref[0]), dt == DType::kF32 ? 1e-4 : 1e-2) << k.plan;
+  return k.plan;
+}
+
+TEST(CubeFused, TransposedOperandsAndScale) {
+  const std::vector<TransposeCase> cases = {
+      {{2, 3, 40, 24}, {2, 3, 50, 24}, false, true, 0.125f, false},  // attention's Q K^T, scaled
+      {{24, 40}, {24, 50}, true, false, 1.0f, true},                  // A^T B + bias
+      {{2, 24, 40}, {2, 50, 24}, true, true, 0.5f, true},             // both, batched
+      {{40, 24}, {3, 50, 24}, false, true, 1.0f, false},              // A broadcast over B's batch
+  };
+  for (DType dt : {DType::kF16, DType::kF32}) {
+    for (const TransposeCase& c : cases) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dt) << " A " << c.a.size() << "-D" << (c.ta ? " transposed" : "")
+                                        << ", B " << c.b.size() << "-D" << (c.tb ? " transposed" : ""));
+      absl::StatusOr<std::string> plan = RunTransposed(dt, c);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->find("A read transposed") != std::string::npos, c.ta) << *plan;
+      EXPECT_EQ(plan->find("B read transposed") != std::string::npos, c.tb) << *plan;
+      EXPECT_EQ(plan->find("scaled by") != std::string::npos, c.scale != 1.0f) << *plan;
+    }
+  }
+}
+
+// A transposed A whose batches would share B becomes one tall GEMM of A's
+// rows, which a transposed A is not: the cube declines (the compile then
+// splits the group back).
+TEST(CubeFused, TransposedABatchesSharingBAreDeclined) {
+  absl::StatusOr<std::string> plan = RunTransposed(DType::kF16, {{3, 24, 40}, {24, 50}, true, false, 1.0f, false});
+  EXPECT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("transposed A"), std::string::npos) << plan.status();
 }
 
 }  // namespace

@@ -636,6 +636,36 @@ TEST(NpusimCompile, NarrowKeepsTheCastBeforeAnOpOfAWideValue) {
   ExpectSimWithinRange(*a, m, {Random({1, 16, 10, 10}, 3), Tensor::FromVector<float>({-0.25f}, {})}, 1e-2);
 }
 
+// Attention's scores: MatMul(Q, Transpose(K)) * scale, Softmax, MatMul(., V).
+// The optimizer's grouping takes the Transpose and the scale into the first
+// MatMul, so the cube reads K as a transposed operand and no DMA transpose
+// runs; under fp16 the Cast goes before the Transpose (K is cast, then read
+// transposed).
+TEST(NpusimCompile, AttentionReadsKeysTransposed) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* q = g.AddInput("q", F32({2, 4, 32, 16}));
+  Value* k = g.AddInput("k", F32({2, 4, 32, 16}));
+  Value* v = g.AddInput("v", F32({2, 4, 32, 16}));
+  Node* kt = g.AddNode("Transpose", {k}, {"kt"});
+  kt->SetAttr("perm", Attribute::Ints({0, 1, 3, 2}));
+  Value* s = g.AddNode("MatMul", {q, kt->output(0)}, {"s"})->output(0);
+  Value* scaled = g.AddNode("Mul", {s, g.AddConstant("scale", Tensor::Scalar(0.25f))}, {"scaled"})->output(0);
+  Value* p = g.AddNode("Softmax", {scaled}, {"p"})->output(0);
+  g.AddOutput(g.AddNode("MatMul", {p, v}, {"o"})->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  std::vector<Tensor> inputs = {Random({2, 4, 32, 16}, 1), Random({2, 4, 32, 16}, 2), Random({2, 4, 32, 16}, 3)};
+  for (target::Precision precision : {target::Precision::kFp32, target::Precision::kFp16}) {
+    SCOPED_TRACE(target::PrecisionName(precision));
+    auto a = CompileNarrow(m, precision);
+    ASSERT_TRUE(a.ok()) << a.status();
+    for (const auto& task : a->npusim().tasks()) EXPECT_NE(task.op(), "Transpose") << task.node();
+    const std::string plan = PlanOf(*a, "scaled");
+    EXPECT_NE(plan.find("B read transposed, scaled by 0.25"), std::string::npos) << plan;
+    ExpectSimWithinRange(*a, m, inputs, precision == target::Precision::kFp32 ? 1e-5 : 1e-2);
+  }
+}
+
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
   auto a = Compile(Mlp());
   ASSERT_TRUE(a.ok());

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "target/npusim/kernels/kernel.h"
 
@@ -14,5 +16,12 @@ namespace kiln::target::npusim {
 // A kernel for req.node, or an error whose message says why this engine
 // cannot run it (the driver records it as the AICPU fallback reason).
 absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req);
+
+// Whether `candidate` may join the fusion group of a matrix op whose members
+// so far are `group` (the anchor first): what the cube's fused kernels take
+// (GemmSpecOfFused: a MatMul's operand Transposes, then a Mul by a scalar,
+// one Add, one Relu; ConvOperandsOf: Relu, Clip and one Add), so that a
+// group does not grow past what its kernel runs and get split back whole.
+bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& candidate);
 
 }  // namespace kiln::target::npusim

@@ -99,4 +99,19 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
   return absl::UnimplementedError(absl::StrCat("no cube kernel for ", node.QualifiedOp(), " yet"));
 }
 
+bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& candidate) {
+  if (group.empty() || !candidate.domain().empty()) return false;
+  const std::string& anchor = group[0]->op();
+  const std::string& op = candidate.op();
+  auto count = [&](const char* name) {
+    return std::count_if(group.begin(), group.end(), [&](const Node* n) { return n->op() == name; });
+  };
+  if (anchor == "Conv") return op == "Relu" || op == "Clip" || (op == "Add" && count("Add") == 0);
+  const auto epilogue = group.size() - static_cast<size_t>(count("Transpose")) - 1;  // members after the GEMM
+  if (op == "Transpose") return anchor == "MatMul" && epilogue == 0;
+  if (op == "Mul") return epilogue == 0;
+  if (op == "Add") return count("Add") == 0 && count("Relu") == 0;
+  return op == "Relu" && count("Relu") == 0;
+}
+
 }  // namespace kiln::target::npusim

@@ -19,10 +19,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "graph/ops/matmul.h"
 #include "graph/support/status.h"
 #include "sim/isa/asm.h"
 #include "target/npusim/kernels/cube_kasm.h"
@@ -618,7 +620,9 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Ma
                         " (K stages of ", t.tk1, "), ", t.blocks, " blocks, double-buffered",
                         t.l0c_buffers == 1 ? " (one L0C buffer)" : "",
                         t.via_ub ? ", written through UB" : "", s.a_fractal ? ", A as fractals" : "",
-                        s.b_fractal ? ", B as fractals" : "", ", est. ", static_cast<int64_t>(t.cycles),
+                        s.b_fractal ? ", B as fractals" : "", s.trans_a ? ", A read transposed" : "",
+                        s.trans_b ? ", B read transposed" : "",
+                        s.alpha != 1.0f ? absl::StrCat(", scaled by ", s.alpha) : "", ", est. ", static_cast<int64_t>(t.cycles),
                         " cycles (", t.bound, "-bound)");
   return k;
 }
@@ -802,19 +806,42 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   for (Node* n : body->nodes()) nodes.push_back(n);
   auto unfit = [](absl::string_view why) {
     return absl::UnimplementedError(
-        absl::StrCat("the cube runs a fused body of MatMul/Gemm, then Add of a row bias and/or Relu; ", why));
+        absl::StrCat("the cube runs a fused body of MatMul (operands possibly transposed) or Gemm, then a Mul by "
+                     "a scalar, an Add of a row bias and/or a Relu; ",
+                     why));
   };
-  if (nodes.empty() || !nodes[0]->domain().empty() || (nodes[0]->op() != "MatMul" && nodes[0]->op() != "Gemm"))
+  // Leading Transposes swapping the last two axes of a MatMul operand (the
+  // prologue): the GEMM reads the untransposed value as a transposed operand.
+  size_t first = 0;
+  while (first < nodes.size() && nodes[first]->domain().empty() && nodes[first]->op() == "Transpose") ++first;
+  if (first == nodes.size() || !nodes[first]->domain().empty() ||
+      (nodes[first]->op() != "MatMul" && nodes[first]->op() != "Gemm"))
     return unfit("this body does not start with MatMul or Gemm");
-  if (nodes.size() > 3 || node.num_outputs() != 1 || body->outputs().size() != 1) return unfit("this body has more");
-  const Node* mm = nodes[0];
+  if (nodes.size() - first > 4 || node.num_outputs() != 1 || body->outputs().size() != 1)
+    return unfit("this body has more");
+  const Node* mm = nodes[first];
+  bool transposed[2] = {false, false};
+  for (size_t i = 0; i < first; ++i) {
+    const Node* t = nodes[i];
+    const Value* y = t->output(0);
+    int operand = -1;
+    if (mm->op() == "MatMul" && y->uses().size() == 1) operand = mm->input(0) == y ? 0 : mm->input(1) == y ? 1 : -1;
+    if (!IsMatrixTranspose(*t) || operand < 0 || transposed[operand])
+      return unfit("a Transpose is not a MatMul operand's last-two-axes swap");
+    transposed[operand] = true;
+  }
   const Value* cur = mm->output(0);
   const Value* bias = nullptr;
   bool relu = false;
-  for (size_t i = 1; i < nodes.size(); ++i) {
+  std::optional<double> scale;
+  for (size_t i = first + 1; i < nodes.size(); ++i) {
     const Node* e = nodes[i];
     if (cur->uses().size() != 1) return unfit("an intermediate value has other uses");
-    if (e->domain().empty() && e->op() == "Add" && !bias && !relu && e->num_inputs() == 2) {
+    if (e->domain().empty() && e->op() == "Mul" && i == first + 1 && e->num_inputs() == 2 &&
+        (e->input(0) == cur || e->input(1) == cur) &&
+        (scale = ConstScalar(e->input(0) == cur ? e->input(1) : e->input(0)))) {
+      // A scale of the product: alpha.
+    } else if (e->domain().empty() && e->op() == "Add" && !bias && !relu && e->num_inputs() == 2) {
       bias = e->input(0) == cur ? e->input(1) : e->input(1) == cur ? e->input(0) : nullptr;
       if (!bias) return unfit("the Add does not take the GEMM's result");
     } else if (e->domain().empty() && e->op() == "Relu" && !relu && e->input(0) == cur) {
@@ -828,6 +855,15 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   if (!(cur->type() == mm->output(0)->type())) return unfit("the epilogue changes the result's type");
   KILN_ASSIGN_OR_RETURN(GemmSpec s, GemmSpecOfNode(*mm, max_blocks));
   s.name = "fused_gemm";
+  // A's batches merged into one tall GEMM are rows of one matrix, which a transposed A is not.
+  if (transposed[0] && s.M != mm->input(0)->type().shape()[mm->input(0)->type().shape().rank() - 2].value())
+    return unfit("a transposed A shares B across its batches");
+  s.trans_a = transposed[0];
+  s.trans_b = transposed[1];
+  if (scale) {
+    if (s.c_kind != GemmSpec::CKind::kNone) return unfit("Gemm has its own C");
+    s.alpha *= static_cast<float>(*scale);
+  }
   s.relu = relu;
   if (bias) {
     if (s.c_kind != GemmSpec::CKind::kNone) return unfit("Gemm has its own C");
@@ -873,8 +909,10 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
     s.arg_values.push_back(v);
     return static_cast<int>(lines.size() - 1);
   };
-  KILN_ASSIGN_OR_RETURN(s.a_arg, arg_of(mm->input(0)));
-  KILN_ASSIGN_OR_RETURN(s.b_arg, arg_of(mm->input(1)));
+  // A transposed operand is read where its Transpose reads it.
+  auto source = [&](int i) { return transposed[i] ? mm->input(i)->producer()->input(0) : mm->input(i); };
+  KILN_ASSIGN_OR_RETURN(s.a_arg, arg_of(source(0)));
+  KILN_ASSIGN_OR_RETURN(s.b_arg, arg_of(source(1)));
   s.y_arg = static_cast<int>(std::find(names.begin(), names.end(), "y") - names.begin());
   if (s.c_kind != GemmSpec::CKind::kNone) {
     const Value* c = bias ? bias : mm->input(2);

@@ -109,8 +109,9 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machi
 absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks);
 
 // A kiln.Fused node whose body is MatMul or Gemm followed by an Add of a
-// row-broadcast (or one-element) bias and/or a Relu: the GEMM's spec with
-// the epilogue folded in; the body's constants the kernel reads go to
+// row-broadcast (or one-element) bias and/or a Relu, the MatMul's operands
+// possibly Transposes of their last two axes: the GEMM's spec with the
+// epilogue folded in and the transposes read as transposed operands; the body's constants the kernel reads go to
 // `constant_args` (program arguments after the output).
 absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
                                          std::vector<const Value*>* constant_args);
