@@ -512,5 +512,23 @@ TEST(MovementOps, SplitUpgradeFromOpset1FloatSplitInput) {
   EXPECT_EQ((*r)[1].dims(), (Dims{3}));
 }
 
+// Gather and Slice read what they write (plus their indices), not the whole
+// data input: the AICPU's time for an embedding lookup follows the tokens,
+// not the vocabulary. Transpose reads everything it writes.
+TEST(MovementOps, SelectionsCostWhatTheyRead) {
+  Graph g;
+  Value* table = g.AddInput("table", Type::Tensor(DType::kF32, Shape::Static({1000, 128})));
+  Value* ids = g.AddInput("ids", Type::Tensor(DType::kI64, Shape::Static({2, 32})));
+  Node* gather = g.AddNode("Gather", {table, ids}, 1);
+  Node* transpose = g.AddNode("Transpose", {table}, 1);
+  g.AddOutput(gather->output(0));
+  g.AddOutput(transpose->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  OpCost c = NodeCost(*gather);
+  EXPECT_DOUBLE_EQ(c.bytes_written, 64.0 * 128 * 4);
+  EXPECT_DOUBLE_EQ(c.bytes_read, 64.0 * 128 * 4 + 64 * 8);
+  EXPECT_DOUBLE_EQ(NodeCost(*transpose).bytes_read, 1000.0 * 128 * 4);
+}
+
 }  // namespace
 }  // namespace kiln
