@@ -18,15 +18,19 @@ void RunFused(DType dt, bool gemm, float alpha, bool add, bool relu, Dims bias_d
   SCOPED_TRACE(::testing::Message() << DTypeName(dt) << (gemm ? " Gemm" : " MatMul") << " alpha " << alpha
                                     << " add " << add << " relu " << relu);
   const int64_t M = 40, K = 72, N = 50;
+  const Dims b_dims = gemm ? Dims{N, K} : Dims{K, N};  // a Gemm's B transposed (transB)
   Graph g;
   Value* a = g.AddInput("a", Type::Tensor(dt, Shape::Static({M, K})));
-  Value* b = g.AddInput("b", Type::Tensor(dt, Shape::Static({K, N})));
+  Value* b = g.AddInput("b", Type::Tensor(dt, Shape::Static(b_dims)));
   Node* fused = g.AddNode("Fused", {a, b}, 1, "kiln");
   auto body = std::make_unique<Graph>("body", &g);
   Value* ba = body->AddInput("ba", Type::Tensor(dt, Shape::Static({M, K})));
-  Value* bb = body->AddInput("bb", Type::Tensor(dt, Shape::Static({K, N})));
+  Value* bb = body->AddInput("bb", Type::Tensor(dt, Shape::Static(b_dims)));
   Node* mm = body->AddNode(gemm ? "Gemm" : "MatMul", {ba, bb}, 1);
-  if (gemm) mm->SetAttr("alpha", Attribute::Float(alpha));
+  if (gemm) {
+    mm->SetAttr("alpha", Attribute::Float(alpha));
+    mm->SetAttr("transB", Attribute::Int(1));
+  }
   Type out = Type::Tensor(dt, Shape::Static({M, N}));
   mm->output(0)->set_type(out);
   Value* cur = mm->output(0);
@@ -44,7 +48,7 @@ void RunFused(DType dt, bool gemm, float alpha, bool add, bool relu, Dims bias_d
   body->AddOutput(cur);
   fused->SetAttr("body", Attribute::GraphValue(std::move(body)));
   fused->output(0)->set_type(out);
-  absl::flat_hash_map<const Value*, Tensor> inputs = {{a, RandomTensor(dt, {M, K}, 1)}, {b, RandomTensor(dt, {K, N}, 2)}};
+  absl::flat_hash_map<const Value*, Tensor> inputs = {{a, RandomTensor(dt, {M, K}, 1)}, {b, RandomTensor(dt, b_dims, 2)}};
   sim::Machine m = sim::DefaultMachine();
   target::npusim::KernelRequest req;
   req.node = fused;
@@ -77,6 +81,7 @@ struct TransposeCase {
   bool ta, tb;
   float scale;
   bool bias;
+  bool cast = false;  // then a Cast to f32 (f16 operands)
 };
 
 absl::StatusOr<std::string> RunTransposed(DType dt, const TransposeCase& c) {
@@ -101,6 +106,11 @@ absl::StatusOr<std::string> RunTransposed(DType dt, const TransposeCase& c) {
   if (c.bias) {
     int64_t n = cur->type().shape().StaticDims().back();
     cur = g.AddNode("Add", {cur, g.AddConstant("bias", RandomTensor(dt, {n}, 7))}, 1)->output(0);
+  }
+  if (c.cast && dt != DType::kF32) {
+    Node* cast = g.AddNode("Cast", {cur}, 1);
+    cast->SetAttr("to", Attribute::Int(1));
+    cur = cast->output(0);
   }
   g.AddOutput(cur);
   KILN_RETURN_IF_ERROR(InferShapes(g));
@@ -127,6 +137,9 @@ TEST(CubeFused, TransposedOperandsAndScale) {
       {{24, 40}, {24, 50}, true, false, 1.0f, true},                  // A^T B + bias
       {{2, 24, 40}, {2, 50, 24}, true, true, 0.5f, true},             // both, batched
       {{40, 24}, {3, 50, 24}, false, true, 1.0f, false},              // A broadcast over B's batch
+      {{40, 24}, {24, 50}, false, false, 1.0f, true, true},           // + bias, written as f32
+      {{4, 24}, {24, 50}, false, false, 1.0f, true, true},            // narrower than a tile: through UB
+      {{2, 3, 40, 24}, {2, 3, 50, 24}, false, true, 0.125f, false, true},
   };
   for (DType dt : {DType::kF16, DType::kF32}) {
     for (const TransposeCase& c : cases) {
@@ -137,6 +150,7 @@ TEST(CubeFused, TransposedOperandsAndScale) {
       EXPECT_EQ(plan->find("A read transposed") != std::string::npos, c.ta) << *plan;
       EXPECT_EQ(plan->find("B read transposed") != std::string::npos, c.tb) << *plan;
       EXPECT_EQ(plan->find("scaled by") != std::string::npos, c.scale != 1.0f) << *plan;
+      EXPECT_EQ(plan->find("writes f32") != std::string::npos, c.cast && dt != DType::kF32) << *plan;
     }
   }
 }

@@ -108,6 +108,10 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
   };
   if (anchor == "Conv") return op == "Relu" || op == "Clip" || (op == "Add" && count("Add") == 0);
   const auto epilogue = group.size() - static_cast<size_t>(count("Transpose")) - 1;  // members after the GEMM
+  if (count("Cast") > 0) return false;  // the last
+  if (op == "Cast")
+    return candidate.num_inputs() == 1 && candidate.input(0)->type().dtype() != DType::kF32 &&
+           candidate.output(0)->type().dtype() == DType::kF32;
   if (op == "Transpose") return anchor == "MatMul" && epilogue == 0;
   if (op == "Mul") return epilogue == 0;
   if (op == "Add") return count("Add") == 0 && count("Relu") == 0;

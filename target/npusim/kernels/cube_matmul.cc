@@ -42,9 +42,11 @@ std::string FloatImm(float v) {
 struct Layout {
   const GemmSpec* s = nullptr;
   CubeTiling t;
-  int es = 2;       // element bytes of A, B, C, Y
+  int es = 2;       // element bytes of A, B and C
   int64_t k0 = 16;  // elements of K per fractal
   const char* dt = "f16";
+  int y_es = 2;            // element bytes of Y
+  const char* ydt = "f16";
   std::string a, b, c, y;  // argument names
   int64_t rows = 0, cols = 0;  // valid rows / columns of every tile
   int64_t l1_half = 0, l0a_half = 0, l0b_half = 0, l0c_half = 0;
@@ -137,7 +139,7 @@ CubeProblem ProblemOf(const GemmSpec& s) {
   p.N = s.N;
   p.K = s.K;
   p.in_bytes = sim::DTypeSize(s.dtype);
-  p.out_bytes = p.in_bytes;
+  p.out_bytes = sim::DTypeSize(s.YDType());
   p.trans_a = s.trans_a;
   p.trans_b = s.trans_b;
   p.a_fractal = FractalCandidate(s, true);
@@ -165,6 +167,8 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   L.es = sim::DTypeSize(s.dtype);
   L.k0 = 32 / L.es;
   L.dt = sim::DTypeName(s.dtype);
+  L.y_es = sim::DTypeSize(s.YDType());
+  L.ydt = sim::DTypeName(s.YDType());
   L.a = s.arg_names[s.a_arg];
   L.b = s.arg_names[s.b_arg];
   L.y = s.arg_names[s.y_arg];
@@ -188,7 +192,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     L.ub_out = 8192;
   }
   if (L.via_ub && !L.epilogue) {
-    L.ub_out_half = Align(t.tm * t.tn * L.es, 32);
+    L.ub_out_half = Align(t.tm * t.tn * L.y_es, 32);
   }
   if (L.epilogue) {
     int64_t tile4 = t.tm * t.tn * 4;
@@ -206,7 +210,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     L.ub_ctmp = L.ub_craw + Align(craw, 32);
     int64_t ctmp = s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 64) * 4 : 256;
     L.ub_eout = L.ub_ctmp + Align(ctmp, 32);
-    if (L.ub_eout + t.tm * t.tn * L.es > core.ub_kib() * 1024)
+    if (L.ub_eout + t.tm * t.tn * L.y_es > core.ub_kib() * 1024)
       return absl::ResourceExhaustedError("the epilogue's tile does not fit UB");
   }
 
@@ -295,10 +299,10 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   e.L("add ", R(kBOff), ", ", R(kBOff), ", ", R(kT4));
   // Y: batch*M*N + m0*N + n0 (conv: the unit's offset + m0*ys + n0).
   if (cv) e.L("mov ", R(kYOff), ", ", R(kUY));
-  else e.L("mul ", R(kYOff), ", ", R(kT3), ", ", s.M * s.N * L.es);
-  e.L("mul ", R(kT4), ", ", R(kT2), ", ", ys * L.es);
+  else e.L("mul ", R(kYOff), ", ", R(kT3), ", ", s.M * s.N * L.y_es);
+  e.L("mul ", R(kT4), ", ", R(kT2), ", ", ys * L.y_es);
   e.L("add ", R(kYOff), ", ", R(kYOff), ", ", R(kT4));
-  e.L("mul ", R(kT4), ", ", R(kT0), ", ", L.es);
+  e.L("mul ", R(kT4), ", ", R(kT0), ", ", L.y_es);
   e.L("add ", R(kYOff), ", ", R(kYOff), ", ", R(kT4));
   // C: its offset for this tile.
   switch (s.c_kind) {
@@ -425,20 +429,20 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   // Copies of the tile at UB[ub] to Y: its valid rows and columns, or, with
   // out_rows, the first out_cols columns of each of its rows of out_pitch.
   auto write_rows = [&](const std::string& ub_reg, int64_t ub) {
-    if (cv && cv->out_rows > 0 && ((cv->out_pitch * L.es) % 32 || L.rows < cv->out_rows)) {
+    if (cv && cv->out_rows > 0 && ((cv->out_pitch * L.y_es) % 32 || L.rows < cv->out_rows)) {
       // A copy per row of the tile (UB rows start on 32-byte blocks).
       for (int64_t i = 0; i < L.rows; ++i)
-        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", i * ys * L.es, "], UB[", ub_reg, ub + i * t.tn * L.es,
-            "], nburst=", cv->out_rows, ", len=", cv->out_cols * L.es, ", src_stride=", cv->out_pitch * L.es,
-            ", dst_stride=", cv->out_cols * L.es);
+        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", i * ys * L.y_es, "], UB[", ub_reg, ub + i * t.tn * L.y_es,
+            "], nburst=", cv->out_rows, ", len=", cv->out_cols * L.y_es, ", src_stride=", cv->out_pitch * L.y_es,
+            ", dst_stride=", cv->out_cols * L.y_es);
     } else if (cv && cv->out_rows > 0) {
       for (int64_t r = 0; r < cv->out_rows; ++r)
-        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", r * cv->out_cols * L.es, "], UB[", ub_reg,
-            ub + r * cv->out_pitch * L.es, "], nburst=", L.rows, ", len=", cv->out_cols * L.es,
-            ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
+        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", r * cv->out_cols * L.y_es, "], UB[", ub_reg,
+            ub + r * cv->out_pitch * L.y_es, "], nburst=", L.rows, ", len=", cv->out_cols * L.y_es,
+            ", src_stride=", t.tn * L.y_es, ", dst_stride=", ys * L.y_es);
     } else {
-      e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", ub_reg, ub, "], nburst=", L.rows, ", len=", L.cols * L.es,
-          ", src_stride=", t.tn * L.es, ", dst_stride=", ys * L.es);
+      e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", ub_reg, ub, "], nburst=", L.rows, ", len=", L.cols * L.y_es,
+          ", src_stride=", t.tn * L.y_es, ", dst_stride=", ys * L.y_es);
     }
   };
 
@@ -504,8 +508,8 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     }
     if (s.relu) VecOver(e, "vrelu.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, "");
     e.Line("wait_flag MTE3, VECTOR, 2");
-    if (L.es == 4) VecOver(e, "vmov.f32", t.tm * t.tn, 4, L.ub_eout, 4, L.ub_acc, -1, "");
-    else VecOver(e, absl::StrCat("vconv.", L.dt, ".f32"), t.tm * t.tn, L.es, L.ub_eout, 4, L.ub_acc, -1, "");
+    if (L.y_es == 4) VecOver(e, "vmov.f32", t.tm * t.tn, 4, L.ub_eout, 4, L.ub_acc, -1, "");
+    else VecOver(e, absl::StrCat("vconv.", L.ydt, ".f32"), t.tm * t.tn, L.y_es, L.ub_eout, 4, L.ub_acc, -1, "");
     e.Line("set_flag VECTOR, FIXP, 2");
     e.Line("set_flag VECTOR, MTE3, 2");
     e.Line("wait_flag VECTOR, MTE3, 2");
@@ -513,7 +517,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag MTE3, VECTOR, 2");
   } else if (L.via_ub) {
     e.Line("wait_flag MTE3, FIXP, 3");
-    e.L("fixp.", L.dt, ".f32 UB[", R(kUbOut), " + ", L.ub_out, "], L0C[", R(kL0C), "]", bias_op, ", m=", tm16,
+    e.L("fixp.", L.ydt, ".f32 UB[", R(kUbOut), " + ", L.ub_out, "], L0C[", R(kL0C), "]", bias_op, ", m=", tm16,
         ", n=", tn16, relu);
     e.Line("set_flag FIXP, CUBE, 0");
     if (L.bias) e.Line("set_flag FIXP, VECTOR, 1");
@@ -523,7 +527,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag MTE3, FIXP, 3");
     Toggle(e, kUbOut, L.ub_out_half);
   } else {
-    e.L("fixp.", L.dt, ".f32 ", L.y, "[", R(kYOff), "], L0C[", R(kL0C), "]", bias_op, ", m=", tm16, ", n=", tn16,
+    e.L("fixp.", L.ydt, ".f32 ", L.y, "[", R(kYOff), "], L0C[", R(kL0C), "]", bias_op, ", m=", tm16, ", n=", tn16,
         ", dst_row_stride=", ys, relu);
     e.Line("set_flag FIXP, CUBE, 0");
     if (L.bias) e.Line("set_flag FIXP, VECTOR, 1");
@@ -622,7 +626,8 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Ma
                         t.via_ub ? ", written through UB" : "", s.a_fractal ? ", A as fractals" : "",
                         s.b_fractal ? ", B as fractals" : "", s.trans_a ? ", A read transposed" : "",
                         s.trans_b ? ", B read transposed" : "",
-                        s.alpha != 1.0f ? absl::StrCat(", scaled by ", s.alpha) : "", ", est. ", static_cast<int64_t>(t.cycles),
+                        s.alpha != 1.0f ? absl::StrCat(", scaled by ", s.alpha) : "",
+                        s.YDType() != s.dtype ? absl::StrCat(", writes ", sim::DTypeName(s.YDType())) : "", ", est. ", static_cast<int64_t>(t.cycles),
                         " cycles (", t.bound, "-bound)");
   return k;
 }
@@ -807,7 +812,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   auto unfit = [](absl::string_view why) {
     return absl::UnimplementedError(
         absl::StrCat("the cube runs a fused body of MatMul (operands possibly transposed) or Gemm, then a Mul by "
-                     "a scalar, an Add of a row bias and/or a Relu; ",
+                     "a scalar, an Add of a row bias and/or a Relu, and a Cast of a narrow result to f32; ",
                      why));
   };
   // Leading Transposes swapping the last two axes of a MatMul operand (the
@@ -832,7 +837,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   }
   const Value* cur = mm->output(0);
   const Value* bias = nullptr;
-  bool relu = false;
+  bool relu = false, wide = false;
   std::optional<double> scale;
   for (size_t i = first + 1; i < nodes.size(); ++i) {
     const Node* e = nodes[i];
@@ -846,20 +851,24 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
       if (!bias) return unfit("the Add does not take the GEMM's result");
     } else if (e->domain().empty() && e->op() == "Relu" && !relu && e->input(0) == cur) {
       relu = true;
+    } else if (e->domain().empty() && e->op() == "Cast" && i + 1 == nodes.size() && e->input(0) == cur &&
+               e->output(0)->type().dtype() == DType::kF32 && cur->type().dtype() != DType::kF32) {
+      wide = true;  // FIXP writes L0C's f32 as it is
     } else {
       return unfit(absl::StrCat("not ", e->op()));
     }
     cur = e->output(0);
   }
   if (body->outputs()[0] != cur) return unfit("the body's output is not the last node's");
-  if (!(cur->type() == mm->output(0)->type())) return unfit("the epilogue changes the result's type");
+  if (!(cur->type().shape() == mm->output(0)->type().shape())) return unfit("the epilogue changes the result's shape");
   KILN_ASSIGN_OR_RETURN(GemmSpec s, GemmSpecOfNode(*mm, max_blocks));
+  if (wide) s.y_dtype = sim::DType::kF32;
   s.name = "fused_gemm";
   // A's batches merged into one tall GEMM are rows of one matrix, which a transposed A is not.
   if (transposed[0] && s.M != mm->input(0)->type().shape()[mm->input(0)->type().shape().rank() - 2].value())
     return unfit("a transposed A shares B across its batches");
-  s.trans_a = transposed[0];
-  s.trans_b = transposed[1];
+  s.trans_a = s.trans_a || transposed[0];  // a Gemm's transA/transB stay
+  s.trans_b = s.trans_b || transposed[1];
   if (scale) {
     if (s.c_kind != GemmSpec::CKind::kNone) return unfit("Gemm has its own C");
     s.alpha *= static_cast<float>(*scale);

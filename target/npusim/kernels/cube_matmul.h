@@ -28,6 +28,10 @@ class Emitter;
 struct GemmSpec {
   std::string name = "gemm";
   sim::DType dtype = sim::DType::kF16;  // A, B, C and Y
+  // Y's dtype where it is not `dtype`: f32 from f16/bf16 operands (a Cast
+  // epilogue; FIXP converts from L0C's f32 either way).
+  sim::DType y_dtype = sim::DType::kNone;
+  sim::DType YDType() const { return y_dtype == sim::DType::kNone ? dtype : y_dtype; }
   int64_t M = 1, N = 1, K = 1;
   bool trans_a = false, trans_b = false;
   // Output batch dims and, per dim, the element stride of A's and B's
