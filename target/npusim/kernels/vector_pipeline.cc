@@ -188,7 +188,7 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
       return absl::UnimplementedError(
           absl::StrCat(s.what, ": the broadcast period ", period, " has no divisor that makes a useful tile"));
   }
-  const auto split = SplitBlocks(s.numel, Cores(req), std::max<int64_t>(grain, 4096), grain);
+  const auto split = SplitBlocks(s.numel, Cores(req), std::max<int64_t>(grain, 1024), grain);
   const int64_t blocks = split.first, per = split.second;
   int64_t last = s.numel - (blocks - 1) * per;
   int64_t tile = period > 0 ? grain : std::min<int64_t>({cap, 16384, RoundUp(per, 128)});
@@ -379,7 +379,9 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
     return absl::ResourceExhaustedError(
         absl::StrCat(s.what, ": a row of ", max_cols, " elements does not fit UB with its buffers"));
   cap = std::min<int64_t>({cap, 4095, 1024});
-  int64_t min_rows = std::max<int64_t>(1, 2048 / std::max<int64_t>(max_cols, 1));
+  // A block per core down to 256 elements of rows: a row's instructions
+  // wait out their latency one after the other, so rows spread.
+  int64_t min_rows = std::max<int64_t>(1, 256 / std::max<int64_t>(max_cols, 1));
   const auto split = SplitBlocks(s.rows, Cores(req), min_rows, 1);
   const int64_t blocks = split.first, per = split.second;
   int64_t last = s.rows - (blocks - 1) * per;
