@@ -74,23 +74,29 @@ bool IsOneOf(const Node& n, absl::Span<const char* const> ops) {
 // Ops that, given values of a narrow float type, compute what the f32 op
 // computes on them widened and round the result once to the narrow type.
 // Bit for bit the same values: ops that select one of their operands (Relu,
-// Clip to representable bounds, Max, Min, max pooling) and views (a view of
-// a narrow value is narrow, still no kernel). One rounding of an exact f32
-// result, within the error the fp16/bf16 modes allow: Add, Sub, Mul (one f16
-// instruction, or f32 and a conversion for bf16) and average pooling (the
-// vector kernels sum in f32 and convert once). Every one has npusim vector
-// kernels for f16 and bf16. And copies (Transpose, Split), which the DMA
-// kernels run on any dtype, in half the bytes: attention's q, k and v go
-// from the qkv GEMM through the head split to the score GEMMs in f16.
+// Clip to representable bounds, Max, Min, max pooling, Gather, Where) and
+// views (a view of a narrow value is narrow, still no kernel). One rounding
+// of an exact f32 result, within the error the fp16/bf16 modes allow: Add,
+// Sub, Mul (one f16 instruction, or f32 and a conversion for bf16) and
+// average pooling (the vector kernels sum in f32 and convert once). One
+// rounding of an f32 computation: LayerNormalization, Softmax and GELU,
+// whose vector kernels widen their inputs, compute in f32 and convert the
+// result once. Every one has npusim vector kernels for f16 and bf16. And
+// copies (Transpose, Split), which the DMA kernels run on any dtype, in half
+// the bytes: a transformer's activations stay narrow from the embedding
+// lookup through attention, the MLP and the residual stream.
 bool KeepsNarrow(const Node& n) {
   static constexpr const char* kOps[] = {
       "Relu",    "Clip",      "Max", "Min", "MaxPool",     "GlobalMaxPool",      // select an operand
       "Reshape", "Flatten",   "Squeeze",    "Unsqueeze",   "Identity",           // views
       "Add",     "Sub",       "Mul",        "AveragePool", "GlobalAveragePool",  // round once
       "Transpose", "Split",                                                      // copies
+      "LayerNormalization", "Softmax",                                           // f32 inside, round once
+      "Gather",    "Where",                                                      // select an operand
   };
   // MaxPool's Indices output is computed on the AICPU only; keep the node as it is.
   if (n.op() == "MaxPool" && n.num_outputs() > 1 && n.output(1) && n.output(1)->has_uses()) return false;
+  if (n.domain() == "kiln" && n.op() == "Gelu") return true;  // f32 inside, round once
   return IsOneOf(n, kOps);
 }
 
@@ -132,6 +138,18 @@ void NarrowWithCastBack(Graph& g, Value* y, DType narrow, Node* before) {
   y->set_type(Type::Tensor(narrow, wide.shape()));
 }
 
+// Whether every result of `n` is only a graph output: a Cast after it would
+// stay (the outputs keep their types), so it may as well stay before it,
+// where a matrix op's epilogue can take it.
+bool OnlyGraphOutputs(const Graph& g, const Node& n) {
+  for (const Value* y : n.outputs())
+    for (const Use& u : y->uses())
+      if (u.user) return false;
+  for (const Value* y : n.outputs())
+    if (std::find(g.outputs().begin(), g.outputs().end(), y) == g.outputs().end()) return false;
+  return true;
+}
+
 // Activations stay narrow between matrix ops. A Cast back to f32 of a
 // narrow value sinks past a node that KeepsNarrow when each of its f32
 // inputs is such a Cast or a constant that the narrow type holds (converted
@@ -139,7 +157,9 @@ void NarrowWithCastBack(Graph& g, Value* y, DType narrow, Node* before) {
 // and one Cast back to f32 follows each of its outputs. Nodes are visited
 // in order, so a chain of them (Conv -> Clip -> Add -> MaxPool) carries the
 // Cast to its end; a Cast to the narrow type of a Cast from it is then the
-// value itself, so the next matrix op reads the narrow value.
+// value itself, so the next matrix op reads the narrow value. A Gather from
+// a constant table (an embedding) starts such a chain with no Cast before
+// it: the table converts once.
 void SinkWideningCasts(Graph& g, DType narrow) {
   auto widened = [&](const Value* v) -> Node* {
     Node* c = v->producer();
@@ -157,7 +177,8 @@ void SinkWideningCasts(Graph& g, DType narrow) {
       else if (!v->is_constant() || !v->constant().defined() || !NarrowHolds(v->constant(), narrow)) sink = false;
     }
     for (const Value* y : n->outputs()) any_out |= is_f32(y);
-    if (!sink || !any_cast || !any_out) continue;
+    const bool lookup = n->op() == "Gather" && n->input(0) && n->input(0)->is_constant();
+    if (!sink || !(any_cast || lookup) || !any_out || OnlyGraphOutputs(g, *n)) continue;
     for (int i = 0; i < n->num_inputs(); ++i) {
       Value* v = n->input(i);
       if (!is_f32(v)) continue;
