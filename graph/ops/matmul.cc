@@ -1008,20 +1008,37 @@ OpCost DetCost(const Node& n) {
 
 }  // namespace
 
-bool IsMatrixTranspose(const Node& n) {
-  if (!n.domain().empty() || n.op() != "Transpose" || n.num_outputs() != 1) return false;
-  const Attribute* perm = n.attr("perm");
-  if (!perm) {  // reverses the axes
-    const Value* x = n.input(0);
-    return x && x->type().is_tensor() && x->type().shape().ranked() && x->type().shape().rank() == 2;
-  }
-  const std::vector<int64_t>& p = perm->ints();
-  const int r = static_cast<int>(p.size());
-  if (r < 2) return false;
-  for (int i = 0; i < r - 2; ++i)
-    if (p[i] != i) return false;
-  return p[r - 2] == r - 1 && p[r - 1] == r - 2;
+std::vector<int64_t> TransposePerm(const Node& n) {
+  if (!n.domain().empty() || n.op() != "Transpose" || n.num_outputs() != 1) return {};
+  if (const Attribute* perm = n.attr("perm")) return perm->ints();
+  const Value* x = n.input(0);
+  if (!x || !x->type().is_tensor() || !x->type().shape().ranked()) return {};
+  std::vector<int64_t> p;
+  for (int64_t i = x->type().shape().rank(); i-- > 0;) p.push_back(i);
+  return p;
 }
+
+std::vector<int64_t> ComposePerms(const std::vector<int64_t>& inner, const std::vector<int64_t>& outer) {
+  std::vector<int64_t> p;
+  for (int64_t j : outer) {
+    if (j < 0 || j >= static_cast<int64_t>(inner.size())) return {};
+    p.push_back(inner[j]);
+  }
+  return p;
+}
+
+bool IsMatrixView(const std::vector<int64_t>& perm) {
+  const int64_t r = static_cast<int64_t>(perm.size());
+  if (r < 2) return false;
+  std::vector<bool> seen(r, false);
+  for (int64_t a : perm) {
+    if (a < 0 || a >= r || seen[a]) return false;
+    seen[a] = true;
+  }
+  return perm[r - 1] == r - 1 || perm[r - 2] == r - 1;
+}
+
+bool IsMatrixTranspose(const Node& n) { return IsMatrixView(TransposePerm(n)); }
 
 void RegisterMatMulOps(OpRegistry& r) {
   r.Register("MatMul").Inputs(2).Outputs(1).Class(OpClass::kMatMul)

@@ -254,22 +254,31 @@ class Partitioner {
     Finish(id);
   }
 
-  // A MatMul whose result is read takes, as a prologue, each operand's
-  // producer that is a Transpose swapping the last two axes: the matrix unit
-  // reads the untransposed operand as a transposed one. A Transpose that
-  // others read too is duplicated into the group (it costs the group
-  // nothing), so the choice does not hang on users that later groups absorb.
+  // A MatMul whose result is read takes, as a prologue, the Transposes its
+  // operands are read through, last first, as long as their composition
+  // keeps the operand a matrix view of their source (IsMatrixView: rows or
+  // columns contiguous): the matrix unit reads the source in place. A
+  // Transpose that others read too is copied into the group (it costs the
+  // group nothing), and so is every one above it, so the choice does not
+  // hang on users that later groups absorb.
   void TakeOperandTransposes(int id, int a) {
     if (users_[a].empty() && !info_[a].graph_output) return;
     const Node& mm = *nodes_[a];
-    for (int i = 0; i < mm.num_inputs(); ++i) {
+    for (int i = 0; i < mm.num_inputs() && i < 2; ++i) {
       const Value* v = mm.input(i);
-      int p = ProducerIndex(v);
-      if (p < 0 || info_[p].owner >= 0 || !IsMatrixTranspose(*nodes_[p])) continue;
-      if (mm.input(1 - i) == v) continue;  // the same value as both operands
-      if (!TargetTakes(id, p)) continue;
-      if (users_[p].size() == 1 && !info_[p].graph_output && v->uses().size() == 1) Own(id, p);
-      else Duplicate(id, p);
+      if (!v || mm.input(1 - i) == v) continue;  // the same value as both operands
+      std::vector<int64_t> view;                  // the operand as a permutation of v
+      bool copy = false;
+      for (int p = ProducerIndex(v); p >= 0 && info_[p].owner < 0; p = ProducerIndex(v)) {
+        std::vector<int64_t> tp = TransposePerm(*nodes_[p]);
+        std::vector<int64_t> total = view.empty() ? tp : ComposePerms(tp, view);
+        if (tp.empty() || !IsMatrixView(total) || !TargetTakes(id, p)) break;
+        copy |= users_[p].size() != 1 || info_[p].graph_output || v->uses().size() != 1;
+        if (copy) Duplicate(id, p);
+        else Own(id, p);
+        view = std::move(total);
+        v = nodes_[p]->input(0);
+      }
     }
   }
 

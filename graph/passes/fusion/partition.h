@@ -8,8 +8,10 @@
 //      that iterate over the same shape: bias add, activation, residual add,
 //      cast. A consumer is taken only when none of its other inputs depends
 //      on the group, so no path leaves the group and re-enters it. A MatMul
-//      also takes, as a prologue, a Transpose that swaps the last two axes
-//      of an operand and that nothing else reads (a transposed operand).
+//      also takes, as a prologue, the Transposes an operand is read through
+//      while they keep it a matrix view of their source (IsMatrixView,
+//      graph/ops/matmul.h: attention's K^T, its heads), copied in where
+//      something else reads them too.
 //   2. Memory-bound groups: from the last node back, each elementwise node,
 //      reduction or normalization not yet grouped starts a group that takes
 //      the elementwise producers iterating over the same shape (the output

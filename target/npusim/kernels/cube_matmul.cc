@@ -66,6 +66,7 @@ bool FractalCandidate(const GemmSpec& s, bool a) {
   const int arg = a ? s.a_arg : s.b_arg;
   const Value* v = arg >= 0 && arg < static_cast<int>(s.arg_values.size()) ? s.arg_values[arg] : nullptr;
   if (!v || !v->is_constant() || !v->constant().defined() || sim::DTypeSize(s.dtype) < 2) return false;
+  if (a ? s.lda : s.ldb) return false;  // a strided view
   const std::vector<int64_t>& strides = a ? s.a_batch_stride : s.b_batch_stride;
   if (!std::all_of(strides.begin(), strides.end(), [](int64_t d) { return d == 0; })) return false;
   const int64_t n = v->type().shape().NumElements();
@@ -295,7 +296,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   // Fractal images: m0 / 16 bands of K1 fractals; n0 / K0 fractals.
   e.L("mul ", R(kT4), ", ", R(kT2), ", ", s.trans_a ? L.es : ARowBytes(s));
   e.L("add ", R(kAOff), ", ", R(kAOff), ", ", R(kT4));
-  e.L("mul ", R(kT4), ", ", R(kT0), ", ", s.b_fractal ? 512 / L.k0 : (s.trans_b ? s.K : 1) * L.es);
+  e.L("mul ", R(kT4), ", ", R(kT0), ", ", s.b_fractal ? 512 / L.k0 : (s.trans_b ? s.BRowStride() : 1) * L.es);
   e.L("add ", R(kBOff), ", ", R(kBOff), ", ", R(kT4));
   // Y: batch*M*N + m0*N + n0 (conv: the unit's offset + m0*ys + n0).
   if (cv) e.L("mov ", R(kYOff), ", ", R(kUY));
@@ -338,10 +339,10 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
           ", src_stride=", k1 * 512, ", dst_stride=", ga * 512);
     } else if (!s.trans_a)
       e.L("nd2nz.", L.dt, " L1[", R(kL1), "], ", L.a, "[", R(kAOff), "], rows=", L.rows, ", cols=", kc,
-          ", src_row_stride=", s.K);
+          ", src_row_stride=", s.ARowStride());
     else
       e.L("nd2nz.", L.dt, " L1[", R(kL1), "], ", L.a, "[", R(kAOff), "], rows=", kc, ", cols=", L.rows,
-          ", src_row_stride=", s.M);
+          ", src_row_stride=", s.ARowStride());
     if (cv) {
       // The workspace holds B row-major (rows past K are zeros): a copy per
       // row puts its 32-byte pieces into the row of their fractals.
@@ -357,15 +358,16 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
           ", len=", gb * 512, ", src_stride=", n1 * 512, ", dst_stride=", gb * 512);
     } else if (!s.trans_b)
       e.L("nd2nz.", L.dt, " L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], rows=", kc, ", cols=", L.cols,
-          ", src_row_stride=", s.N);
+          ", src_row_stride=", s.BRowStride());
     else
       e.L("nd2nz.", L.dt, " L1[", R(kL1), " + ", L.l1_b, "], ", L.b, "[", R(kBOff), "], rows=", L.cols, ", cols=", kc,
-          ", src_row_stride=", s.K);
+          ", src_row_stride=", s.BRowStride());
     e.Line("set_flag MTE2, MTE1, 0");
     e.L("add ", R(kAOff), ", ", R(kAOff), ", ",
-        s.a_fractal ? kc / L.k0 * 512 : (s.trans_a ? kc * s.M : kc) * L.es);
+        s.a_fractal ? kc / L.k0 * 512 : (s.trans_a ? kc * s.ARowStride() : kc) * L.es);
     if (!b_rows)
-      e.L("add ", R(kBOff), ", ", R(kBOff), ", ", s.b_fractal ? kc / 16 * n1 * 512 : (s.trans_b ? kc : kc * s.N) * L.es);
+      e.L("add ", R(kBOff), ", ", R(kBOff), ", ",
+          s.b_fractal ? kc / 16 * n1 * 512 : (s.trans_b ? kc : kc * s.BRowStride()) * L.es);
     const int64_t nsub = CeilDiv(kc, t.tk);
     // Fractal-grid row lengths of the L1 images (nd2nz: ceil(cols / K0)).
     const int64_t ga = s.trans_a ? CeilDiv(L.rows, L.k0) : gk;
@@ -572,7 +574,7 @@ namespace kiln::target::npusim {
 
 int64_t ARowBytes(const GemmSpec& s) {
   const int64_t es = sim::DTypeSize(s.dtype);
-  return s.a_fractal ? CeilDiv(s.K, 32 / es) * 32 : s.K * es;
+  return s.a_fractal ? CeilDiv(s.K, 32 / es) * 32 : s.ARowStride() * es;
 }
 
 std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& t) {
@@ -802,6 +804,44 @@ absl::StatusOr<GemmSpec> GemmSpecOfPointwiseConv(const Node& node, int max_block
   return s;
 }
 
+namespace {
+
+// Operand A (or B) of MatMul spec `s` is `source` permuted by `perm`: its
+// rows or columns contiguous (IsMatrixView), every other axis a stride.
+// Sets the operand's transposition, row stride and batch strides.
+absl::Status ReadAsView(GemmSpec& s, bool a, const Value& source, const std::vector<int64_t>& perm) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, StaticDimsOf(&source));
+  const int r = static_cast<int>(perm.size());
+  if (static_cast<int>(dims.size()) != r || r < 2) return absl::InternalError("a view's rank differs");
+  std::vector<int64_t> stride(r, 1), vdims(r), vstride(r);
+  for (int d = r - 1; d > 0; --d) stride[d - 1] = stride[d] * dims[d];
+  for (int j = 0; j < r; ++j) {
+    vdims[j] = dims[perm[j]];
+    vstride[j] = stride[perm[j]];
+  }
+  // One tall GEMM of A's batches (B shared) needs them contiguous.
+  if (a && s.M != vdims[r - 2]) return absl::UnimplementedError("a strided A would be one tall GEMM");
+  const bool trans = vstride[r - 1] != 1;  // then the operand's columns are contiguous
+  const int64_t ld = trans ? vstride[r - 1] : vstride[r - 2];
+  if (a) {
+    s.trans_a = trans;
+    s.lda = ld;
+  } else {
+    s.trans_b = trans;
+    s.ldb = ld;
+  }
+  // Batch strides: the operand's batch axes align with the output's from the right.
+  std::vector<int64_t>& bs = a ? s.a_batch_stride : s.b_batch_stride;
+  const int nb = static_cast<int>(s.batch_dims.size()), ob = r - 2;
+  for (int d = 0; d < nb; ++d) {
+    const int j = d - (nb - ob);
+    bs[d] = j < 0 || vdims[j] == 1 ? 0 : vstride[j];
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
                                          std::vector<const Value*>* constant_args) {
   const Attribute* attr = node.attr("body");
@@ -815,8 +855,8 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
                      "a scalar, an Add of a row bias and/or a Relu, and a Cast of a narrow result to f32; ",
                      why));
   };
-  // Leading Transposes swapping the last two axes of a MatMul operand (the
-  // prologue): the GEMM reads the untransposed value as a transposed operand.
+  // Leading Transposes (the prologue): each MatMul operand is read through
+  // a chain of them, which compose to a matrix view of its source.
   size_t first = 0;
   while (first < nodes.size() && nodes[first]->domain().empty() && nodes[first]->op() == "Transpose") ++first;
   if (first == nodes.size() || !nodes[first]->domain().empty() ||
@@ -825,16 +865,22 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   if (nodes.size() - first > 4 || node.num_outputs() != 1 || body->outputs().size() != 1)
     return unfit("this body has more");
   const Node* mm = nodes[first];
-  bool transposed[2] = {false, false};
-  for (size_t i = 0; i < first; ++i) {
-    const Node* t = nodes[i];
-    const Value* y = t->output(0);
-    int operand = -1;
-    if (mm->op() == "MatMul" && y->uses().size() == 1) operand = mm->input(0) == y ? 0 : mm->input(1) == y ? 1 : -1;
-    if (!IsMatrixTranspose(*t) || operand < 0 || transposed[operand])
-      return unfit("a Transpose is not a MatMul operand's last-two-axes swap");
-    transposed[operand] = true;
+  const Value* source[2] = {mm->input(0), mm->input(1)};
+  std::vector<int64_t> view[2];  // operand i is source[i] permuted by view[i] (empty: as it is)
+  size_t walked = 0;
+  for (int i = 0; i < 2 && first > 0; ++i) {
+    if (mm->op() != "MatMul") return unfit("a Transpose feeds a Gemm");
+    for (const Node* t = source[i]->producer(); t && t->op() == "Transpose" && t->owner() == body;
+         t = source[i]->producer()) {
+      if (t->output(0)->uses().size() != 1) return unfit("a transposed operand has other uses");
+      std::vector<int64_t> tp = TransposePerm(*t);
+      view[i] = view[i].empty() ? tp : ComposePerms(tp, view[i]);
+      if (!IsMatrixView(view[i])) return unfit("a transposed operand is no matrix view of its source");
+      source[i] = t->input(0);
+      ++walked;
+    }
   }
+  if (walked != first) return unfit("a Transpose does not feed the MatMul");
   const Value* cur = mm->output(0);
   const Value* bias = nullptr;
   bool relu = false, wide = false;
@@ -864,11 +910,8 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   KILN_ASSIGN_OR_RETURN(GemmSpec s, GemmSpecOfNode(*mm, max_blocks));
   if (wide) s.y_dtype = sim::DType::kF32;
   s.name = "fused_gemm";
-  // A's batches merged into one tall GEMM are rows of one matrix, which a transposed A is not.
-  if (transposed[0] && s.M != mm->input(0)->type().shape()[mm->input(0)->type().shape().rank() - 2].value())
-    return unfit("a transposed A shares B across its batches");
-  s.trans_a = s.trans_a || transposed[0];  // a Gemm's transA/transB stay
-  s.trans_b = s.trans_b || transposed[1];
+  for (int i = 0; i < 2; ++i)
+    if (!view[i].empty()) KILN_RETURN_IF_ERROR(ReadAsView(s, i == 0, *source[i], view[i]));
   if (scale) {
     if (s.c_kind != GemmSpec::CKind::kNone) return unfit("Gemm has its own C");
     s.alpha *= static_cast<float>(*scale);
@@ -918,10 +961,9 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
     s.arg_values.push_back(v);
     return static_cast<int>(lines.size() - 1);
   };
-  // A transposed operand is read where its Transpose reads it.
-  auto source = [&](int i) { return transposed[i] ? mm->input(i)->producer()->input(0) : mm->input(i); };
-  KILN_ASSIGN_OR_RETURN(s.a_arg, arg_of(source(0)));
-  KILN_ASSIGN_OR_RETURN(s.b_arg, arg_of(source(1)));
+  // An operand read through Transposes is read where they read it.
+  KILN_ASSIGN_OR_RETURN(s.a_arg, arg_of(source[0]));
+  KILN_ASSIGN_OR_RETURN(s.b_arg, arg_of(source[1]));
   s.y_arg = static_cast<int>(std::find(names.begin(), names.end(), "y") - names.begin());
   if (s.c_kind != GemmSpec::CKind::kNone) {
     const Value* c = bias ? bias : mm->input(2);

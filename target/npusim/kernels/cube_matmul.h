@@ -34,6 +34,13 @@ struct GemmSpec {
   sim::DType YDType() const { return y_dtype == sim::DType::kNone ? dtype : y_dtype; }
   int64_t M = 1, N = 1, K = 1;
   bool trans_a = false, trans_b = false;
+  // Elements between consecutive stored rows of A (of op(A) [M, K], or of
+  // A^T [K, M] when trans_a) and of B ([K, N], or B^T [N, K]); 0: the
+  // matrices are contiguous. A strided view (attention's heads read where
+  // the projection wrote them) sets them, with its own batch strides.
+  int64_t lda = 0, ldb = 0;
+  int64_t ARowStride() const { return lda ? lda : trans_a ? M : K; }
+  int64_t BRowStride() const { return ldb ? ldb : trans_b ? K : N; }
   // Output batch dims and, per dim, the element stride of A's and B's
   // matrices (0 where that operand broadcasts).
   std::vector<int64_t> batch_dims;
