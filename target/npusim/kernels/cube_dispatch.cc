@@ -114,7 +114,7 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
            candidate.output(0)->type().dtype() == DType::kF32;
   if (op == "Transpose") return anchor == "MatMul" && epilogue == 0;
   if (op == "Mul") return epilogue == 0;
-  if (op == "Add") return count("Add") == 0 && count("Relu") == 0;
+  if (op == "Add") return count("Add") < 2 && count("Relu") == 0;  // a bias, a residual
   return op == "Relu" && count("Relu") == 0;
 }
 

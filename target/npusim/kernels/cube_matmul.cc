@@ -51,10 +51,12 @@ struct Layout {
   int64_t rows = 0, cols = 0;  // valid rows / columns of every tile
   int64_t l1_half = 0, l0a_half = 0, l0b_half = 0, l0c_half = 0;
   int64_t l1_b = 0;  // B's offset in an L1 slot
-  bool via_ub = false, epilogue = false, bias = false;
+  bool via_ub = false, epilogue = false, bias = false, res = false;
+  std::string r;  // the residual's argument
   // UB: fixp bias (raw C, f32 bias), output slots, the epilogue's areas.
   int64_t ub_raw = 0, ub_tmp = 0, ub_bias = 0, ub_out = 0, ub_out_half = 0;
   int64_t ub_acc = 0, ub_cf = 0, ub_craw = 0, ub_ctmp = 0, ub_eout = 0;
+  int64_t ub_rf = 0, ub_rraw = 0;  // the residual tile in f32 and as loaded
 };
 
 int64_t Align(int64_t v, int64_t a) { return RoundUp(v, a); }
@@ -146,7 +148,8 @@ CubeProblem ProblemOf(const GemmSpec& s) {
   p.a_fractal = FractalCandidate(s, true);
   p.b_fractal = FractalCandidate(s, false);
   bool c_in_fixp = (s.c_kind == GemmSpec::CKind::kRow || s.c_kind == GemmSpec::CKind::kScalar) && s.alpha == 1.0f;
-  p.epilogue_in_ub = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp);
+  p.epilogue_in_ub = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp) || s.r_arg >= 0;
+  p.residual = s.r_arg >= 0;
   p.ub_reserved = c_in_fixp ? 8192 : 0;
   p.max_blocks = s.max_blocks;
   if (s.conv) {
@@ -184,6 +187,9 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   L.l1_b = Align(t.tm * t.tk1 * L.es, 512);
   CubeProblem prob = ProblemOf(s);
   L.epilogue = prob.epilogue_in_ub;
+  L.res = s.r_arg >= 0;
+  if (L.res) L.r = s.arg_names[s.r_arg];
+  if (L.res && s.conv) return absl::InternalError("a convolution takes no residual here");
   L.bias = s.c_kind != GemmSpec::CKind::kNone && !L.epilogue;
   L.via_ub = t.via_ub;
   if (L.bias) {
@@ -211,8 +217,10 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     L.ub_ctmp = L.ub_craw + Align(craw, 32);
     int64_t ctmp = s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 64) * 4 : 256;
     L.ub_eout = L.ub_ctmp + Align(ctmp, 32);
-    if (L.ub_eout + t.tm * t.tn * L.y_es > core.ub_kib() * 1024)
-      return absl::ResourceExhaustedError("the epilogue's tile does not fit UB");
+    L.ub_rf = L.ub_eout + Align(t.tm * t.tn * L.y_es, 32);
+    L.ub_rraw = L.ub_rf + (L.es == 4 ? 0 : Align(tile4, 32));  // f32: added as loaded
+    const int64_t end = L.res ? L.ub_rraw + t.tm * t.tn * L.es : L.ub_rf;
+    if (end > core.ub_kib() * 1024) return absl::ResourceExhaustedError("the epilogue's tile does not fit UB");
   }
 
   const int64_t tm16 = t.tm / 16, tn16 = t.tn / 16;
@@ -246,7 +254,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag MTE3, FIXP, 3");
   }
   if (L.epilogue) {
-    if (s.c_kind != GemmSpec::CKind::kNone) e.Line("set_flag VECTOR, MTE2, 2");
+    if (s.c_kind != GemmSpec::CKind::kNone || L.res) e.Line("set_flag VECTOR, MTE2, 2");
     e.Line("set_flag VECTOR, FIXP, 2");
     e.Line("set_flag MTE3, VECTOR, 2");
   }
@@ -468,9 +476,16 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   if (L.epilogue) {
     const bool has_c = s.c_kind != GemmSpec::CKind::kNone;
     const bool scalar = s.c_kind == GemmSpec::CKind::kScalar;
+    if (has_c || L.res) e.Line("wait_flag VECTOR, MTE2, 2");
+    if (L.res) {
+      // MTE2 brings the tile's residual, laid out as Y (at Y's offset in its elements).
+      e.L("div ", R(kT5), ", ", R(kYOff), ", ", L.y_es);
+      e.L("mul ", R(kT5), ", ", R(kT5), ", ", L.es);
+      e.L("copy_gm_ub UB[", L.ub_rraw, "], ", L.r, "[", R(kT5), "], nburst=", L.rows, ", len=", L.cols * L.es,
+          ", src_stride=", s.N * L.es, ", dst_stride=", t.tn * L.es);
+    }
     if (has_c) {
       // MTE2 brings the tile's C.
-      e.Line("wait_flag VECTOR, MTE2, 2");
       switch (s.c_kind) {
         case GemmSpec::CKind::kFull:
           e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[", R(kCOff), "], nburst=", L.rows, ", len=", L.cols * L.es,
@@ -485,8 +500,8 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
         default:
           e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[0], len=", L.es);
       }
-      e.Line("set_flag MTE2, VECTOR, 2");
     }
+    if (has_c || L.res) e.Line("set_flag MTE2, VECTOR, 2");
     e.Line("wait_flag VECTOR, FIXP, 2");
     e.L("fixp.f32.f32 UB[", L.ub_acc, "], L0C[", R(kL0C), "], m=", tm16, ", n=", tn16);
     e.Line("set_flag FIXP, CUBE, 0");
@@ -494,8 +509,8 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("wait_flag FIXP, VECTOR, 2");
     if (s.alpha != 1.0f)
       VecOver(e, "vmuls.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, absl::StrCat(", ", FloatImm(s.alpha)));
+    if (has_c || L.res) e.Line("wait_flag MTE2, VECTOR, 2");
     if (has_c) {
-      e.Line("wait_flag MTE2, VECTOR, 2");
       switch (s.c_kind) {
         case GemmSpec::CKind::kFull: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.tm * t.tn, false); break;
         case GemmSpec::CKind::kRow: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.tn, false); break;
@@ -505,9 +520,13 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
           break;
         default: EmitCToF32(e, L, L.ub_craw, L.ub_ctmp, L.ub_cf, 64, scalar); break;
       }
-      e.Line("set_flag VECTOR, MTE2, 2");
-      EmitEpilogueAdd(e, L);
     }
+    if (L.res) {
+      if (L.es != 4) VecOver(e, absl::StrCat("vconv.f32.", L.dt), t.tm * t.tn, 4, L.ub_rf, L.es, L.ub_rraw, -1, "");
+    }
+    if (has_c) EmitEpilogueAdd(e, L);
+    if (L.res) VecOver(e, "vadd.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, L.es == 4 ? L.ub_rraw : L.ub_rf, "");
+    if (has_c || L.res) e.Line("set_flag VECTOR, MTE2, 2");
     if (s.relu) VecOver(e, "vrelu.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, "");
     e.Line("wait_flag MTE3, VECTOR, 2");
     if (L.y_es == 4) VecOver(e, "vmov.f32", t.tm * t.tn, 4, L.ub_eout, 4, L.ub_acc, -1, "");
@@ -561,7 +580,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("wait_flag MTE3, FIXP, 3");
   }
   if (L.epilogue) {
-    if (s.c_kind != GemmSpec::CKind::kNone) e.Line("wait_flag VECTOR, MTE2, 2");
+    if (s.c_kind != GemmSpec::CKind::kNone || L.res) e.Line("wait_flag VECTOR, MTE2, 2");
     e.Line("wait_flag VECTOR, FIXP, 2");
     e.Line("wait_flag MTE3, VECTOR, 2");
   }
@@ -629,6 +648,7 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Ma
                         s.b_fractal ? ", B as fractals" : "", s.trans_a ? ", A read transposed" : "",
                         s.trans_b ? ", B read transposed" : "",
                         s.alpha != 1.0f ? absl::StrCat(", scaled by ", s.alpha) : "",
+                        s.r_arg >= 0 ? ", adds a residual" : "",
                         s.YDType() != s.dtype ? absl::StrCat(", writes ", sim::DTypeName(s.YDType())) : "", ", est. ", static_cast<int64_t>(t.cycles),
                         " cycles (", t.bound, "-bound)");
   return k;
@@ -852,7 +872,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   auto unfit = [](absl::string_view why) {
     return absl::UnimplementedError(
         absl::StrCat("the cube runs a fused body of MatMul (operands possibly transposed) or Gemm, then a Mul by "
-                     "a scalar, an Add of a row bias and/or a Relu, and a Cast of a narrow result to f32; ",
+                     "a scalar, an Add of a row bias, an Add of a residual, a Relu, and a Cast of a narrow result to f32; ",
                      why));
   };
   // Leading Transposes (the prologue): each MatMul operand is read through
@@ -884,6 +904,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   const Value* cur = mm->output(0);
   const Value* bias = nullptr;
   bool relu = false, wide = false;
+  const Value* residual = nullptr;
   std::optional<double> scale;
   for (size_t i = first + 1; i < nodes.size(); ++i) {
     const Node* e = nodes[i];
@@ -892,9 +913,13 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
         (e->input(0) == cur || e->input(1) == cur) &&
         (scale = ConstScalar(e->input(0) == cur ? e->input(1) : e->input(0)))) {
       // A scale of the product: alpha.
-    } else if (e->domain().empty() && e->op() == "Add" && !bias && !relu && e->num_inputs() == 2) {
-      bias = e->input(0) == cur ? e->input(1) : e->input(1) == cur ? e->input(0) : nullptr;
-      if (!bias) return unfit("the Add does not take the GEMM's result");
+    } else if (e->domain().empty() && e->op() == "Add" && !residual && !relu && e->num_inputs() == 2) {
+      const Value* other = e->input(0) == cur ? e->input(1) : e->input(1) == cur ? e->input(0) : nullptr;
+      if (!other) return unfit("the Add does not take the GEMM's result");
+      // An operand of the result's own type is a residual; else a bias (first).
+      if (other->type() == cur->type() && !other->is_constant()) residual = other;
+      else if (!bias) bias = other;
+      else return unfit("a second bias");
     } else if (e->domain().empty() && e->op() == "Relu" && !relu && e->input(0) == cur) {
       relu = true;
     } else if (e->domain().empty() && e->op() == "Cast" && i + 1 == nodes.size() && e->input(0) == cur &&
@@ -964,6 +989,10 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   // An operand read through Transposes is read where they read it.
   KILN_ASSIGN_OR_RETURN(s.a_arg, arg_of(source[0]));
   KILN_ASSIGN_OR_RETURN(s.b_arg, arg_of(source[1]));
+  if (residual) {
+    if (s.conv) return unfit("a convolution's residual");
+    KILN_ASSIGN_OR_RETURN(s.r_arg, arg_of(residual));
+  }
   s.y_arg = static_cast<int>(std::find(names.begin(), names.end(), "y") - names.begin());
   if (s.c_kind != GemmSpec::CKind::kNone) {
     const Value* c = bias ? bias : mm->input(2);

@@ -53,6 +53,9 @@ struct GemmSpec {
   std::vector<std::string> arg_lines;
   std::vector<std::string> arg_names;
   int a_arg = 0, b_arg = 1, c_arg = -1, y_arg = 2;
+  // A residual: a tensor laid out as Y (A's dtype) added after C, before the
+  // relu, in the UB epilogue; its argument, -1: none.
+  int r_arg = -1;
   int max_blocks = 0;  // 0: all cores
   // The graph value bound to each argument (nullptr where none: the output,
   // a workspace), so that a constant A or B can be read as fractals.
@@ -119,10 +122,12 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machi
 // output), or why the cube cannot run it.
 absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks);
 
-// A kiln.Fused node whose body is MatMul or Gemm followed by an Add of a
-// row-broadcast (or one-element) bias and/or a Relu, the MatMul's operands
-// possibly Transposes of their last two axes: the GEMM's spec with the
-// epilogue folded in and the transposes read as transposed operands; the body's constants the kernel reads go to
+// A kiln.Fused node whose body is MatMul or Gemm followed by a Mul by a
+// scalar, an Add of a row-broadcast (or one-element) bias, an Add of a
+// residual (a tensor of the result's type), a Relu and a Cast to f32, each
+// optional, the MatMul's operands possibly read through Transposes that
+// keep them matrix views: the GEMM's spec with the epilogue folded in and
+// the views read in place; the body's constants the kernel reads go to
 // `constant_args` (program arguments after the output).
 absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
                                          std::vector<const Value*>* constant_args);

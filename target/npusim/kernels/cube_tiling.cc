@@ -83,6 +83,7 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   t->via_ub = p.epilogue_in_ub || t->tm > p.M || t->tn > p.N || p.whole_n;
   if (t->via_ub) {
     int64_t ub = p.epilogue_in_ub ? t->tm * t->tn * (8 + p.out_bytes) : 2 * t->tm * t->tn * p.out_bytes;
+    if (p.residual) ub += t->tm * t->tn * (4 + ib);
     if (ub + p.ub_reserved > m.ub_bytes)
       return absl::ResourceExhaustedError(absl::StrCat("tile ", t->tm, "x", t->tn, " does not fit UB"));
   }
@@ -142,6 +143,7 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   if (t->via_ub) {
     fixp += static_cast<double>(rows * cols * p.out_bytes) / m.mte3_bytes_per_cycle + m.hbm_latency + m.mte3_latency;
     if (p.epilogue_in_ub) fixp += 6 * l0c_bytes / 256.0;  // a few vector passes over the f32 tile
+    if (p.residual) fixp += static_cast<double>(rows * cols * ib) / m.mte2_bytes_per_cycle + m.hbm_latency;
   } else {
     fixp += m.hbm_latency;
   }
@@ -159,7 +161,7 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
 
   // The chip's HBM traffic: A and B chunks for every tile, C written once.
   double hbm_bytes = static_cast<double>(t->tiles) * static_cast<double>((rows + cols) * p.K * ib) +
-                     static_cast<double>(p.batch * p.M * p.N * p.out_bytes) +
+                     static_cast<double>(p.batch * p.M * p.N * (p.out_bytes + (p.residual ? ib : 0))) +
                      static_cast<double>(p.batch) * p.unit_prologue_hbm_bytes;
   t->hbm_cycles = hbm_bytes / m.hbm_bytes_per_cycle;
   double hbm_time = t->hbm_cycles + dma_lat + fixp;

@@ -55,6 +55,7 @@ struct CubeProblem {
   // of a tile comes in one burst per band of 16 rows rather than one per row.
   bool a_fractal = false, b_fractal = false;
   bool epilogue_in_ub = false;  // the tile goes through UB (f32) for vector work before GM
+  bool residual = false;        // the epilogue adds a tensor of Y's shape (read per tile)
   int64_t ub_reserved = 0;  // UB bytes the kernel keeps for other things (bias)
   int max_blocks = 0;       // 0: all cores
   // Convolution mode: each of the `batch` items is a unit whose tiles stay
