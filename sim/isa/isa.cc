@@ -147,6 +147,8 @@ std::vector<OpInfo> BuildTable() {
 
   add(Op::kCopyUbGm, "copy_ub_gm", Pipe::kMte3, 0, {S::kAddr, S::kAddr}, CopyAttrs());
 
+  add(Op::kLd, "ld", kS, 1, {S::kReg, S::kAddr}, {});
+
   add(Op::kSetFlag, "set_flag", kS, 0, {S::kPipe, S::kPipe, S::kImm}, {});
   add(Op::kWaitFlag, "wait_flag", kS, 0, {S::kPipe, S::kPipe, S::kImm}, {});
   add(Op::kPipeBarrier, "pipe_barrier", kS, 0, {S::kPipeAll}, {});

@@ -96,6 +96,8 @@ enum class Op : uint16_t {
   kSetFlag, kWaitFlag, kPipeBarrier,
   // VECTOR, added after the first encoding (opcodes keep their numbers)
   kVtranspose,
+  // SCALAR: a word of UB into a register
+  kLd,
   kNumOps
 };
 

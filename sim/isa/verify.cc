@@ -262,6 +262,11 @@ absl::Status CheckOp(const Program& p, size_t i) {
                     a[attr::kFxN] * 16, " elements");
       break;
     }
+    case Op::kLd:
+      KILN_RETURN_IF_ERROR(CheckSpaces(p, i, {Space::kNone, Space::kUb}));
+      KILN_RETURN_IF_ERROR(CheckDType(p, i, {D::kS32}));
+      if (in.ops[1].imm % 4) return Rule(p, i, "the word's offset ", in.ops[1].imm, " is not a multiple of 4");
+      break;
     case Op::kSetFlag: case Op::kWaitFlag:
       if (in.ops[0].imm == in.ops[1].imm) return Rule(p, i, "a flag connects two different pipes");
       if (in.ops[2].imm < 0 || in.ops[2].imm >= kNumEvents)

@@ -660,6 +660,20 @@ struct Device::Impl {
         case Op::kBne: if (c.regs[o[0].reg] != value(o[1])) next = o[2].imm; break;
         case Op::kBlt: if (c.regs[o[0].reg] < value(o[1])) next = o[2].imm; break;
         case Op::kBge: if (c.regs[o[0].reg] >= value(o[1])) next = o[2].imm; break;
+        case Op::kLd: {
+          // A word of UB, sign-extended: what MTE2 wrote before a flag the scalar unit awaited.
+          const std::vector<uint8_t>& ub = c.buf[static_cast<int>(Space::kUb)];
+          const int64_t a = o[1].imm + (o[1].reg >= 0 ? c.regs[o[1].reg] : 0);
+          if (a < 0 || a % 4 || a + 4 > static_cast<int64_t>(ub.size())) {
+            Fail(InvalidArgument("block ", block, ": instruction ", pc, " (", InstText(p, in), "): UB offset ", a,
+                                 " is not a word inside UB"));
+            return false;
+          }
+          int32_t w;
+          std::memcpy(&w, ub.data() + a, 4);
+          c.regs[o[0].reg] = w;
+          break;
+        }
         default: scalar = false;
       }
       if (scalar) {

@@ -130,6 +130,11 @@ TEST(AsmTest, RulesNameInstructionAndRule) {
             "t.kasm: instruction 0 (vtranspose.f16 UB[0], UB[512], mask=128): vtranspose moves whole 16x16 "
             "matrices: mask must be 256");
   EXPECT_EQ(AsmError("  div r1, r1, 0\n"), "t.kasm: instruction 0 (div r1, r1, 0): division by zero");
+  EXPECT_EQ(AsmError("  ld.f32 r1, UB[0]\n"), "t.kasm: instruction 0 (ld.f32 r1, UB[0]): ld takes dtype s32, not f32");
+  EXPECT_EQ(AsmError("  ld.s32 r1, L1[0]\n"),
+            "t.kasm: instruction 0 (ld.s32 r1, L1[0]): operand 2 must be in UB, not L1");
+  EXPECT_EQ(AsmError("  ld.s32 r1, UB[6]\n"),
+            "t.kasm: instruction 0 (ld.s32 r1, UB[6]): the word's offset 6 is not a multiple of 4");
   // A register set once from an immediate makes the address static.
   EXPECT_EQ(AsmError("  mov r1, 2048\n  copy_gm_ub UB[0], x[r1], len=32\n"),
             "t.kasm: instruction 1 (copy_gm_ub UB[0], x[r1], len=32): GM access [2048, 2080) is outside argument x "

@@ -229,5 +229,62 @@ TEST(FunctionalTest, VtransposeConvertsChannelRowsToPixelBlocksAndBack) {
     }
 }
 
+// The scalar unit reads words of UB that MTE2 brought in (after a flag it
+// awaits) and addresses DMA with them: a gather of table rows by indices
+// read at run time, negative ones counting from the end.
+TEST(FunctionalTest, LdReadsIndicesThatAddressDma) {
+  auto l = Load(R"(.program t
+.arg idx s32[8] init=random(2)
+.arg table f32[8,8] init=random(3)
+.arg y f32[8,8]
+  copy_gm_ub UB[0], idx[0], len=32
+  set_flag MTE2, SCALAR, 0
+  wait_flag MTE2, SCALAR, 0
+  mov r1, 0
+loop:
+  bge r1, 8, done
+  mul r2, r1, 4
+  ld.s32 r3, UB[r2]
+  bge r3, 0, positive
+  add r3, r3, 8
+positive:
+  mul r3, r3, 32
+  mul r4, r1, 32
+  copy_gm_ub UB[r4 + 1024], table[r3], len=32
+  add r1, r1, 1
+  jmp loop
+done:
+  set_flag MTE2, MTE3, 0
+  wait_flag MTE2, MTE3, 0
+  copy_ub_gm y[0], UB[1024], len=256
+)");
+  ASSERT_TRUE(l);
+  auto r = l->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto idx = l->Values<int32_t>("idx");
+  auto table = l->Values<float>("table");
+  auto y = l->Values<float>("y");
+  bool negative = false;
+  for (int j = 0; j < 8; ++j) {
+    negative |= idx[j] < 0;
+    int row = (idx[j] + 8) % 8;
+    for (int c = 0; c < 8; ++c) ASSERT_EQ(y[j * 8 + c], table[row * 8 + c]) << "index " << j << " = " << idx[j];
+  }
+  EXPECT_TRUE(negative);  // the seed exercises the wrap
+}
+
+// A word outside UB is a run-time error naming the instruction, not a crash.
+TEST(FunctionalTest, LdOutsideUbFails) {
+  auto l = Load(R"(.program t
+  mov r1, 1048576
+  ld.s32 r2, UB[r1]
+)");
+  ASSERT_TRUE(l);
+  auto r = l->Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("ld.s32"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("not a word inside UB"), std::string::npos) << r.status();
+}
+
 }  // namespace
 }  // namespace kiln::sim
