@@ -123,7 +123,7 @@ class NpusimTarget final : public Target {
       if (!AllTensorsAre(n, [](DType t) { return t != DType::kString; }))
         return fallback("strings live on the host");
       if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))
-        return fallback("Gather with data-dependent indices");
+        return {"vector", "data movement by DMA, rows chosen by indices the scalar unit reads (ld)"};
       return {"vector", "data movement by DMA (MTE2 in, MTE3 out)"};
     }
     if (CubeOps().contains(n.op())) {

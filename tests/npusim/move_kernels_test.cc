@@ -117,7 +117,8 @@ TEST(MoveKernels, RejectsWhatDmaCannotDo) {
   Graph g;
   Value* x = g.AddInput("x", Type::Tensor(DType::kF32, Shape::Static({8, 8})));
   Value* idx = g.AddInput("i", Type::Tensor(DType::kI64, Shape::Static({3})));
-  Node* gather = Op(g, "Gather", {x, idx});
+  Node* gather = Op(g, "Gather", {x, idx});  // indices read at run time, along axis 1
+  gather->SetAttr("axis", Attribute::Int(1));
   Node* rev = Op(g, "Slice", {x, I64(g, {7}), I64(g, {-9}), I64(g, {0}), I64(g, {-1})});
   Node* relu = Op(g, "Relu", {x});
   ASSERT_TRUE(InferShapes(g).ok());
@@ -128,6 +129,73 @@ TEST(MoveKernels, RejectsWhatDmaCannotDo) {
     req.machine = &m;
     auto k = target::npusim::GenerateMoveKernel(req);
     EXPECT_FALSE(k.ok()) << n->op();
+  }
+}
+
+// Gather along axis 0 by indices read at run time (an embedding lookup):
+// the scalar unit reads each index from UB (ld) and addresses its row's DMA.
+// i64 and i32 indices, negative ones, rows of several dims, f16 and f32,
+// and more rows than one UB chunk holds; bit for bit as the reference.
+TEST(MoveKernels, GatherByIndicesReadAtRunTime) {
+  struct GatherCase {
+    DType dt, it;
+    Dims data, idx;
+  };
+  const std::vector<GatherCase> cases = {
+      {DType::kF32, DType::kI64, {50, 128}, {2, 32}},
+      {DType::kF16, DType::kI32, {7, 3, 8}, {5}},
+      {DType::kF32, DType::kI64, {300, 2048}, {2000}},  // 8 KiB rows: each block gathers 63 in chunks of UB
+  };
+  for (const GatherCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << DTypeName(c.dt) << " data " << c.data.size() << "-D, " << DTypeName(c.it));
+    Graph g;
+    Value* x = g.AddInput("x", Type::Tensor(c.dt, Shape::Static(c.data)));
+    Value* i = g.AddInput("i", Type::Tensor(c.it, Shape::Static(c.idx)));
+    Node* n = Op(g, "Gather", {x, i});
+    g.AddOutput(n->output(0));
+    ASSERT_TRUE(InferShapes(g).ok());
+    Tensor idx(c.it, c.idx);
+    for (int64_t j = 0; j < idx.numel(); ++j) {
+      int64_t v = (j * 37 + 11) % c.data[0] - (j % 3 == 0 ? c.data[0] : 0);  // every third negative
+      if (c.it == DType::kI64) idx.data<int64_t>()[j] = v;
+      else idx.data<int32_t>()[j] = static_cast<int32_t>(v);
+    }
+    target::npusim::KernelRequest req;
+    req.node = n;
+    sim::Machine m = sim::DefaultMachine();
+    req.machine = &m;
+    auto k = target::npusim::GenerateMoveKernel(req);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_NE(k->plan.find("read at run time"), std::string::npos) << k->plan;
+    absl::flat_hash_map<const Value*, Tensor> inputs = {{x, Iota(c.dt, c.data, 3)}, {i, idx}};
+    auto run = RunKernelOnSim(*k, *n, inputs, m);
+    ASSERT_TRUE(run.ok()) << run.status();
+    auto ref = RunNodeOnReference(*n, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ASSERT_EQ(run->outputs[0].nbytes(), (*ref)[0].nbytes());
+    EXPECT_EQ(0, std::memcmp(run->outputs[0].raw(), (*ref)[0].raw(), (*ref)[0].nbytes()));
+  }
+}
+
+// An index out of range makes its row's DMA fall outside the table: the run
+// fails with an error, it does not read a neighbour's row or crash.
+TEST(MoveKernels, GatherIndexOutOfRangeFailsTheRun) {
+  Graph g;
+  Value* x = g.AddInput("x", Type::Tensor(DType::kF32, Shape::Static({8, 16})));
+  Value* i = g.AddInput("i", Type::Tensor(DType::kI64, Shape::Static({4})));
+  Node* n = Op(g, "Gather", {x, i});
+  g.AddOutput(n->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  target::npusim::KernelRequest req;
+  req.node = n;
+  sim::Machine m = sim::DefaultMachine();
+  req.machine = &m;
+  auto k = target::npusim::GenerateMoveKernel(req);
+  ASSERT_TRUE(k.ok()) << k.status();
+  for (int64_t bad : {8, -9}) {
+    Tensor idx = Tensor::FromVector<int64_t>({1, bad, 2, 3}, {4});
+    auto run = RunKernelOnSim(*k, *n, {{x, Iota(DType::kF32, {8, 16}, 1)}, {i, idx}}, m);
+    EXPECT_FALSE(run.ok()) << bad;
   }
 }
 

@@ -24,7 +24,9 @@ namespace kiln::target::npusim {
 // Transpose, Concat, Split, Slice (positive steps), Expand, Tile, Gather
 // with constant indices, and copies (Identity, Reshape, Flatten, Squeeze,
 // Unsqueeze, Dropout in inference) of any dtype: the ops with copy pieces
-// (HasCopyPieces), where the DMA can do them.
+// (HasCopyPieces), where the DMA can do them. Gather along axis 0 by
+// indices read at run time too: the scalar unit reads them from UB (`ld`)
+// and addresses each row's DMA.
 absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req);
 
 }  // namespace kiln::target::npusim

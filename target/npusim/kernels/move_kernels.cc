@@ -137,6 +137,74 @@ absl::StatusOr<std::vector<CopyPiece>> PiecesOf(const Node& n, const std::vector
   return pieces;
 }
 
+// Gather along axis 0 with indices read at run time (an embedding lookup):
+// each block copies all the indices into UB, reads its share of them with
+// the scalar unit's `ld` (an i64 index by its low word; a negative one
+// counts from the end) and gathers the rows they name into UB, a chunk at a
+// time, which MTE3 writes out in one transfer. An index out of range makes
+// its row's DMA fall outside the table: a run-time error, not a wrong row.
+absl::StatusOr<GeneratedKernel> GenerateIndexedGather(const KernelRequest& req) {
+  const Node& n = *req.node;
+  const sim::Machine& m = *req.machine;
+  const Value* data = n.input(0);
+  const Value* idx = n.input(1);
+  const Value* y = n.output(0);
+  const int64_t axis = n.GetInt("axis", 0);
+  if (axis != 0 && axis != -data->type().shape().rank())
+    return absl::UnimplementedError("a Gather with indices read at run time runs on the AI cores along axis 0 only");
+  const DType idt = idx->type().dtype();
+  if (idt != DType::kI64 && idt != DType::kI32) return absl::FailedPreconditionError("indices of another dtype");
+  const Dims dd = data->type().shape().StaticDims();
+  const int64_t rows_in = dd.empty() ? 0 : dd[0];
+  const int64_t es = static_cast<int64_t>(DTypeSize(data->type().dtype()));
+  int64_t inner = 1;
+  for (size_t i = 1; i < dd.size(); ++i) inner *= dd[i];
+  const int64_t row = inner * es, row_a = AlignUp(row, 32), ib = idt == DType::kI64 ? 8 : 4;
+  const int64_t count = idx->type().shape().NumElements();
+  const int64_t ub = m.core().ub_kib() * 1024;
+  const int64_t idx_bytes = AlignUp(count * ib, 32);
+  if (rows_in == 0 || count == 0 || row == 0) return absl::UnimplementedError("an empty Gather");
+  if (idx_bytes > ub / 4) return absl::UnimplementedError(absl::StrCat(count, " indices do not fit a quarter of UB"));
+  const int64_t cap = std::min<int64_t>(4095, (ub - idx_bytes) / row_a);
+  if (cap < 1) return absl::UnimplementedError(absl::StrCat("a row of ", row, " bytes does not fit UB"));
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(m.chip().ai_cores(), count));
+  const int64_t per = CeilDiv(count, blocks);
+  const int64_t used = CeilDiv(count, per);
+  std::string t = absl::StrCat(".program move_Gather\n.regs 12\n", KasmByteArgLine("data", *data), "\n",
+                               KasmByteArgLine("idx", *idx), "\n", KasmByteArgLine("y", *y), "\n");
+  // r0 block, r1 first index, r2 end, r3 index j, r4 the row read, r5 chunk start, r6 UB slot, r7 scratch.
+  absl::StrAppend(&t, "  block_idx r0\n  mul r1, r0, ", per, "\n  add r2, r1, ", per, "\n  min r2, r2, ", count,
+                  "\n  copy_gm_ub UB[0], idx[0], len=", count * ib,
+                  "\n  set_flag MTE2, SCALAR, 0\n  wait_flag MTE2, SCALAR, 0\n  set_flag MTE3, MTE2, 0\n",
+                  "  mov r5, r1\nchunk:\n  bge r5, r2, done\n  wait_flag MTE3, MTE2, 0\n  mov r3, r5\n  mov r6, ",
+                  idx_bytes, "\n  add r7, r5, ", cap, "\n  min r7, r7, r2\nrow:\n  bge r3, r7, rows_done\n",
+                  "  mul r4, r3, ", ib, "\n  ld.s32 r4, UB[r4]\n  bge r4, 0, positive\n  add r4, r4, ", rows_in,
+                  "\npositive:\n  mul r4, r4, ", row, "\n  copy_gm_ub UB[r6], data[r4], len=", row,
+                  "\n  add r6, r6, ", row_a, "\n  add r3, r3, 1\n  jmp row\nrows_done:\n",
+                  "  set_flag MTE2, MTE3, 0\n  wait_flag MTE2, MTE3, 0\n  sub r7, r3, r5\n  mul r4, r5, ", row,
+                  "\n");
+  // MTE3 writes the chunk's rows (count r7 is known only at run time: one
+  // transfer per row when the chunk is partial, else one for all).
+  absl::StrAppend(&t, "  mov r6, ", idx_bytes, "\n  mov r8, 0\nout:\n  bge r8, r7, out_done\n",
+                  "  copy_ub_gm y[r4], UB[r6], len=", row, "\n  add r4, r4, ", row, "\n  add r6, r6, ", row_a,
+                  "\n  add r8, r8, 1\n  jmp out\nout_done:\n  set_flag MTE3, MTE2, 0\n  mov r5, r3\n  jmp chunk\n",
+                  "done:\n  wait_flag MTE3, MTE2, 0\n");
+  auto file = sim::Assemble(t, "move_Gather.kasm");
+  if (!file.ok()) return absl::InternalError(absl::StrCat("gather kernel: ", file.status().message()));
+  GeneratedKernel k;
+  k.program = std::move(file->program);
+  k.block_dim = used;
+  k.engine = "vector";
+  // Per block: the indices' load, then each chunk's row loads (in flight
+  // together) and its stores, each paying the HBM latency.
+  const double lat = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
+  const double chunks = static_cast<double>(CeilDiv(per, cap));
+  k.estimated_cycles = lat * (1 + 2 * chunks) + static_cast<double>(per) * (row / m.core().mte2_bytes_per_cycle() + 12);
+  k.plan = absl::StrFormat("Gather of %d rows of %d B by indices read at run time (ld): %d per block over %d blocks",
+                           count, row, per, used);
+  return k;
+}
+
 }  // namespace
 
 absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
@@ -149,6 +217,8 @@ absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   for (const Value* v : n.outputs())
     if (!v->type().is_tensor() || !v->type().shape().is_static() || v->type().dtype() == DType::kString)
       return absl::FailedPreconditionError(absl::StrCat("'", v->name(), "' has no static shape or is a string"));
+  if (n.op() == "Gather" && n.num_inputs() == 2 && n.input(1) && !n.input(1)->is_constant())
+    return GenerateIndexedGather(req);
 
   // Arguments: every present input, then the outputs, as byte arrays (the
   // copy does not look at the values).
