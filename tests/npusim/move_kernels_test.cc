@@ -27,6 +27,14 @@ Tensor Iota(DType dt, std::vector<int64_t> dims, int seed) {
   return t;
 }
 
+// The DMA kernel of `n` on machine `m`.
+absl::StatusOr<target::npusim::GeneratedKernel> MoveKernel(const Node* n, const sim::Machine& m) {
+  target::npusim::KernelRequest req;
+  req.node = n;
+  req.machine = &m;
+  return target::npusim::GenerateMoveKernel(req);
+}
+
 struct Case {
   std::string name;
   std::function<Node*(Graph&, Value*, Value*)> build;  // (graph, x, z): two inputs of the same type
@@ -42,11 +50,8 @@ void RunCase(const Case& c) {
   Node* n = c.build(g, x, z);
   for (Value* o : n->outputs()) g.AddOutput(o);
   ASSERT_TRUE(InferShapes(g).ok());
-  target::npusim::KernelRequest req;
-  req.node = n;
   sim::Machine m = sim::DefaultMachine();
-  req.machine = &m;
-  auto k = target::npusim::GenerateMoveKernel(req);
+  auto k = MoveKernel(n, m);
   ASSERT_TRUE(k.ok()) << k.status();
   absl::flat_hash_map<const Value*, Tensor> inputs = {{x, Iota(c.dtype, c.dims, 3)}, {z, Iota(c.dtype, c.dims, 4)}};
   auto run = RunKernelOnSim(*k, *n, inputs, m);
@@ -124,10 +129,7 @@ TEST(MoveKernels, RejectsWhatDmaCannotDo) {
   ASSERT_TRUE(InferShapes(g).ok());
   sim::Machine m = sim::DefaultMachine();
   for (Node* n : {gather, rev, relu}) {
-    target::npusim::KernelRequest req;
-    req.node = n;
-    req.machine = &m;
-    auto k = target::npusim::GenerateMoveKernel(req);
+    auto k = MoveKernel(n, m);
     EXPECT_FALSE(k.ok()) << n->op();
   }
 }
@@ -160,11 +162,8 @@ TEST(MoveKernels, GatherByIndicesReadAtRunTime) {
       if (c.it == DType::kI64) idx.data<int64_t>()[j] = v;
       else idx.data<int32_t>()[j] = static_cast<int32_t>(v);
     }
-    target::npusim::KernelRequest req;
-    req.node = n;
     sim::Machine m = sim::DefaultMachine();
-    req.machine = &m;
-    auto k = target::npusim::GenerateMoveKernel(req);
+    auto k = MoveKernel(n, m);
     ASSERT_TRUE(k.ok()) << k.status();
     EXPECT_NE(k->plan.find("read at run time"), std::string::npos) << k->plan;
     absl::flat_hash_map<const Value*, Tensor> inputs = {{x, Iota(c.dt, c.data, 3)}, {i, idx}};
@@ -186,11 +185,8 @@ TEST(MoveKernels, GatherIndexOutOfRangeFailsTheRun) {
   Node* n = Op(g, "Gather", {x, i});
   g.AddOutput(n->output(0));
   ASSERT_TRUE(InferShapes(g).ok());
-  target::npusim::KernelRequest req;
-  req.node = n;
   sim::Machine m = sim::DefaultMachine();
-  req.machine = &m;
-  auto k = target::npusim::GenerateMoveKernel(req);
+  auto k = MoveKernel(n, m);
   ASSERT_TRUE(k.ok()) << k.status();
   for (int64_t bad : {8, -9}) {
     Tensor idx = Tensor::FromVector<int64_t>({1, bad, 2, 3}, {4});
