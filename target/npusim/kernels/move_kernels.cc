@@ -1,5 +1,6 @@
 //===- move_kernels.cc - npusim data-movement kernels ----------------------===//
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -290,11 +291,12 @@ absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   k.engine = "vector";
   // Each block streams its bytes in and out through MTE2 and MTE3 (which
   // overlap), at the lesser of the MTE rate and its share of HBM, plus the
-  // HBM latency of every transfer.
+  // HBM latency of every transfer's load, and of the last one's store (the
+  // other stores overlap the next loads through the second buffer).
   const double per_core = std::min(m.core().mte2_bytes_per_cycle(), sim::HbmBytesPerCycle(m) / blocks);
-  const double per_block_transfers = static_cast<double>(transfers.size()) / blocks;
+  const double per_block_transfers = std::ceil(static_cast<double>(transfers.size()) / blocks);
   k.estimated_cycles = static_cast<double>(total) / blocks / per_core +
-                       per_block_transfers * (m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());
+                       (per_block_transfers + 1) * (m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());
   k.plan = absl::StrFormat("%s: %d DMA transfers (%d B) over %d blocks through two %d KiB UB buffers",
                            n.op(), transfers.size(), total, blocks, buf >> 10);
   return k;
