@@ -83,6 +83,7 @@ struct TransposeCase {
   bool bias;
   bool cast = false;      // then a Cast to f32 (f16 operands)
   bool residual = false;  // an Add of a graph input of the result's type, after the bias
+  bool wide_residual = false;  // the residual added after the Cast, in f32
 };
 
 absl::StatusOr<std::string> RunTransposed(DType dt, const TransposeCase& c) {
@@ -119,6 +120,11 @@ absl::StatusOr<std::string> RunTransposed(DType dt, const TransposeCase& c) {
     cast->SetAttr("to", Attribute::Int(1));
     cur = cast->output(0);
   }
+  if (c.wide_residual) {
+    KILN_RETURN_IF_ERROR(InferShapes(g));
+    r = g.AddInput("r", cur->type());
+    cur = g.AddNode("Add", {cur, r}, 1)->output(0);
+  }
   g.AddOutput(cur);
   KILN_RETURN_IF_ERROR(InferShapes(g));
   FormFusionGroups(g);
@@ -132,7 +138,7 @@ absl::StatusOr<std::string> RunTransposed(DType dt, const TransposeCase& c) {
   req.machine = &m;
   KILN_ASSIGN_OR_RETURN(target::npusim::GeneratedKernel k, target::npusim::GenerateCubeKernel(req));
   absl::flat_hash_map<const Value*, Tensor> inputs = {{a, RandomTensor(dt, c.a, 1)}, {b, RandomTensor(dt, c.b, 2)}};
-  if (r) inputs[r] = RandomTensor(dt, r->type().shape().StaticDims(), 3);
+  if (r) inputs[r] = RandomTensor(r->type().dtype(), r->type().shape().StaticDims(), 3);
   KILN_ASSIGN_OR_RETURN(auto run, RunKernelOnSim(k, *fused, inputs, m));
   KILN_ASSIGN_OR_RETURN(auto ref, RunNodeOnReference(*fused, inputs));
   EXPECT_LE(MaxRelativeError(run.outputs[0], ref[0]), dt == DType::kF32 ? 1e-4 : 1e-2) << k.plan;
@@ -151,6 +157,7 @@ TEST(CubeFused, TransposedOperandsAndScale) {
       {{40, 24}, {24, 50}, false, false, 1.0f, true, false, true},    // + bias + residual
       {{2, 40, 24}, {24, 50}, false, false, 1.0f, false, true, true}, // a tall GEMM, residual, f32 out
       {{2, 3, 40, 24}, {2, 3, 50, 24}, false, true, 0.5f, true, false, true},
+      {{40, 24}, {24, 50}, false, false, 1.0f, true, true, false, true},  // + bias, to f32, + an f32 residual
   };
   for (DType dt : {DType::kF16, DType::kF32}) {
     for (const TransposeCase& c : cases) {
@@ -162,7 +169,7 @@ TEST(CubeFused, TransposedOperandsAndScale) {
       EXPECT_EQ(plan->find("B read transposed") != std::string::npos, c.tb) << *plan;
       EXPECT_EQ(plan->find("scaled by") != std::string::npos, c.scale != 1.0f) << *plan;
       EXPECT_EQ(plan->find("writes f32") != std::string::npos, c.cast && dt != DType::kF32) << *plan;
-      EXPECT_EQ(plan->find("residual") != std::string::npos, c.residual) << *plan;
+      EXPECT_EQ(plan->find("residual") != std::string::npos, c.residual || c.wide_residual) << *plan;
     }
   }
 }

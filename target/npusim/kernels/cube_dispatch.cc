@@ -108,7 +108,13 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
   };
   if (anchor == "Conv") return op == "Relu" || op == "Clip" || (op == "Add" && count("Add") == 0);
   const auto epilogue = group.size() - static_cast<size_t>(count("Transpose")) - 1;  // members after the GEMM
-  if (count("Cast") > 0) return false;  // the last
+  if (count("Cast") > 0) {  // then only a residual Add of the f32 result, last
+    if (op != "Add" || group.back()->op() != "Cast" || count("Relu") > 0 || count("Add") > 1) return false;
+    const Value* cast = group.back()->output(0);
+    for (const Value* other : candidate.inputs())
+      if (other && other != cast) return !other->is_constant() && other->type() == candidate.output(0)->type();
+    return false;
+  }
   if (op == "Cast")
     return candidate.num_inputs() == 1 && candidate.input(0)->type().dtype() != DType::kF32 &&
            candidate.output(0)->type().dtype() == DType::kF32;

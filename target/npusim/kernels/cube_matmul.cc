@@ -52,7 +52,9 @@ struct Layout {
   int64_t l1_half = 0, l0a_half = 0, l0b_half = 0, l0c_half = 0;
   int64_t l1_b = 0;  // B's offset in an L1 slot
   bool via_ub = false, epilogue = false, bias = false, res = false;
-  std::string r;  // the residual's argument
+  std::string r;           // the residual's argument
+  int r_es = 2;            // and its element bytes
+  const char* rdt = "f16";
   // UB: fixp bias (raw C, f32 bias), output slots, the epilogue's areas.
   int64_t ub_raw = 0, ub_tmp = 0, ub_bias = 0, ub_out = 0, ub_out_half = 0;
   int64_t ub_acc = 0, ub_cf = 0, ub_craw = 0, ub_ctmp = 0, ub_eout = 0;
@@ -189,6 +191,8 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   L.epilogue = prob.epilogue_in_ub;
   L.res = s.r_arg >= 0;
   if (L.res) L.r = s.arg_names[s.r_arg];
+  L.r_es = sim::DTypeSize(s.RDType());
+  L.rdt = sim::DTypeName(s.RDType());
   if (L.res && s.conv) return absl::InternalError("a convolution takes no residual here");
   L.bias = s.c_kind != GemmSpec::CKind::kNone && !L.epilogue;
   L.via_ub = t.via_ub;
@@ -218,8 +222,8 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     int64_t ctmp = s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 64) * 4 : 256;
     L.ub_eout = L.ub_ctmp + Align(ctmp, 32);
     L.ub_rf = L.ub_eout + Align(t.tm * t.tn * L.y_es, 32);
-    L.ub_rraw = L.ub_rf + (L.es == 4 ? 0 : Align(tile4, 32));  // f32: added as loaded
-    const int64_t end = L.res ? L.ub_rraw + t.tm * t.tn * L.es : L.ub_rf;
+    L.ub_rraw = L.ub_rf + (L.r_es == 4 ? 0 : Align(tile4, 32));  // f32: added as loaded
+    const int64_t end = L.res ? L.ub_rraw + t.tm * t.tn * L.r_es : L.ub_rf;
     if (end > core.ub_kib() * 1024) return absl::ResourceExhaustedError("the epilogue's tile does not fit UB");
   }
 
@@ -480,9 +484,9 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     if (L.res) {
       // MTE2 brings the tile's residual, laid out as Y (at Y's offset in its elements).
       e.L("div ", R(kT5), ", ", R(kYOff), ", ", L.y_es);
-      e.L("mul ", R(kT5), ", ", R(kT5), ", ", L.es);
-      e.L("copy_gm_ub UB[", L.ub_rraw, "], ", L.r, "[", R(kT5), "], nburst=", L.rows, ", len=", L.cols * L.es,
-          ", src_stride=", s.N * L.es, ", dst_stride=", t.tn * L.es);
+      e.L("mul ", R(kT5), ", ", R(kT5), ", ", L.r_es);
+      e.L("copy_gm_ub UB[", L.ub_rraw, "], ", L.r, "[", R(kT5), "], nburst=", L.rows, ", len=", L.cols * L.r_es,
+          ", src_stride=", s.N * L.r_es, ", dst_stride=", t.tn * L.r_es);
     }
     if (has_c) {
       // MTE2 brings the tile's C.
@@ -522,10 +526,10 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
       }
     }
     if (L.res) {
-      if (L.es != 4) VecOver(e, absl::StrCat("vconv.f32.", L.dt), t.tm * t.tn, 4, L.ub_rf, L.es, L.ub_rraw, -1, "");
+      if (L.r_es != 4) VecOver(e, absl::StrCat("vconv.f32.", L.rdt), t.tm * t.tn, 4, L.ub_rf, L.r_es, L.ub_rraw, -1, "");
     }
     if (has_c) EmitEpilogueAdd(e, L);
-    if (L.res) VecOver(e, "vadd.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, L.es == 4 ? L.ub_rraw : L.ub_rf, "");
+    if (L.res) VecOver(e, "vadd.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, L.r_es == 4 ? L.ub_rraw : L.ub_rf, "");
     if (has_c || L.res) e.Line("set_flag VECTOR, MTE2, 2");
     if (s.relu) VecOver(e, "vrelu.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, "");
     e.Line("wait_flag MTE3, VECTOR, 2");
@@ -917,12 +921,14 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
       const Value* other = e->input(0) == cur ? e->input(1) : e->input(1) == cur ? e->input(0) : nullptr;
       if (!other) return unfit("the Add does not take the GEMM's result");
       // An operand of the result's own type is a residual; else a bias (first).
+      // After the Cast to f32, only an f32 residual, last.
       if (other->type() == cur->type() && !other->is_constant()) residual = other;
-      else if (!bias) bias = other;
-      else return unfit("a second bias");
+      else if (!bias && !wide) bias = other;
+      else return unfit(wide ? "an Add after the Cast that is no residual" : "a second bias");
     } else if (e->domain().empty() && e->op() == "Relu" && !relu && e->input(0) == cur) {
       relu = true;
-    } else if (e->domain().empty() && e->op() == "Cast" && i + 1 == nodes.size() && e->input(0) == cur &&
+    } else if (e->domain().empty() && e->op() == "Cast" && !wide && e->input(0) == cur &&
+               (i + 1 == nodes.size() || (i + 2 == nodes.size() && !residual && !relu)) &&
                e->output(0)->type().dtype() == DType::kF32 && cur->type().dtype() != DType::kF32) {
       wide = true;  // FIXP writes L0C's f32 as it is
     } else {
@@ -992,6 +998,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   if (residual) {
     if (s.conv) return unfit("a convolution's residual");
     KILN_ASSIGN_OR_RETURN(s.r_arg, arg_of(residual));
+    s.r_dtype = IsaDTypeOf(residual->type().dtype());
   }
   s.y_arg = static_cast<int>(std::find(names.begin(), names.end(), "y") - names.begin());
   if (s.c_kind != GemmSpec::CKind::kNone) {

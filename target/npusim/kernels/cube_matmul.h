@@ -56,6 +56,8 @@ struct GemmSpec {
   // A residual: a tensor laid out as Y (A's dtype) added after C, before the
   // relu, in the UB epilogue; its argument, -1: none.
   int r_arg = -1;
+  sim::DType r_dtype = sim::DType::kNone;  // the residual's, where not `dtype` (f32 after a Cast)
+  sim::DType RDType() const { return r_dtype == sim::DType::kNone ? dtype : r_dtype; }
   int max_blocks = 0;  // 0: all cores
   // The graph value bound to each argument (nullptr where none: the output,
   // a workspace), so that a constant A or B can be read as fractals.

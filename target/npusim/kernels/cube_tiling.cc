@@ -83,7 +83,7 @@ absl::Status EstimateCubeTiling(const CubeProblem& p, const CubeMachineFigures& 
   t->via_ub = p.epilogue_in_ub || t->tm > p.M || t->tn > p.N || p.whole_n;
   if (t->via_ub) {
     int64_t ub = p.epilogue_in_ub ? t->tm * t->tn * (8 + p.out_bytes) : 2 * t->tm * t->tn * p.out_bytes;
-    if (p.residual) ub += t->tm * t->tn * (4 + ib);
+    if (p.residual) ub += t->tm * t->tn * 8;  // f32 after conversion, and as loaded (at most f32)
     if (ub + p.ub_reserved > m.ub_bytes)
       return absl::ResourceExhaustedError(absl::StrCat("tile ", t->tm, "x", t->tn, " does not fit UB"));
   }
