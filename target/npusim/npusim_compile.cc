@@ -13,13 +13,13 @@
 #include "google/protobuf/text_format.h"
 #include "graph/exec/executor.h"
 #include "graph/ir/printer.h"
+#include "graph/ops/matmul.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/form_fusion_groups.h"
 #include "graph/passes/fusion/outline.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/float16.h"
-#include "graph/ops/matmul.h"
 #include "graph/support/status.h"
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
@@ -126,6 +126,14 @@ bool NarrowHolds(const Tensor& t, DType narrow) {
   return true;
 }
 
+// `v` in the narrow type: a Cast of it inserted before `before`.
+Value* CastToNarrow(Graph& g, Value* v, DType narrow, Node* before) {
+  Node* cast = g.AddNode("Cast", {v}, {g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow)))}, "", before);
+  cast->SetAttr("to", Attribute::Int(DTypeToOnnx(narrow)));
+  cast->output(0)->set_type(Type::Tensor(narrow, v->type().shape()));
+  return cast->output(0);
+}
+
 // `y` (f32) becomes the narrow type; a Cast inserted before `before` (at
 // the end when null) gives its users the f32 value they read.
 void NarrowWithCastBack(Graph& g, Value* y, DType narrow, Node* before) {
@@ -228,24 +236,16 @@ absl::Status NarrowMatrixOps(Graph& g, DType narrow) {
       // so that the GEMM reads it transposed (IsMatrixTranspose).
       if (Node* t = v->producer(); n->op() == "MatMul" && t && IsMatrixTranspose(*t) &&
                                    v->uses().size() == 1 && !t->input(0)->is_constant()) {
-        Value* x = t->input(0);
-        Node* cast = g.AddNode("Cast", {x}, {g.UniqueName(absl::StrCat(x->name(), ".", DTypeName(narrow)))}, "", t);
-        cast->SetAttr("to", Attribute::Int(DTypeToOnnx(narrow)));
-        cast->output(0)->set_type(Type::Tensor(narrow, x->type().shape()));
-        t->SetInput(0, cast->output(0));
+        t->SetInput(0, CastToNarrow(g, t->input(0), narrow, t));
         v->set_type(Type::Tensor(narrow, v->type().shape()));
         continue;
       }
-      Shape shape = v->type().shape();
       if (v->is_constant() && v->constant().defined()) {
         Value* nc = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))),
                                   NarrowCopy(v->constant(), narrow));
         n->SetInput(i, nc);
       } else {
-        Node* cast = g.AddNode("Cast", {v}, {g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow)))}, "", n);
-        cast->SetAttr("to", Attribute::Int(DTypeToOnnx(narrow)));
-        cast->output(0)->set_type(Type::Tensor(narrow, shape));
-        n->SetInput(i, cast->output(0));
+        n->SetInput(i, CastToNarrow(g, v, narrow, n));
       }
     }
     // The node now produces the narrow type; a Cast restores f32 for its users.

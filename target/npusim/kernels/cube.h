@@ -21,9 +21,9 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req);
 // so far are `group` (the anchor first): what the cube's fused kernels take
 // (GemmSpecOfFused: a MatMul's operand Transposes, then a Mul by a scalar,
 // two Adds (a bias, a residual), one Relu, a Cast of a narrow result to f32
-// last; ConvOperandsOf:
-// Relu, Clip and one Add), so that a
-// group does not grow past what its kernel runs and get split back whole.
+// and an f32 residual after it; ConvOperandsOf: Relu, Clip and one Add), so
+// that a group does not grow past what its kernel runs and get split back
+// whole.
 bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& candidate);
 
 }  // namespace kiln::target::npusim

@@ -112,7 +112,7 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
     if (op != "Add" || group.back()->op() != "Cast" || count("Relu") > 0 || count("Add") > 1) return false;
     const Value* cast = group.back()->output(0);
     for (const Value* other : candidate.inputs())
-      if (other && other != cast) return !other->is_constant() && other->type() == candidate.output(0)->type();
+      if (other && other != cast) return IsResidual(*other, *candidate.output(0));
     return false;
   }
   if (op == "Cast")

@@ -52,6 +52,7 @@ struct Layout {
   int64_t l1_half = 0, l0a_half = 0, l0b_half = 0, l0c_half = 0;
   int64_t l1_b = 0;  // B's offset in an L1 slot
   bool via_ub = false, epilogue = false, bias = false, res = false;
+  bool loads = false;      // the epilogue's MTE2 brings C or a residual per tile (flags 2)
   std::string r;           // the residual's argument
   int r_es = 2;            // and its element bytes
   const char* rdt = "f16";
@@ -194,6 +195,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   L.r_es = sim::DTypeSize(s.RDType());
   L.rdt = sim::DTypeName(s.RDType());
   if (L.res && s.conv) return absl::InternalError("a convolution takes no residual here");
+  L.loads = L.epilogue && (s.c_kind != GemmSpec::CKind::kNone || L.res);
   L.bias = s.c_kind != GemmSpec::CKind::kNone && !L.epilogue;
   L.via_ub = t.via_ub;
   if (L.bias) {
@@ -258,7 +260,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag MTE3, FIXP, 3");
   }
   if (L.epilogue) {
-    if (s.c_kind != GemmSpec::CKind::kNone || L.res) e.Line("set_flag VECTOR, MTE2, 2");
+    if (L.loads) e.Line("set_flag VECTOR, MTE2, 2");
     e.Line("set_flag VECTOR, FIXP, 2");
     e.Line("set_flag MTE3, VECTOR, 2");
   }
@@ -480,7 +482,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   if (L.epilogue) {
     const bool has_c = s.c_kind != GemmSpec::CKind::kNone;
     const bool scalar = s.c_kind == GemmSpec::CKind::kScalar;
-    if (has_c || L.res) e.Line("wait_flag VECTOR, MTE2, 2");
+    if (L.loads) e.Line("wait_flag VECTOR, MTE2, 2");
     if (L.res) {
       // MTE2 brings the tile's residual, laid out as Y (at Y's offset in its elements).
       e.L("div ", R(kT5), ", ", R(kYOff), ", ", L.y_es);
@@ -505,7 +507,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
           e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[0], len=", L.es);
       }
     }
-    if (has_c || L.res) e.Line("set_flag MTE2, VECTOR, 2");
+    if (L.loads) e.Line("set_flag MTE2, VECTOR, 2");
     e.Line("wait_flag VECTOR, FIXP, 2");
     e.L("fixp.f32.f32 UB[", L.ub_acc, "], L0C[", R(kL0C), "], m=", tm16, ", n=", tn16);
     e.Line("set_flag FIXP, CUBE, 0");
@@ -513,7 +515,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("wait_flag FIXP, VECTOR, 2");
     if (s.alpha != 1.0f)
       VecOver(e, "vmuls.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, absl::StrCat(", ", FloatImm(s.alpha)));
-    if (has_c || L.res) e.Line("wait_flag MTE2, VECTOR, 2");
+    if (L.loads) e.Line("wait_flag MTE2, VECTOR, 2");
     if (has_c) {
       switch (s.c_kind) {
         case GemmSpec::CKind::kFull: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.tm * t.tn, false); break;
@@ -525,12 +527,11 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
         default: EmitCToF32(e, L, L.ub_craw, L.ub_ctmp, L.ub_cf, 64, scalar); break;
       }
     }
-    if (L.res) {
-      if (L.r_es != 4) VecOver(e, absl::StrCat("vconv.f32.", L.rdt), t.tm * t.tn, 4, L.ub_rf, L.r_es, L.ub_rraw, -1, "");
-    }
+    if (L.res && L.r_es != 4)
+      VecOver(e, absl::StrCat("vconv.f32.", L.rdt), t.tm * t.tn, 4, L.ub_rf, L.r_es, L.ub_rraw, -1, "");
     if (has_c) EmitEpilogueAdd(e, L);
     if (L.res) VecOver(e, "vadd.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, L.r_es == 4 ? L.ub_rraw : L.ub_rf, "");
-    if (has_c || L.res) e.Line("set_flag VECTOR, MTE2, 2");
+    if (L.loads) e.Line("set_flag VECTOR, MTE2, 2");
     if (s.relu) VecOver(e, "vrelu.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, "");
     e.Line("wait_flag MTE3, VECTOR, 2");
     if (L.y_es == 4) VecOver(e, "vmov.f32", t.tm * t.tn, 4, L.ub_eout, 4, L.ub_acc, -1, "");
@@ -584,7 +585,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("wait_flag MTE3, FIXP, 3");
   }
   if (L.epilogue) {
-    if (s.c_kind != GemmSpec::CKind::kNone || L.res) e.Line("wait_flag VECTOR, MTE2, 2");
+    if (L.loads) e.Line("wait_flag VECTOR, MTE2, 2");
     e.Line("wait_flag VECTOR, FIXP, 2");
     e.Line("wait_flag MTE3, VECTOR, 2");
   }
@@ -653,8 +654,8 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Ma
                         s.trans_b ? ", B read transposed" : "",
                         s.alpha != 1.0f ? absl::StrCat(", scaled by ", s.alpha) : "",
                         s.r_arg >= 0 ? ", adds a residual" : "",
-                        s.YDType() != s.dtype ? absl::StrCat(", writes ", sim::DTypeName(s.YDType())) : "", ", est. ", static_cast<int64_t>(t.cycles),
-                        " cycles (", t.bound, "-bound)");
+                        s.YDType() != s.dtype ? absl::StrCat(", writes ", sim::DTypeName(s.YDType())) : "",
+                        ", est. ", static_cast<int64_t>(t.cycles), " cycles (", t.bound, "-bound)");
   return k;
 }
 
@@ -866,6 +867,8 @@ absl::Status ReadAsView(GemmSpec& s, bool a, const Value& source, const std::vec
 
 }  // namespace
 
+bool IsResidual(const Value& v, const Value& y) { return !v.is_constant() && v.type() == y.type(); }
+
 absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
                                          std::vector<const Value*>* constant_args) {
   const Attribute* attr = node.attr("body");
@@ -922,7 +925,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
       if (!other) return unfit("the Add does not take the GEMM's result");
       // An operand of the result's own type is a residual; else a bias (first).
       // After the Cast to f32, only an f32 residual, last.
-      if (other->type() == cur->type() && !other->is_constant()) residual = other;
+      if (IsResidual(*other, *cur)) residual = other;
       else if (!bias && !wide) bias = other;
       else return unfit(wide ? "an Add after the Cast that is no residual" : "a second bias");
     } else if (e->domain().empty() && e->op() == "Relu" && !relu && e->input(0) == cur) {
@@ -996,7 +999,6 @@ absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
   KILN_ASSIGN_OR_RETURN(s.a_arg, arg_of(source[0]));
   KILN_ASSIGN_OR_RETURN(s.b_arg, arg_of(source[1]));
   if (residual) {
-    if (s.conv) return unfit("a convolution's residual");
     KILN_ASSIGN_OR_RETURN(s.r_arg, arg_of(residual));
     s.r_dtype = IsaDTypeOf(residual->type().dtype());
   }

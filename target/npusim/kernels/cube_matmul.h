@@ -124,6 +124,11 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machi
 // output), or why the cube cannot run it.
 absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks);
 
+// Whether `v`, added to a matrix op's result `y`, is a residual the GEMM's
+// epilogue reads per tile (a tensor of y's own type, not a constant) rather
+// than a bias.
+bool IsResidual(const Value& v, const Value& y);
+
 // A kiln.Fused node whose body is MatMul or Gemm followed by a Mul by a
 // scalar, an Add of a row-broadcast (or one-element) bias, an Add of a
 // residual (a tensor of the result's type), a Relu and a Cast to f32, each

@@ -142,7 +142,7 @@ absl::StatusOr<std::vector<CopyPiece>> PiecesOf(const Node& n, const std::vector
 // each block copies all the indices into UB, reads its share of them with
 // the scalar unit's `ld` (an i64 index by its low word; a negative one
 // counts from the end) and gathers the rows they name into UB, a chunk at a
-// time, which MTE3 writes out in one transfer. An index out of range makes
+// time, which MTE3 writes out a row per transfer. An index out of range makes
 // its row's DMA fall outside the table: a run-time error, not a wrong row.
 absl::StatusOr<GeneratedKernel> GenerateIndexedGather(const KernelRequest& req) {
   const Node& n = *req.node;
@@ -173,7 +173,8 @@ absl::StatusOr<GeneratedKernel> GenerateIndexedGather(const KernelRequest& req) 
   const int64_t used = CeilDiv(count, per);
   std::string t = absl::StrCat(".program move_Gather\n.regs 12\n", KasmByteArgLine("data", *data), "\n",
                                KasmByteArgLine("idx", *idx), "\n", KasmByteArgLine("y", *y), "\n");
-  // r0 block, r1 first index, r2 end, r3 index j, r4 the row read, r5 chunk start, r6 UB slot, r7 scratch.
+  // r0 block, r1 its first index, r2 its end, r3 index j, r4 a row's GM offset, r5 the chunk's first index,
+  // r6 a row's UB slot, r7 the chunk's end (then its row count), r8 rows written.
   absl::StrAppend(&t, "  block_idx r0\n  mul r1, r0, ", per, "\n  add r2, r1, ", per, "\n  min r2, r2, ", count,
                   "\n  copy_gm_ub UB[0], idx[0], len=", count * ib,
                   "\n  set_flag MTE2, SCALAR, 0\n  wait_flag MTE2, SCALAR, 0\n  set_flag MTE3, MTE2, 0\n",
@@ -184,8 +185,7 @@ absl::StatusOr<GeneratedKernel> GenerateIndexedGather(const KernelRequest& req) 
                   "\n  add r6, r6, ", row_a, "\n  add r3, r3, 1\n  jmp row\nrows_done:\n",
                   "  set_flag MTE2, MTE3, 0\n  wait_flag MTE2, MTE3, 0\n  sub r7, r3, r5\n  mul r4, r5, ", row,
                   "\n");
-  // MTE3 writes the chunk's rows (count r7 is known only at run time: one
-  // transfer per row when the chunk is partial, else one for all).
+  // MTE3 writes the chunk's rows, one transfer each (consecutive in Y).
   absl::StrAppend(&t, "  mov r6, ", idx_bytes, "\n  mov r8, 0\nout:\n  bge r8, r7, out_done\n",
                   "  copy_ub_gm y[r4], UB[r6], len=", row, "\n  add r4, r4, ", row, "\n  add r6, r6, ", row_a,
                   "\n  add r8, r8, 1\n  jmp out\nout_done:\n  set_flag MTE3, MTE2, 0\n  mov r5, r3\n  jmp chunk\n",
@@ -200,7 +200,8 @@ absl::StatusOr<GeneratedKernel> GenerateIndexedGather(const KernelRequest& req) 
   // together) and its stores, each paying the HBM latency.
   const double lat = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
   const double chunks = static_cast<double>(CeilDiv(per, cap));
-  k.estimated_cycles = lat * (1 + 2 * chunks) + static_cast<double>(per) * (row / m.core().mte2_bytes_per_cycle() + 12);
+  k.estimated_cycles =
+      lat * (1 + 2 * chunks) + static_cast<double>(per) * (row / m.core().mte2_bytes_per_cycle() + 12);
   k.plan = absl::StrFormat("Gather of %d rows of %d B by indices read at run time (ld): %d per block over %d blocks",
                            count, row, per, used);
   return k;
