@@ -584,24 +584,21 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // when their engine has a kernel for them, split back into their members
   // (expanded into the ONNX ops they stand for) otherwise, so the parts can
   // still run on the cube and the vector unit.
-  // Under a narrow precision, matrix-op groups are split back before the
-  // matrix ops are narrowed and formed again after (below), so that the
-  // fused kernel computes in the narrow type too.
+  // Under a narrow precision, groups are split back before the matrix ops
+  // are narrowed and formed again after (below), so that the fused kernel
+  // computes in the narrow type too and a memory-bound group takes the
+  // Casts narrowing puts at its edges.
   const DType narrow = options.precision == Precision::kFp16 || options.precision == Precision::kMixed ? DType::kF16
                        : options.precision == Precision::kBf16                                      ? DType::kBF16
                                                                                                     : DType::kF32;
   auto conv_group = [](const Node& n) {
     return n.domain() == "kiln" && n.op() == "Fused" && n.GetString("kind", "") == "conv-epilogue";
   };
-  auto matrix_group = [](const Node& n) {
-    return n.domain() == "kiln" && n.op() == "Fused" &&
-           (n.GetString("kind", "") == "conv-epilogue" || n.GetString("kind", "") == "matmul-epilogue");
-  };
   absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
   bool narrowed = false;
   auto keep = [&](Node* n) {
     if (kernels.contains(n)) return true;
-    if (narrow != DType::kF32 && !narrowed && matrix_group(*n)) return false;
+    if (narrow != DType::kF32 && !narrowed && n->domain() == "kiln" && n->op() == "Fused") return false;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
     if (!k.ok()) return false;
     kernels[n] = *std::move(k);

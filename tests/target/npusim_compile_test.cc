@@ -639,9 +639,18 @@ TEST(NpusimCompile, NarrowKeepsTheCastBeforeAnOpOfAWideValue) {
   ASSERT_TRUE(a.ok()) << a.status();
   auto compiled = CompiledGraph(*a);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
-  // x and Mul's result in, c1 and y back.
-  EXPECT_EQ(CountOps(*compiled, "Cast"), 4);
-  ExpectOutputDTypes(*compiled, {"Add", "Clip", "Mul"}, "f32");
+  // x in and y back; c1 widened and Mul's result narrowed inside the
+  // memory-bound group that runs Add, Clip and Mul in f32.
+  EXPECT_EQ(CountOps(*compiled, "Cast"), 2);
+  const Node* group = Find(*compiled, "Fused");
+  ASSERT_TRUE(group && group->attr("body") && group->attr("body")->g());
+  int casts = 0;
+  for (const Node* n : group->attr("body")->g()->nodes()) {
+    casts += n->op() == "Cast";
+    if (n->op() == "Add" || n->op() == "Clip" || n->op() == "Mul")
+      EXPECT_EQ(n->output(0)->type().dtype(), DType::kF32) << n->op();
+  }
+  EXPECT_EQ(casts, 2);
   ExpectSimWithinRange(*a, m, {Random({1, 16, 10, 10}, 3), Tensor::FromVector<float>({-0.25f}, {})}, 1e-2);
 }
 
@@ -699,6 +708,93 @@ TEST(NpusimCompile, AttentionReadsKeysTransposed) {
     EXPECT_EQ(TasksPlanning(*a, "B read transposed, scaled by 0.25"), 1);
     ExpectSimWithinRange(*a, m, inputs, precision == target::Precision::kFp32 ? 1e-5 : 1e-2);
   }
+}
+
+// The optimizer's memory-bound groups run as one vector kernel each, its
+// steps those of the shared tile lowering: SiLU, a residual and a bias row
+// broadcast down the rows (the row form: the row stays resident in UB).
+TEST(NpusimCompile, FusedElementwiseGroupRunsAsOneVectorKernel) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({4, 64, 256}));
+  Value* r = g.AddInput("r", F32({4, 64, 256}));
+  Value* s = g.AddNode("Sigmoid", {x}, {"s"})->output(0);
+  Value* silu = g.AddNode("Mul", {x, s}, {"silu"})->output(0);
+  Value* res = g.AddNode("Add", {silu, r}, {"res"})->output(0);
+  g.AddOutput(g.AddNode("Add", {res, g.AddConstant("bias", Random({256}, 3))}, {"y"})->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->npusim().tasks_size(), 1);
+  EXPECT_EQ(a->npusim().tasks(0).engine(), "vector");
+  EXPECT_TRUE(absl::StrContains(a->npusim().tasks(0).plan(), "fused Sigmoid, Mul, Add, Add (elementwise over [256, 256])"))
+      << a->npusim().tasks(0).plan();
+  ExpectMatchesReference(m, {Random({4, 64, 256}, 1), Random({4, 64, 256}, 2)});
+}
+
+// Whole tensors and a run-time scalar: the flat form. A Cast to f16 inside
+// the group rounds there, as the reference does (computing on in f32 would
+// be off by up to 2^-11 relative, ten times the tolerance).
+TEST(NpusimCompile, FusedFlatGroupRoundsAtItsCasts) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({64, 160}));
+  Value* k = g.AddInput("k", F32({1}));
+  Value* e = g.AddNode("Mul", {x, k}, {"e"})->output(0);
+  Node* narrow = g.AddNode("Cast", {e}, {"e16"});
+  narrow->SetAttr("to", Attribute::Int(10));  // FLOAT16
+  Node* wide = g.AddNode("Cast", {narrow->output(0)}, {"e32"});
+  wide->SetAttr("to", Attribute::Int(1));  // FLOAT
+  Value* q = g.AddNode("Div", {wide->output(0), g.AddConstant("three", Tensor::Scalar(3.0f))}, {"q"})->output(0);
+  g.AddOutput(g.AddNode("Tanh", {q}, {"y"})->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->npusim().tasks_size(), 1);
+  EXPECT_TRUE(absl::StrContains(a->npusim().tasks(0).plan(), "fused Mul, Cast, Cast, Div, Tanh (elementwise over 10240 elements): flat"))
+      << a->npusim().tasks(0).plan();
+  Tensor scale = Tensor::FromVector<float>({1.7f}, {1});
+  ExpectMatchesReference(m, {Random({64, 160}, 1), scale});
+}
+
+// A residual Add and the LayerNormalization after it (the row-reduction
+// form), with the sum also an output of the group.
+TEST(NpusimCompile, FusedAddAndLayerNormWriteBothResults) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({2, 48, 96}));
+  Value* r = g.AddInput("r", F32({2, 48, 96}));
+  Value* sum = g.AddNode("Add", {x, r}, {"sum"})->output(0);
+  Node* ln = g.AddNode("LayerNormalization",
+                       {sum, g.AddConstant("gamma", Random({96}, 3)), g.AddConstant("beta", Random({96}, 4))}, {"ln"});
+  ln->SetAttr("axis", Attribute::Int(-1));
+  g.AddOutput(ln->output(0));
+  g.AddOutput(sum);
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->npusim().tasks_size(), 1);
+  EXPECT_TRUE(absl::StrContains(a->npusim().tasks(0).plan(), "fused Add, LayerNormalization (row reduction over [96, 96])"))
+      << a->npusim().tasks(0).plan();
+  ExpectMatchesReference(m, {Random({2, 48, 96}, 1), Random({2, 48, 96}, 2)});
+}
+
+// A group with a step the vector kernel has no form for (LeakyRelu's
+// compare and select) is split back into its ops, each its own kernel.
+TEST(NpusimCompile, FusedGroupWithoutAVectorFormSplitsBack) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({32, 128}));
+  Value* e = g.AddNode("Exp", {x}, {"e"})->output(0);
+  Node* lr = g.AddNode("LeakyRelu", {e}, {"lr"});
+  lr->SetAttr("alpha", Attribute::Float(0.1f));
+  g.AddOutput(g.AddNode("Sqrt", {lr->output(0)}, {"y"})->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->npusim().tasks_size(), 3);
+  EXPECT_EQ(TasksPlanning(*a, "fused"), 0);
+  ExpectMatchesReference(m, {Random({32, 128}, 1)});
 }
 
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {

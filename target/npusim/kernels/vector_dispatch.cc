@@ -21,6 +21,7 @@ std::string vec::KernelName(const Node& n) {
 absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
   const Node& n = *req.node;
   if (!req.machine) return absl::InvalidArgumentError("no machine");
+  if (vec::IsFusedGroup(n)) return vec::GenerateFused(req);
   if (vec::IsUnaryOp(n)) return vec::GenerateUnary(req);
   if (vec::IsBinaryOp(n)) return vec::GenerateBinary(req);
   if (vec::IsReduceOp(n)) return vec::GenerateReduce(req);

@@ -51,4 +51,9 @@ absl::StatusOr<GeneratedKernel> GeneratePool(const KernelRequest& req);
 bool IsCompareOp(const Node& n);
 absl::StatusOr<GeneratedKernel> GenerateCompare(const KernelRequest& req);
 
+// A kiln.Fused memory-bound group (kind "elementwise" or "reduction"), its
+// steps those of the shared lowering (vector_fused.cc).
+bool IsFusedGroup(const Node& n);
+absl::StatusOr<GeneratedKernel> GenerateFused(const KernelRequest& req);
+
 }  // namespace kiln::target::npusim::vec

@@ -154,15 +154,21 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   const sim::Machine& m = *req.machine;
   Kasm k(s.name, m);
   KILN_RETURN_IF_ERROR(AddNodeArgs(k, *req.node));
+  for (const std::string& line : s.more_args) k.AddArg(line);
   const int ct_es = sim::DTypeSize(s.ct);
+  std::vector<FlatTensor> outs = {s.out};
+  outs.insert(outs.end(), s.more_outs.begin(), s.more_outs.end());
   // Per-element bytes of the layout, and fixed bytes.
-  int64_t slot_per_elem = sim::DTypeSize(s.out.dt), static_per_elem = 0;
+  int64_t slot_per_elem = 0, static_per_elem = 0;
   const bool convert = !s.raw_copy && !s.manual;
   for (const FlatTensor& t : s.ins) {
     slot_per_elem += sim::DTypeSize(t.dt);
     if (convert && t.dt != s.ct) static_per_elem += ct_es;
   }
-  if (convert && s.out.dt != s.ct) static_per_elem += ct_es;
+  for (const FlatTensor& t : outs) {
+    slot_per_elem += sim::DTypeSize(t.dt);
+    if (convert && t.dt != s.ct) static_per_elem += ct_es;
+  }
   static_per_elem += s.temps * ct_es;
   int64_t fixed = 1024 + 512 * static_cast<int64_t>(s.scalars.size()) + (s.manual ? 512 * s.temps : 0);
   int64_t per_elem = 2 * slot_per_elem + static_per_elem;
@@ -200,8 +206,11 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
     in_off.push_back(off);
     off += RoundUp(tile * sim::DTypeSize(t.dt), 256);
   }
-  int64_t out_off = off;
-  off += RoundUp(tile * sim::DTypeSize(s.out.dt), 256);
+  std::vector<int64_t> out_off;
+  for (const FlatTensor& t : outs) {
+    out_off.push_back(off);
+    off += RoundUp(tile * sim::DTypeSize(t.dt), 256);
+  }
   const int64_t slot_bytes = off;
   off = 2 * slot_bytes;
   std::vector<int64_t> cin_off(s.ins.size(), -1);
@@ -211,11 +220,13 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
         cin_off[i] = off;
         off += RoundUp(tile * ct_es, 256);
       }
-  int64_t cout_off = -1;
-  if (convert && s.out.dt != s.ct) {
-    cout_off = off;
-    off += RoundUp(tile * ct_es, 256);
-  }
+  std::vector<int64_t> cout_off(outs.size(), -1);
+  if (convert)
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].dt != s.ct) {
+        cout_off[i] = off;
+        off += RoundUp(tile * ct_es, 256);
+      }
   std::vector<Ub> temps;
   for (int i = 0; i < s.temps; ++i) {
     temps.push_back(Ub{-1, off});
@@ -232,7 +243,7 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   const int blk = k.Reg(), elem = k.Reg(), slot = k.Reg(), slot_size = k.Reg();
   std::map<int, int> byte_reg;  // element size -> register of the byte offset
   for (const FlatTensor& t : s.ins) byte_reg[sim::DTypeSize(t.dt)] = -1;
-  byte_reg[sim::DTypeSize(s.out.dt)] = -1;
+  for (const FlatTensor& t : outs) byte_reg[sim::DTypeSize(t.dt)] = -1;
   for (auto& [es, r] : byte_reg) r = k.Reg();
   std::vector<int> period_reg(s.ins.size(), -1);
   for (size_t i = 0; i < s.ins.size(); ++i)
@@ -295,7 +306,7 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
     k.WaitFlag(kM3, kV, 1);
     double v0 = k.vector_cycles();
     if (s.raw_copy) {
-      k.CopyBits(s.ins[0].dt, Ub{slot, out_off}, Ub{slot, in_off[0]}, n);
+      k.CopyBits(s.ins[0].dt, Ub{slot, out_off[0]}, Ub{slot, in_off[0]}, n);
     } else {
       FlatOperands ops;
       ops.ct = s.ct;
@@ -308,20 +319,27 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
         }
       }
       ops.scalars = scalar_args;
-      ops.out = cout_off >= 0 ? V(Ub{-1, cout_off}) : V(Ub{slot, out_off});
+      for (size_t i = 0; i < outs.size(); ++i) {
+        VArg at = cout_off[i] >= 0 ? V(Ub{-1, cout_off[i]}) : V(Ub{slot, out_off[i]});
+        if (i == 0) ops.out = at;
+        else ops.more_outs.push_back(at);
+      }
       ops.temps = temps;
       s.body(k, ops, n);
       zero_bytes(slot, 0);
-      if (cout_off >= 0) {
-        bool to_int = s.out.dt == sim::DType::kS32;
-        k.Conv(s.out.dt, s.ct, V(Ub{slot, out_off}), V(Ub{-1, cout_off}), n, to_int ? "trunc" : "");
-      }
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (cout_off[i] >= 0) {
+          bool to_int = outs[i].dt == sim::DType::kS32;
+          k.Conv(outs[i].dt, s.ct, V(Ub{slot, out_off[i]}), V(Ub{-1, cout_off[i]}), n, to_int ? "trunc" : "");
+        }
     }
     tile_vec = std::max(tile_vec, k.vector_cycles() - v0);
     k.SetFlag(kV, kM2, 0);
     k.SetFlag(kV, kM3, 1);
     k.WaitFlag(kV, kM3, 1);
-    k.CopyOut(s.out.arg, byte_reg[sim::DTypeSize(s.out.dt)], 0, Ub{slot, out_off}, n * sim::DTypeSize(s.out.dt));
+    for (size_t i = 0; i < outs.size(); ++i)
+      k.CopyOut(outs[i].arg, byte_reg[sim::DTypeSize(outs[i].dt)], 0, Ub{slot, out_off[i]},
+                n * sim::DTypeSize(outs[i].dt));
     k.SetFlag(kM3, kV, 1);
     k.Alu("add", elem, elem, n);
   };
@@ -335,8 +353,9 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   g.engine = "vector";
   // Estimate: the larger of the chip's HBM time, one core's DMA time and one
   // core's vector time, plus the latency of the first load and last store.
-  int64_t elem_bytes = sim::DTypeSize(s.out.dt);
+  int64_t elem_bytes = 0;
   for (const FlatTensor& t : s.ins) elem_bytes += sim::DTypeSize(t.dt);
+  for (const FlatTensor& t : outs) elem_bytes += sim::DTypeSize(t.dt);
   double hbm = static_cast<double>(s.numel * elem_bytes) / HbmBytesPerCycle(m);
   double core_dma = static_cast<double>(per * elem_bytes) / m.core().mte2_bytes_per_cycle();
   double tiles = static_cast<double>(CeilDiv(per, tile));
@@ -355,24 +374,31 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
   const sim::Machine& m = *req.machine;
   Kasm k(s.name, m);
   KILN_RETURN_IF_ERROR(AddNodeArgs(k, *req.node));
+  for (const std::string& line : s.more_args) k.AddArg(line);
   const int ct_es = sim::DTypeSize(s.ct);
-  const int out_es = sim::DTypeSize(s.out.dt);
-  int64_t max_cols = s.out_cols;
-  std::vector<int64_t> pitch;
-  int64_t slot_per_row = RoundUp(s.out_cols * out_es, 32);
+  std::vector<RowInput> outs = {{s.out, s.out_cols}};
+  outs.insert(outs.end(), s.more_outs.begin(), s.more_outs.end());
+  int64_t max_cols = 0;
+  std::vector<int64_t> pitch, out_pitch;
+  int64_t slot_per_row = 0;
   for (const RowInput& in : s.ins) {
     pitch.push_back(RoundUp(in.cols * sim::DTypeSize(in.t.dt), 32));
     slot_per_row += pitch.back();
     max_cols = std::max(max_cols, in.cols);
   }
-  const int64_t out_pitch = RoundUp(s.out_cols * out_es, 32);
+  for (const RowInput& o : outs) {
+    out_pitch.push_back(RoundUp(o.cols * sim::DTypeSize(o.t.dt), 32));
+    slot_per_row += out_pitch.back();
+    max_cols = std::max(max_cols, o.cols);
+  }
   // Static buffers: one converted row per converted input, the output row,
   // temps (each a row plus a 256-byte block), the resident data.
   int64_t row_ct = RoundUp(max_cols * ct_es, 256);
   int64_t fixed = 1024 + RoundUp(s.resident_bytes, 256) + s.temps * (row_ct + 256);
   for (const RowInput& in : s.ins)
     if (in.t.dt != s.ct) fixed += row_ct;
-  if (s.out.dt != s.ct) fixed += row_ct;
+  for (const RowInput& o : outs)
+    if (o.t.dt != s.ct) fixed += row_ct;
   int64_t avail = UbBytes(m) - fixed;
   int64_t cap = avail / (2 * slot_per_row);
   if (cap < 1)
@@ -394,8 +420,11 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
     in_off.push_back(off);
     off += RoundUp(tile * pitch[i], 32);
   }
-  int64_t out_off = off;
-  off += RoundUp(tile * out_pitch, 32);
+  std::vector<int64_t> out_off;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    out_off.push_back(off);
+    off += RoundUp(tile * out_pitch[i], 32);
+  }
   off = RoundUp(off, 256);
   const int64_t slot_bytes = off;
   off = 2 * slot_bytes;
@@ -405,11 +434,12 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
       cin_off[i] = off;
       off += row_ct;
     }
-  int64_t cout_off = -1;
-  if (s.out.dt != s.ct) {
-    cout_off = off;
-    off += row_ct;
-  }
+  std::vector<int64_t> cout_off(outs.size(), -1);
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i].t.dt != s.ct) {
+      cout_off[i] = off;
+      off += row_ct;
+    }
   std::vector<Ub> temps;
   for (int i = 0; i < s.temps; ++i) {
     temps.push_back(Ub{-1, off});
@@ -421,9 +451,10 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
   const int blk = k.Reg(), row = k.Reg(), slot = k.Reg(), slot_size = k.Reg(), j = k.Reg();
   std::vector<int> in_reg, ptr;
   for (size_t i = 0; i < s.ins.size(); ++i) in_reg.push_back(k.Reg());
-  int out_reg = k.Reg();
+  std::vector<int> out_reg, out_ptr;
+  for (size_t i = 0; i < outs.size(); ++i) out_reg.push_back(k.Reg());
   for (size_t i = 0; i < s.ins.size(); ++i) ptr.push_back(k.Reg());
-  int out_ptr = k.Reg();
+  for (size_t i = 0; i < outs.size(); ++i) out_ptr.push_back(k.Reg());
 
   k.Op(absl::StrCat("block_idx r", blk));
   k.Alu("mul", row, blk, per);
@@ -435,7 +466,8 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
   auto emit_tile = [&](int64_t n) {
     for (size_t i = 0; i < s.ins.size(); ++i)
       k.Alu("mul", in_reg[i], row, s.ins[i].cols * sim::DTypeSize(s.ins[i].t.dt));
-    k.Alu("mul", out_reg, row, s.out_cols * out_es);
+    for (size_t i = 0; i < outs.size(); ++i)
+      k.Alu("mul", out_reg[i], row, outs[i].cols * sim::DTypeSize(outs[i].t.dt));
     k.WaitFlag(kV, kM2, 0);
     for (size_t i = 0; i < s.ins.size(); ++i) {
       int64_t len = s.ins[i].cols * sim::DTypeSize(s.ins[i].t.dt);
@@ -447,7 +479,7 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
     k.WaitFlag(kM3, kV, 1);
     // The row loop: ptr registers walk the rows of this slot.
     for (size_t i = 0; i < s.ins.size(); ++i) k.Alu("add", ptr[i], slot, in_off[i]);
-    k.Alu("add", out_ptr, slot, out_off);
+    for (size_t i = 0; i < outs.size(); ++i) k.Alu("add", out_ptr[i], slot, out_off[i]);
     k.Mov(j, 0);
     std::string loop = k.NewLabel("row");
     k.Label(loop);
@@ -463,25 +495,32 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
         ops.ins.push_back(Ub{ptr[i], 0});
       }
     }
-    ops.out = cout_off >= 0 ? Ub{-1, cout_off} : Ub{out_ptr, 0};
+    for (size_t i = 0; i < outs.size(); ++i) {
+      Ub at = cout_off[i] >= 0 ? Ub{-1, cout_off[i]} : Ub{out_ptr[i], 0};
+      if (i == 0) ops.out = at;
+      else ops.more_outs.push_back(at);
+    }
     ops.temps = temps;
     s.body(k, ops, resident);
-    if (cout_off >= 0) {
-      bool to_int = s.out.dt == sim::DType::kS32;
-      k.Conv(s.out.dt, s.ct, V(Ub{out_ptr, 0}), V(Ub{-1, cout_off}), s.out_cols, to_int ? "trunc" : "");
-    }
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (cout_off[i] >= 0) {
+        bool to_int = outs[i].t.dt == sim::DType::kS32;
+        k.Conv(outs[i].t.dt, s.ct, V(Ub{out_ptr[i], 0}), V(Ub{-1, cout_off[i]}), outs[i].cols, to_int ? "trunc" : "");
+      }
     row_vec = k.vector_cycles() - v0;
     for (size_t i = 0; i < s.ins.size(); ++i) k.Alu("add", ptr[i], ptr[i], pitch[i]);
-    k.Alu("add", out_ptr, out_ptr, out_pitch);
+    for (size_t i = 0; i < outs.size(); ++i) k.Alu("add", out_ptr[i], out_ptr[i], out_pitch[i]);
     k.Alu("add", row, row, 1);
     k.Alu("add", j, j, 1);
     k.Op(absl::StrCat("blt r", j, ", ", n, ", ", loop));
     k.SetFlag(kV, kM2, 0);
     k.SetFlag(kV, kM3, 1);
     k.WaitFlag(kV, kM3, 1);
-    int64_t len = s.out_cols * out_es;
-    if (len == out_pitch) k.CopyOut(s.out.arg, out_reg, 0, Ub{slot, out_off}, n * len);
-    else k.CopyOut(s.out.arg, out_reg, 0, Ub{slot, out_off}, len, n, out_pitch, len);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      int64_t len = outs[i].cols * sim::DTypeSize(outs[i].t.dt);
+      if (len == out_pitch[i]) k.CopyOut(outs[i].t.arg, out_reg[i], 0, Ub{slot, out_off[i]}, n * len);
+      else k.CopyOut(outs[i].t.arg, out_reg[i], 0, Ub{slot, out_off[i]}, len, n, out_pitch[i], len);
+    }
     k.SetFlag(kM3, kV, 1);
   };
   PerBlock(k, blk, blocks, per, last, [&](int64_t count) { TileLoop(k, count, tile, slot, slot_size, emit_tile); });
@@ -491,8 +530,9 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
   KILN_ASSIGN_OR_RETURN(g.program, k.Finish());
   g.block_dim = blocks;
   g.engine = "vector";
-  int64_t row_bytes = s.out_cols * out_es;
+  int64_t row_bytes = 0;
   for (const RowInput& in : s.ins) row_bytes += in.cols * sim::DTypeSize(in.t.dt);
+  for (const RowInput& o : outs) row_bytes += o.cols * sim::DTypeSize(o.t.dt);
   double hbm = static_cast<double>(s.rows * row_bytes) / HbmBytesPerCycle(m);
   double core_dma = static_cast<double>(per * row_bytes) / m.core().mte2_bytes_per_cycle();
   // Each row also costs its loop's scalar instructions (about 4 + inputs).

@@ -69,6 +69,11 @@ void TileLoop(Kasm& k, int64_t count, int64_t tile, int slot, int slot_size,
 // Per-block bodies: blocks 0..blocks-2 run body(per), the last body(last).
 void PerBlock(Kasm& k, int blk, int64_t blocks, int64_t per, int64_t last, const std::function<void(int64_t)>& body);
 
+// dst[0] = reduction ("add", "max", "min") of the n elements at src. The
+// scratch row (n elements, rounded up to whole repeats) is clobbered; src is
+// not. `slot` is a spare 32-byte-aligned element.
+void RowReduce(Kasm& k, const std::string& kind, sim::DType ct, Ub dst, Ub src, int64_t n, Ub scratch, Ub slot);
+
 //===--- Flat kernels -------------------------------------------------------===//
 
 struct FlatTensor {
@@ -85,6 +90,7 @@ struct FlatOperands {
   std::vector<VArg> ins;      // the tile of each input
   std::vector<VArg> scalars;  // a broadcast block per scalar input
   VArg out;                   // where the result goes
+  std::vector<VArg> more_outs;  // where FlatSpec::more_outs go
   std::vector<Ub> temps;      // scratch buffers of a tile each
 };
 
@@ -94,6 +100,11 @@ struct FlatSpec {
   std::vector<FlatTensor> ins;      // read over the same element range as the output
   std::vector<FlatTensor> scalars;  // one element each, loaded once per block
   FlatTensor out;
+  // Further outputs over the same elements (a fused group's extra results);
+  // the body writes them in the compute dtype as it writes `out`.
+  std::vector<FlatTensor> more_outs;
+  // .arg lines after the node's inputs and outputs (a fused body's constants).
+  std::vector<std::string> more_args;
   // The dtype the body computes in; inputs and output of another dtype are
   // converted with vconv (f16/bf16 <-> f32, s32 <-> f32).
   sim::DType ct = sim::DType::kF32;
@@ -119,6 +130,7 @@ struct RowOperands {
   sim::DType ct = sim::DType::kF32;
   std::vector<Ub> ins;   // the row of each row input (ct), `cols` elements
   Ub out;                // the output row (ct), out_cols elements
+  std::vector<Ub> more_outs;  // the rows of RowSpec::more_outs (ct)
   std::vector<Ub> temps; // scratch rows of max(cols, out_cols) elements, plus one 256-byte block each
   int row = -1;          // register: the global row index
 };
@@ -134,6 +146,9 @@ struct RowSpec {
   std::vector<RowInput> ins;  // each row-major [rows, cols_k]
   FlatTensor out;
   int64_t out_cols = 0;
+  // Further outputs, each [rows, cols_k] (a fused group's extra results).
+  std::vector<RowInput> more_outs;
+  std::vector<std::string> more_args;  // as FlatSpec::more_args
   sim::DType ct = sim::DType::kF32;
   int temps = 0;
   // Resident data loaded once per block before the rows (parameters):

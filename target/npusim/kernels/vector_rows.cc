@@ -47,38 +47,6 @@ absl::Status UnusedExtraOutputs(const Node& n) {
   return absl::OkStatus();
 }
 
-// dst[0] = reduction ("add", "max", "min") of the n elements at src. The
-// scratch row (n elements, rounded up to whole repeats) is clobbered; src is
-// not. `slot` is a spare 32-byte-aligned element.
-void RowReduce(Kasm& k, const std::string& kind, DType ct, Ub dst, Ub src, int64_t n, Ub scratch, Ub slot) {
-  int64_t epr = 256 / sim::DTypeSize(ct);
-  int64_t full = n / epr, tail = n % epr;
-  std::string vc = absl::StrCat("vc", kind), vb = absl::StrCat("v", kind);
-  if (full == 0) {
-    k.Reduce(vc, ct, dst, src, 1, tail);
-    return;
-  }
-  Ub a = src;
-  int64_t f = full;
-  if (f > 1) {
-    int64_t h = (f + 1) / 2;
-    k.Vec(vb, ct, V(scratch), {V(src), V(src.Plus(h * 256))}, (f - h) * epr);
-    if (h > f - h) k.Vec("vmov", ct, V(scratch.Plus((f - h) * 256)), {V(src.Plus((f - h) * 256))}, epr);
-    a = scratch;
-    f = h;
-    while (f > 1) {
-      h = (f + 1) / 2;
-      k.Vec(vb, ct, V(scratch), {V(scratch), V(scratch.Plus(h * 256))}, (f - h) * epr);
-      f = h;
-    }
-  }
-  k.Reduce(vc, ct, dst, a, 1, epr);
-  if (tail) {
-    k.Reduce(vc, ct, slot, src.Plus(full * 256), 1, tail);
-    k.Vec(vb, ct, V(dst), {V(dst), V(slot)}, 1);
-  }
-}
-
 // Rows and columns of x when the axes `reduced` are exactly its innermost
 // axes of size > 1; nullopt otherwise.
 std::optional<std::pair<int64_t, int64_t>> InnerSplit(const Dims& x, const std::vector<bool>& reduced) {
@@ -119,6 +87,35 @@ Ub Blk(const RowOperands& o, int t, int64_t row_cols) {
 }
 
 }  // namespace
+
+void RowReduce(Kasm& k, const std::string& kind, DType ct, Ub dst, Ub src, int64_t n, Ub scratch, Ub slot) {
+  int64_t epr = 256 / sim::DTypeSize(ct);
+  int64_t full = n / epr, tail = n % epr;
+  std::string vc = absl::StrCat("vc", kind), vb = absl::StrCat("v", kind);
+  if (full == 0) {
+    k.Reduce(vc, ct, dst, src, 1, tail);
+    return;
+  }
+  Ub a = src;
+  int64_t f = full;
+  if (f > 1) {
+    int64_t h = (f + 1) / 2;
+    k.Vec(vb, ct, V(scratch), {V(src), V(src.Plus(h * 256))}, (f - h) * epr);
+    if (h > f - h) k.Vec("vmov", ct, V(scratch.Plus((f - h) * 256)), {V(src.Plus((f - h) * 256))}, epr);
+    a = scratch;
+    f = h;
+    while (f > 1) {
+      h = (f + 1) / 2;
+      k.Vec(vb, ct, V(scratch), {V(scratch), V(scratch.Plus(h * 256))}, (f - h) * epr);
+      f = h;
+    }
+  }
+  k.Reduce(vc, ct, dst, a, 1, epr);
+  if (tail) {
+    k.Reduce(vc, ct, slot, src.Plus(full * 256), 1, tail);
+    k.Vec(vb, ct, V(dst), {V(dst), V(slot)}, 1);
+  }
+}
 
 bool IsReduceOp(const Node& n) {
   if (!n.domain().empty()) return false;
