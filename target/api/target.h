@@ -92,6 +92,10 @@ inline const char* PrecisionName(Precision p) {
 
 struct CompileOptions {
   Precision precision = Precision::kFp32;
+  // Fusion groups (matrix ops with their epilogues, memory-bound chains):
+  // false runs every op as a kernel of its own (`--fusion=false`), to see
+  // what fusion buys.
+  bool fusion = true;
   // Target-specific settings (`--machine=FILE` for npusim, `--arch=sm_90a` for cuda).
   std::vector<std::pair<std::string, std::string>> settings;
 };

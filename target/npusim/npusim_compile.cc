@@ -598,7 +598,8 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   bool narrowed = false;
   auto keep = [&](Node* n) {
     if (kernels.contains(n)) return true;
-    if (narrow != DType::kF32 && !narrowed && n->domain() == "kiln" && n->op() == "Fused") return false;
+    if (n->domain() == "kiln" && n->op() == "Fused" && (!options.fusion || (narrow != DType::kF32 && !narrowed)))
+      return false;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
     if (!k.ok()) return false;
     kernels[n] = *std::move(k);
@@ -614,7 +615,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // epilogues.
   fusion::PartitionOptions grouping;
   grouping.matrix_member = npusim::CubeTakesGroupMember;
-  FormFusionGroups(g, grouping);
+  if (options.fusion) FormFusionGroups(g, grouping);
   if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
 
   const absl::flat_hash_set<const Value*> c1hwc0 = ChooseC1hwc0(g, machine);

@@ -647,8 +647,9 @@ TEST(NpusimCompile, NarrowKeepsTheCastBeforeAnOpOfAWideValue) {
   int casts = 0;
   for (const Node* n : group->attr("body")->g()->nodes()) {
     casts += n->op() == "Cast";
-    if (n->op() == "Add" || n->op() == "Clip" || n->op() == "Mul")
+    if (n->op() == "Add" || n->op() == "Clip" || n->op() == "Mul") {
       EXPECT_EQ(n->output(0)->type().dtype(), DType::kF32) << n->op();
+    }
   }
   EXPECT_EQ(casts, 2);
   ExpectSimWithinRange(*a, m, {Random({1, 16, 10, 10}, 3), Tensor::FromVector<float>({-0.25f}, {})}, 1e-2);

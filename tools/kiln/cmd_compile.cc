@@ -5,6 +5,7 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
@@ -20,6 +21,8 @@ ABSL_FLAG(std::string, precision, "fp32", "Precision of matrix work: fp32, fp16,
 ABSL_FLAG(bool, explain_placement, false, "Print each node's engine and why, and a summary per engine.");
 ABSL_FLAG(std::string, arch, "", "cuda: the GPU architectures to build for (sm_80, sm_90a; default both).");
 ABSL_FLAG(std::vector<std::string>, plugin, {}, "Target plugin shared libraries to load.");
+ABSL_FLAG(bool, fusion, true,
+          "Form fusion groups (epilogues, memory-bound chains); --fusion=false gives every op its own kernel.");
 
 namespace kiln::cli {
 
@@ -53,6 +56,7 @@ int Compile(const std::vector<std::string>& args) {
   auto precision = ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) return Fail(precision.status());
   options.precision = *precision;
+  options.fusion = absl::GetFlag(FLAGS_fusion);
   if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});
   if (std::string a = absl::GetFlag(FLAGS_arch); !a.empty()) {
     if (target_name != "cuda") return Fail("--arch applies to --target=cuda only");
@@ -62,7 +66,9 @@ int Compile(const std::vector<std::string>& args) {
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
-  if (absl::Status s = RunPipelineFromFlags(*model, (*target)->description().pipeline); !s.ok()) return Fail(s);
+  std::string pipeline = (*target)->description().pipeline;
+  if (!options.fusion) pipeline = absl::StrReplaceAll(pipeline, {{",form-fusion-groups", ""}});
+  if (absl::Status s = RunPipelineFromFlags(*model, pipeline); !s.ok()) return Fail(s);
   if (absl::Status s = VerifyModel(*model); !s.ok())
     return Fail("the optimized graph does not verify: " + std::string(s.message()));
 
@@ -129,6 +135,8 @@ flags:
                           nodes and FLOPs per engine (npusim: each task after
                           code generation, with its tiling, and device memory;
                           cuda: each task, the copies around host tasks)
+  --fusion=false          no fusion groups: every op its own kernel (to see
+                          what fusing epilogues and memory-bound chains buys)
   --plugin=lib.so         load a target plugin first (repeatable as a list)
   --passes, --print-after, --time-passes, --stats, --verify-each,
   --dynamic-batch, --dynamic-dims: as for `kiln opt`

@@ -314,7 +314,10 @@ class Partitioner {
       int p = next.top();
       next.pop();
       const Info& pi = info_[p];
-      if (pi.owner >= 0 || pi.dead || pi.role != Role::kElementwise || !(pi.shape == shape)) continue;
+      if (pi.owner >= 0 || pi.dead || !(pi.shape == shape)) continue;
+      const bool normalization = pi.role == Role::kTerminal && groups_[id].kind == GroupKind::kElementwise &&
+                                 KeepsShape(*nodes_[p]);
+      if (pi.role != Role::kElementwise && !normalization) continue;
       std::vector<int> outside;
       bool others_recompute = !pi.graph_output;  // every other reader could take a copy too
       for (int u : users_[p]) {
@@ -324,7 +327,12 @@ class Partitioner {
         if (r != Role::kElementwise && r != Role::kTerminal) others_recompute = false;
       }
       bool escapes = pi.graph_output || !outside.empty();
-      if (!escapes) {
+      if (normalization) {
+        // The group's one row op, its elementwise members after it its epilogue.
+        if (escapes && ReachedFrom(outside, id)) continue;
+        Own(id, p);
+        groups_[id].kind = GroupKind::kReduction;
+      } else if (!escapes) {
         Own(id, p);
       } else if (IsCheapElementwise(*nodes_[p]) &&
                  RecomputeBeatsRoundTrip(*nodes_[p], NewInputBytes(p, reads), others_recompute)) {
@@ -338,6 +346,16 @@ class Partitioner {
       push_preds(p);
     }
     Finish(id);
+  }
+
+  // A normalization whose one result has its input's shape (Softmax,
+  // LayerNormalization with its statistics unused): elementwise consumers
+  // of its rows may follow it in a group.
+  static bool KeepsShape(const Node& n) {
+    if (!n.input(0) || !n.output(0) || !(n.input(0)->type().shape() == n.output(0)->type().shape())) return false;
+    for (int i = 1; i < n.num_outputs(); ++i)
+      if (n.output(i) && (n.output(i)->has_uses())) return false;
+    return true;
   }
 
   double NewInputBytes(int p, const absl::flat_hash_set<const Value*>& reads) const {

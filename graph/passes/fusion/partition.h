@@ -16,7 +16,11 @@
 //      reduction or normalization not yet grouped starts a group that takes
 //      the elementwise producers iterating over the same shape (the output
 //      of an elementwise node, the data input of a reduction, which then is
-//      the group's last op). A producer whose result nothing else reads joins
+//      the group's last op). A group of elementwise ops may also take one
+//      normalization whose result has its input's shape (Softmax,
+//      LayerNormalization): the ops after it are its epilogue (a Cast of
+//      LayerNorm's output for a narrow GEMM), and the group takes the
+//      normalization's producers in turn. A producer whose result nothing else reads joins
 //      outright (its write and read-back disappear). One that has other users
 //      is duplicated into the group when it is cheap and the cost model says
 //      recomputing it beats the round trip through memory, else joins with

@@ -194,7 +194,9 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
       return absl::UnimplementedError(
           absl::StrCat(s.what, ": the broadcast period ", period, " has no divisor that makes a useful tile"));
   }
-  const auto split = SplitBlocks(s.numel, Cores(req), std::max<int64_t>(grain, 1024), grain);
+  // A block per core down to 1,024 elements, or to one tile of a period
+  // (whose tiles are fixed and may be smaller: each costs a round trip).
+  const auto split = SplitBlocks(s.numel, Cores(req), period > 0 ? grain : std::max<int64_t>(grain, 1024), grain);
   const int64_t blocks = split.first, per = split.second;
   int64_t last = s.numel - (blocks - 1) * per;
   int64_t tile = period > 0 ? grain : std::min<int64_t>({cap, 16384, RoundUp(per, 128)});
