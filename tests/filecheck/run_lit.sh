@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the `// RUN:` lines of one test file, lit-style: %s is the file,
-# %kiln the kiln driver, FileCheck the LLVM FileCheck, not a command that must
-# fail. Every RUN line must succeed. Usage: run_lit.sh FILE KILN FILECHECK
+# %kiln the kiln driver, %t a scratch path of this file's own (removed at the
+# end), FileCheck the LLVM FileCheck, not a command that must fail. Every RUN line must succeed. Usage: run_lit.sh FILE KILN FILECHECK
 set -uo pipefail
 file=$1
 kiln=$2
@@ -11,10 +11,13 @@ if [ ${#runs[@]} -eq 0 ]; then
   echo "run_lit: $file has no RUN line" >&2
   exit 1
 fi
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 status=0
 for cmd in "${runs[@]}"; do
   cmd=${cmd//%s/$file}
   cmd=${cmd//%kiln/$kiln}
+  cmd=${cmd//%t/$scratch/t}
   cmd=${cmd//FileCheck/$filecheck}
   cmd=${cmd//not /$(dirname "$0")/not.sh }
   echo "RUN: $cmd"
