@@ -609,6 +609,10 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   if (narrow != DType::kF32) {
     KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, narrow));
     narrowed = true;
+    // Narrowing changes the dtypes of composites kept whole (a kiln.Gelu
+    // between two GEMMs now reads and writes f16): their kernels are made
+    // again for the types they now have.
+    kernels.clear();
   }
   // What was split back may group anew: an expanded attention's Transpose
   // of K with the MatMul that reads it, narrowed matrix ops with their

@@ -798,6 +798,31 @@ TEST(NpusimCompile, FusedGroupWithoutAVectorFormSplitsBack) {
   ExpectMatchesReference(m, {Random({32, 128}, 1)});
 }
 
+// Narrowing turns a kiln.Gelu between two MatMuls to f16 after the driver
+// first made its kernel for f32: the kernel is made again (a stale one read
+// an f16 buffer as f32, past its end). With fusion off, nothing groups the
+// Gelu into the GEMM.
+TEST(NpusimCompile, NarrowRemakesTheKernelsOfCompositesItNarrows) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({16, 64}));
+  Value* h = g.AddNode("MatMul", {x, g.AddConstant("w1", Random({64, 128}, 1))}, {"h"})->output(0);
+  Value* a = g.AddNode("Gelu", {h}, {"a"}, "kiln")->output(0);
+  g.AddOutput(g.AddNode("MatMul", {a, g.AddConstant("w2", Random({128, 32}, 2))}, {"y"})->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto t = Npusim();
+  target::CompileOptions options;
+  options.precision = target::Precision::kFp16;
+  options.fusion = false;
+  auto art = target::CompileForNpusim(m, *t, options);
+  ASSERT_TRUE(art.ok()) << art.status();
+  auto compiled = CompiledGraph(*art);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ExpectOutputDTypes(*compiled, {"Gelu"}, "f16");
+  EXPECT_EQ(TasksPlanning(*art, "fused"), 0);
+  ExpectSimWithinRange(*art, m, {Random({16, 64}, 3)}, 1e-2);
+}
+
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
   auto a = Compile(Mlp());
   ASSERT_TRUE(a.ok());
