@@ -823,6 +823,24 @@ TEST(NpusimCompile, NarrowRemakesTheKernelsOfCompositesItNarrows) {
   ExpectSimWithinRange(*art, m, {Random({16, 64}, 3)}, 1e-2);
 }
 
+// fp32: a Conv through im2col in GM takes its Relu (FIXP applies it as
+// tiles go out); the second Conv's residual Add and Relu, which that kernel
+// does not take, are left out of its group and run as one vector kernel.
+TEST(NpusimCompile, Fp32ConvTakesItsReluAndLeavesTheResidualToTheVectorUnit) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({1, 16, 12, 12}));
+  g.AddOutput(ResidualBlock(g, x, 16, 16));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->npusim().tasks_size(), 3);
+  EXPECT_EQ(TasksPlanning(*a, "input in GM"), 2);  // "im2col as shifted rows of zero-padded input in GM"
+  EXPECT_EQ(TasksPlanning(*a, "FIXP applies the Relu"), 1);
+  EXPECT_EQ(TasksPlanning(*a, "fused Add, Relu"), 1);
+  ExpectMatchesReference(m, {Random({1, 16, 12, 12}, 3)});
+}
+
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
   auto a = Compile(Mlp());
   ASSERT_TRUE(a.ok());

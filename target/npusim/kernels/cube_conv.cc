@@ -27,6 +27,7 @@
 #include "graph/support/status.h"
 #include "sim/isa/asm.h"
 #include "target/backend/window.h"
+#include "target/npusim/kernels/cube_img2col.h"
 #include "target/npusim/kernels/cube_kasm.h"
 #include "target/npusim/kernels/cube_matmul.h"
 #include "target/npusim/kernels/cube_tiling.h"
@@ -382,13 +383,18 @@ absl::StatusOr<std::vector<int64_t>> Dims(const Value* v) {
 
 }  // namespace
 
-absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Machine& m, int max_blocks) {
+absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& group, const sim::Machine& m, int max_blocks) {
+  // A Conv, or a kiln.Fused group of one whose epilogue is a Relu (FIXP's).
+  KILN_ASSIGN_OR_RETURN(ConvOperands ops, ConvOperandsOf(group));
+  if (!ops.steps.empty())
+    return absl::UnimplementedError("a Conv through im2col in GM takes a Relu epilogue at most");
+  const Node& node = *ops.conv;
   if (node.num_inputs() < 2 || !node.input(0) || !node.input(1))
     return absl::FailedPreconditionError("Conv's X or W is missing");
   const Value* x = node.input(0);
   const Value* w = node.input(1);
   const Value* bias = node.num_inputs() > 2 ? node.input(2) : nullptr;
-  const Value* y = node.output(0);
+  const Value* y = ops.y;
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dx, Dims(x));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dw, Dims(w));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dy, Dims(y));
@@ -466,17 +472,17 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
     return absl::UnimplementedError(absl::StrCat("one input channel's ", g.KH * g.KW, " taps of an output row (",
                                                  g.KH * g.KW * tap_bytes(1), " bytes) do not fit a UB slot"));
 
-  // Arguments: x, w, [bias], y, ws.
+  // Arguments: the launch's (x, w, [bias], y for a Conv; a group's inputs,
+  // output and body constants), then ws.
   std::vector<std::string> lines, names;
-  std::vector<std::pair<const Value*, std::string>> args = {{x, "x"}, {w, "w"}};
-  if (bias) args.push_back({bias, "bias"});
-  args.push_back({y, "y"});
   std::vector<const Value*> values;
-  for (const auto& [v, name] : args) {
+  int a_arg = -1, b_arg = -1, c_arg = -1, y_arg = -1;
+  for (const auto& [v, name] : ops.args) {
     KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(name, *v));
+    (name == "w" ? a_arg : name == "x" ? b_arg : name == "bias" ? c_arg : y_arg) = static_cast<int>(lines.size());
     lines.push_back(line);
     names.push_back(name);
-    values.push_back(v == y ? nullptr : v);
+    values.push_back(name == "y" ? nullptr : v);
   }
   values.push_back(nullptr);  // the workspace
 
@@ -550,11 +556,12 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       s.arg_names = names;
       s.arg_names.push_back("ws");
       s.arg_values = values;
-      s.a_arg = 1;
-      s.b_arg = 0;
-      s.c_arg = bias ? 2 : -1;
-      s.y_arg = bias ? 3 : 2;
+      s.a_arg = a_arg;
+      s.b_arg = b_arg;
+      s.c_arg = c_arg;
+      s.y_arg = y_arg;
       s.c_kind = bias ? GemmSpec::CKind::kCol : GemmSpec::CKind::kNone;
+      s.relu = ops.fixp_relu;
       s.max_blocks = max_blocks;
       GemmSpec::ConvMode cm;
       cm.units = p.units;
@@ -615,6 +622,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
   k.workspace_bytes = ws_bytes;
   k.estimated_cycles = best.tiling.cycles;
   k.fractal_constants = std::move(fractals);
+  k.constant_args = ops.constant_args;
   const CubeTiling& t = best.tiling;
   const std::string kind = g.depthwise ? absl::StrCat(" depthwise (block-diagonal super-groups of ", g.S, " channels)")
                            : g.G > 1   ? absl::StrCat(" group ", g.G)
@@ -627,7 +635,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Ma
       static_cast<int64_t>(s.conv->unit_hbm_bytes * static_cast<double>(p.units) / 2.0),
       " B to it, and the GEMM reads its B there), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.tm, "x", t.tn,
       "x", t.tk, " (K stages of ", t.tk1, "), ", t.blocks, " blocks", t.via_ub ? ", written through UB" : "",
-      s.a_fractal ? ", W as fractals" : "", ", est. ",
+      s.a_fractal ? ", W as fractals" : "", s.relu ? ", FIXP applies the Relu" : "", ", est. ",
       static_cast<int64_t>(t.cycles), " cycles (", t.bound, "-bound)");
   return k;
 }

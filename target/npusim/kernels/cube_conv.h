@@ -16,9 +16,10 @@
 
 namespace kiln::target::npusim {
 
-// A kernel for a Conv node that is not pointwise, or an Unimplemented
-// status that says why the cube does not run it (depthwise convolutions,
-// rank other than 3 or 4, taps too wide for UB).
+// A kernel for a Conv node that is not pointwise, or a kiln.Fused group of
+// one whose epilogue is a Relu (FIXP applies it as the tiles go out), or an
+// Unimplemented status that says why the cube does not run it (a channel
+// multiplier, rank other than 3 or 4, taps too wide for UB, other epilogues).
 absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& node, const sim::Machine& m, int max_blocks);
 
 }  // namespace kiln::target::npusim

@@ -72,7 +72,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
   // whose epilogue is a Relu at most are a batched GEMM; f16/bf16 ones of
   // one group build their im2col rows in L0A from the image in L1 (img2col);
   // the other Convs go through an im2col matrix in global memory (which
-  // takes no epilogue). A Conv with a tensor in NC1HWC0 runs through img2col,
+  // takes a Relu epilogue at most). A Conv with a tensor in NC1HWC0 runs through img2col,
   // pointwise or not.
   if (absl::StatusOr<ConvOperands> conv = ConvOperandsOf(node); conv.ok()) {
     const ConvLayouts layouts{req.x_c1hwc0, req.y_c1hwc0};
@@ -85,8 +85,11 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     }
     if (!absl::IsUnimplemented(spec.status())) return spec.status();
     absl::StatusOr<GeneratedKernel> k = GenerateImg2ColConv(node, *req.machine, req.max_blocks);
-    if (k.ok() || !absl::IsUnimplemented(k.status()) || conv->conv != &node) return k;
-    return GenerateCubeConv(node, *req.machine, req.max_blocks);
+    if (k.ok() || !absl::IsUnimplemented(k.status())) return k;
+    absl::StatusOr<GeneratedKernel> gm = GenerateCubeConv(node, *req.machine, req.max_blocks);
+    // A group neither takes says why img2col does not (the fuller of the two).
+    if (!gm.ok() && conv->conv != &node && absl::IsUnimplemented(gm.status())) return k;
+    return gm;
   }
   if (node.domain() == "kiln" && node.op() == "Fused") {
     std::vector<const Value*> constants;
@@ -106,7 +109,13 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
   auto count = [&](const char* name) {
     return std::count_if(group.begin(), group.end(), [&](const Node* n) { return n->op() == name; });
   };
-  if (anchor == "Conv") return op == "Relu" || op == "Clip" || (op == "Add" && count("Add") == 0);
+  if (anchor == "Conv") {
+    // f32 convolutions (im2col in GM, or a pointwise GEMM) take FIXP's Relu
+    // only; img2col's f16/bf16 ones a Relu, a Clip and a residual Add.
+    const DType dt = group[0]->output(0)->type().dtype();
+    if (dt != DType::kF16 && dt != DType::kBF16) return op == "Relu" && group.size() == 1;
+    return op == "Relu" || op == "Clip" || (op == "Add" && count("Add") == 0);
+  }
   const auto epilogue = group.size() - static_cast<size_t>(count("Transpose")) - 1;  // members after the GEMM
   if (count("Cast") > 0) {  // then only a residual Add of the f32 result, last
     if (op != "Add" || group.back()->op() != "Cast" || count("Relu") > 0 || count("Add") > 1) return false;
