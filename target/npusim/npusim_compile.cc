@@ -655,6 +655,11 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     artifact::Task* task = module->add_tasks();
     task->set_node(n->name().empty() ? (n->num_outputs() ? n->output(0)->name() : n->op()) : n->name());
     task->set_op(n->QualifiedOp());
+    {
+      const Attribute* body = n->domain() == "kiln" && n->op() == "Fused" ? n->attr("body") : nullptr;
+      task->set_nodes(body && body->g() ? static_cast<int>(body->g()->num_nodes()) : 1);
+      task->set_flops(NodeCost(*n).flops);
+    }
     auto use = [&](const Value* v) {
       int b = v->is_constant() ? buffers.Add(v, Buffer::CONSTANT) : buffers.Add(v, Buffer::INTERMEDIATE);
       buffers.Touch(b, t);
@@ -761,19 +766,28 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
 std::string ExplainNpusimTasks(const artifact::Artifact& a) {
   const artifact::NpusimModule& m = a.npusim();
   std::string out;
-  std::map<std::string, std::pair<int, double>> per_engine;
+  struct Sum {
+    int tasks = 0, nodes = 0;
+    double flops = 0, cycles = 0;
+  };
+  std::map<std::string, Sum> per_engine;
+  double total_flops = 0;
   for (const artifact::Task& t : m.tasks()) {
     absl::StrAppend(&out, t.node(), " = ", t.op(), "  ->  ", t.engine(), ": ", t.reason());
     if (!t.plan().empty()) absl::StrAppend(&out, " [", t.plan(), "]");
     absl::StrAppend(&out, "\n");
-    auto& e = per_engine[t.engine()];
-    ++e.first;
-    e.second += t.estimated_cycles();
+    Sum& e = per_engine[t.engine()];
+    ++e.tasks;
+    e.nodes += t.nodes();
+    e.flops += t.flops();
+    e.cycles += t.estimated_cycles();
+    total_flops += t.flops();
   }
   absl::StrAppend(&out, "\ntasks per engine:\n");
   for (const auto& [engine, e] : per_engine)
-    absl::StrAppend(&out, absl::StrFormat("  %-8s %6d tasks", engine, e.first),
-                    e.second > 0 ? absl::StrFormat("  %.0f estimated cycles", e.second) : "", "\n");
+    absl::StrAppend(&out, absl::StrFormat("  %-8s %6d tasks %6d nodes %12.6f GFLOP %6.2f%%", engine, e.tasks, e.nodes,
+                                          e.flops / 1e9, total_flops > 0 ? 100 * e.flops / total_flops : 0.0),
+                    e.cycles > 0 ? absl::StrFormat("  %.0f estimated cycles", e.cycles) : "", "\n");
   absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%)\n",
                                         m.device_bytes(), m.naive_bytes(),
                                         m.naive_bytes() ? 100.0 * m.device_bytes() / m.naive_bytes() : 100.0));

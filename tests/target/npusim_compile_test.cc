@@ -162,6 +162,13 @@ TEST(NpusimCompile, EveryTaskHasAnEngineAndAReason) {
   std::string explain = target::ExplainNpusimTasks(*a);
   EXPECT_NE(explain.find("tasks per engine"), std::string::npos) << explain;
   EXPECT_NE(explain.find("device memory"), std::string::npos) << explain;
+  // The summary counts the graph's nodes (a fused group's members) and
+  // FLOPs per engine: MatMul + Add + Relu one cube task, the Reshape a view.
+  int nodes = 0;
+  for (const auto& t : a->npusim().tasks()) nodes += t.nodes();
+  EXPECT_EQ(nodes, 4);
+  EXPECT_TRUE(absl::StrContains(explain, "cube          1 tasks      3 nodes")) << explain;
+  EXPECT_TRUE(absl::StrContains(explain, "GFLOP 100.00%")) << explain;
 }
 
 TEST(NpusimCompile, ArtifactIsDeterministic) {
