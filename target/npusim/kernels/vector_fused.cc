@@ -29,7 +29,6 @@
 #include <cmath>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -93,15 +92,9 @@ absl::StatusOr<Group> Match(const Node& node, const sim::Machine& m, int64_t cor
   if (g.kernel.body.size() != 1 || g.kernel.body[0]->kind != Stmt::Kind::kLoop ||
       g.kernel.body[0]->loop != Stmt::LoopKind::kGrid)
     return Unfit("the group's tile kernel is not one grid loop");
-  // The view: the shape of a whole-tile argument (every output is one or a column).
+  // The view: [rows, cols], the extents the arguments' 2-D views span.
   for (const tile::TileArg& a : g.args) {
     if (a.shape.size() != 2) return Unfit(absl::StrCat("argument %", a.name, " is not a 2-D view"));
-    if (a.role == tile::TileArg::Role::kOut) {
-      g.rows = std::max(g.rows, a.shape[0]);
-      g.cols = std::max(g.cols, a.shape[1]);
-    }
-  }
-  for (const tile::TileArg& a : g.args) {
     g.rows = std::max(g.rows, a.shape[0]);
     g.cols = std::max(g.cols, a.shape[1]);
   }
@@ -276,7 +269,7 @@ class StepEmitter {
         }
         break;
       }
-      case EwOp::kPow: st = Pow(s, dst, ins, imm, n); break;
+      case EwOp::kPow: st = Pow(dst, ins, imm, n); break;
       case EwOp::kNeg:
         if (!ins[0]) return Unfit("a unary op of a constant");
         k_.Vec("vmuls", kCt, dst, {*ins[0]}, n, -1.0);
@@ -324,9 +317,7 @@ class StepEmitter {
   }
 
   // x ^ c for a constant c: sqrt, rsqrt, square-and-multiply, or exp(c ln x).
-  absl::Status Pow(const Stmt& s, VArg dst, const std::vector<std::optional<VArg>>& ins, const std::vector<double>& imm,
-                   int64_t n) {
-    (void)s;
+  absl::Status Pow(VArg dst, const std::vector<std::optional<VArg>>& ins, const std::vector<double>& imm, int64_t n) {
     if (!ins[0] || ins[1]) return Unfit("Pow with an exponent that is not a constant");
     const double ex = imm[1];
     VArg x = *ins[0], t = V(scratch_);
