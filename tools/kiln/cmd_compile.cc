@@ -1,11 +1,13 @@
 //===- cmd_compile.cc - `kiln compile` and `kiln targets` -----------------===//
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
@@ -67,7 +69,11 @@ int Compile(const std::vector<std::string>& args) {
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
   std::string pipeline = (*target)->description().pipeline;
-  if (!options.fusion) pipeline = absl::StrReplaceAll(pipeline, {{",form-fusion-groups", ""}});
+  if (!options.fusion) {
+    std::vector<std::string> passes = absl::StrSplit(pipeline, ',');
+    passes.erase(std::remove(passes.begin(), passes.end(), "form-fusion-groups"), passes.end());
+    pipeline = absl::StrJoin(passes, ",");
+  }
   if (absl::Status s = RunPipelineFromFlags(*model, pipeline); !s.ok()) return Fail(s);
   if (absl::Status s = VerifyModel(*model); !s.ok())
     return Fail("the optimized graph does not verify: " + std::string(s.message()));

@@ -64,7 +64,6 @@ struct Buffer {
 // The shared lowering's kernel, read back: the view, the buffers and the steps.
 struct Group {
   int64_t rows = 1, cols = 1;
-  std::vector<tile::TileArg> args;
   std::vector<const Value*> values;  // the graph value of each argument
   std::vector<Buffer> buffers;
   std::map<std::string, int> buffer_index;
@@ -88,18 +87,18 @@ absl::StatusOr<Group> Match(const Node& node, const sim::Machine& m, int64_t cor
   f.compute_units = static_cast<int>(cores);
   Group g;
   KILN_ASSIGN_OR_RETURN(g.kernel, tile::LowerVectorNode(node, f, &g.values));
-  g.args = g.kernel.args;
   if (g.kernel.body.size() != 1 || g.kernel.body[0]->kind != Stmt::Kind::kLoop ||
       g.kernel.body[0]->loop != Stmt::LoopKind::kGrid)
     return Unfit("the group's tile kernel is not one grid loop");
   // The view: [rows, cols], the extents the arguments' 2-D views span.
-  for (const tile::TileArg& a : g.args) {
+  const std::vector<tile::TileArg>& args = g.kernel.args;
+  for (const tile::TileArg& a : args) {
     if (a.shape.size() != 2) return Unfit(absl::StrCat("argument %", a.name, " is not a 2-D view"));
     g.rows = std::max(g.rows, a.shape[0]);
     g.cols = std::max(g.cols, a.shape[1]);
   }
   std::map<std::string, int> arg_index;
-  for (size_t i = 0; i < g.args.size(); ++i) arg_index[g.args[i].name] = static_cast<int>(i);
+  for (size_t i = 0; i < args.size(); ++i) arg_index[args[i].name] = static_cast<int>(i);
   for (const auto& s : g.kernel.body[0]->body) {
     switch (s->kind) {
       case Stmt::Kind::kBuffer: {
@@ -107,12 +106,9 @@ absl::StatusOr<Group> Match(const Node& node, const sim::Machine& m, int64_t cor
           return Unfit(absl::StrCat("buffer %", s->buffer, " is not a vector tile"));
         Buffer b;
         b.name = s->buffer;
-        KILN_ASSIGN_OR_RETURN(b.dt, [&]() -> absl::StatusOr<DType> {
-          DType t = IsaDTypeOf(s->dtype);
-          if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16)
-            return Unfit(absl::StrCat("buffer %", s->buffer, " holds ", kiln::DTypeName(s->dtype)));
-          return t;
-        }());
+        b.dt = IsaDTypeOf(s->dtype);
+        if (b.dt != DType::kF32 && b.dt != DType::kF16 && b.dt != DType::kBF16)
+          return Unfit(absl::StrCat("buffer %", s->buffer, " holds ", kiln::DTypeName(s->dtype)));
         g.buffer_index[b.name] = static_cast<int>(g.buffers.size());
         g.buffers.push_back(b);
         break;
@@ -156,7 +152,7 @@ absl::StatusOr<Group> Match(const Node& node, const sim::Machine& m, int64_t cor
     if (s->kind != Stmt::Kind::kBuffer) continue;
     Buffer& b = g.buffers[g.buffer_index[s->buffer]];
     int arg = b.in >= 0 ? b.in : b.out;
-    if (arg >= 0) b.form = FormOfShape(g.args[arg].shape, g.rows, g.cols);
+    if (arg >= 0) b.form = FormOfShape(args[arg].shape, g.rows, g.cols);
     else b.form = FormOfShape({s->shape[0] == br ? g.rows : 1, s->shape[1] == bc ? g.cols : 1}, g.rows, g.cols);
   }
   return g;
@@ -373,9 +369,10 @@ class StepEmitter {
   int64_t n_;
 };
 
-// What the kernel passes for argument `a`: "inI", "outI" or a body constant's name.
+// Each tile argument as the program names it ("inI", "outI" or a body
+// constant's "cI") with its ISA dtype.
 struct ArgNames {
-  std::vector<std::string> name;       // per tile argument
+  std::vector<FlatTensor> tensor;      // per tile argument
   std::vector<const Value*> constants; // GeneratedKernel::constant_args
   std::vector<std::string> lines;      // their .arg lines
 };
@@ -395,7 +392,7 @@ absl::StatusOr<ArgNames> NameArgs(const Node& node, const Group& g) {
       a.lines.push_back(line);
       a.constants.push_back(v);
     }
-    a.name.push_back(name);
+    a.tensor.push_back({name, IsaDTypeOf(g.kernel.args[i].dtype)});
   }
   return a;
 }
@@ -419,13 +416,12 @@ absl::StatusOr<GeneratedKernel> Flat(const KernelRequest& req, const Group& g, c
   for (size_t i = 0; i < g.buffers.size(); ++i) {
     const Buffer& b = g.buffers[i];
     if (b.in >= 0) {
-      FlatTensor t{names.name[b.in], IsaDTypeOf(g.args[b.in].dtype)};
       std::vector<FlatTensor>& to = b.form == Form::kScalar ? s.scalars : s.ins;
       (b.form == Form::kScalar ? scalar_of : in_of)[i] = static_cast<int>(to.size());
-      to.push_back(t);
+      to.push_back(names.tensor[b.in]);
     }
     if (b.out >= 0) {
-      FlatTensor o{names.name[b.out], IsaDTypeOf(g.args[b.out].dtype)};
+      const FlatTensor& o = names.tensor[b.out];
       out_of[i] = static_cast<int>(s.more_outs.size()) + (s.out.arg.empty() ? 0 : 1);
       if (s.out.arg.empty()) s.out = o;
       else s.more_outs.push_back(o);
@@ -477,16 +473,16 @@ absl::StatusOr<GeneratedKernel> Rows(const KernelRequest& req, const Group& g, c
     const int64_t cols_b = Wide(b.form) ? cols : 1;
     if (b.in >= 0 && (b.form == Form::kFull || b.form == Form::kCol)) {
       in_of[i] = static_cast<int>(s.ins.size());
-      s.ins.push_back({{names.name[b.in], IsaDTypeOf(g.args[b.in].dtype)}, cols_b});
+      s.ins.push_back({names.tensor[b.in], cols_b});
     } else if (b.in >= 0) {
       // A broadcast row or scalar: loaded once per block, converted to f32.
       const int64_t len = b.form == Form::kRow ? cols : 1;
       res_of[i] = take(b.form == Form::kRow ? len * 4 : 256);
-      raw_of[i] = take(len * sim::DTypeSize(IsaDTypeOf(g.args[b.in].dtype)));
+      raw_of[i] = take(len * sim::DTypeSize(names.tensor[b.in].dt));
     }
     if (b.out >= 0) {
       if (b.form == Form::kRow || b.form == Form::kScalar) return Unfit("an output broadcast over the rows");
-      RowInput o{{names.name[b.out], IsaDTypeOf(g.args[b.out].dtype)}, cols_b};
+      RowInput o{names.tensor[b.out], cols_b};
       out_of[i] = static_cast<int>(s.more_outs.size()) + (s.out.arg.empty() ? 0 : 1);
       if (s.out.arg.empty()) {
         s.out = o.t;
@@ -509,7 +505,8 @@ absl::StatusOr<GeneratedKernel> Rows(const KernelRequest& req, const Group& g, c
       const Buffer& b = g.buffers[i];
       if (raw_of[i] < 0) continue;
       const int64_t len = b.form == Form::kRow ? cols : 1;
-      k.CopyIn(r.Plus(raw_of[i]), names.name[b.in], -1, 0, len * sim::DTypeSize(IsaDTypeOf(g.args[b.in].dtype)));
+      const FlatTensor& t = names.tensor[b.in];
+      k.CopyIn(r.Plus(raw_of[i]), t.arg, -1, 0, len * sim::DTypeSize(t.dt));
       any = true;
     }
     if (!any) return;
@@ -518,7 +515,7 @@ absl::StatusOr<GeneratedKernel> Rows(const KernelRequest& req, const Group& g, c
     for (size_t i = 0; i < g.buffers.size(); ++i) {
       const Buffer& b = g.buffers[i];
       if (raw_of[i] < 0) continue;
-      const DType dt = IsaDTypeOf(g.args[b.in].dtype);
+      const DType dt = names.tensor[b.in].dt;
       const int64_t len = b.form == Form::kRow ? cols : 1;
       Ub to = b.form == Form::kRow ? r.Plus(res_of[i]) : r.Plus(raw_of[i] + 128);
       if (dt != DType::kF32) k.Conv(DType::kF32, dt, V(to), V(r.Plus(raw_of[i])), len);
