@@ -206,14 +206,17 @@ Value* Graph::NewValue(std::string name, Value::Kind kind) {
   v->prev_ = last_value_;
   (last_value_ ? last_value_->next_ : first_value_) = v;
   last_value_ = v;
-  if (kind == Value::Kind::kConstant) {
-    v->prev_constant_ = last_constant_;
-    (last_constant_ ? last_constant_->next_constant_ : first_constant_) = v;
-    last_constant_ = v;
-    ++num_constants_;
-  }
+  if (kind == Value::Kind::kConstant) LinkConstant(v);
   by_name_[v->name_] = v;
   return v;
+}
+
+// Appends `v` to the list of constants.
+void Graph::LinkConstant(Value* v) {
+  v->prev_constant_ = last_constant_;
+  (last_constant_ ? last_constant_->next_constant_ : first_constant_) = v;
+  last_constant_ = v;
+  ++num_constants_;
 }
 
 // Unlinks `v` from the value list and destroys it (its name stays in
@@ -317,15 +320,27 @@ Node* Graph::AddNode(absl::string_view op, absl::Span<Value* const> inputs, int 
   return AddNode(op, inputs, std::vector<std::string>(num_outputs), domain, before);
 }
 
-void Graph::EraseNode(Node* n) {
+void Graph::EraseNode(Node* n) { EraseNodeKeepingConstants(n, {}); }
+
+void Graph::EraseNodeKeepingConstants(Node* n, absl::Span<const Tensor> data) {
   assert(n->owner_ == this && "erasing a node of another graph");
-  for (Value* o : n->outputs_) {
+  for (size_t i = 0; i < n->outputs_.size(); ++i) {
+    Value* o = n->outputs_[i];
+    if (i < data.size() && data[i].defined()) {
+      o->kind_ = Value::Kind::kConstant;
+      o->producer_ = nullptr;
+      o->producer_index_ = 0;
+      o->type_ = Type::Tensor(data[i].dtype(), Shape::Static(data[i].dims()));
+      o->constant_ = data[i];
+      LinkConstant(o);
+      continue;
+    }
     assert(!o->has_uses() && "erasing a node whose outputs are still used");
     by_name_.erase(o->name_);
     DestroyValue(o);
   }
   n->RemoveTrailingInputs(0);
-  nested_holders_.erase(n);
+  if (!nested_holders_.empty()) nested_holders_.erase(n);
   UnlinkNode(n);
   node_slab_.Delete(n);
 }

@@ -255,6 +255,10 @@ class Graph {
                 absl::string_view domain = "", Node* before = nullptr);
   // Erases a node whose outputs have no uses.
   void EraseNode(Node* n);
+  // Erases `n`, keeping each output i for which data[i] is defined as a
+  // constant holding data[i]: the same value, so its name and uses stay (it
+  // moves to the end of the constants). The other outputs must have no uses.
+  void EraseNodeKeepingConstants(Node* n, absl::Span<const Tensor> data);
   // Erases a constant or input-less value with no uses.
   void EraseValue(Value* v);
   // Moves `n` to just before `before` (or to the end).
@@ -314,6 +318,7 @@ class Graph {
   friend class Node;
   Value* NewValue(std::string name, Value::Kind kind);
   void DestroyValue(Value* v);
+  void LinkConstant(Value* v);
   void LinkNode(Node* n, Node* before);
   void UnlinkNode(Node* n);
   Graph* Root();

@@ -190,7 +190,7 @@ class DeadBranchEliminator {
       if (!CheckTensorMatchesType(empty, out->type(), out->name()).ok()) return false;
       tensors[num_carried + k] = std::move(empty);
     }
-    ReplaceNodeOutputs(g, n, values, tensors, names_);
+    ReplaceNodeOutputs(g, n, values, tensors);
     ++report.loops_removed;
     return true;
   }

@@ -14,9 +14,10 @@
 // fold_max_elements new elements is left alone ("folds-skipped-size"; views
 // such as Identity and Reshape of a constant share its bytes), as is one
 // whose kernel fails or disagrees with the declared type (the executor will
-// report it). A folded constant takes over the output's name. Types of the
-// nodes after a fold are refined on the way when their inputs changed (one
-// inference per such node); the infer-shapes pass does the rest.
+// report it). A folded output becomes a constant in place, keeping its name
+// and uses. Types of the nodes after a fold are refined on the way when
+// their inputs changed (one inference per such node); the infer-shapes pass
+// does the rest.
 //
 //===----------------------------------------------------------------------===//
 #include "graph/passes/fold_constants.h"
@@ -150,7 +151,7 @@ std::optional<Tensor> FoldFromShapes(const Node& n) {
 
 class ConstantFolder {
  public:
-  ConstantFolder(Graph& root, int64_t max_elements) : names_(root), max_elements_(max_elements) {}
+  explicit ConstantFolder(int64_t max_elements) : max_elements_(max_elements) {}
 
   void FoldGraph(Graph& g) {
     // Straight through the list: a fold erases only the node folded.
@@ -254,7 +255,7 @@ class ConstantFolder {
       }
       if (!CheckTensorMatchesType(t, out->type(), out->name()).ok()) return false;
     }
-    std::vector<Value*> repl = ReplaceNodeOutputs(g, n, {}, results, names_);
+    std::vector<Value*> repl = ReplaceNodeOutputs(g, n, {}, results);
     ++report.nodes_removed;
     for (Value* c : repl) {
       if (!c) continue;
@@ -285,7 +286,6 @@ class ConstantFolder {
     }
   }
 
-  NameTable names_;
   int64_t max_elements_;
   // Values whose type or data became known in this run: node outputs whose
   // type was refined, and the constants this run created.
@@ -295,7 +295,7 @@ class ConstantFolder {
 }  // namespace
 
 FoldReport FoldConstants(Graph& g, int64_t max_elements) {
-  ConstantFolder folder(g, max_elements);
+  ConstantFolder folder(max_elements);
   folder.FoldGraph(g);
   folder.EraseUnusedCreated(g);
   return folder.report;

@@ -6,7 +6,7 @@
 // table of every value name of a graph nest (a nested graph may not redefine
 // a name visible from its enclosing graphs, so new names must be unique
 // across the whole nest), and replacing a node's outputs by constants that
-// take over the outputs' names.
+// keep the outputs' names.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -119,19 +119,14 @@ class NameTable {
 };
 
 // Redirects the uses of every output of `n` and erases `n`. Output i goes to
-// `values[i]` when that is non-null, else to a new constant holding
-// `tensors[i]` that takes the output's name (a fresh one when another value
-// of the nest shares it). Outputs without uses need neither. Returns the
-// replacement of each output (null for unused outputs without a value).
+// `values[i]` when that is non-null, else, when it has uses, becomes a
+// constant holding `tensors[i]` (the same value: its name and uses stay).
+// Outputs without uses need neither. Returns the replacement of each output
+// (null for unused outputs without a value).
 inline std::vector<Value*> ReplaceNodeOutputs(Graph& g, Node* n, const std::vector<Value*>& values,
-                                              const std::vector<Tensor>& tensors, NameTable& names) {
-  struct Pending {
-    int index;
-    Value* temp;
-    std::string name;
-  };
+                                              const std::vector<Tensor>& tensors) {
   std::vector<Value*> result(n->num_outputs(), nullptr);
-  std::vector<Pending> pending;
+  std::vector<Tensor> kept(n->num_outputs());
   for (int i = 0; i < n->num_outputs(); ++i) {
     Value* out = n->output(i);
     Value* repl = i < static_cast<int>(values.size()) ? values[i] : nullptr;
@@ -141,20 +136,10 @@ inline std::vector<Value*> ReplaceNodeOutputs(Graph& g, Node* n, const std::vect
       continue;
     }
     if (!out->has_uses() || i >= static_cast<int>(tensors.size()) || !tensors[i].defined()) continue;
-    // The output's name is free only once the node is gone: park the uses
-    // on a temporary constant meanwhile.
-    Value* temp = g.AddConstant(g.UniqueName("fold.tmp"), tensors[i]);
-    out->ReplaceAllUsesWith(temp);
-    pending.push_back({i, temp, out->name()});
+    kept[i] = tensors[i];
+    result[i] = out;
   }
-  g.EraseNode(n);
-  for (Pending& p : pending) {
-    std::string name = names.FreeAgain(g, p.name) ? p.name : names.Fresh(g, p.name);
-    Value* c = g.AddConstant(name, p.temp->constant());
-    p.temp->ReplaceAllUsesWith(c);
-    g.EraseValue(p.temp);
-    result[p.index] = c;
-  }
+  g.EraseNodeKeepingConstants(n, kept);
   return result;
 }
 

@@ -3,7 +3,8 @@
 // Graph::UniqueName never returns a name held anywhere in the nest (nested
 // and sibling graphs included), and NameInUse sees names of nested graphs;
 // use lists stay exact when uses are added, removed and redirected in any
-// order (removal finds a use through the slot its user records). A new
+// order (removal finds a use through the slot its user records), and when
+// a node is erased keeping its folded outputs as constants. A new
 // ScratchMarks starts empty whatever earlier ones marked.
 //
 //===----------------------------------------------------------------------===//
@@ -181,6 +182,38 @@ TEST(GraphUses, StayExactUnderRandomEdits) {
   ExpectUsesExact(g, x);
   ExpectUsesExact(g, y);
   EXPECT_FALSE(last->output(0)->has_uses());
+}
+
+TEST(GraphUses, ErasingANodeKeepsItsFoldedOutputsAsConstants) {
+  Graph g;
+  Value* x = g.AddInput("x", F32({2}));
+  Value* c0 = g.AddConstant("c0", Tensor::Scalar<float>(1.0f));
+  Node* split = g.AddNode("Split", {x}, std::vector<std::string>{"a", "b", "unused"});
+  Value* a = split->output(0);
+  Value* b = split->output(1);
+  a->set_type(Type::Tensor(DType::kF32, Shape()));
+  Node* user = g.AddNode("Add", {a, b}, 1);
+  g.AddOutput(a);
+  size_t values = g.Values().size();
+
+  g.EraseNodeKeepingConstants(split, {Tensor::FromVector<float>({2, 3}, {2}), Tensor::FromVector<float>({4}, {1})});
+  // The same values, now constants after c0, with their names and uses.
+  EXPECT_EQ(g.num_nodes(), 1u);
+  EXPECT_EQ(g.Constants(), (std::vector<Value*>{c0, a, b}));
+  EXPECT_TRUE(a->is_constant());
+  EXPECT_EQ(a->producer(), nullptr);
+  EXPECT_EQ(a->name(), "a");
+  EXPECT_EQ(a->type(), F32({2}));
+  EXPECT_EQ(a->constant().data<float>()[1], 3.0f);
+  EXPECT_EQ(b->type(), F32({1}));
+  EXPECT_EQ(g.Lookup("a"), a);
+  EXPECT_EQ(g.Lookup("unused"), nullptr);
+  EXPECT_EQ(g.Values().size(), values - 1);
+  EXPECT_EQ(user->input(0), a);
+  EXPECT_EQ(g.outputs()[0], a);
+  ExpectUsesExact(g, a);
+  ExpectUsesExact(g, b);
+  EXPECT_TRUE(VerifyGraph(g).ok());
 }
 
 TEST(ScratchMarks, StartEmptyAndHoldWhatWasInserted) {
