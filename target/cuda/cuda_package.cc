@@ -18,6 +18,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/fusion/outline.h"
+#include "graph/passes/simplify.h"
 #include "graph/support/status.h"
 #include "target/backend/memory_plan.h"
 #include "target/backend/tile_lowering.h"
@@ -236,7 +237,12 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     prebuilt.emplace(n, std::move(k));
     return true;
   });
-  if (expanded) KILN_RETURN_IF_ERROR(InferShapes(g));
+  if (expanded) {
+    // What the split-back writes may simplify with its neighbours: the
+    // Transpose of K an attention expands to composes with the head split's.
+    SimplifyGraph(g, nullptr);
+    KILN_RETURN_IF_ERROR(InferShapes(g));
+  }
 
   // Every value the device holds must have a static shape.
   auto check_storable = [&](const Value* v, const Node* user) -> absl::Status {

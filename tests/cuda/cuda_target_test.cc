@@ -348,6 +348,24 @@ TEST(CudaPackage, KernelsReadTheirOwnOperands) {
   EXPECT_EQ(std::set<int>(args.begin(), args.end()).size(), 3u);
 }
 
+// An attention split back into ONNX ops reads K^T through one Transpose:
+// the split-back's transpose of K composes with the head split's.
+TEST(CudaPackage, SplitBackAttentionComposesTheTransposesOfK) {
+  CudaPackage p = ExpectEmulationMatches(R"(graph @main(%q: f32[1,8,2,16], %k: f32[1,8,2,16], %v: f32[1,8,2,16]) {
+  %qh = Transpose(%q) {perm = [0, 2, 1, 3]}
+  %kh = Transpose(%k) {perm = [0, 2, 1, 3]}
+  %vh = Transpose(%v) {perm = [0, 2, 1, 3]}
+  %y = kiln.Attention(%qh, %kh, %vh) {k_transposed = 0, scale = 0.25}
+  return %y
+})",
+                                         {Random(DType::kF32, {1, 8, 2, 16}, 1), Random(DType::kF32, {1, 8, 2, 16}, 2),
+                                          Random(DType::kF32, {1, 8, 2, 16}, 3)},
+                                         1e-5);
+  int transposes = 0;
+  for (const PackageTask& t : p.tasks) transposes += t.op == "Transpose";
+  EXPECT_EQ(transposes, 3) << p.Explain();
+}
+
 // A small CNN: every node on the GPU (convolutions as implicit GEMMs with
 // fused epilogues, a depthwise convolution and the pools as window
 // kernels, a residual add, GlobalAveragePool, Gemm, Softmax), emulated
