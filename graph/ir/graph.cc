@@ -256,10 +256,19 @@ Value* Graph::AddInput(std::string name, Type type) {
   return v;
 }
 
+namespace {
+
+// Gives constant `v` its data and the type of that data.
+void HoldData(Value* v, Tensor data) {
+  v->set_type(Type::Tensor(data.dtype(), Shape::Static(data.dims())));
+  v->set_constant(std::move(data));
+}
+
+}  // namespace
+
 Value* Graph::AddConstant(std::string name, Tensor data) {
   Value* v = NewValue(std::move(name), Value::Kind::kConstant);
-  v->type_ = Type::Tensor(data.dtype(), Shape::Static(data.dims()));
-  v->constant_ = std::move(data);
+  HoldData(v, std::move(data));
   return v;
 }
 
@@ -330,8 +339,7 @@ void Graph::EraseNodeKeepingConstants(Node* n, absl::Span<const Tensor> data) {
       o->kind_ = Value::Kind::kConstant;
       o->producer_ = nullptr;
       o->producer_index_ = 0;
-      o->type_ = Type::Tensor(data[i].dtype(), Shape::Static(data[i].dims()));
-      o->constant_ = data[i];
+      HoldData(o, data[i]);
       LinkConstant(o);
       continue;
     }

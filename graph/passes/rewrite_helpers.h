@@ -58,8 +58,8 @@ inline bool HasNondeterministicOp(const Graph& g) {
 // graphs may reuse names). Names generated through Fresh() are unique across
 // the nest and never handed out twice, even before a value takes them.
 //
-// The table is collected on first use (a pass that only folds, or rewrites
-// nothing, never pays for it), from the nest as it is then: a caller that
+// The table is collected on first use (a pass that rewrites nothing never
+// pays for it), from the nest as it is then: a caller that
 // asks AtMostOne about a value it is about to erase calls Ensure() while the
 // value exists.
 class NameTable {
@@ -72,27 +72,11 @@ class NameTable {
     collected_ = true;
     Collect(*root_);
   }
-  // Whether `name`, held until now by one value of `g` that is gone, may be
-  // given to a new value of `g`: no other value of the nest holds it and
-  // Fresh() did not hand it out. Before the table is collected this asks
-  // the graph nest itself.
-  bool FreeAgain(const Graph& g, const std::string& name) {
-    if (!collected_) return !g.NameInRootNest(name);
-    return AtMostOne(name) && !g.NameInUse(name);
-  }
   // True when no value of the nest other than (possibly) one holds `name`.
   bool AtMostOne(const std::string& name) {
     Ensure();
     auto it = count_.find(name);
     return it == count_.end() || it->second <= 1;
-  }
-  bool Contains(const std::string& name) {
-    Ensure();
-    return count_.contains(name);
-  }
-  void Take(const std::string& name) {
-    Ensure();
-    ++count_[name];
   }
   // A new name from `hint`, unused anywhere in the nest; recorded as taken.
   std::string Fresh(Graph& g, absl::string_view hint) {
