@@ -718,6 +718,17 @@ TEST(NpusimCompile, AttentionReadsKeysTransposed) {
   }
 }
 
+// Infers `m`'s shapes, compiles it, and expects one vector task whose plan
+// holds `plan`.
+void ExpectOneVectorTask(Model& m, absl::string_view plan) {
+  ASSERT_TRUE(InferShapes(*m.graph).ok());
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->npusim().tasks_size(), 1);
+  EXPECT_EQ(a->npusim().tasks(0).engine(), "vector");
+  EXPECT_TRUE(absl::StrContains(a->npusim().tasks(0).plan(), plan)) << a->npusim().tasks(0).plan();
+}
+
 // The optimizer's memory-bound groups run as one vector kernel each, its
 // steps those of the shared tile lowering: SiLU, a residual and a bias row
 // broadcast down the rows (the row form: the row stays resident in UB).
@@ -730,13 +741,7 @@ TEST(NpusimCompile, FusedElementwiseGroupRunsAsOneVectorKernel) {
   Value* silu = g.AddNode("Mul", {x, s}, {"silu"})->output(0);
   Value* res = g.AddNode("Add", {silu, r}, {"res"})->output(0);
   g.AddOutput(g.AddNode("Add", {res, g.AddConstant("bias", Random({256}, 3))}, {"y"})->output(0));
-  ASSERT_TRUE(InferShapes(g).ok());
-  auto a = Compile(m);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_EQ(a->npusim().tasks_size(), 1);
-  EXPECT_EQ(a->npusim().tasks(0).engine(), "vector");
-  EXPECT_TRUE(absl::StrContains(a->npusim().tasks(0).plan(), "fused Sigmoid, Mul, Add, Add (elementwise over [256, 256])"))
-      << a->npusim().tasks(0).plan();
+  ASSERT_NO_FATAL_FAILURE(ExpectOneVectorTask(m, "fused Sigmoid, Mul, Add, Add (elementwise over [256, 256])"));
   ExpectMatchesReference(m, {Random({4, 64, 256}, 1), Random({4, 64, 256}, 2)});
 }
 
@@ -755,12 +760,8 @@ TEST(NpusimCompile, FusedFlatGroupRoundsAtItsCasts) {
   wide->SetAttr("to", Attribute::Int(1));  // FLOAT
   Value* q = g.AddNode("Div", {wide->output(0), g.AddConstant("three", Tensor::Scalar(3.0f))}, {"q"})->output(0);
   g.AddOutput(g.AddNode("Tanh", {q}, {"y"})->output(0));
-  ASSERT_TRUE(InferShapes(g).ok());
-  auto a = Compile(m);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_EQ(a->npusim().tasks_size(), 1);
-  EXPECT_TRUE(absl::StrContains(a->npusim().tasks(0).plan(), "fused Mul, Cast, Cast, Div, Tanh (elementwise over 10240 elements): flat"))
-      << a->npusim().tasks(0).plan();
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectOneVectorTask(m, "fused Mul, Cast, Cast, Div, Tanh (elementwise over 10240 elements): flat"));
   Tensor scale = Tensor::FromVector<float>({1.7f}, {1});
   ExpectMatchesReference(m, {Random({64, 160}, 1), scale});
 }
@@ -778,12 +779,7 @@ TEST(NpusimCompile, FusedAddAndLayerNormWriteBothResults) {
   ln->SetAttr("axis", Attribute::Int(-1));
   g.AddOutput(ln->output(0));
   g.AddOutput(sum);
-  ASSERT_TRUE(InferShapes(g).ok());
-  auto a = Compile(m);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_EQ(a->npusim().tasks_size(), 1);
-  EXPECT_TRUE(absl::StrContains(a->npusim().tasks(0).plan(), "fused Add, LayerNormalization (row reduction over [96, 96])"))
-      << a->npusim().tasks(0).plan();
+  ASSERT_NO_FATAL_FAILURE(ExpectOneVectorTask(m, "fused Add, LayerNormalization (row reduction over [96, 96])"));
   ExpectMatchesReference(m, {Random({2, 48, 96}, 1), Random({2, 48, 96}, 2)});
 }
 
