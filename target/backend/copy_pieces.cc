@@ -57,6 +57,45 @@ bool HasCopyPieces(const Node& n) {
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* s) { return n.op() == s; });
 }
 
+std::optional<CopyPiece> ComposePieces(const CopyPiece& reader, const CopyPiece& writer) {
+  auto plain = [](const CopyPiece& p) { return p.table_dim < 0 && p.index_input < 0; };
+  if (!plain(reader) || !plain(writer) || writer.dst_base != 0) return std::nullopt;
+  const std::vector<int64_t>& box = writer.dims;
+  if (writer.dst_strides != DenseStrides(box)) return std::nullopt;
+  const int64_t total = Numel(box);
+  // The reader's first element, as coordinates of the writer's box.
+  if (reader.src_base < 0 || reader.src_base >= std::max<int64_t>(total, 1)) return std::nullopt;
+  const std::vector<int64_t> row = DenseStrides(box);
+  std::vector<int64_t> lo(box.size()), hi(box.size());
+  for (size_t k = 0, rest = reader.src_base; k < box.size(); ++k) {
+    lo[k] = hi[k] = static_cast<int64_t>(rest) / row[k];
+    rest %= row[k];
+  }
+  CopyPiece out = reader;
+  out.src = writer.src;
+  out.src_base = writer.src_base;
+  for (size_t k = 0; k < box.size(); ++k) out.src_base += lo[k] * writer.src_strides[k];
+  // Each reader stride steps f along the outermost writer dimension k whose
+  // row stride divides it; the coordinates it reaches must stay in box[k].
+  for (size_t e = 0; e < reader.dims.size(); ++e) {
+    const int64_t t = reader.src_strides[e];
+    if (t == 0 || reader.dims[e] == 1) {
+      out.src_strides[e] = 0;
+      continue;
+    }
+    size_t k = 0;
+    while (k < box.size() && !(row[k] <= std::abs(t) && std::abs(t) % row[k] == 0)) ++k;
+    if (k == box.size()) return std::nullopt;
+    const int64_t f = t / row[k];
+    const int64_t reach = (reader.dims[e] - 1) * f;
+    (reach < 0 ? lo[k] : hi[k]) += reach;
+    out.src_strides[e] = f * writer.src_strides[k];
+  }
+  for (size_t k = 0; k < box.size(); ++k)
+    if (lo[k] < 0 || hi[k] >= box[k]) return std::nullopt;
+  return out;
+}
+
 void SimplifyPiece(CopyPiece& p) {
   CopyPiece q = p;
   q.dims.clear();

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,5 +54,14 @@ absl::StatusOr<std::vector<CopyPiece>> CopyPiecesOf(const Node& node);
 // Drops unit dimensions and merges dimensions contiguous on both sides
 // (never a table dimension).
 void SimplifyPiece(CopyPiece& p);
+
+// One piece for two copies in a row: `reader` reads a tensor (or a view
+// of its bytes) that `writer` wrote whole, row-major from its first
+// element; the result moves reader's box straight from writer's source
+// (src and the source side from writer, dst and the destination side from
+// reader). Empty when that is not one box of strides: a table or run-time
+// index on either side, or a reader stride that does not step along one
+// dimension of writer's box without carrying into the next.
+std::optional<CopyPiece> ComposePieces(const CopyPiece& reader, const CopyPiece& writer);
 
 }  // namespace kiln::target

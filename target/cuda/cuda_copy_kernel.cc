@@ -110,13 +110,18 @@ CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::str
   return l;
 }
 
-absl::StatusOr<std::vector<CopyLaunch>> CopyLaunchesOf(const Node& n) {
-  if (!IsCopyOp(n)) return absl::UnimplementedError(absl::StrCat("no copy kernel for ", n.QualifiedOp()));
-  KILN_ASSIGN_OR_RETURN(std::vector<CopyPiece> pieces, CopyPiecesOf(n));
+absl::StatusOr<int64_t> CopyElementBytes(const Node& n) {
   const DType dt = n.output(0)->type().dtype();
   const int64_t es = static_cast<int64_t>(DTypeSize(dt));
   if (dt == DType::kString || es == 0 || es > 8)
     return absl::FailedPreconditionError(absl::StrCat("elements of ", DTypeName(dt), " do not live on the device"));
+  return es;
+}
+
+absl::StatusOr<std::vector<CopyLaunch>> CopyLaunchesOf(const Node& n) {
+  if (!IsCopyOp(n)) return absl::UnimplementedError(absl::StrCat("no copy kernel for ", n.QualifiedOp()));
+  KILN_ASSIGN_OR_RETURN(std::vector<CopyPiece> pieces, CopyPiecesOf(n));
+  KILN_ASSIGN_OR_RETURN(const int64_t es, CopyElementBytes(n));
   std::vector<CopyLaunch> launches;
   for (CopyPiece& p : pieces) {
     if (p.elements() == 0) continue;

@@ -46,6 +46,9 @@ bool IsCopyOp(const Node& node);
 // `element_bytes` bytes.
 CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::string& what);
 
+// The bytes of one element `node` copies, or why the device does not hold them.
+absl::StatusOr<int64_t> CopyElementBytes(const Node& node);
+
 // Every launch of `node`, or an error that says why it has no copy form.
 absl::StatusOr<std::vector<CopyLaunch>> CopyLaunchesOf(const Node& node);
 

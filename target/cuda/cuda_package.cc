@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
@@ -125,6 +127,90 @@ class KernelBuilder {
   const CudaBuildOptions& build_;
   Precision precision_;
   tile::TileCostFigures figures_;
+};
+
+// Copies in a row. A copy whose output only other copies read (directly or
+// through views) need not write it: each reader's piece composes with the
+// piece that wrote it (ComposePieces) and reads the writer's source
+// instead, so the qkv Split of an attention and the Transposes that make
+// its heads are one launch per head tensor, not two.
+class CopyChains {
+ public:
+  // A piece of a copy node and the value it reads.
+  struct Read {
+    CopyPiece piece;
+    const Value* source = nullptr;
+  };
+
+  // `on_device(n)`: n is a copy op that runs as copy kernels.
+  template <typename OnDevice>
+  CopyChains(const Graph& g, OnDevice on_device) {
+    for (const Node* a : g.nodes()) {
+      if (!on_device(*a)) continue;
+      absl::StatusOr<std::vector<CopyPiece>> pieces = CopyPiecesOf(*a);
+      if (!pieces.ok()) continue;
+      std::vector<Read>& reads = reads_[a];
+      for (CopyPiece& p : *pieces) reads.push_back({p, a->input(p.src)});
+    }
+    // In graph order, so that a chain of three composes into the last.
+    absl::flat_hash_set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
+    for (const Node* a : g.nodes())
+      if (reads_.contains(a))
+        for (int j = 0; j < a->num_outputs(); ++j) Absorb(a, j, outputs);
+  }
+
+  // The pieces of copy node `n` (null when it has none).
+  const std::vector<Read>* ReadsOf(const Node* n) const {
+    auto it = reads_.find(n);
+    return it == reads_.end() ? nullptr : &it->second;
+  }
+  // Whether no launch writes `v` (a copy's output, or a view of one).
+  bool Absorbed(const Value* v) const { return absorbed_.contains(v); }
+
+ private:
+  // Composes every read of output j of `a` into its readers when all of
+  // them are copies seen already and all compose.
+  void Absorb(const Node* a, int j, const absl::flat_hash_set<const Value*>& outputs) {
+    const Value* r = a->output(j);
+    const Read* writer = nullptr;
+    for (const Read& w : reads_[a]) {
+      if (w.piece.dst != j) continue;
+      if (writer) return;  // written in parts
+      writer = &w;
+    }
+    std::vector<int64_t> dims = DimsOf(r);
+    if (!writer || !r->has_uses() ||
+        writer->piece.elements() != std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>()))
+      return;
+    std::vector<const Value*> seen = {r};  // r and its views
+    std::vector<std::pair<Read*, CopyPiece>> composed;
+    for (size_t i = 0; i < seen.size(); ++i) {
+      if (outputs.contains(seen[i])) return;
+      for (const Use& u : seen[i]->uses()) {
+        if (!u.user) return;
+        if (IsView(*u.user) && u.index == 0) {
+          seen.push_back(u.user->output(0));
+          continue;
+        }
+        auto it = reads_.find(u.user);
+        if (it == reads_.end()) return;
+        for (Read& x : it->second) {
+          if (x.source != seen[i]) continue;
+          std::optional<CopyPiece> c = ComposePieces(x.piece, writer->piece);
+          if (!c) return;
+          composed.push_back({&x, *c});
+        }
+      }
+    }
+    for (auto& [x, c] : composed) {
+      x->piece = std::move(c);
+      x->source = writer->source;
+    }
+    absorbed_.insert(seen.begin(), seen.end());
+  }
+
+  absl::flat_hash_map<const Node*, std::vector<Read>> reads_;
+  absl::flat_hash_set<const Value*> absorbed_;
 };
 
 // The buffers of a package, one per value that has device storage.
@@ -273,6 +359,10 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     return it->second;
   };
 
+  const CopyChains chains(g, [&](const Node& n) {
+    return IsCopyOp(n) && CopyElementBytes(n).ok() && target.Place(n, options).engine == "simt";
+  });
+
   int node_index = -1;
   for (Node* n : g.nodes()) {
     ++node_index;
@@ -293,6 +383,13 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       return b;
     };
 
+    if (IsView(*n) && chains.Absorbed(n->output(0))) {
+      task.kind = PackageTask::Kind::kView;
+      task.engine = "view";
+      task.reason = "a view that only copies read: they read its source";
+      pkg.tasks.push_back(std::move(task));
+      continue;
+    }
     if (IsView(*n) && buffers.Get(n->output(0)) < 0) {
       KILN_RETURN_IF_ERROR(use(n->input(0)).status());
       buffers.Alias(n->output(0), n->input(0));
@@ -309,38 +406,51 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       return absl::InvalidArgumentError(absl::StrCat("node '", task.node, "' (", task.op, "): ", p.reason));
     std::string engine = p.engine, reason = p.reason;
     bool placed = false;
-    if (engine == "simt" && IsCopyOp(*n)) {
-      absl::StatusOr<std::vector<CopyLaunch>> copies = CopyLaunchesOf(*n);
-      if (copies.ok()) {
-        std::vector<PackageTask::Launch> launches;
-        for (CopyLaunch& c : *copies) {
-          PackageKernel k;
-          k.name = c.function;
-          k.source = c.source;
-          k.copy = true;
-          k.copy_piece = c.piece;
-          k.copy_element_bytes = c.element_bytes;
-          k.variants.push_back(
-              {c.function, 0, {c.blocks, 1, 1}, c.threads, 0});
-          PackageTask::Launch l;
-          l.kernel = add_kernel(std::move(k));
-          KILN_ASSIGN_OR_RETURN(int dst, def(n->output(c.piece.dst)));
-          KILN_ASSIGN_OR_RETURN(int src, use(n->input(c.piece.src)));
-          l.args = {dst, src};
-          if (c.piece.index_input >= 0) {
-            KILN_ASSIGN_OR_RETURN(int index, use(n->input(c.piece.index_input)));
-            l.args.push_back(index);
-          }
-          launches.push_back(std::move(l));
+    if (const std::vector<CopyChains::Read>* reads = chains.ReadsOf(n); reads && engine == "simt") {
+      const int64_t element_bytes = *CopyElementBytes(*n);
+      std::vector<PackageTask::Launch> launches;
+      int absorbed = 0;
+      for (const Value* v : n->outputs()) absorbed += chains.Absorbed(v);
+      for (const CopyChains::Read& r : *reads) {
+        if (r.piece.elements() == 0 || chains.Absorbed(n->output(r.piece.dst))) continue;
+        CopyLaunch c = MakeCopyLaunch(r.piece, element_bytes, n->op());
+        PackageKernel k;
+        k.name = c.function;
+        k.source = c.source;
+        k.copy = true;
+        k.copy_piece = c.piece;
+        k.copy_element_bytes = c.element_bytes;
+        k.variants.push_back({c.function, 0, {c.blocks, 1, 1}, c.threads, 0});
+        PackageTask::Launch l;
+        l.kernel = add_kernel(std::move(k));
+        KILN_ASSIGN_OR_RETURN(int dst, def(n->output(c.piece.dst)));
+        KILN_ASSIGN_OR_RETURN(int src, use(r.source));
+        l.args = {dst, src};
+        if (c.piece.index_input >= 0) {
+          KILN_ASSIGN_OR_RETURN(int index, use(n->input(c.piece.index_input)));
+          l.args.push_back(index);
         }
-        // Outputs no piece writes (empty tensors) still get their buffers.
-        for (const Value* v : n->outputs()) KILN_RETURN_IF_ERROR(def(v).status());
-        task.launches = std::move(launches);
-        task.plan = absl::StrCat(copies->size(), " strided-copy launch", copies->size() == 1 ? "" : "es");
-        placed = true;
-      } else {
-        reason = absl::StrCat("copy kernel: ", copies.status().message());
+        launches.push_back(std::move(l));
       }
+      if (absorbed == n->num_outputs()) {
+        task.kind = PackageTask::Kind::kView;
+        task.engine = "view";
+        task.reason = "only copies read its outputs: they read its input instead";
+        pkg.tasks.push_back(std::move(task));
+        continue;
+      }
+      // Outputs no piece writes (empty tensors) still get their buffers.
+      for (const Value* v : n->outputs())
+        if (!chains.Absorbed(v)) KILN_RETURN_IF_ERROR(def(v).status());
+      task.plan = absl::StrCat(launches.size(), " strided-copy launch", launches.size() == 1 ? "" : "es");
+      if (reads->size() != launches.size() && absorbed > 0)
+        absl::StrAppend(&task.plan, " (", absorbed, " output", absorbed == 1 ? "" : "s",
+                        " composed into the copies that read ", absorbed == 1 ? "it" : "them", ")");
+      task.launches = std::move(launches);
+      placed = true;
+    } else if (engine == "simt" && IsCopyOp(*n)) {
+      // The chains took every copy that has launches; say why this one has none.
+      reason = absl::StrCat("copy kernel: ", CopyLaunchesOf(*n).status().message());
     } else if (engine == "tensorcore" || engine == "simt") {
       absl::StatusOr<NodeKernel> k = absl::UnknownError("");
       if (auto it = prebuilt.find(n); it != prebuilt.end()) k = std::move(it->second);

@@ -366,6 +366,98 @@ TEST(CudaPackage, SplitBackAttentionComposesTheTransposesOfK) {
   EXPECT_EQ(transposes, 3) << p.Explain();
 }
 
+// A piece that reads what another wrote whole composes into one: the
+// head split [2,3,8] -> [2,3,2,4] -> [2,2,3,4] of the middle third of a
+// [2,3,24] projection reads the projection directly.
+TEST(CudaCopyKernel, PiecesInARowCompose) {
+  target::CopyPiece split;  // the second of three [2,3,8] parts of x [2,3,24]
+  split.src = 0;
+  split.dst = 1;
+  split.src_base = 8;
+  split.dims = {2, 3, 8};
+  split.src_strides = {72, 24, 1};
+  split.dst_strides = {24, 8, 1};
+  target::CopyPiece heads;  // Transpose [2,3,2,4] perm [0,2,1,3]
+  heads.dims = {2, 2, 3, 4};
+  heads.src_strides = {24, 4, 8, 1};
+  heads.dst_strides = {24, 12, 4, 1};
+  std::optional<target::CopyPiece> c = target::ComposePieces(heads, split);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->src, 0);
+  EXPECT_EQ(c->src_base, 8);
+  EXPECT_EQ(c->src_strides, (std::vector<int64_t>{72, 4, 24, 1}));
+  EXPECT_EQ(c->dst_strides, heads.dst_strides);
+  // A reader that starts inside the box: a Slice of rows 1..2 of the part.
+  target::CopyPiece rows;
+  rows.dims = {2, 2, 8};
+  rows.src_base = 8;
+  rows.src_strides = {24, 8, 1};
+  rows.dst_strides = {16, 8, 1};
+  c = target::ComposePieces(rows, split);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->src_base, 8 + 24);
+  EXPECT_EQ(c->src_strides, (std::vector<int64_t>{72, 24, 1}));
+  // Steps that carry from one dimension of the box into the next do not.
+  target::CopyPiece carry;
+  carry.dims = {4};
+  carry.src_base = 4;
+  carry.src_strides = {4};
+  carry.dst_strides = {1};
+  EXPECT_FALSE(target::ComposePieces(carry, split).has_value());  // 4, 8, 12, 16 cross rows of 8
+  // Nor do tables, or a writer that leaves gaps.
+  target::CopyPiece table = heads;
+  table.table_dim = 0;
+  table.table = {0, 24};
+  EXPECT_FALSE(target::ComposePieces(table, split).has_value());
+  target::CopyPiece gaps = split;
+  gaps.dst_strides = {48, 8, 1};
+  EXPECT_FALSE(target::ComposePieces(heads, gaps).has_value());
+}
+
+// An attention's qkv Split and the head Transposes after it: each head
+// tensor is one copy from the projection, the Split writes nothing. A part
+// something else also reads is still written.
+TEST(CudaPackage, CopiesInARowComposeIntoOne) {
+  CudaPackage p = ExpectEmulationMatches(R"(graph @main(%x: f32[2,3,24]) {
+  %q, %k, %v = Split(%x) {axis = 2, num_outputs = 3}
+  %s = const i64[4] dense [2, 3, 2, 4]
+  %q4 = Reshape(%q, %s)
+  %k4 = Reshape(%k, %s)
+  %v4 = Reshape(%v, %s)
+  %qh = Transpose(%q4) {perm = [0, 2, 1, 3]}
+  %kt = Transpose(%k4) {perm = [0, 2, 3, 1]}
+  %vh = Transpose(%v4) {perm = [0, 2, 1, 3]}
+  %lo = const i64[1] dense [1]
+  %hi = const i64[1] dense [3]
+  %ax = const i64[1] dense [2]
+  %vs = Slice(%vh, %lo, %hi, %ax)
+  %y = Relu(%qh)
+  %z = Relu(%kt)
+  %w = Relu(%vs)
+  return %y, %z, %w
+})",
+                                         {Random(DType::kF32, {2, 3, 24}, 4)});
+  int copies = 0;
+  for (const PackageTask& t : p.tasks)
+    if (t.engine == "simt" && t.op != "Relu") copies += static_cast<int>(t.launches.size());
+  EXPECT_EQ(copies, 3) << p.Explain();  // Q, K^T and V's rows 1..2, each from %x
+  for (const PackageTask& t : p.tasks)
+    if (t.op == "Split") EXPECT_EQ(t.engine, "view") << p.Explain();
+
+  CudaPackage q = ExpectEmulationMatches(R"(graph @main(%x: f32[2,3,24]) {
+  %q, %k, %v = Split(%x) {axis = 2, num_outputs = 3}
+  %qt = Transpose(%q) {perm = [0, 2, 1]}
+  %y = Relu(%qt)
+  %z = Relu(%k)
+  %w = Relu(%v)
+  %u = Neg(%q)
+  return %y, %z, %w, %u
+})",
+                                         {Random(DType::kF32, {2, 3, 24}, 5)});
+  for (const PackageTask& t : q.tasks)
+    if (t.op == "Split") EXPECT_EQ(t.launches.size(), 3u) << q.Explain();
+}
+
 // A small CNN: every node on the GPU (convolutions as implicit GEMMs with
 // fused epilogues, a depthwise convolution and the pools as window
 // kernels, a residual add, GlobalAveragePool, Gemm, Softmax), emulated
@@ -406,7 +498,11 @@ TEST(CudaPackage, BuffersNeverOverlapWhileLive) {
   std::string kir = "graph @main(%x: f32[8,8]) {\n";
   std::string prev = "%x";
   for (int i = 0; i < 12; ++i) {
-    absl::StrAppend(&kir, "  %t", i, " = Transpose(", prev, ") {perm = [1, 0]}\n");
+    // Relu between the Transposes: a copy that only copies read writes nothing.
+    if (i % 2)
+      absl::StrAppend(&kir, "  %t", i, " = Relu(", prev, ")\n");
+    else
+      absl::StrAppend(&kir, "  %t", i, " = Transpose(", prev, ") {perm = [1, 0]}\n");
     prev = absl::StrCat("%t", i);
   }
   absl::StrAppend(&kir, "  %o = Concat(%t3, ", prev, ") {axis = 0}\n  return %o, %t5\n}");
