@@ -441,8 +441,11 @@ TEST(CudaPackage, CopiesInARowComposeIntoOne) {
   for (const PackageTask& t : p.tasks)
     if (t.engine == "simt" && t.op != "Relu") copies += static_cast<int>(t.launches.size());
   EXPECT_EQ(copies, 3) << p.Explain();  // Q, K^T and V's rows 1..2, each from %x
-  for (const PackageTask& t : p.tasks)
-    if (t.op == "Split") EXPECT_EQ(t.engine, "view") << p.Explain();
+  for (const PackageTask& t : p.tasks) {
+    if (t.op == "Split") {
+      EXPECT_EQ(t.engine, "view") << p.Explain();
+    }
+  }
 
   CudaPackage q = ExpectEmulationMatches(R"(graph @main(%x: f32[2,3,24]) {
   %q, %k, %v = Split(%x) {axis = 2, num_outputs = 3}
@@ -454,8 +457,11 @@ TEST(CudaPackage, CopiesInARowComposeIntoOne) {
   return %y, %z, %w, %u
 })",
                                          {Random(DType::kF32, {2, 3, 24}, 5)});
-  for (const PackageTask& t : q.tasks)
-    if (t.op == "Split") EXPECT_EQ(t.launches.size(), 3u) << q.Explain();
+  for (const PackageTask& t : q.tasks) {
+    if (t.op == "Split") {
+      EXPECT_EQ(t.launches.size(), 3u) << q.Explain();
+    }
+  }
 }
 
 // A small CNN: every node on the GPU (convolutions as implicit GEMMs with
