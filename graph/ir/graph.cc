@@ -260,7 +260,7 @@ namespace {
 
 // Gives constant `v` its data and the type of that data.
 void HoldData(Value* v, Tensor data) {
-  v->set_type(Type::Tensor(data.dtype(), Shape::Static(data.dims())));
+  v->set_type(Type::Of(data));
   v->set_constant(std::move(data));
 }
 

@@ -768,7 +768,7 @@ class Parser {
     *missing = false;
     if (t->dtype() != type.dtype() || t->dims() != type.shape().StaticDims())
       return Fail(at, absl::StrCat("blob \"", hex, "\" holds ",
-                                   PrintType(Type::Tensor(t->dtype(), Shape::Static(t->dims()))),
+                                   PrintType(Type::Of(*t)),
                                    ", declared ", PrintType(type)));
     *out = *t;
     return true;

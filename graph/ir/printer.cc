@@ -614,7 +614,7 @@ class Printer {
       out_ += " elided\n";
       return;
     }
-    AppendType(&out_, Type::Tensor(t.dtype(), Shape::Static(t.dims())));
+    AppendType(&out_, Type::Of(t));
     out_ += " ";
     PrintTensorData(t);
     out_ += "\n";
@@ -710,7 +710,7 @@ class Printer {
       out_ += "undef";
       return;
     }
-    AppendType(&out_, Type::Tensor(t.dtype(), Shape::Static(t.dims())));
+    AppendType(&out_, Type::Of(t));
     out_ += " ";
     PrintTensorData(t);
   }

@@ -1,6 +1,8 @@
 //===- type.cc - Shapes and value types -----------------------------------===//
 #include "graph/ir/type.h"
 
+#include "graph/ir/tensor.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -45,6 +47,8 @@ std::string Shape::ToString() const {
                       }),
                       "]");
 }
+
+Type Type::Of(const kiln::Tensor& data) { return Tensor(data.dtype(), Shape::Static(data.dims())); }
 
 Type Type::Tensor(DType dtype, Shape shape) {
   Type t;

@@ -17,6 +17,8 @@
 
 namespace kiln {
 
+class Tensor;
+
 class Dim {
  public:
   Dim() = default;                                    // unknown
@@ -69,6 +71,8 @@ class Type {
 
   Type() = default;  // kNone: not yet inferred
   static Type Tensor(DType dtype, Shape shape = Shape());
+  // The type of `data`: its dtype and static shape.
+  static Type Of(const kiln::Tensor& data);
   static Type Sequence(Type element);
   static Type Optional(Type element);
 

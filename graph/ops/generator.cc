@@ -130,7 +130,7 @@ absl::Status InferConstant(InferContext& ctx) {
   // Types are known without building the tensor for the list forms.
   auto v = ConstantValue(n);
   if (!v.ok()) return ctx.Error(v.status().message());
-  ctx.set_output(0, Type::Tensor(v->dtype(), Shape::Static(v->dims())));
+  ctx.set_output(0, Type::Of(*v));
   return absl::OkStatus();
 }
 

@@ -241,7 +241,7 @@ class Verifier {
         case Value::Kind::kConstant: {
           const Tensor& t = v->constant();
           if (t.defined()) {
-            Type tt = Type::Tensor(t.dtype(), Shape::Static(t.dims()));
+            Type tt = Type::Of(t);
             if (v->type() != tt)
               Add(absl::StrCat(gl, ": [constant] constant ", vn, " has type ", PrintType(v->type()),
                                " but its data is ", PrintType(tt)));

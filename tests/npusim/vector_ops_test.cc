@@ -57,7 +57,7 @@ std::unique_ptr<OneNode> Make(const std::string& op, const std::vector<Tensor>& 
     if (i < is_const.size() && is_const[i]) {
       vs.push_back(t->g.AddConstant("c" + std::to_string(i), ins[i]));
     } else {
-      Value* v = t->g.AddInput("x" + std::to_string(i), Type::Tensor(ins[i].dtype(), Shape::Static(ins[i].dims())));
+      Value* v = t->g.AddInput("x" + std::to_string(i), Type::Of(ins[i]));
       t->feeds[v] = ins[i];
       vs.push_back(v);
     }

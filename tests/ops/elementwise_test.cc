@@ -49,7 +49,7 @@ struct OneOp {
         vs.push_back(nullptr);
         continue;
       }
-      vs.push_back(g.AddInput(g.UniqueName("x"), Type::Tensor(t.dtype(), Shape::Static(t.dims()))));
+      vs.push_back(g.AddInput(g.UniqueName("x"), Type::Of(t)));
       feeds.push_back(t);
     }
     node = g.AddNode(op, vs, outputs);

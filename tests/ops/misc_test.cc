@@ -16,7 +16,6 @@ namespace {
 Type F32(std::vector<Dim> dims) { return Type::Tensor(DType::kF32, Shape(std::move(dims))); }
 Tensor F32s(std::vector<float> v, Dims dims) { return Tensor::FromVector<float>(v, std::move(dims)); }
 Tensor I64s(std::vector<int64_t> v) { return Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())}); }
-Type TypeOf(const Tensor& t) { return Type::Tensor(t.dtype(), Shape::Static(t.dims())); }
 
 std::vector<float> Floats(const Tensor& t) {
   std::vector<float> v;
@@ -49,7 +48,7 @@ struct Op {
       } else if (constant) {
         ins.push_back(g.AddConstant(g.UniqueName("c"), *t));
       } else {
-        ins.push_back(g.AddInput(g.UniqueName("in"), TypeOf(*t)));
+        ins.push_back(g.AddInput(g.UniqueName("in"), Type::Of(*t)));
         feeds.push_back(*t);
       }
     }

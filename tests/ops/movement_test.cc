@@ -50,7 +50,7 @@ struct OneOp {
       } else if (a.constant) {
         ins.push_back(g.AddConstant(g.UniqueName("c"), a.t));
       } else {
-        ins.push_back(g.AddInput(absl::StrCat("in", i), Type::Tensor(a.t.dtype(), Shape::Static(a.t.dims()))));
+        ins.push_back(g.AddInput(absl::StrCat("in", i), Type::Of(a.t)));
         feeds.push_back(a.t);
       }
     }
