@@ -194,12 +194,18 @@ class CopyChains {
         }
         auto it = reads_.find(u.user);
         if (it == reads_.end()) return;
+        // Indices a Gather reads at run time are an operand, not a source.
+        for (const Read& x : it->second)
+          if (x.piece.index_input == u.index) return;
+        bool read = false;
         for (Read& x : it->second) {
           if (x.source != seen[i]) continue;
           std::optional<CopyPiece> c = ComposePieces(x.piece, writer->piece);
           if (!c) return;
           composed.push_back({&x, *c});
+          read = true;
         }
+        if (!read) return;  // an operand no piece moves (a shape, say): keep it written
       }
     }
     for (auto& [x, c] : composed) {

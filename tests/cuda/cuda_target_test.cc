@@ -462,6 +462,23 @@ TEST(CudaPackage, CopiesInARowComposeIntoOne) {
       EXPECT_EQ(t.launches.size(), 3u) << q.Explain();
     }
   }
+
+  // Indices a Gather reads at run time are not a copy's source: the
+  // Transpose that makes them still writes them.
+  Tensor ids(DType::kI64, {3, 2});
+  const int64_t values[] = {0, 4, 2, 1, 3, 3};
+  for (int i = 0; i < 6; ++i) ids.data<int64_t>()[i] = values[i];
+  CudaPackage r = ExpectEmulationMatches(R"(graph @main(%table: f32[5,4], %ids: i64[3,2]) {
+  %it = Transpose(%ids) {perm = [1, 0]}
+  %y = Gather(%table, %it) {axis = 0}
+  return %y
+})",
+                                         {Random(DType::kF32, {5, 4}, 6), ids});
+  for (const PackageTask& t : r.tasks) {
+    if (t.op == "Transpose") {
+      EXPECT_EQ(t.launches.size(), 1u) << r.Explain();
+    }
+  }
 }
 
 // A small CNN: every node on the GPU (convolutions as implicit GEMMs with
