@@ -397,6 +397,18 @@ TEST(CudaCopyKernel, PiecesInARowCompose) {
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->src_base, 8 + 24);
   EXPECT_EQ(c->src_strides, (std::vector<int64_t>{72, 24, 1}));
+  // A reader that walks backwards (Slice with step -1 along the last axis).
+  target::CopyPiece reversed;
+  reversed.dims = {2, 3, 8};
+  reversed.src_base = 7;
+  reversed.src_strides = {24, 8, -1};
+  reversed.dst_strides = {24, 8, 1};
+  c = target::ComposePieces(reversed, split);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->src_base, 8 + 7);
+  EXPECT_EQ(c->src_strides, (std::vector<int64_t>{72, 24, -1}));
+  reversed.src_base = 6;  // would step before the start of its row
+  EXPECT_FALSE(target::ComposePieces(reversed, split).has_value());
   // Steps that carry from one dimension of the box into the next do not.
   target::CopyPiece carry;
   carry.dims = {4};
