@@ -475,6 +475,24 @@ TEST(CudaPackage, CopiesInARowComposeIntoOne) {
     }
   }
 
+  // A chain of three (Transpose, Slice, Transpose) is one copy.
+  CudaPackage chain = ExpectEmulationMatches(R"(graph @main(%x: f32[4,6,5]) {
+  %a = Transpose(%x) {perm = [2, 0, 1]}
+  %lo = const i64[2] dense [1, 4]
+  %hi = const i64[2] dense [3, 0]
+  %ax = const i64[2] dense [1, 2]
+  %st = const i64[2] dense [1, -2]
+  %b = Slice(%a, %lo, %hi, %ax, %st)
+  %c = Transpose(%b) {perm = [1, 2, 0]}
+  %y = Relu(%c)
+  return %y
+})",
+                                             {Random(DType::kF32, {4, 6, 5}, 7)});
+  int chain_copies = 0;
+  for (const PackageTask& t : chain.tasks)
+    if (t.op != "Relu") chain_copies += static_cast<int>(t.launches.size());
+  EXPECT_EQ(chain_copies, 1) << chain.Explain();
+
   // Indices a Gather reads at run time are not a copy's source: the
   // Transpose that makes them still writes them.
   Tensor ids(DType::kI64, {3, 2});
