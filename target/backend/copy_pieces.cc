@@ -61,14 +61,14 @@ std::optional<CopyPiece> ComposePieces(const CopyPiece& reader, const CopyPiece&
   auto plain = [](const CopyPiece& p) { return p.table_dim < 0 && p.index_input < 0; };
   if (!plain(reader) || !plain(writer) || writer.dst_base != 0) return std::nullopt;
   const std::vector<int64_t>& box = writer.dims;
-  if (writer.dst_strides != DenseStrides(box)) return std::nullopt;
-  const int64_t total = Numel(box);
-  // The reader's first element, as coordinates of the writer's box.
-  if (reader.src_base < 0 || reader.src_base >= std::max<int64_t>(total, 1)) return std::nullopt;
   const std::vector<int64_t> row = DenseStrides(box);
+  if (writer.dst_strides != row) return std::nullopt;
+  // The reader's first element, as coordinates of the writer's box.
+  if (reader.src_base < 0 || reader.src_base >= std::max<int64_t>(Numel(box), 1)) return std::nullopt;
   std::vector<int64_t> lo(box.size()), hi(box.size());
-  for (size_t k = 0, rest = reader.src_base; k < box.size(); ++k) {
-    lo[k] = hi[k] = static_cast<int64_t>(rest) / row[k];
+  int64_t rest = reader.src_base;
+  for (size_t k = 0; k < box.size(); ++k) {
+    lo[k] = hi[k] = rest / row[k];
     rest %= row[k];
   }
   CopyPiece out = reader;

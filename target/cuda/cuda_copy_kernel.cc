@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "graph/support/status.h"
 
 namespace kiln::target::cuda {
 namespace {
@@ -116,18 +115,6 @@ absl::StatusOr<int64_t> CopyElementBytes(const Node& n) {
   if (dt == DType::kString || es == 0 || es > 8)
     return absl::FailedPreconditionError(absl::StrCat("elements of ", DTypeName(dt), " do not live on the device"));
   return es;
-}
-
-absl::StatusOr<std::vector<CopyLaunch>> CopyLaunchesOf(const Node& n) {
-  if (!IsCopyOp(n)) return absl::UnimplementedError(absl::StrCat("no copy kernel for ", n.QualifiedOp()));
-  KILN_ASSIGN_OR_RETURN(std::vector<CopyPiece> pieces, CopyPiecesOf(n));
-  KILN_ASSIGN_OR_RETURN(const int64_t es, CopyElementBytes(n));
-  std::vector<CopyLaunch> launches;
-  for (CopyPiece& p : pieces) {
-    if (p.elements() == 0) continue;
-    launches.push_back(MakeCopyLaunch(std::move(p), es, n.op()));
-  }
-  return launches;
 }
 
 }  // namespace kiln::target::cuda

@@ -37,8 +37,8 @@ struct CopyLaunch {
   int64_t threads = 256;
 };
 
-// True for the ops CopyLaunchesOf takes (not every instance: Slice needs
-// constant starts): those with copy pieces (target/backend/copy_pieces.h)
+// True for the ops that run as copy kernels (not every instance: Slice
+// needs constant starts): those with copy pieces (target/backend/copy_pieces.h)
 // but the reshapes, which are views on the GPU.
 bool IsCopyOp(const Node& node);
 
@@ -48,9 +48,6 @@ CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::str
 
 // The bytes of one element `node` copies, or why the device does not hold them.
 absl::StatusOr<int64_t> CopyElementBytes(const Node& node);
-
-// Every launch of `node`, or an error that says why it has no copy form.
-absl::StatusOr<std::vector<CopyLaunch>> CopyLaunchesOf(const Node& node);
 
 // A stable 64-bit FNV-1a hash (the same on every build and machine).
 uint64_t StableHash(const std::string& bytes);

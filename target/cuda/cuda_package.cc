@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <set>
 
@@ -173,15 +172,12 @@ class CopyChains {
   void Absorb(const Node* a, int j, const absl::flat_hash_set<const Value*>& outputs) {
     const Value* r = a->output(j);
     const Read* writer = nullptr;
-    for (const Read& w : reads_[a]) {
+    for (const Read& w : reads_.at(a)) {
       if (w.piece.dst != j) continue;
       if (writer) return;  // written in parts
       writer = &w;
     }
-    std::vector<int64_t> dims = DimsOf(r);
-    if (!writer || !r->has_uses() ||
-        writer->piece.elements() != std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>()))
-      return;
+    if (!writer || !r->has_uses() || writer->piece.elements() != r->type().shape().NumElements()) return;
     std::vector<const Value*> seen = {r};  // r and its views
     std::vector<std::pair<Read*, CopyPiece>> composed;
     for (size_t i = 0; i < seen.size(); ++i) {
@@ -389,21 +385,22 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       return b;
     };
 
-    if (IsView(*n) && chains.Absorbed(n->output(0))) {
+    // A task where nothing runs.
+    auto add_view = [&](const char* reason) {
       task.kind = PackageTask::Kind::kView;
       task.engine = "view";
-      task.reason = "a view that only copies read: they read its source";
+      task.reason = reason;
       pkg.tasks.push_back(std::move(task));
+    };
+    if (IsView(*n) && chains.Absorbed(n->output(0))) {
+      add_view("a view that only copies read: they read its source");
       continue;
     }
     if (IsView(*n) && buffers.Get(n->output(0)) < 0) {
       KILN_RETURN_IF_ERROR(use(n->input(0)).status());
       buffers.Alias(n->output(0), n->input(0));
       buffers.Touch(buffers.Get(n->output(0)), t);
-      task.kind = PackageTask::Kind::kView;
-      task.engine = "view";
-      task.reason = "a view of its input's bytes: nothing moves";
-      pkg.tasks.push_back(std::move(task));
+      add_view("a view of its input's bytes: nothing moves");
       continue;
     }
 
@@ -412,7 +409,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       return absl::InvalidArgumentError(absl::StrCat("node '", task.node, "' (", task.op, "): ", p.reason));
     std::string engine = p.engine, reason = p.reason;
     bool placed = false;
-    if (const std::vector<CopyChains::Read>* reads = chains.ReadsOf(n); reads && engine == "simt") {
+    if (const std::vector<CopyChains::Read>* reads = chains.ReadsOf(n)) {  // a copy on the device
       const int64_t element_bytes = *CopyElementBytes(*n);
       std::vector<PackageTask::Launch> launches;
       int absorbed = 0;
@@ -439,24 +436,24 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
         launches.push_back(std::move(l));
       }
       if (absorbed == n->num_outputs()) {
-        task.kind = PackageTask::Kind::kView;
-        task.engine = "view";
-        task.reason = "only copies read its outputs: they read its input instead";
-        pkg.tasks.push_back(std::move(task));
+        add_view("only copies read its outputs: they read its input instead");
         continue;
       }
       // Outputs no piece writes (empty tensors) still get their buffers.
       for (const Value* v : n->outputs())
         if (!chains.Absorbed(v)) KILN_RETURN_IF_ERROR(def(v).status());
       task.plan = absl::StrCat(launches.size(), " strided-copy launch", launches.size() == 1 ? "" : "es");
-      if (reads->size() != launches.size() && absorbed > 0)
+      if (absorbed > 0)
         absl::StrAppend(&task.plan, " (", absorbed, " output", absorbed == 1 ? "" : "s",
                         " composed into the copies that read ", absorbed == 1 ? "it" : "them", ")");
       task.launches = std::move(launches);
       placed = true;
     } else if (engine == "simt" && IsCopyOp(*n)) {
-      // The chains took every copy that has launches; say why this one has none.
-      reason = absl::StrCat("copy kernel: ", CopyLaunchesOf(*n).status().message());
+      // The chains took every copy that has launches: this one has no
+      // pieces, or elements the device does not hold.
+      absl::Status why = CopyPiecesOf(*n).status();
+      if (why.ok()) why = CopyElementBytes(*n).status();
+      reason = absl::StrCat("copy kernel: ", why.message());
     } else if (engine == "tensorcore" || engine == "simt") {
       absl::StatusOr<NodeKernel> k = absl::UnknownError("");
       if (auto it = prebuilt.find(n); it != prebuilt.end()) k = std::move(it->second);
