@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace kiln {
@@ -17,6 +19,17 @@ namespace kiln {
 namespace {
 
 bool SameUse(const Use& a, const Use& b) { return a.user == b.user && a.index == b.index && a.graph == b.graph; }
+
+// The one copy of a domain name that every node of that domain points to.
+// The names are few and live as long as the process.
+const std::string& InternedDomain(absl::string_view domain) {
+  static const std::string* const kEmpty = new std::string();
+  if (domain.empty()) return *kEmpty;
+  static std::mutex mu;
+  static auto* names = new absl::node_hash_set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  return *names->emplace(domain).first;
+}
 
 }  // namespace
 
@@ -71,7 +84,7 @@ void Value::ReplaceAllUsesWith(Value* other) {
 //===----------------------------------------------------------------------===//
 
 std::string Node::QualifiedOp() const {
-  return domain_.empty() ? op_ : absl::StrCat(domain_, ".", op_);
+  return domain_->empty() ? op_ : absl::StrCat(*domain_, ".", op_);
 }
 
 void Node::SetInput(int i, Value* v) {
@@ -311,7 +324,7 @@ Node* Graph::AddNode(absl::string_view op, absl::Span<Value* const> inputs,
   assert((!before || before->owner_ == this) && "inserting before a node of another graph");
   Node* raw = node_slab_.New();
   raw->op_ = std::string(op);
-  raw->domain_ = std::string(domain);
+  raw->domain_ = &InternedDomain(domain);
   raw->owner_ = this;
   LinkNode(raw, before);
   for (Value* v : inputs) raw->AddInput(v);
@@ -447,7 +460,7 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
     for (Value* v : n->inputs_) ins.push_back(remap(v));
     std::vector<std::string> names;
     for (Value* o : n->outputs_) names.push_back(o->name_);
-    Node* c = g->AddNode(n->op_, std::move(ins), std::move(names), n->domain_);
+    Node* c = g->AddNode(n->op_, std::move(ins), std::move(names), *n->domain_);
     c->name_ = n->name_;
     for (const auto& [k, a] : n->attrs_) c->SetAttr(k, a.Clone(g.get()));
     for (size_t i = 0; i < n->outputs_.size(); ++i) {

@@ -99,7 +99,7 @@ struct Use {
   Graph* graph = nullptr;
 };
 
-class Value {
+class alignas(64) Value {
  public:
   enum class Kind : uint8_t { kInput, kConstant, kNodeOutput };
 
@@ -130,23 +130,24 @@ class Value {
   friend class Graph;
   friend class Node;
   friend class ScratchMarks;
-  // What walks over values and uses read comes first (one cache line).
-  // Neighbours in the owner's list of values (creation order).
-  Value* prev_ = nullptr;
-  Value* next_ = nullptr;
+  // What walks over values read comes first: the type and kind, then the
+  // producer and the uses (a slot is line-aligned).
+  Type type_;
   Kind kind_ = Kind::kInput;
   int producer_index_ = 0;
   Node* producer_ = nullptr;
   Graph* owner_ = nullptr;
   // Most values have one use: it is stored in the value itself.
   absl::InlinedVector<Use, 1> uses_;
+  // Neighbours in the owner's list of values (creation order).
+  Value* prev_ = nullptr;
+  Value* next_ = nullptr;
   // Neighbours in the owner's list of constants (creation order), so that
   // walks over constants skip every other value.
   Value* prev_constant_ = nullptr;
   Value* next_constant_ = nullptr;
   // The stamp of the last ScratchMarks that marked this value.
   mutable uint64_t mark_ = 0;
-  Type type_;
   // Never changes once the value exists: the owner's name table refers to it.
   std::string name_;
   Tensor constant_;
@@ -157,10 +158,10 @@ class Value {
   static uint32_t& UseSlot(const Use& u);
 };
 
-class Node {
+class alignas(64) Node {
  public:
   const std::string& op() const { return op_; }
-  const std::string& domain() const { return domain_; }
+  const std::string& domain() const { return *domain_; }
   // "Conv", or "com.microsoft.FusedMatMul" for another domain.
   std::string QualifiedOp() const;
   const std::string& name() const { return name_; }
@@ -191,6 +192,9 @@ class Node {
   std::vector<float> GetFloats(absl::string_view name, std::vector<float> dflt = {}) const;
   // Subgraphs held by attributes, in attribute-name order.
   std::vector<Graph*> subgraphs() const;
+  // False when no attribute of this node was ever given a graph (it holds
+  // no subgraph): a cheaper test than subgraphs().empty().
+  bool may_hold_graphs() const { return holds_graphs_; }
 
   // Neighbours in the owner's node list (null at its ends): a walk that
   // erases the node it stands on reads next() first.
@@ -201,23 +205,25 @@ class Node {
   friend class Graph;
   friend class Value;
   friend class ScratchMarks;
-  // What walks over nodes read comes first (the first two cache lines).
+  // What walks over nodes read comes first: the first two cache lines hold
+  // the links, the op, the operands and results (a slot is line-aligned).
   // Neighbours in the owner's node list (execution order).
   Node* prev_ = nullptr;
   Node* next_ = nullptr;
   std::string op_;
   Graph* owner_ = nullptr;
-  // Whether an attribute was ever given graphs (subgraphs() is empty if not).
-  bool holds_graphs_ = false;
   // The stamp of the last ScratchMarks that marked this node.
   mutable uint64_t mark_ = 0;
   // Operands and results are stored in the node itself up to the counts
   // nearly every op has, so a walk reads no other heap block for them.
   absl::InlinedVector<Value*, 3> inputs_;
   absl::InlinedVector<Value*, 2> outputs_;
-  std::string domain_;
+  // Interned: the domains are few, and most nodes have the empty one.
+  const std::string* domain_ = nullptr;
   // use_slots_[i]: where this node's use of inputs_[i] sits in its uses().
   absl::InlinedVector<uint32_t, 4> use_slots_;
+  // Whether an attribute was ever given graphs (subgraphs() is empty if not).
+  bool holds_graphs_ = false;
   std::map<std::string, Attribute> attrs_;
   std::string name_;
 };

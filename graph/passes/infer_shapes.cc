@@ -76,6 +76,7 @@ void Restore(const TypeSnapshot& snap) {
 }
 
 Graph* BodyOf(const Node& n) {
+  if (!n.may_hold_graphs()) return nullptr;
   const Attribute* a = n.attr("body");
   return a && a->kind() == AttrKind::kGraph ? a->g() : nullptr;
 }
