@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "graph/ir/dtype.h"
 
 namespace kiln {
@@ -21,22 +22,28 @@ class Tensor;
 
 class Dim {
  public:
-  Dim() = default;                                    // unknown
-  Dim(int64_t v) : value_(v) {}                       // static (v >= 0)
-  static Dim Symbol(std::string name) { Dim d; d.symbol_ = std::move(name); return d; }
+  Dim() = default;                                      // unknown
+  Dim(int64_t v) : value_(v >= 0 ? v : kUnknown) {}     // static (v >= 0); negative: unknown
+  // A named extent; the empty name is unknown.
+  static Dim Symbol(absl::string_view name);
 
   bool is_static() const { return value_ >= 0; }
-  bool is_symbolic() const { return value_ < 0 && !symbol_.empty(); }
-  bool is_unknown() const { return value_ < 0 && symbol_.empty(); }
-  int64_t value() const { return value_; }
-  const std::string& symbol() const { return symbol_; }
+  bool is_symbolic() const { return value_ < kUnknown; }
+  bool is_unknown() const { return value_ == kUnknown; }
+  // The extent, or -1 when not static.
+  int64_t value() const { return value_ >= 0 ? value_ : kUnknown; }
+  // The name of a symbolic dim ("" otherwise).
+  const std::string& symbol() const;
 
-  bool operator==(const Dim& o) const { return value_ == o.value_ && symbol_ == o.symbol_; }
+  bool operator==(const Dim& o) const { return value_ == o.value_; }
   std::string ToString() const;  // "7", "batch", "?"
 
  private:
-  int64_t value_ = -1;
-  std::string symbol_;
+  static constexpr int64_t kUnknown = -1;
+  // >= 0: static; -1: unknown; -2 - k: the k-th symbol name of the process
+  // (names are interned, so equal names are equal dims and a dim is one
+  // word).
+  int64_t value_ = kUnknown;
 };
 
 class Shape {
