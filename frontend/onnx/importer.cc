@@ -35,7 +35,7 @@ absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& t) {
         dt = *d;
       }
       if (!tt.has_shape()) return Type::Tensor(dt, Shape());
-      std::vector<Dim> dims;
+      DimVector dims;
       for (const auto& d : tt.shape().dim()) {
         if (d.has_dim_value()) {
           if (d.dim_value() < 0) return InvalidArgument("negative dimension ", d.dim_value());

@@ -467,7 +467,7 @@ class Parser {
       *out = Type::Tensor(*dt, Shape());
       return true;
     }
-    std::vector<Dim> dims;
+    DimVector dims;
     while (!tok_.IsPunct("]")) {
       if (tok_.IsPunct("?")) {
         dims.push_back(Dim());

@@ -55,7 +55,7 @@ std::string Dim::ToString() const {
 }
 
 Shape Shape::Static(const std::vector<int64_t>& dims) {
-  std::vector<Dim> d(dims.begin(), dims.end());
+  DimVector d(dims.begin(), dims.end());
   return Shape(std::move(d));
 }
 

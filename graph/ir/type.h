@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "graph/ir/dtype.h"
 
@@ -46,17 +48,22 @@ class Dim {
   int64_t value_ = kUnknown;
 };
 
+// The dims of a shape, held in the shape itself up to rank 4 (nearly every
+// tensor), so a type is read and copied without touching the heap.
+using DimVector = absl::InlinedVector<Dim, 4>;
+
 class Shape {
  public:
   Shape() = default;  // unranked
-  Shape(std::vector<Dim> dims) : ranked_(true), dims_(std::move(dims)) {}
+  Shape(DimVector dims) : ranked_(true), dims_(std::move(dims)) {}
+  Shape(std::initializer_list<Dim> dims) : ranked_(true), dims_(dims) {}
   static Shape Static(const std::vector<int64_t>& dims);
-  static Shape Scalar() { return Shape(std::vector<Dim>{}); }
+  static Shape Scalar() { return Shape(DimVector{}); }
 
   bool ranked() const { return ranked_; }
   int rank() const { return static_cast<int>(dims_.size()); }
-  const std::vector<Dim>& dims() const { return dims_; }
-  std::vector<Dim>& dims() { return dims_; }
+  const DimVector& dims() const { return dims_; }
+  DimVector& dims() { return dims_; }
   const Dim& operator[](int i) const { return dims_[i]; }
   bool is_static() const;
   // Requires is_static().
@@ -69,7 +76,7 @@ class Shape {
 
  private:
   bool ranked_ = false;
-  std::vector<Dim> dims_;
+  DimVector dims_;
 };
 
 class Type {

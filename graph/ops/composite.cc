@@ -121,7 +121,7 @@ OpCost GeluCost(const Node& n) {
 //===--- Attention --------------------------------------------------------===//
 
 // Leading (batch) dims of a shape of rank >= 2.
-Shape BatchOf(const Shape& s) { return Shape(std::vector<Dim>(s.dims().begin(), s.dims().end() - 2)); }
+Shape BatchOf(const Shape& s) { return Shape(DimVector(s.dims().begin(), s.dims().end() - 2)); }
 
 absl::Status CheckSame(const InferContext& ctx, const char* what, const Dim& a, const Dim& b) {
   if (a.is_static() && b.is_static() && a.value() != b.value())
@@ -168,7 +168,7 @@ absl::Status InferAttention(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckSame(ctx, "head sizes of Q and K", dq, dk));
   auto batch = BroadcastShapes(BatchOf(q), BatchOf(k));
   if (!batch.ok()) return ctx.Error("batch dims of Q and K: ", batch.status().message());
-  std::vector<Dim> sd = batch->dims();
+  DimVector sd = batch->dims();
   sd.push_back(q[q.rank() - 2]);
   sd.push_back(sk);
   Shape scores(std::move(sd));
@@ -180,7 +180,7 @@ absl::Status InferAttention(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckSame(ctx, "key lengths of the scores and V", scores[scores.rank() - 1], v[v.rank() - 2]));
   auto ob = BroadcastShapes(BatchOf(scores), BatchOf(v));
   if (!ob.ok()) return ctx.Error("batch dims of the scores and V: ", ob.status().message());
-  std::vector<Dim> od = ob->dims();
+  DimVector od = ob->dims();
   od.push_back(scores[scores.rank() - 2]);
   od.push_back(v[v.rank() - 1]);
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(od))));

@@ -50,7 +50,7 @@ Type JoinTypes(const Type& a, const Type& b) {
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
   if (!sa.ranked() || !sb.ranked() || sa.rank() != sb.rank()) return Type::Tensor(dt, Shape());
-  std::vector<Dim> dims;
+  DimVector dims;
   for (int i = 0; i < sa.rank(); ++i) dims.push_back(sa[i] == sb[i] ? sa[i] : Dim());
   return Type::Tensor(dt, Shape(std::move(dims)));
 }
@@ -59,7 +59,7 @@ Type JoinTypes(const Type& a, const Type& b) {
 Type InsertDim(const Type& t, int axis, Dim d) {
   if (!t.is_tensor()) return t;
   if (!t.shape().ranked()) return Type::Tensor(t.dtype(), Shape());
-  std::vector<Dim> dims = t.shape().dims();
+  DimVector dims = t.shape().dims();
   dims.insert(dims.begin() + axis, d);
   return Type::Tensor(t.dtype(), Shape(std::move(dims)));
 }
@@ -68,7 +68,7 @@ Type InsertDim(const Type& t, int axis, Dim d) {
 Type RemoveDim(const Type& t, int axis) {
   if (!t.is_tensor()) return t;
   if (!t.shape().ranked() || axis >= t.shape().rank()) return Type::Tensor(t.dtype(), Shape());
-  std::vector<Dim> dims = t.shape().dims();
+  DimVector dims = t.shape().dims();
   dims.erase(dims.begin() + axis);
   return Type::Tensor(t.dtype(), Shape(std::move(dims)));
 }

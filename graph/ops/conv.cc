@@ -510,8 +510,8 @@ std::optional<std::vector<int64_t>> KernelFromWeights(const Shape* w, int nsp) {
 }
 
 // Output spatial dims for a possibly partial input shape (rank already checked).
-absl::StatusOr<std::vector<Dim>> InferWindowDims(const InferContext& ctx, WindowAttrs& a, const Shape& x) {
-  std::vector<Dim> out;
+absl::StatusOr<DimVector> InferWindowDims(const InferContext& ctx, WindowAttrs& a, const Shape& x) {
+  DimVector out;
   for (int d = 0; d < a.nsp; ++d) {
     const Dim& in = x[d + 2];
     if (!in.is_static() || a.kernel.empty()) {
@@ -557,8 +557,8 @@ absl::Status InferConvLike(InferContext& ctx, int w_input, DType out_dtype) {
   WindowAttrs a;
   absl::Status st = ReadWindowAttrs(ctx.node(), nsp, kw ? &*kw : nullptr, false, a);
   if (!st.ok()) return ctx.Error(st.message());
-  KILN_ASSIGN_OR_RETURN(std::vector<Dim> sp, InferWindowDims(ctx, a, *x));
-  std::vector<Dim> dims = {(*x)[0], w ? (*w)[0] : Dim()};
+  KILN_ASSIGN_OR_RETURN(DimVector sp, InferWindowDims(ctx, a, *x));
+  DimVector dims = {(*x)[0], w ? (*w)[0] : Dim()};
   dims.insert(dims.end(), sp.begin(), sp.end());
   ctx.set_output(0, Type::Tensor(out_dtype, Shape(std::move(dims))));
   return absl::OkStatus();
@@ -736,7 +736,7 @@ absl::Status InferConvTranspose(InferContext& ctx) {
   absl::Status st = ReadWindowAttrs(ctx.node(), nsp, kw ? &*kw : nullptr, false, a);
   if (!st.ok()) return ctx.Error(st.message());
   Dim m = (w && (*w)[1].is_static()) ? Dim((*w)[1].value() * group) : Dim();
-  std::vector<Dim> dims = {(*x)[0], m};
+  DimVector dims = {(*x)[0], m};
   bool static_in = !a.kernel.empty();
   Dims in(nsp);
   for (int d = 0; d < nsp; ++d) {
@@ -1034,8 +1034,8 @@ absl::Status InferPool(InferContext& ctx) {
     WindowAttrs a;
     absl::Status st = ReadWindowAttrs(ctx.node(), x->rank() - 2, nullptr, true, a);
     if (!st.ok()) return ctx.Error(st.message());
-    KILN_ASSIGN_OR_RETURN(std::vector<Dim> sp, InferWindowDims(ctx, a, *x));
-    std::vector<Dim> dims = {(*x)[0], (*x)[1]};
+    KILN_ASSIGN_OR_RETURN(DimVector sp, InferWindowDims(ctx, a, *x));
+    DimVector dims = {(*x)[0], (*x)[1]};
     dims.insert(dims.end(), sp.begin(), sp.end());
     out = Shape(std::move(dims));
   }
@@ -1212,7 +1212,7 @@ absl::Status InferGlobalPool(InferContext& ctx) {
   Shape out;
   if (x) {
     KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, *x, 0));
-    std::vector<Dim> dims = {(*x)[0], (*x)[1]};
+    DimVector dims = {(*x)[0], (*x)[1]};
     for (int d = 2; d < x->rank(); ++d) dims.push_back(Dim(1));
     out = Shape(std::move(dims));
   }
@@ -1296,7 +1296,7 @@ absl::Status InferMaxUnpool(InferContext& ctx) {
       ctx.set_output(0, Type::Tensor(dt, Shape::Static(v)));
       return absl::OkStatus();
     }
-    std::vector<Dim> dims(x ? x->rank() : 0);
+    DimVector dims(x ? x->rank() : 0);
     ctx.set_output(0, Type::Tensor(dt, x ? Shape(dims) : Shape()));
     return absl::OkStatus();
   }
@@ -1308,7 +1308,7 @@ absl::Status InferMaxUnpool(InferContext& ctx) {
   WindowAttrs a;
   absl::Status st = ReadWindowAttrs(ctx.node(), x->rank() - 2, nullptr, true, a);
   if (!st.ok()) return ctx.Error(st.message());
-  std::vector<Dim> dims = {(*x)[0], (*x)[1]};
+  DimVector dims = {(*x)[0], (*x)[1]};
   for (int d = 0; d < a.nsp; ++d) {
     const Dim& in = (*x)[d + 2];
     if (!in.is_static()) {

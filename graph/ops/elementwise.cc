@@ -1128,7 +1128,7 @@ void AppendUnitDims(Node* node, int index, int count) {
   Node* unsq = g.AddNode("Unsqueeze", {v, axes_v}, 1, "", node);
   const Type& t = v->type();
   if (t.is_tensor() && t.shape().ranked()) {
-    std::vector<Dim> dims = t.shape().dims();
+    DimVector dims = t.shape().dims();
     dims.insert(dims.end(), count, Dim(1));
     unsq->output(0)->set_type(Type::Tensor(t.dtype(), Shape(std::move(dims))));
   }

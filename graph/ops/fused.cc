@@ -70,7 +70,7 @@ Type JoinTypes(const Type& a, const Type& b) {
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
   if (!sa.ranked() || !sb.ranked() || sa.rank() != sb.rank()) return Type::Tensor(dt, Shape());
-  std::vector<Dim> dims;
+  DimVector dims;
   for (int i = 0; i < sa.rank(); ++i) dims.push_back(sa[i] == sb[i] ? sa[i] : Dim());
   return Type::Tensor(dt, Shape(std::move(dims)));
 }

@@ -168,7 +168,7 @@ absl::Status InferConstantOfShape(InferContext& ctx) {
   Shape out;
   const Type& t = ctx.input_type(0);
   if (t.is_tensor() && t.shape().ranked() && t.shape().rank() == 1 && t.shape()[0].is_static())
-    out = Shape(std::vector<Dim>(t.shape()[0].value()));
+    out = Shape(DimVector(t.shape()[0].value()));
   ctx.set_output(0, Type::Tensor(dt, out));
   return absl::OkStatus();
 }
@@ -323,7 +323,7 @@ absl::Status InferOneHot(InferContext& ctx) {
   int64_t a = ctx.node().GetInt("axis", -1);
   if (a < -rank || a >= rank) return ctx.Error("axis ", a, " is out of range for rank ", rank);
   int axis = static_cast<int>(a < 0 ? a + rank : a);
-  std::vector<Dim> out = it.shape().dims();
+  DimVector out = it.shape().dims();
   out.insert(out.begin() + axis, depth);
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(out))));
   return absl::OkStatus();

@@ -36,7 +36,7 @@ absl::StatusOr<std::vector<int>> NormalizeAxes(const std::vector<int64_t>& axes,
 absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
   if (!a.ranked() || !b.ranked()) return Shape();
   int rank = std::max(a.rank(), b.rank());
-  std::vector<Dim> out(rank);
+  DimVector out(rank);
   for (int i = 0; i < rank; ++i) {
     int ia = i - (rank - a.rank()), ib = i - (rank - b.rank());
     Dim da = ia >= 0 ? a[ia] : Dim(1);

@@ -207,17 +207,17 @@ absl::Status InferMatMulShape(InferContext& ctx, const Shape& a, const Shape& b,
   *out = Shape();
   if (!a.ranked() || !b.ranked()) return absl::OkStatus();
   if (a.rank() == 0 || b.rank() == 0) return ctx.Error("matmul operands must have rank >= 1");
-  std::vector<Dim> da = a.dims(), db = b.dims();
+  DimVector da = a.dims(), db = b.dims();
   if (da.size() == 1) da.insert(da.begin(), Dim(1));
   if (db.size() == 1) db.push_back(Dim(1));
   const Dim& ka = da.back();
   const Dim& kb = db[db.size() - 2];
   if (ka.is_static() && kb.is_static() && ka.value() != kb.value())
     return ctx.Error("inner dims differ: A has ", ka.value(), ", B has ", kb.value());
-  Shape ba(std::vector<Dim>(da.begin(), da.end() - 2)), bb(std::vector<Dim>(db.begin(), db.end() - 2));
+  Shape ba(DimVector(da.begin(), da.end() - 2)), bb(DimVector(db.begin(), db.end() - 2));
   auto batch = BroadcastShapes(ba, bb);
   if (!batch.ok()) return ctx.Error(batch.status().message());
-  std::vector<Dim> dims = batch->dims();
+  DimVector dims = batch->dims();
   if (a.rank() > 1) dims.push_back(da[da.size() - 2]);
   if (b.rank() > 1) dims.push_back(db.back());
   *out = Shape(std::move(dims));
@@ -323,7 +323,7 @@ absl::Status InferGemm(InferContext& ctx) {
         return ctx.Error("C does not broadcast to the output");
     }
     // A static C dim that is not 1 tells an unknown output dim.
-    std::vector<Dim> od = out.dims();
+    DimVector od = out.dims();
     for (int i = 0; i < cs.rank(); ++i) {
       const Dim& d = cs[i];
       Dim& o = od[i + 2 - cs.rank()];
@@ -732,7 +732,7 @@ absl::Status InferEinsum(InferContext& ctx) {
     ctx.set_output(0, Type::Tensor(dt, Shape()));
     return absl::OkStatus();
   }
-  std::vector<Dim> dims;
+  DimVector dims;
   for (int l : OutputLabels(eq->output, ell)) {
     auto it = label_dim.find(l);
     dims.push_back(it == label_dim.end() ? Dim() : it->second);
@@ -945,7 +945,7 @@ absl::Status InferDet(InferContext& ctx) {
   const Dim& b = s[s.rank() - 1];
   if (a.is_static() && b.is_static() && a.value() != b.value())
     return ctx.Error("matrices must be square, got ", a.value(), "x", b.value());
-  ctx.set_output(0, Type::Tensor(x.dtype(), Shape(std::vector<Dim>(s.dims().begin(), s.dims().end() - 2))));
+  ctx.set_output(0, Type::Tensor(x.dtype(), Shape(DimVector(s.dims().begin(), s.dims().end() - 2))));
   return absl::OkStatus();
 }
 

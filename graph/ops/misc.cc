@@ -428,10 +428,10 @@ absl::Status InferResizeFrom(InferContext& ctx, const ResizeParams& p, int roi_i
       ctx.set_output(0, Type::Tensor(x.dtype(), Shape()));
       return absl::OkStatus();
     }
-    ctx.set_output(0, Type::Tensor(x.dtype(), Shape(std::vector<Dim>(rank))));
+    ctx.set_output(0, Type::Tensor(x.dtype(), Shape(DimVector(rank))));
     return absl::OkStatus();
   }
-  std::vector<Dim> out(rank);
+  DimVector out(rank);
   if (sizes) {
     if (sizes->numel() != rank) return ctx.Error("sizes has ", sizes->numel(), " values but the input has rank ", rank);
     std::vector<int64_t> s = ToInt64Vector(*sizes);
@@ -587,7 +587,7 @@ absl::Status InferTopK(InferContext& ctx) {
   int rank = x.shape().rank();
   auto axis = NormalizeAxis(ctx.node().GetInt("axis", -1), rank);
   if (!axis.ok() || rank == 0) return ctx.Error("axis ", ctx.node().GetInt("axis", -1), " is out of range for rank ", rank);
-  std::vector<Dim> dims = x.shape().dims();
+  DimVector dims = x.shape().dims();
   Dim k;
   if (const Tensor* kv = ctx.const_input(1)) {
     if (kv->numel() != 1) return ctx.Error("K must have one element");
@@ -855,7 +855,7 @@ absl::Status InferUnique(InferContext& ctx) {
     auto axis = NormalizeAxis(n.GetInt("axis", 0), x.shape().rank());
     if (!axis.ok() || x.shape().rank() == 0)
       return ctx.Error("axis ", n.GetInt("axis", 0), " is out of range for rank ", x.shape().rank());
-    std::vector<Dim> dims = x.shape().dims();
+    DimVector dims = x.shape().dims();
     Dim along = dims[*axis];
     dims[*axis] = Dim();
     ctx.set_output(0, Type::Tensor(x.dtype(), Shape(dims)));
@@ -1506,7 +1506,7 @@ absl::Status InferDFT(InferContext& ctx) {
   if (last.is_static() && last.value() != 1 && last.value() != 2)
     return ctx.Error("the last dim must be 1 (real) or 2 (complex), got ", last.value());
   bool onesided = ctx.node().GetInt("onesided", 0) != 0;
-  std::vector<Dim> dims = x.shape().dims();
+  DimVector dims = x.shape().dims();
   Dim n = dims[axis];
   if (ctx.num_inputs() > 1 && ctx.has_input(1)) {
     const Tensor* len = ctx.const_input(1);

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <limits>
 #include <climits>
 #include <cstring>
 #include <numeric>
@@ -249,13 +250,13 @@ absl::Status InferTranspose(InferContext& ctx) {
   const Shape* s = RankedShape(ctx, 0);
   if (!s) {
     Shape out;
-    if (ctx.node().has_attr("perm")) out = Shape(std::vector<Dim>(ctx.node().GetInts("perm").size()));
+    if (ctx.node().has_attr("perm")) out = Shape(DimVector(ctx.node().GetInts("perm").size()));
     ctx.set_output(0, Type::Tensor(dt, out));
     return absl::OkStatus();
   }
   auto perm = PermFor(ctx.node(), s->rank());
   if (!perm.ok()) return ctx.Error(perm.status().message());
-  std::vector<Dim> out;
+  DimVector out;
   for (int p : *perm) out.push_back((*s)[p]);
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(out))));
   return absl::OkStatus();
@@ -303,7 +304,7 @@ absl::Status InferConcat(InferContext& ctx) {
   int64_t a = ctx.node().GetInt("axis", 0);
   if (a < -rank || a >= rank) return ctx.Error("axis ", a, " is out of range for rank ", rank);
   int axis = static_cast<int>(a < 0 ? a + rank : a);
-  std::vector<Dim> out(rank);
+  DimVector out(rank);
   bool sum_known = true;
   int64_t sum = 0;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -407,7 +408,7 @@ absl::Status InferSplit(InferContext& ctx) {
   if (a < -rank || a >= rank) return ctx.Error("axis ", a, " is out of range for rank ", rank);
   int axis = static_cast<int>(a < 0 ? a + rank : a);
   const Dim& d = (*s)[axis];
-  std::vector<Dim> parts(n);
+  DimVector parts(n);
   if (ctx.has_input(1)) {
     if (auto split = ConstInts(ctx, 1)) {
       if (static_cast<int>(split->size()) != n)
@@ -429,7 +430,7 @@ absl::Status InferSplit(InferContext& ctx) {
     parts[0] = d;
   }
   for (int i = 0; i < n; ++i) {
-    std::vector<Dim> dims = s->dims();
+    DimVector dims = s->dims();
     dims[axis] = parts[i];
     ctx.set_output(i, Type::Tensor(dt, Shape(std::move(dims))));
   }
@@ -568,7 +569,7 @@ absl::Status InferSlice(InferContext& ctx) {
   bool known = starts && ends;
   if (ctx.has_input(3)) known = known && (axes = ConstInts(ctx, 3)).has_value();
   if (ctx.has_input(4)) known = known && (steps = ConstInts(ctx, 4)).has_value();
-  std::vector<Dim> out = s->dims();
+  DimVector out = s->dims();
   if (!known) {
     // Which axes are sliced is known only from constant axes.
     if (ctx.has_input(3) && ctx.const_input(3)) {
@@ -659,7 +660,7 @@ absl::Status InferGather(InferContext& ctx) {
   int64_t a = ctx.node().GetInt("axis", 0);
   if (a < -rank || a >= rank) return ctx.Error("axis ", a, " is out of range for rank ", rank);
   int axis = static_cast<int>(a < 0 ? a + rank : a);
-  std::vector<Dim> out(s->dims().begin(), s->dims().begin() + axis);
+  DimVector out(s->dims().begin(), s->dims().begin() + axis);
   out.insert(out.end(), ind->dims().begin(), ind->dims().end());
   out.insert(out.end(), s->dims().begin() + axis + 1, s->dims().end());
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(out))));
@@ -876,7 +877,7 @@ absl::Status InferGatherND(InferContext& ctx) {
   for (int i = 0; i < b; ++i)
     if ((*s)[i].is_static() && (*ind)[i].is_static() && (*s)[i].value() != (*ind)[i].value())
       return ctx.Error("batch dim ", i, " differs between data and indices");
-  std::vector<Dim> out(ind->dims().begin(), ind->dims().end() - 1);
+  DimVector out(ind->dims().begin(), ind->dims().end() - 1);
   out.insert(out.end(), s->dims().begin() + b + k, s->dims().end());
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(out))));
   return absl::OkStatus();
@@ -1030,7 +1031,7 @@ absl::Status InferPad(InferContext& ctx) {
     ctx.set_output(0, Type::Tensor(dt));
     return absl::OkStatus();
   }
-  std::vector<Dim> out = s->dims();
+  DimVector out = s->dims();
   auto pads = ctx.has_input(1) ? ConstInts(ctx, 1) : std::optional<std::vector<int64_t>>();
   if (!pads) {
     for (Dim& d : out) d = Dim();
@@ -1120,7 +1121,7 @@ absl::Status InferTile(InferContext& ctx) {
     ctx.set_output(0, Type::Tensor(dt));
     return absl::OkStatus();
   }
-  std::vector<Dim> out = s->dims();
+  DimVector out = s->dims();
   auto reps = ctx.has_input(1) ? ConstInts(ctx, 1) : std::nullopt;
   if (!reps) {
     for (Dim& d : out)
@@ -1131,6 +1132,8 @@ absl::Status InferTile(InferContext& ctx) {
     for (int d = 0; d < s->rank(); ++d) {
       int64_t r = (*reps)[d];
       if (r < 0) return ctx.Error("repeats has a negative entry ", r);
+      if (out[d].is_static() && r > 0 && out[d].value() > std::numeric_limits<int64_t>::max() / r)
+        return ctx.Error("dimension ", d, " (", out[d].value(), " x ", r, " repeats) overflows 64 bits");
       if (out[d].is_static()) out[d] = Dim(out[d].value() * r);
       else if (r == 0) out[d] = Dim(0);
       else if (r != 1) out[d] = Dim();
@@ -1173,11 +1176,11 @@ absl::Status InferDepthSpace(InferContext& ctx, bool to_space) {
   }
   const Shape* s = RankedShape(ctx, 0);
   if (!s) {
-    ctx.set_output(0, Type::Tensor(dt, Shape(std::vector<Dim>(4))));
+    ctx.set_output(0, Type::Tensor(dt, Shape(DimVector(4))));
     return absl::OkStatus();
   }
   if (s->rank() != 4) return ctx.Error("input 0 has rank ", s->rank(), ", expected 4");
-  std::vector<Dim> out = s->dims();
+  DimVector out = s->dims();
   const Dim& c = out[1];
   if (to_space) {
     if (c.is_static()) {
@@ -1277,7 +1280,7 @@ absl::Status InferCompress(InferContext& ctx) {
   int rank = s->rank();
   int64_t a = ctx.node().GetInt("axis", 0);
   if (a < -rank || a >= rank) return ctx.Error("axis ", a, " is out of range for rank ", rank);
-  std::vector<Dim> out = s->dims();
+  DimVector out = s->dims();
   out[a < 0 ? a + rank : a] = selected;
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(out))));
   return absl::OkStatus();

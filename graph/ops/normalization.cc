@@ -503,7 +503,7 @@ absl::Status InferLayerNorm(InferContext& ctx) {
     int64_t axis_attr = ctx.node().GetInt("axis", -1);
     auto axis = NormalizeAxis(axis_attr, r);
     if (!axis.ok() || r == 0) return ctx.Error("axis ", axis_attr, " is out of range for rank ", r);
-    std::vector<Dim> d;
+    DimVector d;
     for (int i = 0; i < r; ++i) d.push_back(i < *axis ? x.shape()[i] : Dim(1));
     stat = Shape(std::move(d));
     for (int i = 1; i <= 2; ++i) {

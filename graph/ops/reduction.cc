@@ -272,11 +272,11 @@ absl::Status InferReduceWith(InferContext& ctx, std::optional<std::vector<int64_
   int rank = s.rank();
   if (!axes) {
     if (keepdims) {
-      std::vector<Dim> dims;
+      DimVector dims;
       for (const Dim& d : s.dims()) dims.push_back(d.is_static() && d.value() == 1 ? Dim(1) : Dim());
       ctx.set_output(0, Type::Tensor(x.dtype(), Shape(std::move(dims))));
     } else if (num_axes_if_unknown > 0 && num_axes_if_unknown <= rank) {
-      ctx.set_output(0, Type::Tensor(x.dtype(), Shape(std::vector<Dim>(rank - num_axes_if_unknown))));
+      ctx.set_output(0, Type::Tensor(x.dtype(), Shape(DimVector(rank - num_axes_if_unknown))));
     } else {
       ctx.set_output(0, Type::Tensor(x.dtype(), Shape()));
     }
@@ -292,7 +292,7 @@ absl::Status InferReduceWith(InferContext& ctx, std::optional<std::vector<int64_
     if (!norm.ok()) return ctx.Error(norm.status().message());
     for (int a : *norm) reduced[a] = true;
   }
-  std::vector<Dim> dims;
+  DimVector dims;
   for (int i = 0; i < rank; ++i) {
     if (!reduced[i]) dims.push_back(s[i]);
     else if (keepdims) dims.push_back(Dim(1));
@@ -392,7 +392,7 @@ absl::Status InferArg(InferContext& ctx) {
   auto axis = NormalizeAxis(ctx.node().GetInt("axis", 0), rank);
   if (!axis.ok() || rank == 0) return ctx.Error("axis ", ctx.node().GetInt("axis", 0), " is out of range for rank ", rank);
   bool keepdims = ctx.node().GetInt("keepdims", 1) != 0;
-  std::vector<Dim> dims;
+  DimVector dims;
   for (int i = 0; i < rank; ++i) {
     if (i != *axis) dims.push_back(x.shape()[i]);
     else if (keepdims) dims.push_back(Dim(1));
@@ -626,7 +626,7 @@ absl::Status InferLossOutput(InferContext& ctx, int target_index) {
     Shape s;
     if (known_t) s = ctx.input_type(target_index).shape();
     else if (known_x && ctx.input_type(0).shape().ranked()) {
-      std::vector<Dim> d = ctx.input_type(0).shape().dims();
+      DimVector d = ctx.input_type(0).shape().dims();
       d.erase(d.begin() + 1);
       s = Shape(std::move(d));
     }

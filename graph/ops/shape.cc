@@ -98,7 +98,7 @@ absl::StatusOr<std::vector<int64_t>> KernelInts(const KernelContext& ctx, int i,
 
 // Product of dims[b, e): static when every dim is static (or one is 0), the
 // one symbolic dim when all the others are static 1, unknown otherwise.
-Dim DimProduct(const std::vector<Dim>& dims, int b, int e) {
+Dim DimProduct(const DimVector& dims, int b, int e) {
   int64_t p = 1;
   int non_static = 0;
   Dim sym;
@@ -189,7 +189,7 @@ absl::Status UpgradeReshape(Graph& g, Node* node, int64_t opset) {
 // Works on symbolic shapes: 0 copies the input dim, -1 is solved by
 // cancelling symbols that appear on both sides.
 absl::StatusOr<Shape> ReshapeTarget(const Shape& in, const std::vector<int64_t>& target, bool allowzero) {
-  std::vector<Dim> out(target.size());
+  DimVector out(target.size());
   int infer_at = -1;
   bool has_zero = false;
   for (size_t i = 0; i < target.size(); ++i) {
@@ -279,7 +279,7 @@ absl::Status InferReshape(InferContext& ctx) {
   // Unknown target: the rank is known when the shape input's length is.
   Shape out;
   if (st.is_tensor() && st.shape().ranked() && st.shape().rank() == 1 && st.shape()[0].is_static())
-    out = Shape(std::vector<Dim>(st.shape()[0].value()));
+    out = Shape(DimVector(st.shape()[0].value()));
   ctx.set_output(0, Type::Tensor(dt, out));
   return absl::OkStatus();
 }
@@ -357,7 +357,7 @@ absl::Status InferSqueeze(InferContext& ctx) {
       Shape out;
       if (at.is_tensor() && at.shape().ranked() && at.shape().rank() == 1 && at.shape()[0].is_static() &&
           at.shape()[0].value() <= s.rank())
-        out = Shape(std::vector<Dim>(s.rank() - at.shape()[0].value()));
+        out = Shape(DimVector(s.rank() - at.shape()[0].value()));
       ctx.set_output(0, Type::Tensor(dt, out));
       return absl::OkStatus();
     }
@@ -377,7 +377,7 @@ absl::Status InferSqueeze(InferContext& ctx) {
       drop[i] = s[i].value() == 1;
     }
   }
-  std::vector<Dim> out;
+  DimVector out;
   for (int i = 0; i < s.rank(); ++i)
     if (!drop[i]) out.push_back(s[i]);
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(out))));
@@ -422,7 +422,7 @@ absl::Status InferUnsqueeze(InferContext& ctx) {
   if (!axes) {
     Shape out;
     if (at.is_tensor() && at.shape().ranked() && at.shape().rank() == 1 && at.shape()[0].is_static())
-      out = Shape(std::vector<Dim>(s.rank() + at.shape()[0].value()));
+      out = Shape(DimVector(s.rank() + at.shape()[0].value()));
     ctx.set_output(0, Type::Tensor(dt, out));
     return absl::OkStatus();
   }
@@ -431,7 +431,7 @@ absl::Status InferUnsqueeze(InferContext& ctx) {
   if (!norm.ok()) return ctx.Error(norm.status().message());
   std::vector<bool> inserted(out_rank, false);
   for (int a : *norm) inserted[a] = true;
-  std::vector<Dim> out;
+  DimVector out;
   int j = 0;
   for (int i = 0; i < out_rank; ++i) out.push_back(inserted[i] ? Dim(1) : s[j++]);
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(out))));
@@ -471,7 +471,7 @@ absl::Status InferExpand(InferContext& ctx) {
         st.shape().rank() == 1 && st.shape()[0].is_static()) {
       int64_t n = st.shape()[0].value();
       int rank = std::max<int>(x.shape().rank(), static_cast<int>(n));
-      std::vector<Dim> dims(rank);
+      DimVector dims(rank);
       // Input dims other than 1 survive broadcasting.
       for (int i = 0; i < x.shape().rank(); ++i) {
         const Dim& d = x.shape()[i];

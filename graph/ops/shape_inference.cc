@@ -37,7 +37,7 @@ absl::StatusOr<Type> MergeTypes(const Type& declared, const Type& inferred) {
   if (a.rank() != b.rank())
     return InvalidArgument("declared type ", declared.ToString(), " contradicts inferred ", inferred.ToString());
   bool conflict = false;
-  std::vector<Dim> dims;
+  DimVector dims;
   for (int i = 0; i < a.rank(); ++i) dims.push_back(MergeDim(a[i], b[i], &conflict));
   if (conflict)
     return InvalidArgument("declared type ", declared.ToString(), " contradicts inferred ", inferred.ToString());

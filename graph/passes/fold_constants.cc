@@ -55,7 +55,7 @@ bool SharesInputStorage(const Node& n, const Tensor& t) {
 
 // The dims a Shape node reports, when `v` is the output of one whose input
 // is ranked (entries may be symbolic or unknown).
-std::optional<std::vector<Dim>> ShapeEntries(const Value* v) {
+std::optional<DimVector> ShapeEntries(const Value* v) {
   const Node* p = v ? v->producer() : nullptr;
   if (!p || !IsOp(*p, "Shape") || !p->input(0)) return std::nullopt;
   const Type& t = p->input(0)->type();
@@ -67,13 +67,13 @@ std::optional<std::vector<Dim>> ShapeEntries(const Value* v) {
   if (end < 0) end += rank;
   start = std::clamp<int64_t>(start, 0, rank);
   end = std::clamp<int64_t>(end, 0, rank);
-  std::vector<Dim> dims;
+  DimVector dims;
   for (int64_t i = start; i < end; ++i) dims.push_back(t.shape()[static_cast<int>(i)]);
   return dims;
 }
 
 // A 1-D i64 tensor of `dims` when every one is static.
-std::optional<Tensor> StaticDimsTensor(const std::vector<Dim>& dims, Dims tensor_dims) {
+std::optional<Tensor> StaticDimsTensor(const DimVector& dims, Dims tensor_dims) {
   Tensor t(DType::kI64, std::move(tensor_dims));
   if (t.numel() != static_cast<int64_t>(dims.size())) return std::nullopt;
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -96,7 +96,7 @@ std::optional<int64_t> ScalarInt(const Value* v) {
 std::optional<Tensor> FoldFromShapes(const Node& n) {
   if (IsOp(n, "Shape")) {
     // The node's own output: ShapeEntries reads its producer, this node.
-    std::optional<std::vector<Dim>> entries = ShapeEntries(n.output(0));
+    std::optional<DimVector> entries = ShapeEntries(n.output(0));
     if (!entries) return std::nullopt;
     return StaticDimsTensor(*entries, {static_cast<int64_t>(entries->size())});
   }
@@ -107,14 +107,14 @@ std::optional<Tensor> FoldFromShapes(const Node& n) {
     return Tensor::Scalar<int64_t>(t.shape().NumElements());
   }
   if (IsOp(n, "Gather")) {
-    std::optional<std::vector<Dim>> entries = ShapeEntries(n.input(0));
+    std::optional<DimVector> entries = ShapeEntries(n.input(0));
     const Value* idx = n.input(1);
     if (!entries || !IsKnownConstant(idx) || !IsInteger(idx->constant().dtype())) return std::nullopt;
     int64_t axis = n.GetInt("axis", 0);
     if (axis != 0 && axis != -1) return std::nullopt;
     const Tensor& it = idx->constant();
     int64_t len = static_cast<int64_t>(entries->size());
-    std::vector<Dim> picked;
+    DimVector picked;
     for (int64_t i = 0; i < it.numel(); ++i) {
       int64_t k = it.GetInt(i);
       if (k < 0) k += len;
@@ -124,7 +124,7 @@ std::optional<Tensor> FoldFromShapes(const Node& n) {
     return StaticDimsTensor(picked, it.dims());
   }
   if (IsOp(n, "Slice")) {
-    std::optional<std::vector<Dim>> entries = ShapeEntries(n.input(0));
+    std::optional<DimVector> entries = ShapeEntries(n.input(0));
     if (!entries) return std::nullopt;
     std::optional<int64_t> start = ScalarInt(n.input(1)), end = ScalarInt(n.input(2));
     std::optional<int64_t> axis = n.input(3) ? ScalarInt(n.input(3)) : std::optional<int64_t>(0);
@@ -134,7 +134,7 @@ std::optional<Tensor> FoldFromShapes(const Node& n) {
     int64_t s = *start, e = *end;
     if (s < 0) s += len;
     if (e < 0) e += len;
-    std::vector<Dim> picked;
+    DimVector picked;
     if (*step > 0) {
       s = std::clamp<int64_t>(s, 0, len);
       e = std::clamp<int64_t>(e, 0, len);

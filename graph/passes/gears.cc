@@ -55,7 +55,7 @@ Type Specialize(const Type& t, const SymbolValues& values) {
       break;
   }
   if (!t.shape().ranked()) return t;
-  std::vector<Dim> dims = t.shape().dims();
+  DimVector dims = t.shape().dims();
   for (Dim& d : dims) {
     if (!d.is_symbolic()) continue;
     auto it = values.find(d.symbol());

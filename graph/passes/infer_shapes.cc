@@ -53,7 +53,7 @@ Type JoinTypes(const Type& a, const Type& b) {
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
   if (!sa.ranked() || !sb.ranked() || sa.rank() != sb.rank()) return Type::Tensor(a.dtype(), Shape());
-  std::vector<Dim> dims;
+  DimVector dims;
   dims.reserve(sa.rank());
   for (int i = 0; i < sa.rank(); ++i) dims.push_back(sa[i] == sb[i] ? sa[i] : Dim());
   return Type::Tensor(a.dtype(), Shape(std::move(dims)));
@@ -180,7 +180,7 @@ class LoopAwareInference {
           int64_t rank = t.shape().rank();
           int64_t axis = axes[j] < 0 ? axes[j] + rank : axes[j];
           if (axis >= 0 && axis < rank) {
-            std::vector<Dim> dims = t.shape().dims();
+            DimVector dims = t.shape().dims();
             dims.erase(dims.begin() + axis);
             slice = Type::Tensor(t.dtype(), Shape(std::move(dims)));
           }

@@ -58,7 +58,7 @@ TEST(Dim, SymbolsMadeOnManyThreadsAgree) {
   // Each thread names the same 64 symbols in its own order; every thread
   // must get the same dims for the same names.
   constexpr int kThreads = 4, kNames = 64;
-  std::vector<std::vector<Dim>> got(kThreads, std::vector<Dim>(kNames));
+  std::vector<DimVector> got(kThreads, DimVector(kNames));
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([t, &got] {

@@ -17,7 +17,7 @@ namespace kiln {
 namespace {
 
 Type TypeOf(const Tensor& t) {
-  std::vector<Dim> d(t.dims().begin(), t.dims().end());
+  DimVector d(t.dims().begin(), t.dims().end());
   return Type::Tensor(t.dtype(), Shape(std::move(d)));
 }
 
@@ -262,7 +262,7 @@ absl::StatusOr<Type> InferAttention(std::vector<Type> types, int64_t k_transpose
   return (*out)[0];
 }
 
-Type F32(std::vector<Dim> d) { return Type::Tensor(DType::kF32, Shape(std::move(d))); }
+Type F32(DimVector d) { return Type::Tensor(DType::kF32, Shape(std::move(d))); }
 
 TEST(AttentionTest, Inference) {
   Dim b = Dim::Symbol("b"), s = Dim::Symbol("s");

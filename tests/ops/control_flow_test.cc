@@ -9,7 +9,7 @@
 namespace kiln {
 namespace {
 
-Type F32(std::vector<Dim> dims) { return Type::Tensor(DType::kF32, Shape(std::move(dims))); }
+Type F32(DimVector dims) { return Type::Tensor(DType::kF32, Shape(std::move(dims))); }
 Type I64Scalar() { return Type::Tensor(DType::kI64, Shape::Scalar()); }
 Type BoolScalar() { return Type::Tensor(DType::kBool, Shape::Scalar()); }
 

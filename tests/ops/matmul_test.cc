@@ -13,7 +13,7 @@ namespace {
 
 Tensor F32T(std::vector<float> v, Dims dims) { return Tensor::FromVector<float>(v, std::move(dims)); }
 Type TypeOf(const Tensor& t) {
-  std::vector<Dim> d(t.dims().begin(), t.dims().end());
+  DimVector d(t.dims().begin(), t.dims().end());
   return Type::Tensor(t.dtype(), Shape(std::move(d)));
 }
 std::vector<float> Floats(const Tensor& t) {

@@ -13,7 +13,7 @@
 namespace kiln {
 namespace {
 
-Type F32(std::vector<Dim> dims) { return Type::Tensor(DType::kF32, Shape(std::move(dims))); }
+Type F32(DimVector dims) { return Type::Tensor(DType::kF32, Shape(std::move(dims))); }
 Tensor F32s(std::vector<float> v, Dims dims) { return Tensor::FromVector<float>(v, std::move(dims)); }
 Tensor I64s(std::vector<int64_t> v) { return Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())}); }
 

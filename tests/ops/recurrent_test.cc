@@ -16,7 +16,7 @@ namespace kiln {
 namespace {
 
 Type TypeOf(const Tensor& t) {
-  std::vector<Dim> d(t.dims().begin(), t.dims().end());
+  DimVector d(t.dims().begin(), t.dims().end());
   return Type::Tensor(t.dtype(), Shape(std::move(d)));
 }
 std::vector<float> Floats(const Tensor& t) {

@@ -15,7 +15,7 @@ Tensor F32T(std::vector<float> v, Dims dims) { return Tensor::FromVector<float>(
 Tensor I64T(std::vector<int64_t> v, Dims dims) { return Tensor::FromVector<int64_t>(v, std::move(dims)); }
 Tensor I64(std::vector<int64_t> v) { return I64T(v, {static_cast<int64_t>(v.size())}); }
 Type TypeOf(const Tensor& t) {
-  std::vector<Dim> d(t.dims().begin(), t.dims().end());
+  DimVector d(t.dims().begin(), t.dims().end());
   return Type::Tensor(t.dtype(), Shape(std::move(d)));
 }
 std::vector<float> Floats(const Tensor& t) {

@@ -15,7 +15,7 @@ Tensor Iota(Dims dims) {
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i);
   return t;
 }
-Type F32(std::vector<Dim> dims) { return Type::Tensor(DType::kF32, Shape(std::move(dims))); }
+Type F32(DimVector dims) { return Type::Tensor(DType::kF32, Shape(std::move(dims))); }
 
 std::vector<int64_t> Ints(const Tensor& t) {
   std::vector<int64_t> v;

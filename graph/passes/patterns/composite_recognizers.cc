@@ -223,7 +223,7 @@ ParamUse FitParam(const Value* p, const Value* x, int64_t axis) {
   if (!ParamFits(p, x, axis)) return ParamUse::kNo;
   const Shape& xs = x->type().shape();
   if (ProvablySameShape(p->type().shape(),
-                        Shape(std::vector<Dim>(xs.dims().begin() + axis, xs.dims().end()))))
+                        Shape(DimVector(xs.dims().begin() + axis, xs.dims().end()))))
     return ParamUse::kAsIs;
   if (ConstantData(p) && NormalizedDims(x, axis)) return ParamUse::kBroadcast;
   return ParamUse::kNo;
