@@ -55,8 +55,21 @@ using DimVector = absl::InlinedVector<Dim, 4>;
 class Shape {
  public:
   Shape() = default;  // unranked
-  Shape(DimVector dims) : ranked_(true), dims_(std::move(dims)) {}
+  Shape(const DimVector& dims) : ranked_(true), dims_(dims.begin(), dims.end()) {}
   Shape(std::initializer_list<Dim> dims) : ranked_(true), dims_(dims) {}
+  // Copies and moves take the dims one by one: a DimVector's own moves copy
+  // its whole inline buffer, unused slots included, which GCC 12 reports as
+  // reads of uninitialized memory wherever they are inlined.
+  Shape(const Shape& o) : ranked_(o.ranked_), dims_(o.dims_.begin(), o.dims_.end()) {}
+  Shape& operator=(const Shape& o) {
+    if (this != &o) {
+      ranked_ = o.ranked_;
+      dims_.assign(o.dims_.begin(), o.dims_.end());
+    }
+    return *this;
+  }
+  Shape(Shape&& o) noexcept : Shape(static_cast<const Shape&>(o)) {}
+  Shape& operator=(Shape&& o) noexcept { return *this = static_cast<const Shape&>(o); }
   static Shape Static(const std::vector<int64_t>& dims);
   static Shape Scalar() { return Shape(DimVector{}); }
 

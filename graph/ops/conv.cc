@@ -559,7 +559,7 @@ absl::Status InferConvLike(InferContext& ctx, int w_input, DType out_dtype) {
   if (!st.ok()) return ctx.Error(st.message());
   KILN_ASSIGN_OR_RETURN(DimVector sp, InferWindowDims(ctx, a, *x));
   DimVector dims = {(*x)[0], w ? (*w)[0] : Dim()};
-  dims.insert(dims.end(), sp.begin(), sp.end());
+  for (const Dim& d : sp) dims.push_back(d);
   ctx.set_output(0, Type::Tensor(out_dtype, Shape(std::move(dims))));
   return absl::OkStatus();
 }
@@ -1036,7 +1036,7 @@ absl::Status InferPool(InferContext& ctx) {
     if (!st.ok()) return ctx.Error(st.message());
     KILN_ASSIGN_OR_RETURN(DimVector sp, InferWindowDims(ctx, a, *x));
     DimVector dims = {(*x)[0], (*x)[1]};
-    dims.insert(dims.end(), sp.begin(), sp.end());
+    for (const Dim& d : sp) dims.push_back(d);
     out = Shape(std::move(dims));
   }
   ctx.set_output(0, Type::Tensor(dt, out));
