@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/node_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "graph/ir/interned.h"
 
 namespace kiln {
 
@@ -19,17 +18,6 @@ namespace kiln {
 namespace {
 
 bool SameUse(const Use& a, const Use& b) { return a.user == b.user && a.index == b.index && a.graph == b.graph; }
-
-// The one copy of a domain name that every node of that domain points to.
-// The names are few and live as long as the process.
-const std::string& InternedDomain(absl::string_view domain) {
-  static const std::string* const kEmpty = new std::string();
-  if (domain.empty()) return *kEmpty;
-  static std::mutex mu;
-  static auto* names = new absl::node_hash_set<std::string>();
-  std::lock_guard<std::mutex> lock(mu);
-  return *names->emplace(domain).first;
-}
 
 }  // namespace
 
@@ -324,7 +312,7 @@ Node* Graph::AddNode(absl::string_view op, absl::Span<Value* const> inputs,
   assert((!before || before->owner_ == this) && "inserting before a node of another graph");
   Node* raw = node_slab_.New();
   raw->op_ = std::string(op);
-  raw->domain_ = &InternedDomain(domain);
+  raw->domain_ = Intern(domain).text;
   raw->owner_ = this;
   LinkNode(raw, before);
   for (Value* v : inputs) raw->AddInput(v);

@@ -1,52 +1,21 @@
 //===- type.cc - Shapes and value types -----------------------------------===//
 #include "graph/ir/type.h"
 
+#include "graph/ir/interned.h"
 #include "graph/ir/tensor.h"
 
-#include <deque>
-#include <mutex>
-
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace kiln {
 
-namespace {
-
-// Every symbol name used in the process, numbered in first-use order.
-// Names live as long as the process (a model has a handful).
-struct SymbolTable {
-  std::mutex mu;
-  std::deque<std::string> names;  // elements never move
-  absl::flat_hash_map<std::string, int64_t> ids;
-};
-
-SymbolTable& Symbols() {
-  static auto* table = new SymbolTable();
-  return *table;
-}
-
-}  // namespace
-
 Dim Dim::Symbol(absl::string_view name) {
   Dim d;
-  if (name.empty()) return d;
-  SymbolTable& t = Symbols();
-  std::lock_guard<std::mutex> lock(t.mu);
-  auto [it, inserted] = t.ids.try_emplace(name, static_cast<int64_t>(t.names.size()));
-  if (inserted) t.names.emplace_back(name);
-  d.value_ = -2 - it->second;
+  if (!name.empty()) d.value_ = -2 - Intern(name).id;
   return d;
 }
 
-const std::string& Dim::symbol() const {
-  static const std::string* const kNone = new std::string();
-  if (!is_symbolic()) return *kNone;
-  SymbolTable& t = Symbols();
-  std::lock_guard<std::mutex> lock(t.mu);
-  return t.names[static_cast<size_t>(-2 - value_)];
-}
+const std::string& Dim::symbol() const { return InternedText(is_symbolic() ? -2 - value_ : 0); }
 
 std::string Dim::ToString() const {
   if (is_static()) return absl::StrCat(value_);

@@ -42,9 +42,9 @@ class Dim {
 
  private:
   static constexpr int64_t kUnknown = -1;
-  // >= 0: static; -1: unknown; -2 - k: the k-th symbol name of the process
-  // (names are interned, so equal names are equal dims and a dim is one
-  // word).
+  // >= 0: static; -1: unknown; -2 - k: the symbol whose name is interned
+  // as k (graph/ir/interned.h), so equal names are equal dims and a dim is
+  // one word.
   int64_t value_ = kUnknown;
 };
 

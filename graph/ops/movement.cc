@@ -17,7 +17,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
-#include <limits>
 #include <climits>
 #include <cstring>
 #include <numeric>
@@ -1132,11 +1131,16 @@ absl::Status InferTile(InferContext& ctx) {
     for (int d = 0; d < s->rank(); ++d) {
       int64_t r = (*reps)[d];
       if (r < 0) return ctx.Error("repeats has a negative entry ", r);
-      if (out[d].is_static() && r > 0 && out[d].value() > std::numeric_limits<int64_t>::max() / r)
-        return ctx.Error("dimension ", d, " (", out[d].value(), " x ", r, " repeats) overflows 64 bits");
-      if (out[d].is_static()) out[d] = Dim(out[d].value() * r);
-      else if (r == 0) out[d] = Dim(0);
-      else if (r != 1) out[d] = Dim();
+      if (out[d].is_static()) {
+        int64_t n;
+        if (__builtin_mul_overflow(out[d].value(), r, &n))
+          return ctx.Error("dimension ", d, " (", out[d].value(), " x ", r, " repeats) overflows 64 bits");
+        out[d] = Dim(n);
+      } else if (r == 0) {
+        out[d] = Dim(0);
+      } else if (r != 1) {
+        out[d] = Dim();
+      }
     }
   }
   ctx.set_output(0, Type::Tensor(dt, Shape(std::move(out))));
