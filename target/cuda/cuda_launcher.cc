@@ -142,6 +142,7 @@ void kiln_model_set_host_ops(kiln_model* model, const kiln_host_ops* ops, void* 
 )KILN";
 
 constexpr char kPrologue[] = R"KILN(
+#include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's signature (found through the runtime)
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -165,8 +166,18 @@ enum { KILN_ARENA = 0, KILN_CONSTANTS = 1 };
 enum { KILN_INTERMEDIATE = 0, KILN_INPUT = 1, KILN_OUTPUT = 2, KILN_CONSTANT = 3, KILN_WORKSPACE = 4 };
 struct BufferDesc { int region; int64_t offset; int64_t bytes; int kind; int root; };
 // One compiled form of a kernel: its function in kiln_kernel_functions,
-// the lowest compute capability it runs on, its launch geometry.
-struct VariantDesc { int function; int min_sm; unsigned grid[3]; unsigned block; int shared_bytes; };
+// the lowest compute capability it runs on, its launch geometry, and the
+// TMA tensor maps (kTmaMaps[first_tma], ...) its function takes after the
+// argument pointers.
+struct VariantDesc {
+  int function; int min_sm; unsigned grid[3]; unsigned block; int shared_bytes; int first_tma; int num_tma;
+};
+// A TMA tensor map, encoded before each launch: the whole tensor of launch
+// argument `arg`, dims innermost first, read in boxes of `box` elements.
+struct TmaDesc {
+  int arg; CUtensorMapDataType dtype; unsigned rank; cuuint64_t dims[5]; cuuint64_t strides[4]; cuuint32_t box[5];
+  CUtensorMapSwizzle swizzle;
+};
 struct KernelDesc { const char* name; int first_variant; int num_variants; };
 struct LaunchDesc { int kernel; int first_arg; int num_args; int workspace; int zero_workspace; };
 enum { KILN_TASK_KERNEL = 0, KILN_TASK_HOST = 1 };
@@ -204,6 +215,9 @@ struct kiln_model {
   void* host_library = nullptr;
   std::vector<std::vector<unsigned char>> host_data;  // per value
   std::vector<void*> bound;  // per buffer: caller memory in place of the arena (kiln_model_run_device)
+  // The driver's cuTensorMapEncodeTiled (null when the driver lacks it:
+  // variants with TMA loads are then not chosen).
+  decltype(&cuTensorMapEncodeTiled) encode_tiled = nullptr;
 };
 
 namespace {
@@ -245,10 +259,46 @@ kiln_tensor_info InfoOf(int v) {
 }
 
 // A variant runs on the device when the device reaches its compute
-// capability; sm_90a variants (wgmma) only on compute capability 9.x.
-bool VariantFits(const VariantDesc& v, int sm) {
-  if (v.min_sm >= 90) return sm / 10 == v.min_sm / 10;
-  return sm >= v.min_sm;
+// capability; sm_90a variants (wgmma) only on compute capability 9.x, and
+// those with TMA loads only when the driver encodes tensor maps.
+bool VariantFits(const kiln_model* m, const VariantDesc& v) {
+  if (v.num_tma > 0 && !m->encode_tiled) return false;
+  if (v.min_sm >= 90) return m->sm / 10 == v.min_sm / 10;
+  return m->sm >= v.min_sm;
+}
+
+// The driver's tensor map encoder, through the runtime (which loaded the
+// driver already): the package links nothing but the runtime.
+void FindTensorMapEncoder(kiln_model* m) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+#else
+  cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found);
+#endif
+  if (e != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  m->encode_tiled = reinterpret_cast<decltype(&cuTensorMapEncodeTiled)>(fn);
+}
+
+// Encodes tensor map `d` over `base` (a launch argument's device memory).
+bool EncodeTensorMap(const kiln_model* m, const TmaDesc& d, void* base, CUtensorMap* map, const std::string& what,
+                     std::string* error) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) {
+    *error = what + ": TMA needs 16-byte aligned device memory";
+    return false;
+  }
+  const cuuint32_t ones[5] = {1, 1, 1, 1, 1};
+  CUresult r = m->encode_tiled(map, d.dtype, d.rank, base, d.dims, d.strides, d.box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               d.swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    *error = what + ": cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")";
+    return false;
+  }
+  return true;
 }
 
 bool LoadImpl(kiln_model* m, std::string* error) {
@@ -265,6 +315,7 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   m->sm = prop.major * 10 + prop.minor;
   m->device_name = std::string(prop.name) + " (sm_" + std::to_string(m->sm) + ")";
 
+  if (kNumTmaMaps > 0 && m->sm / 10 == 9) FindTensorMapEncoder(m);
   // Each kernel's variant: the highest that fits the device and has code for it.
   m->variant.assign(kNumKernels, -1);
   for (int k = 0; k < kNumKernels; ++k) {
@@ -272,7 +323,7 @@ bool LoadImpl(kiln_model* m, std::string* error) {
     int best = -1;
     for (int i = kd.first_variant; i < kd.first_variant + kd.num_variants; ++i) {
       const VariantDesc& v = kVariants[i];
-      if (!VariantFits(v, m->sm) || (best >= 0 && kVariants[best].min_sm >= v.min_sm)) continue;
+      if (!VariantFits(m, v) || (best >= 0 && kVariants[best].min_sm >= v.min_sm)) continue;
       cudaFuncAttributes attr;
       if (cudaFuncGetAttributes(&attr, kiln_kernel_functions[v.function]) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -408,6 +459,8 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
   }
   std::vector<void*> pointers;
   std::vector<void*> params;
+  // A variant's tensor maps (CUtensorMap is 64-byte aligned), passed by value.
+  std::vector<CUtensorMap> maps;
   for (int ti = 0; ti < kNumTasks; ++ti) {
     const TaskDesc& t = kTasks[ti];
     if (t.kind == KILN_TASK_HOST) {
@@ -427,6 +480,16 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
       for (int a = 0; a < l.num_args; ++a) {
         pointers[a] = BufferPtr(m, kArgs[l.first_arg + a]);
         params[a] = &pointers[a];
+      }
+      maps.resize(v.num_tma);
+      for (int j = 0; j < v.num_tma; ++j) {
+        const TmaDesc& d = kTmaMaps[v.first_tma + j];
+        if (!EncodeTensorMap(m, d, pointers[d.arg], &maps[j],
+                             std::string("the tensor map of argument ") + std::to_string(d.arg) + " of " +
+                                 kKernels[l.kernel].name + " for " + t.node,
+                             error))
+          return false;
+        params.push_back(&maps[j]);
       }
       if (!Ok(cudaLaunchKernel(kiln_kernel_functions[v.function], dim3(v.grid[0], v.grid[1], v.grid[2]),
                                dim3(v.block), params.data(), static_cast<size_t>(v.shared_bytes), m->stream),
@@ -577,6 +640,20 @@ const char* KindEnum(PackageBuffer::Kind k) {
   return "KILN_INTERMEDIATE";
 }
 
+// The initializer of a TmaDesc: argument, dtype, rank, dims, strides, box,
+// swizzle.
+std::string TmaMapEntry(const TmaMap& t) {
+  const char* dtype = t.dtype == DType::kF16    ? "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"
+                      : t.dtype == DType::kBF16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"
+                                                : "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
+  const char* swizzle = t.swizzle_bytes == 128  ? "CU_TENSOR_MAP_SWIZZLE_128B"
+                        : t.swizzle_bytes == 64 ? "CU_TENSOR_MAP_SWIZZLE_64B"
+                                                : "CU_TENSOR_MAP_SWIZZLE_32B";
+  auto list = [](const std::vector<int64_t>& v) { return v.empty() ? std::string("0") : absl::StrJoin(v, ", "); };
+  return absl::StrCat(t.arg, ", ", dtype, ", ", t.dims.size(), ", {", list(t.dims), "}, {", list(t.strides), "}, {",
+                      list(t.box), "}, ", swizzle);
+}
+
 std::string ModelSource(const CudaPackage& p) {
   std::string s = absl::StrCat(
       "// model.cc - the host launcher of a kiln cuda package (model ", CommentText(p.model_name), ", precision ",
@@ -607,6 +684,8 @@ std::string ModelSource(const CudaPackage& p) {
   absl::StrAppend(&s, "    {0, 0, 0, 0, 0}};\n");
   absl::StrAppend(&s, "static const int kNumBuffers = ", p.buffers.size(), ";\n\n");
 
+  std::string tma_maps;
+  int num_tma = 0;
   absl::StrAppend(&s, "static const VariantDesc kVariants[] = {\n");
   int function = 0;
   std::vector<int> first_variant;
@@ -614,11 +693,19 @@ std::string ModelSource(const CudaPackage& p) {
     first_variant.push_back(function);
     for (const CudaVariant& v : k.variants) {
       absl::StrAppend(&s, "    {", function, ", ", v.min_sm, ", {", v.grid[0], ", ", v.grid[1], ", ", v.grid[2], "}, ",
-                      v.block_threads, ", ", v.shared_bytes, "},  // ", v.function, "\n");
+                      v.block_threads, ", ", v.shared_bytes, ", ", num_tma, ", ", v.tma.size(), "},  // ", v.function,
+                      "\n");
+      for (const TmaMap& t : v.tma) {
+        absl::StrAppend(&tma_maps, "    {", TmaMapEntry(t), "},  // ", num_tma, ": ", v.function, "\n");
+        ++num_tma;
+      }
       ++function;
     }
   }
-  absl::StrAppend(&s, "    {0, 0, {0, 0, 0}, 0, 0}};\n\n");
+  absl::StrAppend(&s, "    {0, 0, {0, 0, 0}, 0, 0, 0, 0}};\n\n");
+  absl::StrAppend(&s, "static const int kNumTmaMaps = ", num_tma, ";\n");
+  absl::StrAppend(&s, "static const TmaDesc kTmaMaps[] = {\n", tma_maps,
+                  "    {0, CU_TENSOR_MAP_DATA_TYPE_UINT8, 0, {0}, {0}, {0}, CU_TENSOR_MAP_SWIZZLE_NONE}};\n\n");
   absl::StrAppend(&s, "static const int kNumKernels = ", p.kernels.size(), ";\n");
   absl::StrAppend(&s, "static const KernelDesc kKernels[] = {\n");
   for (size_t k = 0; k < p.kernels.size(); ++k)

@@ -660,16 +660,21 @@ TEST(CudaPackage, LauncherCompilesAsHostCode) {
   // compiler checks it in a second (nvcc builds the whole package in
   // nvcc_packages.cc).
   if (!std::filesystem::exists("/usr/local/cuda/include/cuda_runtime_api.h")) GTEST_SKIP() << "no CUDA headers";
-  auto m = ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[]) {
+  // A host task (CumSum), and a GEMM whose sm_90a variant takes TMA tensor maps.
+  auto m = ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[], %a: f16[512,1024], %b: f16[1024,768]) {
   %t = Transpose(%x) {perm = [1, 0]}
   %c = CumSum(%t, %ax)
-  return %c
+  %d = MatMul(%a, %b)
+  return %c, %d
 })");
   ASSERT_TRUE(m.ok());
   auto p = Package(*m);
   ASSERT_TRUE(p.ok()) << p.status();
   std::string dir = cuda_test::TempDir("hostcc");
   ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
+  const std::string model = cuda_test::ReadFileOrEmpty(dir + "/model.cc");
+  EXPECT_TRUE(absl::StrContains(model, "static const int kNumTmaMaps = 2;")) << model;
+  EXPECT_TRUE(absl::StrContains(model, "{1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, {768, 1024}, {1536}, {64, "));
   std::string cmd = absl::StrCat("cd ", dir, " && g++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror ",
                                  "-I/usr/local/cuda/include model.cc > compile.log 2>&1");
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cuda_test::ReadFileOrEmpty(dir + "/compile.log");

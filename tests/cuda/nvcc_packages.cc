@@ -33,6 +33,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace kiln {
@@ -82,7 +83,21 @@ std::string EntryText(const std::string& ptx, const std::string& name) {
       }
     }
     if (at == std::string::npos) continue;
-    size_t end = ptx.find("\n}", at);
+    // The body ends at the first line "}" outside inline assembly (whose own
+    // braces, e.g. around a .reg declaration, start lines too).
+    size_t end = std::string::npos;
+    bool in_asm = false;
+    for (size_t line = ptx.find('\n', at); line != std::string::npos; line = ptx.find('\n', line + 1)) {
+      const size_t next = ptx.find('\n', line + 1);
+      const absl::string_view text =
+          absl::string_view(ptx).substr(line + 1, next == std::string::npos ? std::string::npos : next - line - 1);
+      if (absl::StrContains(text, "// begin inline asm")) in_asm = true;
+      else if (absl::StrContains(text, "// end inline asm")) in_asm = false;
+      else if (!in_asm && text == "}") {
+        end = line;
+        break;
+      }
+    }
     std::string body = ptx.substr(at, end == std::string::npos ? std::string::npos : end - at);
     out += body;
     static const std::regex call(R"(call(\.uni)?\s*(\([^)]*\),\s*)?([A-Za-z_$][\w$]*))");
@@ -94,7 +109,8 @@ std::string EntryText(const std::string& ptx, const std::string& name) {
 
 // Checks the PTX of a compiled translation unit (its -keep files in `keep`,
 // named TU.compute_XX.ptx): each TensorCore kernel's sm_80 variant holds
-// mma.sync, its sm_90a variant wgmma. Returns the kernels checked.
+// mma.sync, its sm_90a variant wgmma, fed by TMA loads (cp.async.bulk.tensor)
+// where the variant takes tensor maps. Returns the kernels checked.
 int CheckTensorCorePtx(const std::string& keep, const std::string& tu, const std::vector<const PackageKernel*>& kernels,
                        const target::cuda::CudaBuildOptions& build) {
   std::map<std::string, std::string> ptx;
@@ -119,6 +135,9 @@ int CheckTensorCorePtx(const std::string& keep, const std::string& tu, const std
       EXPECT_FALSE(body.empty()) << v.function << " is not in " << tu << "." << arch << ".ptx";
       EXPECT_TRUE(absl::StrContains(body, want)) << v.function << " (" << k->name << ") has no " << want << " in its "
                                                  << arch << " PTX";
+      if (!v.tma.empty()) {
+        EXPECT_TRUE(absl::StrContains(body, "cp.async.bulk.tensor")) << v.function << " takes tensor maps but has no TMA load";
+      }
     }
   }
   return checked;
@@ -136,7 +155,8 @@ absl::StatusOr<CudaPackage> CompileOnnx(const std::string& path, target::Compile
 TEST(CudaNvcc, SmallPackageBuilds) {
   std::string nvcc = Nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
-  auto m = cuda_test::ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[], %ids: i32[3]) {
+  // Host tasks, copies, and a GEMM whose sm_90a variant loads by TMA.
+  auto m = cuda_test::ParseKir(R"(graph @main(%x: f32[4,6], %ax: i64[], %ids: i32[3], %p: f16[512,1024], %q: f16[1024,768]) {
   %g = Gather(%x, %ids) {axis = 1}
   %t = Transpose(%x) {perm = [1, 0]}
   %c = CumSum(%t, %ax)
@@ -144,16 +164,26 @@ TEST(CudaNvcc, SmallPackageBuilds) {
   %e = const i64[2] dense [6, 4]
   %a = const i64[2] dense [0, 1]
   %sl = Slice(%c, %s, %e, %a)
-  return %sl, %g
+  %mm = MatMul(%p, %q)
+  return %sl, %g, %mm
 })");
   ASSERT_TRUE(m.ok()) << m.status();
   auto p = cuda_test::Package(*m);
   ASSERT_TRUE(p.ok()) << p.status();
   std::string dir = cuda_test::TempDir("small");
   ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
-  std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " > ", dir, "/build.log 2>&1");
+  std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " -keep -keep-dir ", dir, " > ",
+                                 dir, "/build.log 2>&1");
   ASSERT_EQ(Shell(cmd), 0) << cuda_test::ReadFileOrEmpty(dir + "/build.log");
   EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");  // not one warning
+  std::vector<const PackageKernel*> kernels;
+  int with_tma = 0;
+  for (const PackageKernel& k : p->kernels) {
+    kernels.push_back(&k);
+    for (const auto& v : k.variants) with_tma += !v.tma.empty();
+  }
+  EXPECT_EQ(with_tma, 1) << p->Explain();
+  EXPECT_EQ(CheckTensorCorePtx(dir, "kernels", kernels, p->build), 1);
   ASSERT_TRUE(fs::exists(dir + "/libkiln_model.so"));
   ASSERT_EQ(Shell(absl::StrCat("nm -D ", dir, "/libkiln_model.so > ", dir, "/nm.txt")), 0);
   std::string nm = cuda_test::ReadFileOrEmpty(dir + "/nm.txt");

@@ -23,7 +23,9 @@ TEST(CudaCodegen, PreludeHasTheHelpers) {
   const std::string p = CudaPrelude();
   for (const char* s : {"#include <cuda_fp16.h>", "#include <cuda_bf16.h>", "cp.async.cg.shared.global", "ldmatrix.sync.aligned",
                         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
-                        "cvt.rna.tf32.f32", "wgmma.fence.sync.aligned", "__CUDA_ARCH_FEAT_SM90_ALL", "tile_offset"}) {
+                        "cvt.rna.tf32.f32", "wgmma.fence.sync.aligned", "__CUDA_ARCH_FEAT_SM90_ALL", "tile_offset",
+                        "cp.async.bulk.tensor.2d", "cp.async.bulk.tensor.5d", "mbarrier.try_wait.parity",
+                        "fence.mbarrier_init"}) {
     EXPECT_NE(p.find(s), std::string::npos) << s;
   }
 }
@@ -88,6 +90,75 @@ TEST(CudaCodegen, BatchedSplitKGeometry) {
   EXPECT_NE(k->source.find("const int b1 = blockIdx.z / 1 % 3;"), std::string::npos);
   EXPECT_NE(k->source.find("const int b0 = blockIdx.z / 3 % 2;"), std::string::npos);
   EXPECT_NE(k->source.find("const int s = blockIdx.y;"), std::string::npos);
+}
+
+TEST(CudaCodegen, HopperVariantLoadsStageTilesByTma) {
+  GemmSpec s;  // A f16[512,256] x B f16[256,1024]; stage tiles As [128,32], Bs [32,128]; 3 stages
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->variants.size(), 2u);
+  EXPECT_TRUE(k->variants[0].tma.empty());  // sm_80: cp.async
+  const CudaVariant& h = k->variants[1];
+  ASSERT_EQ(h.tma.size(), 2u);
+  // A: 64-byte lines (32 f16), one 64B-swizzled panel of 128 lines per tile.
+  const TmaMap& a = h.tma[0];
+  EXPECT_EQ(a.arg, 0);
+  EXPECT_EQ(a.dtype, DType::kF16);
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{256, 512}));
+  EXPECT_EQ(a.strides, (std::vector<int64_t>{512}));
+  EXPECT_EQ(a.box, (std::vector<int64_t>{32, 128}));
+  EXPECT_EQ(a.swizzle_bytes, 64);
+  // B: 256-byte lines, two 128B-swizzled panels of 64 elements x 32 lines.
+  const TmaMap& b = h.tma[1];
+  EXPECT_EQ(b.arg, 1);
+  EXPECT_EQ(b.dims, (std::vector<int64_t>{1024, 256}));
+  EXPECT_EQ(b.strides, (std::vector<int64_t>{2048}));
+  EXPECT_EQ(b.box, (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(b.swizzle_bytes, 128);
+  // The slots, 1 KiB for alignment, and an 8-byte mbarrier per slot.
+  EXPECT_EQ(h.shared_bytes, (8192 + 8192) * 3 + 1024 + 8 * 3);
+  EXPECT_NE(k->plan.find("sm_90a wgmma m64n128k16 with TMA loads"), std::string::npos) << k->plan;
+  EXPECT_NE(k->source.find("const __grid_constant__ CUtensorMap kiln_tma_a, const __grid_constant__ CUtensorMap kiln_tma_b"),
+            std::string::npos);
+  EXPECT_NE(k->source.find("constexpr uint32_t kTxBytes = 16384;"), std::string::npos);
+  // Box coordinates, innermost first: A at (k*32, m*128); B's panels at (n*128 + p*64, k*32).
+  EXPECT_NE(k->source.find("kiln_tma_a, bar, k * 32 + p * 32, m * 128);"), std::string::npos);
+  EXPECT_NE(k->source.find("kiln_tma_b, bar, n * 128 + p * 64, k * 32);"), std::string::npos);
+  EXPECT_NE(k->source.find("kiln::mbar_wait(smem_base + bars + 8 * (k % kStages), (k / kStages) & 1);"), std::string::npos);
+  EXPECT_NE(k->source.find("3-stage TMA pipeline over 8 K tiles"), std::string::npos);
+}
+
+TEST(CudaCodegen, TmaBoxesOfBatchedAndBroadcastOperands) {
+  GemmSpec s;
+  s.name = "bt";
+  s.batch = {3};
+  s.b_broadcasts_batch = true;  // B f16[1,256,1024]: every batch item reads item 0
+  s.trans_a = true;             // A f16[3,256,512], its tiles transposed into the stage
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->variants.size(), 2u);
+  const CudaVariant& h = k->variants[1];
+  ASSERT_EQ(h.tma.size(), 2u) << k->plan;
+  // A's tile lines run along K (MN-major): 128 elements of M per line, 32 lines.
+  EXPECT_EQ(h.tma[0].dims, (std::vector<int64_t>{512, 256, 3}));
+  EXPECT_EQ(h.tma[0].strides, (std::vector<int64_t>{1024, 262144}));
+  EXPECT_EQ(h.tma[0].box, (std::vector<int64_t>{64, 32, 1}));
+  EXPECT_EQ(h.tma[1].dims, (std::vector<int64_t>{1024, 256, 1}));
+  EXPECT_NE(k->source.find("kiln_tma_a, bar, m * 128 + p * 64, k * 32, b0);"), std::string::npos);
+  EXPECT_NE(k->source.find("kiln_tma_b, bar, n * 128 + p * 64, k * 32, 0);"), std::string::npos);
+}
+
+TEST(CudaCodegen, HopperVariantKeepsCpAsyncWhereTmaCannotLoad) {
+  GemmSpec s;
+  s.K = 250;  // A's rows are 500 bytes: no 16-byte chunks, no tensor map
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->variants.size(), 2u);
+  EXPECT_TRUE(k->variants[1].tma.empty());
+  EXPECT_EQ(k->variants[1].shared_bytes, k->variants[0].shared_bytes);
+  EXPECT_NE(k->plan.find("with cp.async loads (no TMA: A rows or tile starts not in 16-byte chunks)"), std::string::npos)
+      << k->plan;
+  EXPECT_EQ(k->source.find("CUtensorMap"), std::string::npos);
 }
 
 TEST(CudaCodegen, HopperVariantNeedsWarpgroups) {

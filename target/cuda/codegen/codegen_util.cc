@@ -91,15 +91,6 @@ void Names::CollectBuffers(const tile::Block& b) {
 
 namespace {
 
-// The starts of `ref` for each of `rank` dimensions: a reference's missing
-// leading starts are 0.
-std::vector<Affine> StartsOf(const TileRef& ref, int rank) {
-  std::vector<Affine> start(rank, Affine::Const(0));
-  const int given = static_cast<int>(ref.start.size());
-  for (int d = 0; d < given && d < rank; ++d) start[rank - given + d] = ref.start[d];
-  return start;
-}
-
 // The C index along a global dimension of `extent` of a tile that starts at
 // `start`: plus the local index `local` where the tile spans the dimension
 // (`local_extent` > 1), and the guard ("" when none is needed) that keeps it
@@ -123,6 +114,13 @@ DimIndex IndexAlong(const Affine& start, const std::string& local, int64_t local
 }
 
 }  // namespace
+
+std::vector<Affine> StartsOf(const TileRef& ref, int rank) {
+  std::vector<Affine> start(rank, Affine::Const(0));
+  const int given = static_cast<int>(ref.start.size());
+  for (int d = 0; d < given && d < rank; ++d) start[rank - given + d] = ref.start[d];
+  return start;
+}
 
 GlobalIndex IndexGlobal(const TileArg& arg, const TileRef& ref, const std::vector<std::string>& local,
                         const std::vector<int64_t>& local_shape, bool transpose) {

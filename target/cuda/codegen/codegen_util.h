@@ -60,6 +60,10 @@ struct GlobalIndex {
 GlobalIndex IndexGlobal(const tile::TileArg& arg, const tile::TileRef& ref, const std::vector<std::string>& local,
                         const std::vector<int64_t>& local_shape, bool transpose);
 
+// The start of `ref` along each of `rank` global dimensions: the starts it
+// gives, aligned from the right, and 0 before them.
+std::vector<tile::Affine> StartsOf(const tile::TileRef& ref, int rank);
+
 // The element of X [N, C, H, W] that element `local` of a tile of X's
 // im2col matrix (an im2col copy's source `ref`, starts over [N, G, K, P])
 // reads: `offset` is a C expression (long long) that is -1 where the

@@ -33,6 +33,22 @@ struct CudaArch {
   bool hopper = true;  // also emit sm_90a (wgmma/TMA) variants of GEMMs
 };
 
+// A TMA tensor map (sm_90a) that the launcher encodes on the host, with
+// cuTensorMapEncodeTiled, for each launch of a variant: the whole tensor
+// bound to tile kernel argument `arg`, read in boxes of `box` elements with
+// the shared memory swizzle of `swizzle_bytes`. Dimensions run innermost
+// first, as the driver takes them. The variant's __global__ function takes
+// the maps, in order, as `const __grid_constant__ CUtensorMap` parameters
+// after the argument pointers.
+struct TmaMap {
+  int arg = 0;
+  DType dtype = DType::kF16;
+  std::vector<int64_t> dims;     // elements per dimension, innermost first
+  std::vector<int64_t> strides;  // bytes between steps of dims[1], dims[2], ...
+  std::vector<int64_t> box;      // elements per box dimension, innermost first
+  int swizzle_bytes = 128;       // 32, 64 or 128
+};
+
 // One compiled form of a kernel: the __global__ function to launch on
 // devices of compute capability >= min_sm (the launcher takes the variant
 // with the highest min_sm the device reaches).
@@ -45,6 +61,8 @@ struct CudaVariant {
   // The highest compute capability the variant runs on (0: any from
   // min_sm up); sm_90a code (wgmma) is arch-specific: max_sm = 90.
   int max_sm = 0;
+  // Tensor maps passed after the argument pointers (TMA loads).
+  std::vector<TmaMap> tma = {};
 };
 
 struct CudaKernel {

@@ -15,13 +15,16 @@
 //    The epilogue (the ew steps on %acc and the final copy) runs on the
 //    accumulator fragments in registers, with guarded stores, atomic adds
 //    under split-K.
-//  - `<name>_sm90a` (sm_90a only): the same tiles and pipeline, the block's
-//    warps grouped in warpgroups of 4 that run wgmma.mma_async m64nNk16
-//    (m64nNk8 for tf32) with both operands read from shared memory through
-//    matrix descriptors. The stage tiles are filled by cp.async, not TMA:
-//    the tile layout (panels of 128/64/32-byte lines, chunk XOR swizzle) is
-//    already the one the descriptors' swizzle modes describe, and TMA would
-//    need tensor maps encoded on the host, which the launcher does not make.
+//  - `<name>_sm90a` (sm_90a only): the same tiles, the block's warps
+//    grouped in warpgroups of 4 that run wgmma.mma_async m64nNk16 (m64nNk8
+//    for tf32) with both operands read from shared memory through matrix
+//    descriptors. The stage tiles are filled by TMA: one thread issues a
+//    cp.async.bulk.tensor box per 128/64/32-byte panel of each tile, with
+//    the tensor map's swizzle producing exactly the layout the descriptors'
+//    swizzle modes describe, and the slot's mbarrier counts the bytes in;
+//    the tensor maps are kernel parameters the launcher encodes on the host.
+//    An operand TMA cannot load (an im2col gather, a dtype conversion, rows
+//    not in 16-byte chunks, rank above 5) keeps the cp.async pipeline.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -576,7 +579,7 @@ absl::StatusOr<std::string> EmitEpilogue(const Gemm& g, const std::string& acc_e
   return EmitElementProgram(p, g.epilogue, indent);
 }
 
-std::string Header(const tile::TileKernel& k, const Gemm& g, const std::string& what) {
+std::string Header(const tile::TileKernel& k, const Gemm& g, const std::string& what, bool tma = false) {
   std::string s;
   auto shape = [](const std::vector<int64_t>& v) { return absl::StrJoin(v, "x"); };
   absl::StrAppend(&s, "// ", std::string(76, '-'), "\n");
@@ -587,7 +590,7 @@ std::string Header(const tile::TileKernel& k, const Gemm& g, const std::string& 
                   g.in == DType::kF32 ? "tf32" : DTypeName(g.in), " products accumulated in f32\n");
   absl::StrAppend(&s, "//   block tile ", g.bm, "x", g.bn, "x", g.bk, " (", g.mt, "x", g.nt, " tiles", g.batch > 1 ? absl::StrCat(" x ", g.batch, " batch items") : "",
                   g.splits > 1 ? absl::StrCat(", K split ", g.splits, " ways, partial sums added atomically") : "",
-                  "), ", g.stages, "-stage cp.async pipeline over ", g.kt, " K tiles\n");
+                  "), ", g.stages, "-stage ", tma ? "TMA" : "cp.async", " pipeline over ", g.kt, " K tiles\n");
   std::vector<std::string> ep;
   for (const Stmt* s2 : g.epilogue)
     if (s2->kind == Stmt::Kind::kEw) ep.push_back(std::string(tile::EwOpName(s2->ew)));
@@ -702,8 +705,113 @@ std::string WgmmaFunction(const Gemm& g, const HopperPlan& hp, std::string* name
   return s;
 }
 
+// ---- TMA loads of the stage tiles (sm_90a).
+
+// Why TMA cannot fill operand `op`'s stage tiles, or "" when it can; then
+// `map` describes the operand's tensor: its dims innermost first, one box a
+// panel of the stage tile (panel bytes wide, `lines` long, one element
+// along every other dim).
+std::string TmaBlocker(const Gemm& g, const Operand& op, TmaMap* map) {
+  if (op.load->im2col) return "gathered through im2col";
+  if (op.arg->dtype != op.stage->dtype) return "converted to the stage dtype";
+  if (op.copy_bytes != 16) return "rows or tile starts not in 16-byte chunks";
+  const int r = static_cast<int>(op.arg->shape.size());
+  if (r > 5) return "rank above 5";
+  // A tensor of one row broadcasts it along the tile's lines; a box would
+  // read zeros there.
+  if (op.arg->shape[r - 2] == 1) return "one row, broadcast along the tile";
+  const StageLayout& l = op.layout;
+  if (l.lines > 256) return "more than 256 lines in a tile";
+  const int64_t es = l.elem;
+  *map = TmaMap{};
+  map->arg = g.names.arg_index.at(op.arg->name);
+  map->dtype = op.arg->dtype;
+  int64_t stride = es;
+  for (int d = r - 1; d >= 0; --d) {
+    if (op.arg->shape[d] > (int64_t{1} << 32)) return "a dimension above 2^32 elements";
+    map->dims.push_back(op.arg->shape[d]);
+    if (d < r - 1) map->strides.push_back(stride);
+    stride *= op.arg->shape[d];
+  }
+  if (!map->strides.empty() && map->strides.back() >= (int64_t{1} << 40)) return "a stride of 2^40 bytes or more";
+  map->box.assign(r, 1);
+  map->box[0] = l.panel / es;
+  map->box[1] = l.lines;
+  map->swizzle_bytes = static_cast<int>(l.panel);
+  return "";
+}
+
+// The lambda (run by one thread) that starts the TMA loads of K tile `k`
+// into stage slot `slot`: it arms the slot's mbarrier with the bytes of both
+// tiles, then issues one box per panel of each.
+std::string EmitTmaLoads(const Gemm& g) {
+  const std::string kvar = Ident(g.kloop->vars[0].name);
+  std::string s;
+  absl::StrAppend(&s, "  // TMA: thread 0 arms slot `slot`'s mbarrier with the ", g.a.layout.bytes + g.b.layout.bytes,
+                  " bytes of K tile ", kvar, " and issues one box per panel;\n"
+                  "  // elements past the tensors' edges arrive as zeros.\n");
+  absl::StrAppend(&s, "  auto load_tiles = [&](int ", kvar, ", int slot) {\n");
+  absl::StrAppend(&s, "    const uint32_t bar = smem_base + bars + 8 * slot;\n");
+  absl::StrAppend(&s, "    kiln::mbar_arrive_expect_tx(bar, kTxBytes);\n");
+  for (const Operand* op : {&g.a, &g.b}) {
+    const bool is_a = op == &g.a;
+    const StageLayout& l = op->layout;
+    const int r = static_cast<int>(op->arg->shape.size());
+    const std::vector<Affine> start = StartsOf(*op->load->srcs[0].ref, r);
+    std::vector<std::string> coords;
+    for (int d = r - 1; d >= 0; --d) coords.push_back(op->arg->shape[d] == 1 ? "0" : AffineC(start[d]));
+    const int64_t panels = l.contig * l.elem / l.panel, per_panel = l.panel / l.elem;
+    coords[0] = coords[0] == "0" ? absl::StrCat("p * ", per_panel) : absl::StrCat(coords[0], " + p * ", per_panel);
+    absl::StrAppend(&s, "    // %", op->stage->buffer, ": ", panels, " box(es) of ", per_panel, " x ", l.lines,
+                    " elements of %", op->arg->name, "\n");
+    absl::StrAppend(&s, "#pragma unroll\n    for (int p = 0; p < ", panels, "; ++p)\n");
+    absl::StrAppend(&s, "      kiln::tma_load(smem_base + ", is_a ? "a_smem + slot * kSlotA" : "b_smem + slot * kSlotB",
+                    " + p * ", l.lines * l.panel, ", kiln_tma_", is_a ? "a" : "b", ", bar, ", absl::StrJoin(coords, ", "),
+                    ");\n");
+  }
+  absl::StrAppend(&s, "  };\n");
+  return s;
+}
+
+// The K loop around `compute` (which reads slot `k % S`) with TMA loads:
+// the slot of tile k + S - 1 is refilled once every warpgroup has passed
+// the barrier that follows tile k's arrival (so it is done with tile k - 1).
+std::string EmitTmaPipeline(const Gemm& g, const std::string& compute) {
+  const int S = g.stages;
+  const std::string k = Ident(g.kloop->vars[0].name);
+  std::string s;
+  absl::StrAppend(&s, "  constexpr int kStages = ", S, ", kTilesK = ", g.kt, ";\n  (void)kSlotA; (void)kSlotB;\n");
+  absl::StrAppend(&s,
+                  "  if (threadIdx.x == 0) {\n"
+                  "    for (int slot = 0; slot < kStages; ++slot) kiln::mbar_init(smem_base + bars + 8 * slot, 1);\n"
+                  "    kiln::fence_mbar_init();\n  }\n  __syncthreads();\n");
+  if (S >= 2) {
+    absl::StrAppend(&s,
+                    "  // Prologue: the first kStages - 1 K tiles in flight.\n"
+                    "  if (threadIdx.x == 0)\n"
+                    "    for (int p = 0; p < kStages - 1 && p < kTilesK; ++p) load_tiles(p, p);\n");
+    absl::StrAppend(&s, "  for (int ", k, " = 0; ", k, " < kTilesK; ++", k, ") {\n");
+    absl::StrAppend(&s, "    kiln::mbar_wait(smem_base + bars + 8 * (", k, " % kStages), (", k,
+                    " / kStages) & 1);  // tile ", k, " has landed\n");
+    absl::StrAppend(&s, "    __syncthreads();  // ...and every warpgroup is done with tile ", k,
+                    " - 1, whose slot is refilled below\n");
+    absl::StrAppend(&s, "    if (threadIdx.x == 0) {\n      const int next = ", k, " + kStages - 1;\n",
+                    "      if (next < kTilesK) load_tiles(next, next % kStages);\n    }\n");
+    absl::StrAppend(&s, "    const uint32_t as = a_smem + ", k, " % kStages * kSlotA, bs = b_smem + ", k,
+                    " % kStages * kSlotB;\n");
+    absl::StrAppend(&s, "    (void)as; (void)bs;\n", compute, "  }\n");
+  } else {
+    absl::StrAppend(&s, "  for (int ", k, " = 0; ", k, " < kTilesK; ++", k, ") {\n",
+                    "    if (threadIdx.x == 0) load_tiles(", k, ", 0);\n",
+                    "    kiln::mbar_wait(smem_base + bars, ", k, " & 1);\n",
+                    "    const uint32_t as = a_smem, bs = b_smem;\n    (void)as; (void)bs;\n", compute,
+                    "    __syncthreads();  // the single slot is refilled next iteration\n  }\n");
+  }
+  return s;
+}
+
 absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, const HopperPlan& hp,
-                                      const std::string& fn, const std::string& params) {
+                                      const std::string& fn, const std::string& params, bool tma) {
   const int threads = g.warps * 32;
   std::string wgmma;
   std::string s = WgmmaFunction(g, hp, &wgmma);
@@ -711,19 +819,33 @@ absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, 
       &s, Header(k, g,
                  absl::StrCat("wgmma GEMM for sm_90a; ", hp.warpgroups, " warpgroup(s), each ", hp.wg_rows, "x", hp.n,
                               " = ", hp.m_tiles, " wgmma m64n", hp.n, "k", g.kstep,
-                              " per K step; stage tiles by cp.async in the descriptors' swizzled layout")));
-  absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", threads, ") ", fn, "(", params, ") {\n");
+                              " per K step; stage tiles by ", tma ? "TMA" : "cp.async",
+                              " in the descriptors' swizzled layout"),
+                 tma));
+  std::string all_params = params;
+  if (tma) {
+    absl::StrAppend(&all_params,
+                    ",\n    const __grid_constant__ CUtensorMap kiln_tma_a, const __grid_constant__ CUtensorMap kiln_tma_b");
+  }
+  absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", threads, ") ", fn, "(", all_params, ") {\n");
   absl::StrAppend(&s, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n");
   absl::StrAppend(&s, EmitPrologue(g, true));
   absl::StrAppend(&s, "  const int wg = warp / 4;  // warpgroup: rows wg*", hp.wg_rows, " .. of the block tile\n");
   absl::StrAppend(&s, "  constexpr uint32_t kSlotA = ", g.a.layout.slot_stride, ", kSlotB = ", g.b.layout.slot_stride,
                   ";  // bytes per stage slot\n");
   absl::StrAppend(&s, "  const uint32_t a_smem = 0, b_smem = ", g.a.layout.slot_stride * g.stages, ";\n");
-  auto la = EmitStageLoad(g, g.a, "load_a", threads);
-  if (!la.ok()) return la.status();
-  auto lb = EmitStageLoad(g, g.b, "load_b", threads);
-  if (!lb.ok()) return lb.status();
-  absl::StrAppend(&s, *la, *lb);
+  if (tma) {
+    absl::StrAppend(&s, "  // The stage slots' mbarriers, one per slot, after the slots.\n  const uint32_t bars = ",
+                    (g.a.layout.slot_stride + g.b.layout.slot_stride) * g.stages, ";\n");
+    absl::StrAppend(&s, "  constexpr uint32_t kTxBytes = ", g.a.layout.bytes + g.b.layout.bytes, ";\n");
+    absl::StrAppend(&s, EmitTmaLoads(g));
+  } else {
+    auto la = EmitStageLoad(g, g.a, "load_a", threads);
+    if (!la.ok()) return la.status();
+    auto lb = EmitStageLoad(g, g.b, "load_b", threads);
+    if (!lb.ok()) return lb.status();
+    absl::StrAppend(&s, *la, *lb);
+  }
   const int64_t regs = hp.n / 2;
   absl::StrAppend(&s, "  // wgmma accumulators of m64 tile t: register r is row t*64 + 16*(warp%4) + gid + 8*(r%4/2),\n"
                       "  // column r/4*8 + 2*tig + r%2 of the warpgroup's tile.\n");
@@ -759,7 +881,7 @@ absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, 
                   "    kiln::wgmma_wait<0>();  // this slot is refilled once every warpgroup passed the next barrier\n");
   absl::StrAppend(&compute, "#pragma unroll\n    for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n      for (int r = 0; r < ",
                   regs, "; ++r) kiln::fence_operand(acc[t][r]);\n");
-  absl::StrAppend(&s, EmitPipeline(g, compute, true));
+  absl::StrAppend(&s, tma ? EmitTmaPipeline(g, compute) : EmitPipeline(g, compute, true));
   absl::StrAppend(&s, "  // Epilogue: the warpgroup's element (row, col) of the block tile is element (i, j) of\n"
                       "  // warp (", g.wm_var.empty() ? "-" : "%" + g.wm_var, ", ", g.wn_var.empty() ? "-" : "%" + g.wn_var,
                   ")'s ", g.gm, "x", g.gn, " accumulator tile in the tile IR.\n");
@@ -811,12 +933,22 @@ absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& a
 
   HopperPlan hp;
   std::string blocker = HopperBlocker(g, &hp);
+  std::string tma_blocker;
   if (arch.hopper && blocker.empty()) {
-    auto sm90 = EmitSm90a(k, g, hp, out.name + "_sm90a", *params);
+    TmaMap map_a, map_b;
+    if (std::string why = TmaBlocker(g, g.a, &map_a); !why.empty()) {
+      tma_blocker = absl::StrCat("A ", why);
+    } else if (std::string why_b = TmaBlocker(g, g.b, &map_b); !why_b.empty()) {
+      tma_blocker = absl::StrCat("B ", why_b);
+    }
+    const bool tma = tma_blocker.empty();
+    auto sm90 = EmitSm90a(k, g, hp, out.name + "_sm90a", *params, tma);
     if (!sm90.ok()) return sm90.status();
     out.source += *sm90;
-    CudaVariant v{out.name + "_sm90a", 90, grid, threads, smem};
+    // With TMA, one 8-byte mbarrier per stage slot follows the slots.
+    CudaVariant v{out.name + "_sm90a", 90, grid, threads, smem + (tma ? 8 * g.stages : 0)};
     v.max_sm = 90;
+    if (tma) v.tma = {map_a, map_b};
     out.variants.push_back(v);
   }
   // Split-K: blocks add partial sums into the output, zeroed before the launch.
@@ -838,7 +970,11 @@ absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& a
   out.plan = absl::StrCat("cuda gemm ", g.bm, "x", g.bn, "x", g.bk, " tiles, ", g.warps, " warps (", g.gm, "x", g.gn,
                           "), ", g.stages, " stages, mma.sync m16n8k", g.kstep,
                           g.splits > 1 ? absl::StrCat(", split-K ", g.splits) : "",
-                          arch.hopper ? (blocker.empty() ? absl::StrCat(", sm_90a wgmma m64n", hp.n, "k", g.kstep)
+                          arch.hopper ? (blocker.empty() ? absl::StrCat(", sm_90a wgmma m64n", hp.n, "k", g.kstep,
+                                                                        tma_blocker.empty()
+                                                                            ? " with TMA loads"
+                                                                            : absl::StrCat(" with cp.async loads (no TMA: ",
+                                                                                           tma_blocker, ")"))
                                                          : absl::StrCat(", no wgmma variant: ", blocker))
                                       : "");
   return out;

@@ -4,9 +4,10 @@
 // fp16/bf16 headers, conversions to and from the f32 the kernels compute
 // in, the elementwise functions of the tile IR, vector loads, and thin
 // wrappers of the PTX instructions the GEMMs use (cp.async with zero-fill,
-// ldmatrix, mma.sync, the tf32 conversion) and of the swizzled layout of
-// the stage tiles in shared memory. The wgmma wrappers depend on the MMA's
-// N and are emitted with the kernels that use them.
+// ldmatrix, mma.sync, the tf32 conversion, and on sm_90a the wgmma
+// descriptors, mbarriers and TMA loads) and of the swizzled layout of the
+// stage tiles in shared memory. The wgmma wrappers depend on the MMA's N and
+// are emitted with the kernels that use them.
 //
 //===----------------------------------------------------------------------===//
 #include "target/cuda/codegen/cuda_codegen.h"
@@ -15,6 +16,7 @@ namespace kiln::target::cuda {
 
 std::string CudaPrelude() {
   return R"cuda(// kiln cuda package: the common prelude of the kernels below.
+#include <cuda.h>  // CUtensorMap, the type of a TMA descriptor parameter
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -248,6 +250,78 @@ __device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"
 __device__ __forceinline__ void fence_proxy_async() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// ---- sm_90a: mbarriers and TMA loads. A stage slot's mbarrier expects one
+// arrival (the thread that issues the slot's TMA loads, announcing their
+// bytes) and completes its phase when those bytes have landed; the threads
+// reading the slot wait for the phase's parity.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t arrivals) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+#endif
+}
+// Makes initialized mbarriers visible to the TMA unit (then __syncthreads).
+__device__ __forceinline__ void fence_mbar_init() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// Arrives on `bar`, announcing `bytes` of TMA transfers that complete it.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+// Waits until the phase of `bar` with this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+#endif
+}
+// One TMA box of the tensor `map` at element coordinates (innermost first)
+// into shared memory at `dst` (128-byte aligned), completing bytes on `bar`;
+// elements outside the tensor arrive as zeros.
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap& map, uint32_t bar, int c0, int c1) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(&map)), "r"(bar), "r"(c0), "r"(c1) : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap& map, uint32_t bar, int c0, int c1, int c2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(&map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap& map, uint32_t bar, int c0, int c1, int c2,
+                                         int c3) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(&map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap& map, uint32_t bar, int c0, int c1, int c2,
+                                         int c3, int c4) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, "
+      "%7}], [%2];\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(&map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2),
+      "r"(c3), "r"(c4)
+      : "memory");
 #endif
 }
 
