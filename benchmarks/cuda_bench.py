@@ -131,8 +131,14 @@ def gemm_onnx(path, n, dtype_name):
 
 
 def gemm_sweep(torch, args, kiln, nvcc, arch, rows):
+    # On Hopper the package's kernels run their sm_90a variants (wgmma fed by
+    # TMA); the same package loaded again with KILN_CUDA_SM=80 runs the
+    # mma.sync variants, for the ratio of the two paths on one GPU.
+    hopper = arch == "sm_90a"
     print(f"\n== GEMM: kiln vs cuBLAS (torch.matmul), {torch.cuda.get_device_name()} ==")
-    print(f"{'size':>6} {'dtype':>5} {'kiln TFLOPS':>12} {'cuBLAS TFLOPS':>14} {'kiln/cuBLAS':>12} {'max rel err':>12}")
+    extra = f" {'mma.sync/cuBLAS':>16}" if hopper else ""
+    print(f"{'size':>6} {'dtype':>5} {'kiln TFLOPS':>12} {'cuBLAS TFLOPS':>14} {'kiln/cuBLAS':>12} {'max rel err':>12}"
+          f"{extra}")
     for n in args.sizes:
         for dt in ("fp16", "bf16"):
             tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
@@ -152,7 +158,19 @@ def gemm_sweep(torch, args, kiln, nvcc, arch, rows):
             rel = ((y.float() - ref).abs().max() / ref.abs().max()).item()
             tk, tr = 2 * n ** 3 / ms_kiln / 1e9, 2 * n ** 3 / ms_ref / 1e9
             ok = "" if rel <= 1e-2 else "  DISAGREES"
-            print(f"{n:>6} {dt:>5} {tk:>12.1f} {tr:>14.1f} {tk / tr:>12.2f} {rel:>12.2e}{ok}")
+            extra = ""
+            if hopper:
+                os.environ["KILN_CUDA_SM"] = "80"
+                try:
+                    sm80 = Package(os.path.join(d, "pkg"))
+                finally:
+                    del os.environ["KILN_CUDA_SM"]
+                ms_sm80 = time_cuda(torch, lambda: sm80.run_device([a, b], [y]), 3, iters)
+                rel80 = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+                extra = f" {(2 * n ** 3 / ms_sm80 / 1e9) / tr:>16.2f}"
+                if rel80 > 1e-2:
+                    ok += "  (mma.sync path DISAGREES)"
+            print(f"{n:>6} {dt:>5} {tk:>12.1f} {tr:>14.1f} {tk / tr:>12.2f} {rel:>12.2e}{extra}{ok}")
             rows.append(("gemm", n, dt, tk, tr, rel))
 
 

@@ -84,7 +84,10 @@ typedef struct kiln_tensor_info {
 
 /* Loads the package in `package_dir` on the current CUDA device: device
  * memory, the constants, the kernels' variants for the device. NULL on
- * failure, with the reason in err. */
+ * failure, with the reason in err. With the environment variable
+ * KILN_CUDA_SM set to a compute capability below the device's (such as 80
+ * on a Hopper GPU), the kernels' variants are those a device of that
+ * capability would run: the mma.sync code instead of wgmma and TMA. */
 kiln_model* kiln_model_load(const char* package_dir, char* err, size_t err_len);
 
 /* Runs the model once. 0 on success; otherwise non-zero with the reason in err. */
@@ -204,6 +207,7 @@ struct kiln_model {
   std::string dir;
   std::string device_name;
   int sm = 0;
+  int variant_sm = 0;  // the capability whose variants run (KILN_CUDA_SM, else sm)
   cudaStream_t stream = nullptr;
   char* arena = nullptr;
   char* constants = nullptr;
@@ -263,8 +267,8 @@ kiln_tensor_info InfoOf(int v) {
 // those with TMA loads only when the driver encodes tensor maps.
 bool VariantFits(const kiln_model* m, const VariantDesc& v) {
   if (v.num_tma > 0 && !m->encode_tiled) return false;
-  if (v.min_sm >= 90) return m->sm / 10 == v.min_sm / 10;
-  return m->sm >= v.min_sm;
+  if (v.min_sm >= 90) return m->variant_sm / 10 == v.min_sm / 10;
+  return m->variant_sm >= v.min_sm;
 }
 
 // The driver's tensor map encoder, through the runtime (which loaded the
@@ -314,8 +318,22 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   if (!Ok(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", error)) return false;
   m->sm = prop.major * 10 + prop.minor;
   m->device_name = std::string(prop.name) + " (sm_" + std::to_string(m->sm) + ")";
+  m->variant_sm = m->sm;
+  if (const char* cap = std::getenv("KILN_CUDA_SM")) {
+    char* end = nullptr;
+    const long v = std::strtol(cap, &end, 10);
+    if (end == cap || *end != '\0' || v < 80 || v > 1000) {
+      *error = std::string("KILN_CUDA_SM must be a compute capability of 80 or more, such as 80 or 90 (not '") + cap +
+               "')";
+      return false;
+    }
+    if (v < m->sm) {
+      m->variant_sm = static_cast<int>(v);
+      m->device_name += ", running sm_" + std::to_string(v) + " variants (KILN_CUDA_SM)";
+    }
+  }
 
-  if (kNumTmaMaps > 0 && m->sm / 10 == 9) FindTensorMapEncoder(m);
+  if (kNumTmaMaps > 0 && m->variant_sm / 10 == 9) FindTensorMapEncoder(m);
   // Each kernel's variant: the highest that fits the device and has code for it.
   m->variant.assign(kNumKernels, -1);
   for (int k = 0; k < kNumKernels; ++k) {
