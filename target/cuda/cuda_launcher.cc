@@ -222,6 +222,14 @@ struct kiln_model {
   // The driver's cuTensorMapEncodeTiled (null when the driver lacks it:
   // variants with TMA loads are then not chosen).
   decltype(&cuTensorMapEncodeTiled) encode_tiled = nullptr;
+  // Per launch (index into kLaunches): its variant's tensor maps, as last
+  // encoded, and the memory they were encoded over; re-encoded only when an
+  // argument is bound elsewhere (kiln_model_run_device).
+  struct LaunchMaps {
+    std::vector<void*> bases;
+    std::vector<CUtensorMap> maps;  // 64-byte aligned, passed by value
+  };
+  std::vector<LaunchMaps> launch_maps;
 };
 
 namespace {
@@ -477,8 +485,6 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
   }
   std::vector<void*> pointers;
   std::vector<void*> params;
-  // A variant's tensor maps (CUtensorMap is 64-byte aligned), passed by value.
-  std::vector<CUtensorMap> maps;
   for (int ti = 0; ti < kNumTasks; ++ti) {
     const TaskDesc& t = kTasks[ti];
     if (t.kind == KILN_TASK_HOST) {
@@ -499,15 +505,26 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
         pointers[a] = BufferPtr(m, kArgs[l.first_arg + a]);
         params[a] = &pointers[a];
       }
-      maps.resize(v.num_tma);
-      for (int j = 0; j < v.num_tma; ++j) {
-        const TmaDesc& d = kTmaMaps[v.first_tma + j];
-        if (!EncodeTensorMap(m, d, pointers[d.arg], &maps[j],
-                             std::string("the tensor map of argument ") + std::to_string(d.arg) + " of " +
-                                 kKernels[l.kernel].name + " for " + t.node,
-                             error))
-          return false;
-        params.push_back(&maps[j]);
+      if (v.num_tma > 0) {
+        if (m->launch_maps.size() <= static_cast<size_t>(li)) m->launch_maps.resize(li + 1);
+        kiln_model::LaunchMaps& lm = m->launch_maps[li];
+        if (lm.maps.size() != static_cast<size_t>(v.num_tma)) {
+          lm.maps.resize(v.num_tma);
+          lm.bases.assign(v.num_tma, nullptr);
+        }
+        for (int j = 0; j < v.num_tma; ++j) {
+          const TmaDesc& d = kTmaMaps[v.first_tma + j];
+          if (lm.bases[j] != pointers[d.arg]) {
+            lm.bases[j] = nullptr;
+            if (!EncodeTensorMap(m, d, pointers[d.arg], &lm.maps[j],
+                                 std::string("the tensor map of argument ") + std::to_string(d.arg) + " of " +
+                                     kKernels[l.kernel].name + " for " + t.node,
+                                 error))
+              return false;
+            lm.bases[j] = pointers[d.arg];
+          }
+          params.push_back(&lm.maps[j]);
+        }
       }
       if (!Ok(cudaLaunchKernel(kiln_kernel_functions[v.function], dim3(v.grid[0], v.grid[1], v.grid[2]),
                                dim3(v.block), params.data(), static_cast<size_t>(v.shared_bytes), m->stream),
