@@ -130,22 +130,24 @@ class alignas(64) Value {
   friend class Graph;
   friend class Node;
   friend class ScratchMarks;
-  // What walks over values read comes first: the type and kind, then the
-  // producer and the uses (a slot is line-aligned).
+  // What walks over values read comes first, in the first two lines (a
+  // slot is line-aligned): the type and kind, the producer, the uses, and
+  // the next constant beside them, so that a walk over the constants that
+  // asks each whether it is used reads one line of each.
   Type type_;
   Kind kind_ = Kind::kInput;
   int producer_index_ = 0;
   Node* producer_ = nullptr;
-  Graph* owner_ = nullptr;
+  // The next neighbour in the owner's list of constants (creation order),
+  // so that walks over constants skip every other value.
+  Value* next_constant_ = nullptr;
   // Most values have one use: it is stored in the value itself.
   absl::InlinedVector<Use, 1> uses_;
+  Value* prev_constant_ = nullptr;
   // Neighbours in the owner's list of values (creation order).
   Value* prev_ = nullptr;
   Value* next_ = nullptr;
-  // Neighbours in the owner's list of constants (creation order), so that
-  // walks over constants skip every other value.
-  Value* prev_constant_ = nullptr;
-  Value* next_constant_ = nullptr;
+  Graph* owner_ = nullptr;
   // The stamp of the last ScratchMarks that marked this value.
   mutable uint64_t mark_ = 0;
   // Never changes once the value exists: the owner's name table refers to it.
@@ -206,12 +208,14 @@ class alignas(64) Node {
   friend class Value;
   friend class ScratchMarks;
   // What walks over nodes read comes first: the first two cache lines hold
-  // the links, the op, the operands and results (a slot is line-aligned).
+  // the links, the op, whether it may hold graphs, the mark, the operands
+  // and results (a slot is line-aligned).
   // Neighbours in the owner's node list (execution order).
   Node* prev_ = nullptr;
   Node* next_ = nullptr;
   std::string op_;
-  Graph* owner_ = nullptr;
+  // Whether an attribute was ever given graphs (subgraphs() is empty if not).
+  bool holds_graphs_ = false;
   // The stamp of the last ScratchMarks that marked this node.
   mutable uint64_t mark_ = 0;
   // Operands and results are stored in the node itself up to the counts
@@ -222,8 +226,7 @@ class alignas(64) Node {
   const std::string* domain_ = nullptr;
   // use_slots_[i]: where this node's use of inputs_[i] sits in its uses().
   absl::InlinedVector<uint32_t, 4> use_slots_;
-  // Whether an attribute was ever given graphs (subgraphs() is empty if not).
-  bool holds_graphs_ = false;
+  Graph* owner_ = nullptr;
   std::map<std::string, Attribute> attrs_;
   std::string name_;
 };
