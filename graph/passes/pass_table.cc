@@ -14,6 +14,7 @@
 #include "graph/passes/form_fusion_groups.h"
 #include "graph/passes/gears.h"
 #include "graph/passes/infer_shapes.h"
+#include "graph/passes/narrow_precision.h"
 #include "graph/passes/pass_registry.h"
 #include "graph/passes/prune.h"
 #include "graph/passes/recognize_composites.h"
@@ -39,6 +40,10 @@ const std::vector<PassInfo>& RegisteredPasses() {
       {"recognize-composites", "turn LayerNorm, GELU, Softmax and attention subgraphs into composite nodes",
        CreateRecognizeCompositesPass},
       {"expand-composites", "expand composite nodes back into ONNX ops", CreateExpandCompositesPass},
+      {"narrow-fp16", "matrix ops compute in fp16 with fp32 accumulation; activations stay fp16 between them",
+       CreateNarrowFp16Pass},
+      {"narrow-bf16", "matrix ops compute in bf16 with fp32 accumulation; activations stay bf16 between them",
+       CreateNarrowBf16Pass},
       {"form-fusion-groups", "group memory-bound chains and matmul/conv epilogues into fused nodes",
        CreateFormFusionGroupsPass},
       {"gears", "compile one static variant per gear (--dynamic-batch, --dynamic-dims) behind a shape dispatch",

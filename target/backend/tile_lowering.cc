@@ -508,19 +508,22 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) 
     KILN_RETURN_IF_ERROR(AddOperandStep(EwOp::kAdd, c, false, args, &p));
     if (beta != 1) p.epilogue.push_back(EpilogueStep{EwOp::kMul, EpilogueStep::Operand::kScalar, -1, beta});
   }
+  // The epilogue runs on the f32 accumulator in registers and converts once,
+  // at the store, to Y's dtype: a Cast between float dtypes is no step of
+  // its own (an f16 value widened to f32 before a residual Add is exact; the
+  // rounding of an intermediate value to a narrow type is not repeated, as
+  // for every intermediate step's dtype).
   const Value* cur = mm.output(0);
-  size_t i = 1;
-  for (; i < nodes.size() && !(nodes[i]->domain().empty() && nodes[i]->op() == "Cast"); ++i) {
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    const Node& e = *nodes[i];
     if (cur->uses().size() != 1) return absl::UnimplementedError("a GEMM epilogue value has other uses");
-    KILN_RETURN_IF_ERROR(AddEpilogueStep(*nodes[i], cur, args, &p));
-    cur = nodes[i]->output(0);
-  }
-  for (; i < nodes.size(); ++i) {  // final casts: Y's dtype
-    if (!(nodes[i]->domain().empty() && nodes[i]->op() == "Cast") || nodes[i]->input(0) != cur ||
-        !IsFloat(nodes[i]->output(0)->type().dtype())) {
-      return absl::UnimplementedError("a GEMM epilogue casts only at its end, to a float dtype");
+    if (e.domain().empty() && e.op() == "Cast") {
+      if (e.input(0) != cur || !IsFloat(cur->type().dtype()) || !IsFloat(e.output(0)->type().dtype()))
+        return absl::UnimplementedError("a GEMM epilogue casts only between float dtypes");
+    } else {
+      KILN_RETURN_IF_ERROR(AddEpilogueStep(e, cur, args, &p));
     }
-    cur = nodes[i]->output(0);
+    cur = e.output(0);
   }
   if (cur != outputs[0]) return absl::UnimplementedError("the fusion group's output is not its last node's");
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ys, StaticShape(cur));

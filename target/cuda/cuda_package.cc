@@ -18,7 +18,10 @@
 #include "graph/ir/printer.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
+#include "graph/passes/dce.h"
+#include "graph/passes/form_fusion_groups.h"
 #include "graph/passes/fusion/outline.h"
+#include "graph/passes/narrow_precision.h"
 #include "graph/passes/simplify.h"
 #include "graph/support/status.h"
 #include "target/backend/memory_plan.h"
@@ -315,21 +318,45 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
 
   // Fused groups and composites: kept whole when a kernel takes them, split
   // back into their members (or the ONNX ops they stand for) otherwise, so
-  // the parts can still run on the GPU.
+  // the parts can still run on the GPU. Under a narrow precision every
+  // group is split back first, the matrix ops narrowed (weights converted
+  // once, activations kept narrow between them: NarrowMatrixOps), and the
+  // groups formed again over the narrow graph, so that GEMMs read f16/bf16
+  // memory and their epilogues and memory-bound chains run narrow too.
+  const DType narrow = options.precision == Precision::kFp16 || options.precision == Precision::kMixed ? DType::kF16
+                       : options.precision == Precision::kBf16                                      ? DType::kBF16
+                                                                                                    : DType::kF32;
+  bool narrowed = narrow == DType::kF32;
   absl::flat_hash_map<const Node*, absl::StatusOr<NodeKernel>> prebuilt;
-  const bool expanded = fusion::SplitBackKilnNodes(g, [&](Node* n) {
+  auto keep = [&](Node* n) {
+    if (prebuilt.contains(n)) return true;
+    if (!narrowed && n->domain() == "kiln" && n->op() == "Fused") return false;
     const std::string engine = target.Place(*n, options).engine;
     if (engine != "tensorcore" && engine != "simt") return false;
     absl::StatusOr<NodeKernel> k = builder.Build(*n);
     if (!k.ok()) return false;
     prebuilt.emplace(n, std::move(k));
     return true;
-  });
-  if (expanded) {
+  };
+  auto split_back = [&]() -> absl::Status {
+    if (!fusion::SplitBackKilnNodes(g, keep)) return absl::OkStatus();
     // What the split-back writes may simplify with its neighbours: the
     // Transpose of K an attention expands to composes with the head split's.
     SimplifyGraph(g, nullptr);
-    KILN_RETURN_IF_ERROR(InferShapes(g));
+    return InferShapes(g);
+  };
+  KILN_RETURN_IF_ERROR(split_back());
+  if (!narrowed) {
+    KILN_ASSIGN_OR_RETURN(bool changed, NarrowMatrixOps(g, narrow));
+    narrowed = true;
+    // Kernels built before narrowing were for the old types.
+    prebuilt.clear();
+    if (changed) {
+      EliminateDeadCode(g);  // the f32 originals of converted weights
+      KILN_RETURN_IF_ERROR(InferShapes(g));
+      if (options.fusion) FormFusionGroups(g);
+      KILN_RETURN_IF_ERROR(split_back());
+    }
   }
 
   // Every value the device holds must have a static shape.

@@ -547,6 +547,44 @@ TEST(CudaPackage, ConvolutionsAndPoolsMatchTheReference) {
   EXPECT_EQ(h.num_host_tasks(), 0) << h.Explain();
 }
 
+// --precision=fp16 narrows the graph before kernels are made: the weights
+// are f16 constants, activations between the GEMMs stay f16, so the GEMMs
+// read f16 memory (16-byte cp.async chunks, and TMA boxes on sm_90a) instead of
+// converting f32 elements at every tile load; the result matches the f32
+// reference within fp16's tolerance.
+TEST(CudaPackage, Fp16NarrowsWeightsAndActivations) {
+  auto dense = [](int64_t n, double scale) {
+    std::string s;
+    for (int64_t i = 0; i < n; ++i) absl::StrAppend(&s, i ? ", " : "", static_cast<double>(i % 7 - 3) * scale);
+    return s;
+  };
+  const std::string kir = absl::StrCat(R"(graph @main(%x: f32[256,512], %r: f32[256,256]) {
+  %w1 = const f32[512,256] dense [)", dense(512 * 256, 0.01), R"(]
+  %b1 = const f32[256] dense [)", dense(256, 0.1), R"(]
+  %w2 = const f32[256,256] dense [)", dense(256 * 256, 0.02), R"(]
+  %m1 = MatMul(%x, %w1)
+  %a1 = Add(%m1, %b1)
+  %h = Relu(%a1)
+  %m2 = MatMul(%h, %w2)
+  %y = Add(%m2, %r)
+  return %y
+})");
+  target::CompileOptions fp16;
+  fp16.precision = target::Precision::kFp16;
+  CudaPackage p = ExpectEmulationMatches(kir, {Random(DType::kF32, {256, 512}, 3), Random(DType::kF32, {256, 256}, 4)},
+                                         1e-2, fp16);
+  EXPECT_EQ(p.num_host_tasks(), 0) << p.Explain();
+  // One Cast of the input in; the GEMMs with their epilogues (bias and Relu,
+  // the widening to f32 and the residual Add) read and write no f32 they
+  // convert element by element.
+  EXPECT_EQ(CountEngine(p, "tensorcore"), 2) << p.Explain();
+  const std::string source = p.Files()["kernels.cu"];
+  EXPECT_FALSE(absl::StrContains(source, "element loads converting")) << p.Explain();
+  EXPECT_TRUE(absl::StrContains(source, "16-byte cp.async chunks")) << source;
+  // The constants are the f16 weights and bias: 2 * (512*256 + 256 + 256*256) bytes, give or take alignment.
+  EXPECT_LT(p.constants.size(), size_t{4} * (512 * 256 + 256 + 256 * 256));
+}
+
 TEST(CudaPackage, BuffersNeverOverlapWhileLive) {
   std::string kir = "graph @main(%x: f32[8,8]) {\n";
   std::string prev = "%x";
