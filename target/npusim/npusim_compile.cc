@@ -2,7 +2,6 @@
 #include "target/npusim/npusim_compile.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
@@ -20,7 +19,6 @@
 #include "graph/passes/narrow_precision.h"
 #include "graph/passes/fusion/outline.h"
 #include "graph/passes/rewrite_helpers.h"
-#include "graph/support/float16.h"
 #include "graph/support/status.h"
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"

@@ -871,6 +871,11 @@ absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, 
                         l.SwizzleMode(), ")");
   };
   std::string compute;
+  // The accumulators are fenced on both sides of the asynchronous MMAs, so
+  // that the compiler keeps them in the registers wgmma reads and writes
+  // (without it, ptxas injects warpgroup.arrive/wait of its own).
+  absl::StrAppend(&compute, "#pragma unroll\n    for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n      for (int r = 0; r < ",
+                  regs, "; ++r) kiln::fence_operand(acc[t][r]);\n");
   absl::StrAppend(&compute, "    kiln::wgmma_fence();\n");
   absl::StrAppend(&compute, "#pragma unroll\n    for (int ks = 0; ks < ", g.bk / g.kstep, "; ++ks) {\n");
   absl::StrAppend(&compute, "      const uint64_t desc_b = ", desc(g.b, "bs", "0", "ks"), ";\n");
