@@ -42,7 +42,8 @@ bool KeepsNarrow(const Node& n) {
       "LayerNormalization", "Softmax",                                           // f32 inside, round once
       "Gather",    "Where",                                                      // select an operand
   };
-  // MaxPool's Indices output is computed on the AICPU only; keep the node as it is.
+  // MaxPool's Indices output has host kernels only (the AICPU, the cuda
+  // target's host tasks): keep the node as it is.
   if (n.op() == "MaxPool" && n.num_outputs() > 1 && n.output(1) && n.output(1)->has_uses()) return false;
   if (n.domain() == "kiln" && n.op() == "Gelu") return true;  // f32 inside, round once
   return IsNamed(n, kOps);
