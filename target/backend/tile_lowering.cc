@@ -398,6 +398,19 @@ absl::Status AddOperandStep(EwOp op, const Value* other, bool operand_first, Ker
   return absl::OkStatus();
 }
 
+}  // namespace
+
+bool GemmEpilogueTakes(const Node& n) {
+  if (!n.domain().empty() && !(n.domain() == "kiln" && n.op() == "Gelu")) return false;
+  if (n.domain().empty() && n.op() == "Clip") return true;
+  if (n.domain().empty() && n.op() == "Cast")
+    return n.input(0) && IsFloat(n.input(0)->type().dtype()) && IsFloat(n.output(0)->type().dtype());
+  std::optional<EwOp> op = OneStepEwOp(n);
+  return op && *op != EwOp::kSelect && *op != EwOp::kCast && *op < EwOp::kCmpLt;
+}
+
+namespace {
+
 // The epilogue step of one body node applied to the chain value `cur`.
 absl::Status AddEpilogueStep(const Node& e, const Value* cur, KernelArgs& args, GemmProblem* p) {
   auto unfit = [&](absl::string_view why) {

@@ -146,6 +146,12 @@ struct GemmProblem {
 // the node is no GEMM this lowering takes.
 absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input);
 
+// Whether a GEMM epilogue has a step for `n`'s op (a one-step elementwise
+// op, a Clip, a Cast between float dtypes), its operands' shapes aside: what
+// a target whose matrix kernels come from this lowering tells fusion-group
+// formation a matrix op may take.
+bool GemmEpilogueTakes(const Node& n);
+
 // A GEMM tiling and what the cost model says of it.
 struct GemmTiling {
   int64_t bm = 128, bn = 128, bk = 32;  // the block tile (C tile of one grid iteration) and stage depth

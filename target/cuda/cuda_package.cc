@@ -354,7 +354,21 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     if (changed) {
       EliminateDeadCode(g);  // the f32 originals of converted weights
       KILN_RETURN_IF_ERROR(InferShapes(g));
-      if (options.fusion) FormFusionGroups(g);
+    }
+  }
+  // What was split back groups anew, a matrix op taking only the epilogue
+  // members the GEMM lowering has steps for: a group the kernels could not
+  // take whole (a MatMul, its bias Add and a tanh GELU) becomes the GEMM
+  // with its bias and the GELU on its own, instead of three kernels.
+  if (options.fusion) {
+    fusion::PartitionOptions grouping;
+    grouping.matrix_member = [](const std::vector<const Node*>&, const Node& candidate) {
+      return (candidate.domain().empty() && candidate.op() == "Transpose") || tile::GemmEpilogueTakes(candidate);
+    };
+    if (FormFusionGroups(g, grouping).total_groups() > 0) {
+      // Grouping erases nodes and makes new ones, which may take an erased
+      // node's address: kernels built so far are keyed by node, so they go.
+      prebuilt.clear();
       KILN_RETURN_IF_ERROR(split_back());
     }
   }
