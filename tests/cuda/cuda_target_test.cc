@@ -585,6 +585,25 @@ TEST(CudaPackage, Fp16NarrowsWeightsAndActivations) {
   EXPECT_LT(p.constants.size(), size_t{4} * (512 * 256 + 256 + 256 * 256));
 }
 
+// A group no kernel takes whole (the GEMM epilogue has no tanh-GELU step)
+// is split back and grouped again with the epilogue members the GEMM
+// lowering takes: the MatMul with its bias Add, then the GELU on its own.
+TEST(CudaPackage, GroupsAgainWhatNoKernelTakesWhole) {
+  CudaPackage p = ExpectEmulationMatches(R"(graph @main(%x: f32[32,64], %w: f32[64,128], %b: f32[128]) {
+  %m = MatMul(%x, %w)
+  %a = Add(%m, %b)
+  %g = kiln.Gelu(%a) {approximate = "tanh"}
+  return %g
+})",
+                                         {Random(DType::kF32, {32, 64}, 7), Random(DType::kF32, {64, 128}, 8),
+                                          Random(DType::kF32, {128}, 9)},
+                                         1e-4);
+  EXPECT_EQ(p.num_host_tasks(), 0) << p.Explain();
+  EXPECT_EQ(CountEngine(p, "tensorcore"), 1) << p.Explain();
+  EXPECT_EQ(CountEngine(p, "simt"), 1) << p.Explain();
+  EXPECT_TRUE(absl::StrContains(p.Explain(), "matrix op with fused epilogue")) << p.Explain();
+}
+
 TEST(CudaPackage, BuffersNeverOverlapWhileLive) {
   std::string kir = "graph @main(%x: f32[8,8]) {\n";
   std::string prev = "%x";
