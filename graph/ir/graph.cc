@@ -97,17 +97,38 @@ void Node::RemoveTrailingInputs(int new_count) {
   }
 }
 
+namespace {
+
+// The first attribute whose name is not before `name`.
+template <typename It>
+It AttrAt(It first, It last, absl::string_view name) {
+  return std::lower_bound(first, last, name,
+                          [](const auto& entry, absl::string_view n) { return absl::string_view(entry.first) < n; });
+}
+
+}  // namespace
+
 void Node::SetAttr(std::string name, Attribute a) {
   if (!a.graphs().empty()) {
     holds_graphs_ = true;
     if (owner_) owner_->nested_holders_.insert(this);
   }
-  attrs_[std::move(name)] = std::move(a);
+  auto it = AttrAt(attrs_.begin(), attrs_.end(), name);
+  if (it != attrs_.end() && it->first == name) {
+    it->second = std::move(a);
+  } else {
+    attrs_.emplace(it, std::move(name), std::move(a));
+  }
 }
 
 const Attribute* Node::attr(absl::string_view name) const {
-  auto it = attrs_.find(std::string(name));
-  return it == attrs_.end() ? nullptr : &it->second;
+  auto it = AttrAt(attrs_.begin(), attrs_.end(), name);
+  return it != attrs_.end() && it->first == name ? &it->second : nullptr;
+}
+
+void Node::RemoveAttr(absl::string_view name) {
+  auto it = AttrAt(attrs_.begin(), attrs_.end(), name);
+  if (it != attrs_.end() && it->first == name) attrs_.erase(it);
 }
 
 int64_t Node::GetInt(absl::string_view name, int64_t dflt) const {

@@ -181,12 +181,14 @@ class alignas(64) Node {
   void AddInput(Value* v);
   void RemoveTrailingInputs(int new_count);
 
-  // Attributes, sorted by name.
-  const std::map<std::string, Attribute>& attrs() const { return attrs_; }
-  bool has_attr(absl::string_view name) const { return attrs_.count(std::string(name)) != 0; }
+  // Attributes, sorted by name: one contiguous block per node (nodes have
+  // a handful), searched without building a key.
+  using Attrs = std::vector<std::pair<std::string, Attribute>>;
+  const Attrs& attrs() const { return attrs_; }
+  bool has_attr(absl::string_view name) const { return attr(name) != nullptr; }
   const Attribute* attr(absl::string_view name) const;
   void SetAttr(std::string name, Attribute a);
-  void RemoveAttr(absl::string_view name) { attrs_.erase(std::string(name)); }
+  void RemoveAttr(absl::string_view name);
   int64_t GetInt(absl::string_view name, int64_t dflt) const;
   float GetFloat(absl::string_view name, float dflt) const;
   std::string GetString(absl::string_view name, absl::string_view dflt) const;
@@ -227,7 +229,7 @@ class alignas(64) Node {
   // use_slots_[i]: where this node's use of inputs_[i] sits in its uses().
   absl::InlinedVector<uint32_t, 4> use_slots_;
   Graph* owner_ = nullptr;
-  std::map<std::string, Attribute> attrs_;
+  Attrs attrs_;
   std::string name_;
 };
 
