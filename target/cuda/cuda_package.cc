@@ -319,10 +319,11 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   // Fused groups and composites: kept whole when a kernel takes them, split
   // back into their members (or the ONNX ops they stand for) otherwise, so
   // the parts can still run on the GPU. Under a narrow precision every
-  // group is split back first, the matrix ops narrowed (weights converted
-  // once, activations kept narrow between them: NarrowMatrixOps), and the
-  // groups formed again over the narrow graph, so that GEMMs read f16/bf16
-  // memory and their epilogues and memory-bound chains run narrow too.
+  // group is split back first and the matrix ops narrowed (weights
+  // converted once, activations kept narrow between them: NarrowMatrixOps);
+  // the groups formed again below then run on the narrow graph, so that
+  // GEMMs read f16/bf16 memory and their epilogues and memory-bound chains
+  // run narrow too.
   const DType narrow = options.precision == Precision::kFp16 || options.precision == Precision::kMixed ? DType::kF16
                        : options.precision == Precision::kBf16                                      ? DType::kBF16
                                                                                                     : DType::kF32;
