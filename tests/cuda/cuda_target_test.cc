@@ -552,7 +552,7 @@ TEST(CudaPackage, ConvolutionsAndPoolsMatchTheReference) {
 // read f16 memory (16-byte cp.async chunks, and TMA boxes on sm_90a) instead of
 // converting f32 elements at every tile load; the result matches the f32
 // reference within fp16's tolerance.
-TEST(CudaPackage, Fp16NarrowsWeightsAndActivations) {
+TEST(CudaPackage, Fp16AndBf16NarrowWeightsAndActivations) {
   auto dense = [](int64_t n, double scale) {
     std::string s;
     for (int64_t i = 0; i < n; ++i) absl::StrAppend(&s, i ? ", " : "", static_cast<double>(i % 7 - 3) * scale);
@@ -583,6 +583,14 @@ TEST(CudaPackage, Fp16NarrowsWeightsAndActivations) {
   EXPECT_TRUE(absl::StrContains(source, "16-byte cp.async chunks")) << source;
   // The constants are the f16 weights and bias: 2 * (512*256 + 256 + 256*256) bytes, give or take alignment.
   EXPECT_LT(p.constants.size(), size_t{4} * (512 * 256 + 256 + 256 * 256));
+  // bf16 the same way (8 bits of mantissa: within 2e-2 of the largest magnitude).
+  target::CompileOptions bf16;
+  bf16.precision = target::Precision::kBf16;
+  CudaPackage b = ExpectEmulationMatches(kir, {Random(DType::kF32, {256, 512}, 3), Random(DType::kF32, {256, 256}, 4)},
+                                         2e-2, bf16);
+  EXPECT_EQ(CountEngine(b, "tensorcore"), 2) << b.Explain();
+  EXPECT_TRUE(absl::StrContains(b.Files()["kernels.cu"], "__nv_bfloat16* __restrict__")) << b.Explain();
+  EXPECT_FALSE(absl::StrContains(b.Files()["kernels.cu"], "element loads converting")) << b.Explain();
 }
 
 // A group no kernel takes whole (the GEMM epilogue has no tanh-GELU step)
