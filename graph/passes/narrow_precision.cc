@@ -6,17 +6,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/types/span.h"
 #include "graph/ops/matmul.h"
+#include "graph/passes/rewrite_helpers.h"
 #include "graph/support/float16.h"
 
 namespace kiln {
 namespace {
-
-// Whether `n` is an op of the default domain named in `ops`.
-bool IsNamed(const Node& n, absl::Span<const char* const> ops) {
-  return n.domain().empty() && std::any_of(ops.begin(), ops.end(), [&](const char* s) { return n.op() == s; });
-}
 
 // Ops that, given values of a narrow float type, compute what the f32 op
 // computes on them widened and round the result once to the narrow type.
@@ -46,7 +41,7 @@ bool KeepsNarrow(const Node& n) {
   // target's host tasks): keep the node as it is.
   if (n.op() == "MaxPool" && n.num_outputs() > 1 && n.output(1) && n.output(1)->has_uses()) return false;
   if (n.domain() == "kiln" && n.op() == "Gelu") return true;  // f32 inside, round once
-  return IsNamed(n, kOps);
+  return IsOneOf(n, kOps);
 }
 
 bool IsCastTo(const Node* n, DType t) {

@@ -1,7 +1,7 @@
 //===- rewrite_helpers.h - Helpers the graph passes share ------*- C++ -*-===//
 //
 // Small pieces that several passes need when they replace values: whether a
-// value is an output of the main graph (whose name is the model's
+// node is one of a list of ops, whether a value is an output of the main graph (whose name is the model's
 // interface and must survive a rewrite), which ops are nondeterministic, a
 // table of every value name of a graph nest (a nested graph may not redefine
 // a name visible from its enclosing graphs, so new names must be unique
@@ -11,14 +11,21 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "graph/ir/graph.h"
 
 namespace kiln {
+
+// Whether `n` is an op of the default domain named in `ops`.
+inline bool IsOneOf(const Node& n, absl::Span<const char* const> ops) {
+  return n.domain().empty() && std::any_of(ops.begin(), ops.end(), [&](const char* s) { return n.op() == s; });
+}
 
 // True when `v` is an output of a graph that has no enclosing graph.
 inline bool IsRootGraphOutput(const Value* v) {

@@ -89,6 +89,17 @@ inline const char* PrecisionName(Precision p) {
   }
   return "fp32";
 }
+// The type an f32 model's matrix work computes in under `p`, with fp32
+// accumulation: f16 (fp16, mixed), bf16, or f32 itself.
+inline DType MatrixDType(Precision p) {
+  switch (p) {
+    case Precision::kFp16:
+    case Precision::kMixed: return DType::kF16;
+    case Precision::kBf16: return DType::kBF16;
+    case Precision::kFp32: return DType::kF32;
+  }
+  return DType::kF32;
+}
 
 struct CompileOptions {
   Precision precision = Precision::kFp32;

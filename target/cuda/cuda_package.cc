@@ -97,13 +97,7 @@ class KernelBuilder {
         t = v->type().dtype();
         break;
       }
-    if (t != DType::kF32) return t;
-    switch (precision_) {
-      case Precision::kFp16:
-      case Precision::kMixed: return DType::kF16;
-      case Precision::kBf16: return DType::kBF16;
-      default: return DType::kF32;
-    }
+    return t != DType::kF32 ? t : MatrixDType(precision_);
   }
 
   absl::StatusOr<NodeKernel> Build(const Node& n) {
@@ -324,9 +318,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   // the groups formed again below then run on the narrow graph, so that
   // GEMMs read f16/bf16 memory and their epilogues and memory-bound chains
   // run narrow too.
-  const DType narrow = options.precision == Precision::kFp16 || options.precision == Precision::kMixed ? DType::kF16
-                       : options.precision == Precision::kBf16                                      ? DType::kBF16
-                                                                                                    : DType::kF32;
+  const DType narrow = MatrixDType(options.precision);
   bool narrowed = narrow == DType::kF32;
   absl::flat_hash_map<const Node*, absl::StatusOr<NodeKernel>> prebuilt;
   auto keep = [&](Node* n) {

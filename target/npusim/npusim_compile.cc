@@ -8,7 +8,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/types/span.h"
 #include "google/protobuf/text_format.h"
 #include "graph/exec/executor.h"
 #include "graph/ir/printer.h"
@@ -55,19 +54,13 @@ bool OnDevice(const Value* v) {
 bool IsView(const Node& n) {
   static const char* const kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   if (!n.domain().empty()) return false;
-  bool view = std::find_if(std::begin(kViews), std::end(kViews), [&](const char* s) { return n.op() == s; }) !=
-              std::end(kViews);
+  bool view = IsOneOf(n, kViews);
   // Dropout is an identity only in inference (training mode draws random numbers).
   if (n.op() == "Dropout") view = !IsNondeterministicOp(n) && (n.num_outputs() == 1 || !n.output(1)->has_uses());
   if (!view || !n.input(0)) return false;
   const Value* in = n.input(0);
   const Value* out = n.output(0);
   return OnDevice(in) && OnDevice(out) && in->type().dtype() == out->type().dtype() && npusim::StaticBytes(in->type()) == npusim::StaticBytes(out->type());
-}
-
-// Whether `n` is an op of the default domain named in `ops`.
-bool IsOneOf(const Node& n, absl::Span<const char* const> ops) {
-  return n.domain().empty() && std::any_of(ops.begin(), ops.end(), [&](const char* s) { return n.op() == s; });
 }
 
 absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& n, const sim::Machine& machine,
@@ -403,9 +396,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // are narrowed and formed again after (below), so that the fused kernel
   // computes in the narrow type too and a memory-bound group takes the
   // Casts narrowing puts at its edges.
-  const DType narrow = options.precision == Precision::kFp16 || options.precision == Precision::kMixed ? DType::kF16
-                       : options.precision == Precision::kBf16                                      ? DType::kBF16
-                                                                                                    : DType::kF32;
+  const DType narrow = MatrixDType(options.precision);
   auto conv_group = [](const Node& n) {
     return n.domain() == "kiln" && n.op() == "Fused" && n.GetString("kind", "") == "conv-epilogue";
   };
