@@ -150,6 +150,8 @@ double Ew(EwOp op, const double* x) {
     case EwOp::kSigmoid: return 1 / (1 + std::exp(-x[0]));
     case EwOp::kErf: return std::erf(x[0]);
     case EwOp::kGelu: return 0.5 * x[0] * (1 + std::erf(x[0] * 0.70710678118654752440));  // the erf form
+    case EwOp::kGeluTanh:
+      return 0.5 * x[0] * (1 + std::tanh(0.79788456080286535588 * (x[0] + 0.044715 * x[0] * x[0] * x[0])));
     case EwOp::kSelect: return x[0] != 0 ? x[1] : x[2];
     case EwOp::kCmpLt: return x[0] < x[1] ? 1.0 : 0.0;
     case EwOp::kCmpLe: return x[0] <= x[1] ? 1.0 : 0.0;

@@ -51,6 +51,7 @@ constexpr EwOpInfo kEwOps[] = {
     {EwOp::kExp, "exp", 1},      {EwOp::kLog, "log", 1},         {EwOp::kSqrt, "sqrt", 1},
     {EwOp::kRsqrt, "rsqrt", 1},  {EwOp::kRecip, "recip", 1},     {EwOp::kTanh, "tanh", 1},
     {EwOp::kSigmoid, "sigmoid", 1}, {EwOp::kErf, "erf", 1},      {EwOp::kGelu, "gelu", 1},
+    {EwOp::kGeluTanh, "gelu_tanh", 1},
     {EwOp::kSelect, "select", 3}, {EwOp::kCmpLt, "cmp_lt", 2},   {EwOp::kCmpLe, "cmp_le", 2},
     {EwOp::kCmpGt, "cmp_gt", 2}, {EwOp::kCmpGe, "cmp_ge", 2},    {EwOp::kCmpEq, "cmp_eq", 2},
 };

@@ -134,7 +134,7 @@ absl::string_view RoleName(TileArg::Role r);  // "in", "out", "const", "workspac
 // the destination's dtype; kSelect takes (condition, a, b).
 enum class EwOp : uint8_t {
   kCopy, kCast, kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,
-  kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kRecip, kTanh, kSigmoid, kErf, kGelu, kSelect,
+  kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kRecip, kTanh, kSigmoid, kErf, kGelu, kGeluTanh, kSelect,
   kCmpLt, kCmpLe, kCmpGt, kCmpGe, kCmpEq,
 };
 absl::string_view EwOpName(EwOp op);  // "copy", "cast", "add", ...

@@ -203,7 +203,12 @@ const std::map<std::string, EwOp>& SimpleEwOps() {
 
 // The elementwise op of `n` as one step, if it is one (kiln.Gelu's exact form included).
 std::optional<EwOp> OneStepEwOp(const Node& n) {
-  if (n.domain() == "kiln" && n.op() == "Gelu" && n.GetString("approximate", "none") == "none") return EwOp::kGelu;
+  if (n.domain() == "kiln" && n.op() == "Gelu") {
+    std::string approximate = n.GetString("approximate", "none");
+    if (approximate == "none") return EwOp::kGelu;
+    if (approximate == "tanh") return EwOp::kGeluTanh;
+    return std::nullopt;
+  }
   if (!n.domain().empty()) return std::nullopt;
   auto it = SimpleEwOps().find(n.op());
   if (it == SimpleEwOps().end()) return std::nullopt;
@@ -1032,7 +1037,6 @@ class VectorBuilder {
       Ew(EwOp::kSelect, y, {Buf(neg), Buf(scaled), x});
       return absl::OkStatus();
     }
-    if (n.domain() == "kiln" && n.op() == "Gelu" && n.GetString("approximate", "none") == "tanh") return TanhGelu(n);
     std::optional<EwOp> op = OneStepEwOp(n);
     if (!op) return NoVectorForm(n);
     std::vector<Operand> srcs;
@@ -1180,22 +1184,6 @@ class VectorBuilder {
       KILN_ASSIGN_OR_RETURN(Operand p, Use(n.input(i)));
       Ew(i == 1 ? EwOp::kMul : EwOp::kAdd, y, {Buf(y), p});
     }
-    return absl::OkStatus();
-  }
-
-  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  absl::Status TanhGelu(const kiln::Node& n) {
-    KILN_ASSIGN_OR_RETURN(Operand x, Use(n.input(0)));
-    KILN_ASSIGN_OR_RETURN(std::string y, Def(n.output(0)));
-    Ew(EwOp::kMul, y, {x, x});
-    Ew(EwOp::kMul, y, {Buf(y), x});
-    Ew(EwOp::kMul, y, {Buf(y), Scalar(0.044715)});
-    Ew(EwOp::kAdd, y, {Buf(y), x});
-    Ew(EwOp::kMul, y, {Buf(y), Scalar(0.7978845608028654)});
-    Ew(EwOp::kTanh, y, {Buf(y)});
-    Ew(EwOp::kAdd, y, {Buf(y), Scalar(1)});
-    Ew(EwOp::kMul, y, {Buf(y), x});
-    Ew(EwOp::kMul, y, {Buf(y), Scalar(0.5)});
     return absl::OkStatus();
   }
 

@@ -597,10 +597,12 @@ TEST(CudaPackage, Fp16AndBf16NarrowWeightsAndActivations) {
 // is split back and grouped again with the epilogue members the GEMM
 // lowering takes: the MatMul with its bias Add, then the GELU on its own.
 TEST(CudaPackage, GroupsAgainWhatNoKernelTakesWhole) {
+  // LeakyRelu has no epilogue step (it selects): the GEMM takes the bias
+  // Add, and the LeakyRelu runs as an elementwise kernel.
   CudaPackage p = ExpectEmulationMatches(R"(graph @main(%x: f32[32,64], %w: f32[64,128], %b: f32[128]) {
   %m = MatMul(%x, %w)
   %a = Add(%m, %b)
-  %g = kiln.Gelu(%a) {approximate = "tanh"}
+  %g = LeakyRelu(%a) {alpha = 0.1}
   return %g
 })",
                                          {Random(DType::kF32, {32, 64}, 7), Random(DType::kF32, {64, 128}, 8),
@@ -610,6 +612,26 @@ TEST(CudaPackage, GroupsAgainWhatNoKernelTakesWhole) {
   EXPECT_EQ(CountEngine(p, "tensorcore"), 1) << p.Explain();
   EXPECT_EQ(CountEngine(p, "simt"), 1) << p.Explain();
   EXPECT_TRUE(absl::StrContains(p.Explain(), "matrix op with fused epilogue")) << p.Explain();
+}
+
+TEST(CudaPackage, GemmEpilogueTakesEitherGelu) {
+  // GPT-2's fc1 (bias, tanh GELU) and BERT's (bias, erf GELU): one launch each.
+  for (const char* approximate : {"tanh", "none"}) {
+    CudaPackage p = ExpectEmulationMatches(
+        absl::StrCat(R"(graph @main(%x: f32[32,64], %w: f32[64,128], %b: f32[128]) {
+  %m = MatMul(%x, %w)
+  %a = Add(%m, %b)
+  %g = kiln.Gelu(%a) {approximate = ")",
+                     approximate, R"("}
+  return %g
+})"),
+        {Random(DType::kF32, {32, 64}, 7), Random(DType::kF32, {64, 128}, 8), Random(DType::kF32, {128}, 9)},
+        1e-4);
+    EXPECT_EQ(p.num_host_tasks(), 0) << p.Explain();
+    EXPECT_EQ(CountEngine(p, "tensorcore"), 1) << p.Explain();
+    EXPECT_EQ(CountEngine(p, "simt"), 0) << p.Explain();
+    EXPECT_TRUE(absl::StrContains(p.Explain(), "matrix op with fused epilogue")) << p.Explain();
+  }
 }
 
 TEST(CudaPackage, BuffersNeverOverlapWhileLive) {

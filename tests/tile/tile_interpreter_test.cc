@@ -361,6 +361,11 @@ TEST(TileInterpreter, EveryEwOp) {
       {EwOp::kSigmoid, [](double x, double, double) { return 1 / (1 + std::exp(-x)); }},
       {EwOp::kErf, [](double x, double, double) { return std::erf(x); }},
       {EwOp::kGelu, [](double x, double, double) { return x * 0.5 * std::erfc(-x / std::sqrt(2.0)); }},
+      {EwOp::kGeluTanh,
+       [](double x, double, double) {
+         const double pi = std::acos(-1.0);
+         return x / 2 * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * std::pow(x, 3))));
+       }},
       {EwOp::kSelect, [](double x, double y, double z) { return x != 0 ? y : z; }},
       {EwOp::kCmpLt, [](double x, double y, double) { return x < y; }},
       {EwOp::kCmpLe, [](double x, double y, double) { return x <= y; }},
@@ -368,7 +373,7 @@ TEST(TileInterpreter, EveryEwOp) {
       {EwOp::kCmpGe, [](double x, double y, double) { return x >= y; }},
       {EwOp::kCmpEq, [](double x, double y, double) { return x == y; }},
   };
-  ASSERT_EQ(cases.size(), 27u) << "every EwOp";
+  ASSERT_EQ(cases.size(), 28u) << "every EwOp";
   for (const Case& t : cases) {
     const int arity = EwOpArity(t.op);
     // select reads its condition from %c; the others read a, b.
@@ -423,6 +428,11 @@ TEST(TileInterpreter, EveryEwOp) {
 )";
   ASSERT_TRUE(RunText(kGelu, {&one, &y}).ok());
   EXPECT_NEAR(y.data<float>()[0], 0.8413447460685429, 1e-7);
+  // ... and its tanh form, gelu_tanh(1).
+  std::string tanh_form = kGelu;
+  tanh_form.replace(tanh_form.find("ew gelu"), 7, "ew gelu_tanh");
+  ASSERT_TRUE(RunText(tanh_form, {&one, &y}).ok());
+  EXPECT_NEAR(y.data<float>()[0], 0.8411919906082768, 1e-7);
   // NaN propagates through max and min, as in the reference kernels.
   Tensor nan = F32({NAN, 1, 2, 3, 4, 5}, {6});
   constexpr char kMax[] = R"(kernel @m {

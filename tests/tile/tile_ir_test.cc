@@ -64,6 +64,8 @@ TEST(TileIr, Names) {
   EXPECT_EQ(EwOpArity(EwOp::kSelect), 3);
   EXPECT_EQ(EwOpArity(EwOp::kPow), 2);
   EXPECT_EQ(EwOpArity(EwOp::kGelu), 1);
+  EXPECT_EQ(ParseEwOp("gelu_tanh"), EwOp::kGeluTanh);
+  EXPECT_EQ(EwOpArity(EwOp::kGeluTanh), 1);
   EXPECT_EQ(ReduceOpName(ReduceOp::kProd), "prod");
   EXPECT_EQ(ParseReduceOp("max"), ReduceOp::kMax);
 }

@@ -234,6 +234,7 @@ absl::StatusOr<std::string> EwExpr(EwOp op, const std::vector<std::string>& x) {
     case EwOp::kSigmoid: return absl::StrCat("kiln::sigmoid(", x[0], ")");
     case EwOp::kErf: return absl::StrCat("erff(", x[0], ")");
     case EwOp::kGelu: return absl::StrCat("kiln::gelu(", x[0], ")");
+    case EwOp::kGeluTanh: return absl::StrCat("kiln::gelu_tanh(", x[0], ")");
     case EwOp::kSelect: return absl::StrCat("kiln::select(", x[0], ", ", x[1], ", ", x[2], ")");
     case EwOp::kCmpLt: return absl::StrCat("(", x[0], " < ", x[1], " ? 1.f : 0.f)");
     case EwOp::kCmpLe: return absl::StrCat("(", x[0], " <= ", x[1], " ? 1.f : 0.f)");

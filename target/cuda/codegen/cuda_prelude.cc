@@ -47,6 +47,9 @@ __device__ __forceinline__ float max_nan(float a, float b) { return a != a || b 
 __device__ __forceinline__ float min_nan(float a, float b) { return a != a || b != b ? a + b : fminf(a, b); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float gelu_tanh(float x) {
+  return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
 __device__ __forceinline__ float recip(float x) { return 1.f / x; }
 __device__ __forceinline__ float select(float c, float a, float b) { return c != 0.f ? a : b; }
 

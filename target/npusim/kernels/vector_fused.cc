@@ -292,6 +292,21 @@ class StepEmitter {
         k_.Vec("vmuls", kCt, dst, {t}, n, 0.5);
         break;
       }
+      case EwOp::kGeluTanh: {
+        if (!ins[0]) return Unfit("a unary op of a constant");
+        // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), through the scratch.
+        VArg t = V(scratch_), x = *ins[0];
+        k_.Vec("vmul", kCt, t, {x, x}, n);
+        k_.Vec("vmul", kCt, t, {t, x}, n);
+        k_.Vec("vmuls", kCt, t, {t}, n, 0.044715);
+        k_.Vec("vadd", kCt, t, {t, x}, n);
+        k_.Vec("vmuls", kCt, t, {t}, n, 0.7978845608028654);
+        k_.Vec("vtanh", kCt, t, {t}, n);
+        k_.Vec("vadds", kCt, t, {t}, n, 1.0);
+        k_.Vec("vmul", kCt, t, {t, x}, n);
+        k_.Vec("vmuls", kCt, dst, {t}, n, 0.5);
+        break;
+      }
       case EwOp::kCast: {
         if (!ins[0]) return Unfit("a cast of a constant");
         // Rounds to the destination's dtype when it is narrower than f32.
