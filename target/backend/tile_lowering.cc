@@ -201,7 +201,7 @@ const std::map<std::string, EwOp>& SimpleEwOps() {
   return *ops;
 }
 
-// The elementwise op of `n` as one step, if it is one (kiln.Gelu's exact form included).
+// The elementwise op of `n` as one step, if it is one (either form of kiln.Gelu included).
 std::optional<EwOp> OneStepEwOp(const Node& n) {
   if (n.domain() == "kiln" && n.op() == "Gelu") {
     std::string approximate = n.GetString("approximate", "none");
