@@ -406,7 +406,6 @@ absl::Status AddOperandStep(EwOp op, const Value* other, bool operand_first, Ker
 }  // namespace
 
 bool GemmEpilogueTakes(const Node& n) {
-  if (!n.domain().empty() && !(n.domain() == "kiln" && n.op() == "Gelu")) return false;
   if (n.domain().empty() && n.op() == "Clip") return true;
   if (n.domain().empty() && n.op() == "Cast")
     return n.input(0) && IsFloat(n.input(0)->type().dtype()) && IsFloat(n.output(0)->type().dtype());

@@ -351,8 +351,8 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   }
   // What was split back groups anew, a matrix op taking only the epilogue
   // members the GEMM lowering has steps for: a group the kernels could not
-  // take whole (a MatMul, its bias Add and a tanh GELU) becomes the GEMM
-  // with its bias and the GELU on its own, instead of three kernels.
+  // take whole (a MatMul, its bias Add and a LeakyRelu) becomes the GEMM
+  // with its bias and the LeakyRelu on its own, instead of three kernels.
   if (options.fusion) {
     fusion::PartitionOptions grouping;
     grouping.matrix_member = [](const std::vector<const Node*>&, const Node& candidate) {

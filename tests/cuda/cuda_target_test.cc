@@ -593,21 +593,27 @@ TEST(CudaPackage, Fp16AndBf16NarrowWeightsAndActivations) {
   EXPECT_FALSE(absl::StrContains(b.Files()["kernels.cu"], "element loads converting")) << b.Explain();
 }
 
-// A group no kernel takes whole (the GEMM epilogue has no tanh-GELU step)
-// is split back and grouped again with the epilogue members the GEMM
-// lowering takes: the MatMul with its bias Add, then the GELU on its own.
-TEST(CudaPackage, GroupsAgainWhatNoKernelTakesWhole) {
-  // LeakyRelu has no epilogue step (it selects): the GEMM takes the bias
-  // Add, and the LeakyRelu runs as an elementwise kernel.
-  CudaPackage p = ExpectEmulationMatches(R"(graph @main(%x: f32[32,64], %w: f32[64,128], %b: f32[128]) {
+// A MatMul with its bias Add, then `activation` (a node line reading %a and
+// defining %g), packaged and emulated against the reference executor.
+CudaPackage BiasedGemmThen(const std::string& activation) {
+  return ExpectEmulationMatches(absl::StrCat(R"(graph @main(%x: f32[32,64], %w: f32[64,128], %b: f32[128]) {
   %m = MatMul(%x, %w)
   %a = Add(%m, %b)
-  %g = LeakyRelu(%a) {alpha = 0.1}
+  )",
+                                             activation, R"(
   return %g
-})",
-                                         {Random(DType::kF32, {32, 64}, 7), Random(DType::kF32, {64, 128}, 8),
-                                          Random(DType::kF32, {128}, 9)},
-                                         1e-4);
+})"),
+                                {Random(DType::kF32, {32, 64}, 7), Random(DType::kF32, {64, 128}, 8),
+                                 Random(DType::kF32, {128}, 9)},
+                                1e-4);
+}
+
+// A group no kernel takes whole is split back and grouped again with the
+// epilogue members the GEMM lowering takes. LeakyRelu has no epilogue step
+// (it selects): the GEMM takes the bias Add, and the LeakyRelu runs as an
+// elementwise kernel.
+TEST(CudaPackage, GroupsAgainWhatNoKernelTakesWhole) {
+  CudaPackage p = BiasedGemmThen("%g = LeakyRelu(%a) {alpha = 0.1}");
   EXPECT_EQ(p.num_host_tasks(), 0) << p.Explain();
   EXPECT_EQ(CountEngine(p, "tensorcore"), 1) << p.Explain();
   EXPECT_EQ(CountEngine(p, "simt"), 1) << p.Explain();
@@ -617,16 +623,7 @@ TEST(CudaPackage, GroupsAgainWhatNoKernelTakesWhole) {
 TEST(CudaPackage, GemmEpilogueTakesEitherGelu) {
   // GPT-2's fc1 (bias, tanh GELU) and BERT's (bias, erf GELU): one launch each.
   for (const char* approximate : {"tanh", "none"}) {
-    CudaPackage p = ExpectEmulationMatches(
-        absl::StrCat(R"(graph @main(%x: f32[32,64], %w: f32[64,128], %b: f32[128]) {
-  %m = MatMul(%x, %w)
-  %a = Add(%m, %b)
-  %g = kiln.Gelu(%a) {approximate = ")",
-                     approximate, R"("}
-  return %g
-})"),
-        {Random(DType::kF32, {32, 64}, 7), Random(DType::kF32, {64, 128}, 8), Random(DType::kF32, {128}, 9)},
-        1e-4);
+    CudaPackage p = BiasedGemmThen(absl::StrCat("%g = kiln.Gelu(%a) {approximate = \"", approximate, "\"}"));
     EXPECT_EQ(p.num_host_tasks(), 0) << p.Explain();
     EXPECT_EQ(CountEngine(p, "tensorcore"), 1) << p.Explain();
     EXPECT_EQ(CountEngine(p, "simt"), 0) << p.Explain();
