@@ -21,14 +21,21 @@
 // change of all live heap memory (mallinfo2) over the pass, payloads
 // included.
 //
+// `graph_MiB` is the heap the graph held when the timed pipeline began, and
+// `us_per_node` the time per node of the graph as generated. The Scaling
+// family runs the default pipeline on sizes between 5k and 100k nodes, to
+// show where the time per node steps up as the graph outgrows the caches.
+//
 //   build/benchmarks/optimizer_bench --benchmark_filter=Pipeline
 //   build/benchmarks/optimizer_bench --benchmark_filter='Pass/.*/pytorch'
+//   build/benchmarks/optimizer_bench --benchmark_filter=Scaling
 //
 //===----------------------------------------------------------------------===//
 #include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -204,9 +211,11 @@ void RunPipeline(Model& m, const std::string& spec) {
 // `before` (untimed).
 void Measure(benchmark::State& state, Generator gen, const std::string& before, const std::string& pipeline) {
   int n = static_cast<int>(state.range(0));
-  int64_t nodes_before = 0, nodes_after = 0, peak = 0, total = 0, heap = 0;
+  int64_t nodes_before = 0, nodes_after = 0, peak = 0, total = 0, heap = 0, graph_heap = 0;
+  double timed_ns = 0;
   for (auto _ : state) {
     state.PauseTiming();
+    int64_t empty_heap = HeapInUse();
     Model m = gen(n);
     RunPipeline(m, before);
     nodes_before = static_cast<int64_t>(m.graph->num_nodes());
@@ -216,8 +225,11 @@ void Measure(benchmark::State& state, Generator gen, const std::string& before, 
     g_peak.store(live0);
     int64_t total0 = g_total.load();
     int64_t heap0 = HeapInUse();
+    graph_heap = heap0 - empty_heap;
     state.ResumeTiming();
+    auto start = std::chrono::steady_clock::now();
     auto changed = pm.Run(m);
+    timed_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     state.PauseTiming();
     if (!changed.ok()) {
       state.SkipWithError(std::string(changed.status().message()).c_str());
@@ -237,6 +249,9 @@ void Measure(benchmark::State& state, Generator gen, const std::string& before, 
   state.counters["peak_MiB"] = static_cast<double>(peak) / kMiB;
   state.counters["alloc_MiB"] = static_cast<double>(total) / kMiB;
   state.counters["heap_MiB"] = static_cast<double>(heap) / kMiB;
+  state.counters["graph_MiB"] = static_cast<double>(graph_heap) / kMiB;
+  if (state.iterations() > 0)
+    state.counters["us_per_node"] = timed_ns / 1e3 / static_cast<double>(state.iterations()) / n;
 }
 
 // What each pass normally follows in the default pipeline.
@@ -267,6 +282,12 @@ void RegisterAll() {
       for (int64_t n : sizes) b->Arg(n);
       b->Unit(benchmark::kMillisecond)->MinTime(0.5);
     }
+  }
+  for (const GeneratorInfo& gen : kGenerators) {
+    auto* b = benchmark::RegisterBenchmark(absl::StrCat("Scaling/default/", gen.name).c_str(),
+                                           [gen](benchmark::State& s) { Measure(s, gen.make, "", "default"); });
+    for (int64_t n : {5000, 7500, 10000, 12500, 15000, 20000, 30000, 50000, 100000}) b->Arg(n);
+    b->Unit(benchmark::kMillisecond)->MinTime(0.5);
   }
   for (const PassCase& p : kPasses) {
     for (const GeneratorInfo* gen : {&kGenerators[0], &kGenerators[1], &kGenerators[2]}) {
