@@ -9,39 +9,78 @@
 #include "graph/ops/matmul.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/float16.h"
+#include "graph/support/status.h"
 
 namespace kiln {
 namespace {
 
 // Ops that, given values of a narrow float type, compute what the f32 op
 // computes on them widened and round the result once to the narrow type.
-// Bit for bit the same values: ops that select one of their operands (Relu,
-// Clip to representable bounds, Max, Min, max pooling, Gather, Where) and
-// views (a view of a narrow value is narrow, still no kernel). One rounding
-// of an exact f32 result, within the error the fp16/bf16 modes allow: Add,
-// Sub, Mul (one f16 instruction, or f32 and a conversion for bf16) and
-// average pooling (the kernels sum in f32 and convert once). One rounding
-// of an f32 computation: LayerNormalization, Softmax and GELU, whose
-// kernels widen their inputs, compute in f32 and convert the result once.
-// Both device targets have kernels for each of them in f16 and bf16 (npusim
-// vector kernels; the cuda target's, which compute every op in f32 between
-// converting loads and stores). And copies (Transpose, Split), run on any
-// dtype in half the bytes: a transformer's activations stay narrow from the
-// embedding lookup through attention, the MLP and the residual stream.
+// Bit for bit the same values (the clear list): ops that select one of
+// their operands (Relu, Clip to representable bounds, Max, Min, max
+// pooling, Gather, Where), views (a view of a narrow value is narrow, still
+// no kernel) and copies (Transpose, Split), which run on any dtype in half
+// the bytes. One rounding (the infer list): of an exact f32 result, within
+// the error the fp16/bf16 modes allow, Add, Sub, Mul (one f16 instruction,
+// or f32 and a conversion for bf16) and average pooling (the kernels sum in
+// f32 and convert once); of an f32 computation, LayerNormalization, Softmax
+// and GELU, whose kernels widen their inputs, compute in f32 and convert the
+// result once. Both device targets have kernels for each of them in f16 and
+// bf16 (npusim vector kernels; the cuda target's, which compute every op in
+// f32 between converting loads and stores): a transformer's activations
+// stay narrow from the embedding lookup through attention, the MLP and the
+// residual stream.
+constexpr const char* kAllowOps[] = {"MatMul", "Gemm", "Conv"};
+constexpr const char* kInferOps[] = {
+    "Add", "Sub", "Mul", "AveragePool", "GlobalAveragePool", "LayerNormalization", "Softmax", "kiln.Gelu",
+};
+constexpr const char* kClearOps[] = {
+    "Relu",    "Clip",    "Max",     "Min",       "MaxPool",  "GlobalMaxPool", "Reshape", "Flatten",
+    "Squeeze", "Unsqueeze", "Identity", "Transpose", "Split", "Gather",        "Where",
+};
+
+enum class OpList { kAllow, kInfer, kClear, kDeny };
+
+// Each op's list: the defaults above, with a MixedPrecisionOptions' edits.
+class OpLists {
+ public:
+  explicit OpLists(const MixedPrecisionOptions* edits = nullptr) {
+    for (const char* op : kAllowOps) lists_[op] = OpList::kAllow;
+    for (const char* op : kInferOps) lists_[op] = OpList::kInfer;
+    for (const char* op : kClearOps) lists_[op] = OpList::kClear;
+    if (!edits) return;
+    for (const std::string& op : edits->allow) lists_[op] = OpList::kAllow;
+    for (const std::string& op : edits->infer) lists_[op] = OpList::kInfer;
+    for (const std::string& op : edits->clear) lists_[op] = OpList::kClear;
+    for (const std::string& op : edits->deny) lists_[op] = OpList::kDeny;
+  }
+  OpList Of(const Node& n) const {
+    auto it = lists_.find(n.domain().empty() ? n.op() : n.QualifiedOp());
+    return it == lists_.end() ? OpList::kDeny : it->second;
+  }
+  // The list an op is on without edits.
+  static OpList Default(absl::string_view op) {
+    auto in = [&](absl::Span<const char* const> ops) {
+      return std::find(ops.begin(), ops.end(), op) != ops.end();
+    };
+    return in(kAllowOps) ? OpList::kAllow : in(kInferOps) ? OpList::kInfer : in(kClearOps) ? OpList::kClear : OpList::kDeny;
+  }
+
+ private:
+  absl::flat_hash_map<std::string, OpList> lists_;
+};
+
+// Whether `n`, whose op is on the infer or clear list, may compute in the
+// narrow type at all. MaxPool's Indices output has host kernels only (the
+// AICPU, the cuda target's host tasks): such a node stays as it is.
+bool MayComputeNarrow(const Node& n) {
+  return !(n.op() == "MaxPool" && n.num_outputs() > 1 && n.output(1) && n.output(1)->has_uses());
+}
+
 bool KeepsNarrow(const Node& n) {
-  static constexpr const char* kOps[] = {
-      "Relu",    "Clip",      "Max", "Min", "MaxPool",     "GlobalMaxPool",      // select an operand
-      "Reshape", "Flatten",   "Squeeze",    "Unsqueeze",   "Identity",           // views
-      "Add",     "Sub",       "Mul",        "AveragePool", "GlobalAveragePool",  // round once
-      "Transpose", "Split",                                                      // copies
-      "LayerNormalization", "Softmax",                                           // f32 inside, round once
-      "Gather",    "Where",                                                      // select an operand
-  };
-  // MaxPool's Indices output has host kernels only (the AICPU, the cuda
-  // target's host tasks): keep the node as it is.
-  if (n.op() == "MaxPool" && n.num_outputs() > 1 && n.output(1) && n.output(1)->has_uses()) return false;
-  if (n.domain() == "kiln" && n.op() == "Gelu") return true;  // f32 inside, round once
-  return IsOneOf(n, kOps);
+  static const OpLists* defaults = new OpLists();
+  OpList l = defaults->Of(n);
+  return (l == OpList::kInfer || l == OpList::kClear) && MayComputeNarrow(n);
 }
 
 bool IsCastTo(const Node* n, DType t) {
@@ -102,59 +141,70 @@ bool OnlyGraphOutputs(const Graph& g, const Node& n) {
   return true;
 }
 
+// The producer of `v` when it is a Cast to f32 of a narrow value.
+Node* Widened(const Value* v, DType narrow) {
+  Node* c = v->producer();
+  return IsCastTo(c, DType::kF32) && c->input(0)->type().dtype() == narrow ? c : nullptr;
+}
+
+bool IsF32(const Value* v) { return v && v->type().is_tensor() && v->type().dtype() == DType::kF32; }
+
+// f32 constants and their narrow copies, each made once.
+using Converted = absl::flat_hash_map<const Value*, Value*>;
+
+Value* NarrowConstant(Graph& g, Value* v, DType narrow, Converted& converted) {
+  Value*& c = converted[v];
+  if (!c) c = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))),
+                            NarrowCopy(v->constant(), narrow));
+  return c;
+}
+
 // Activations stay narrow between matrix ops. A Cast back to f32 of a
-// narrow value sinks past a node that KeepsNarrow when each of its f32
-// inputs is such a Cast or a constant that the narrow type holds (converted
-// once; ReLU6's bounds 0 and 6 exactly): the node runs in the narrow type
-// and one Cast back to f32 follows each of its outputs. Nodes are visited
-// in order, so a chain of them (Conv -> Clip -> Add -> MaxPool) carries the
-// Cast to its end; a Cast to the narrow type of a Cast from it is then the
-// value itself, so the next matrix op reads the narrow value. A Gather from
-// a constant table (an embedding) starts such a chain with no Cast before
-// it: the table converts once.
-bool SinkWideningCasts(Graph& g, DType narrow) {
-  bool changed = false;
-  auto widened = [&](const Value* v) -> Node* {
-    Node* c = v->producer();
-    return IsCastTo(c, DType::kF32) && c->input(0)->type().dtype() == narrow ? c : nullptr;
-  };
-  auto is_f32 = [](const Value* v) { return v && v->type().is_tensor() && v->type().dtype() == DType::kF32; };
-  absl::flat_hash_map<const Value*, Value*> narrowed;  // f32 constant -> its narrow copy
-  for (Node* n : g.NodeList()) {
-    if (!KeepsNarrow(*n)) continue;
-    bool sink = true, any_cast = false, any_out = false;
-    for (const Value* v : n->inputs()) {
-      if (!v || !v->type().is_tensor() || !IsFloat(v->type().dtype())) continue;
-      if (!is_f32(v)) sink = false;
-      else if (widened(v)) any_cast = true;
-      else if (!v->is_constant() || !v->constant().defined() || !NarrowHolds(v->constant(), narrow)) sink = false;
-    }
-    for (const Value* y : n->outputs()) any_out |= is_f32(y);
-    const bool lookup = n->op() == "Gather" && n->input(0) && n->input(0)->is_constant();
-    if (!sink || !(any_cast || lookup) || !any_out || OnlyGraphOutputs(g, *n)) continue;
-    changed = true;
-    for (int i = 0; i < n->num_inputs(); ++i) {
-      Value* v = n->input(i);
-      if (!is_f32(v)) continue;
-      if (Node* c = widened(v)) {
-        n->SetInput(i, c->input(0));
-        if (!c->output(0)->has_uses()) g.EraseNode(c);
-        continue;
-      }
-      Value*& c = narrowed[v];
-      if (!c) c = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))),
-                                NarrowCopy(v->constant(), narrow));
-      n->SetInput(i, c);
-    }
-    Node* next = n->next();
-    for (Value* y : n->outputs()) {
-      if (!is_f32(y)) continue;
-      NarrowWithCastBack(g, y, narrow, next);
-    }
+// narrow value sinks past a node that may compute narrow when each of its
+// f32 inputs is such a Cast or a constant that the narrow type holds
+// (converted once; ReLU6's bounds 0 and 6 exactly): the node runs in the
+// narrow type and one Cast back to f32 follows each of its outputs. Nodes
+// are visited in order, so a chain of them (Conv -> Clip -> Add -> MaxPool)
+// carries the Cast to its end; a Cast to the narrow type of a Cast from it
+// is then the value itself (CancelCastPairs), so the next matrix op reads
+// the narrow value. A Gather from a constant table (an embedding) starts
+// such a chain with no Cast before it: the table converts once. Whether `n`
+// changed.
+bool SinkInto(Graph& g, Node* n, DType narrow, Converted& converted) {
+  bool sink = true, any_cast = false, any_out = false;
+  for (const Value* v : n->inputs()) {
+    if (!v || !v->type().is_tensor() || !IsFloat(v->type().dtype())) continue;
+    if (!IsF32(v)) sink = false;
+    else if (Widened(v, narrow)) any_cast = true;
+    else if (!v->is_constant() || !v->constant().defined() || !NarrowHolds(v->constant(), narrow)) sink = false;
   }
+  for (const Value* y : n->outputs()) any_out |= IsF32(y);
+  const bool lookup = n->op() == "Gather" && n->input(0) && n->input(0)->is_constant();
+  if (!sink || !(any_cast || lookup) || !any_out || OnlyGraphOutputs(g, *n)) return false;
+  for (int i = 0; i < n->num_inputs(); ++i) {
+    Value* v = n->input(i);
+    if (!IsF32(v)) continue;
+    if (Node* c = Widened(v, narrow)) {
+      n->SetInput(i, c->input(0));
+      if (!c->output(0)->has_uses()) g.EraseNode(c);
+      continue;
+    }
+    n->SetInput(i, NarrowConstant(g, v, narrow, converted));
+  }
+  Node* next = n->next();
+  for (Value* y : n->outputs()) {
+    if (!IsF32(y)) continue;
+    NarrowWithCastBack(g, y, narrow, next);
+  }
+  return true;
+}
+
+// A Cast to the narrow type of a Cast from it is the narrow value itself.
+bool CancelCastPairs(Graph& g, DType narrow) {
+  bool changed = false;
   for (Node* b : g.NodeList()) {
     if (!IsCastTo(b, narrow)) continue;
-    Node* a = widened(b->input(0));
+    Node* a = Widened(b->input(0), narrow);
     if (!a) continue;
     b->output(0)->ReplaceAllUsesWith(a->input(0));
     g.EraseNode(b);
@@ -164,49 +214,215 @@ bool SinkWideningCasts(Graph& g, DType narrow) {
   return changed;
 }
 
+// Whether `n` is a matrix op with f32 operands and a static f32 result.
+bool IsF32MatrixOp(const Node& n) {
+  if (!n.domain().empty() || (n.op() != "MatMul" && n.op() != "Gemm" && n.op() != "Conv")) return false;
+  bool all_f32 = n.output(0)->type().dtype() == DType::kF32;
+  for (const Value* v : n.inputs()) all_f32 &= !v || v->type().dtype() == DType::kF32;
+  return all_f32 && n.output(0)->type().shape().is_static();
+}
+
+// The matrix op `n` (IsF32MatrixOp) computes in the narrow type: constant
+// operands converted once, others through a Cast before it, and a Cast back
+// to f32 before `next` for its users.
+void NarrowMatrixOp(Graph& g, Node* n, Node* next, DType narrow, Converted& converted) {
+  for (int i = 0; i < n->num_inputs(); ++i) {
+    Value* v = n->input(i);
+    if (!v) continue;
+    // An operand transposed for this MatMul alone is transposed narrow,
+    // so that the GEMM reads it transposed (IsMatrixTranspose).
+    if (Node* t = v->producer(); n->op() == "MatMul" && t && IsMatrixTranspose(*t) && v->uses().size() == 1 &&
+                                 !t->input(0)->is_constant()) {
+      t->SetInput(0, CastToNarrow(g, t->input(0), narrow, t));
+      v->set_type(Type::Tensor(narrow, v->type().shape()));
+      continue;
+    }
+    if (v->is_constant() && v->constant().defined()) n->SetInput(i, NarrowConstant(g, v, narrow, converted));
+    else n->SetInput(i, CastToNarrow(g, v, narrow, n));
+  }
+  NarrowWithCastBack(g, n->output(0), narrow, next);
+}
+
+// The multiply-adds of the matrix op `n` (IsF32MatrixOp), or -1 when an
+// operand's shape is not static.
+double MatrixMacs(const Node& n) {
+  const Shape& a = n.input(0)->type().shape();
+  const Shape& b = n.input(1)->type().shape();
+  if (!a.is_static() || !b.is_static() || a.rank() == 0 || b.rank() == 0) return -1;
+  const double out = static_cast<double>(n.output(0)->type().shape().NumElements());
+  if (n.op() == "MatMul") return out * static_cast<double>(a.dims()[a.rank() - 1].value());
+  if (n.op() == "Gemm") {
+    if (a.rank() != 2) return -1;
+    return out * static_cast<double>(a.dims()[n.GetInt("transA", 0) ? 0 : 1].value());
+  }
+  // Conv: each output element reads C/group x kernel window weights.
+  return out * static_cast<double>(b.NumElements() / b.dims()[0].value());
+}
+
+// The elements the Casts around the matrix op `n` would convert were it
+// narrow: operands not constant nor already narrow, and the result unless
+// every user may read it narrow.
+double CastElements(const Node& n, const OpLists& lists, DType narrow) {
+  double elems = 0;
+  for (const Value* v : n.inputs()) {
+    if (!v || (v->is_constant() && v->constant().defined()) || Widened(v, narrow)) continue;
+    if (!v->type().shape().is_static()) return -1;
+    elems += static_cast<double>(v->type().shape().NumElements());
+  }
+  const Value* y = n.output(0);
+  bool all_narrow_users = true;
+  for (const Use& u : y->uses()) all_narrow_users &= u.user && lists.Of(*u.user) != OpList::kDeny;
+  if (!all_narrow_users) elems += static_cast<double>(y->type().shape().NumElements());
+  return elems;
+}
+
+// Clear ops take the Cast to the narrow type that follows them: a clear op
+// with one float operand (f32, not constant), whose results are read only
+// through Casts to the narrow type and hold at least as many elements as
+// the operand (a copy or a view; a pool would convert more), computes
+// narrow after a Cast of its operand. Last to first, so a chain of them
+// (Reshape -> Transpose -> MatMul) passes the Cast up to its start.
+int64_t HoistCasts(Graph& g, DType narrow, const OpLists& lists) {
+  int64_t hoisted = 0;
+  std::vector<Node*> nodes = g.NodeList();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* c = *it;
+    if (lists.Of(*c) != OpList::kClear || !MayComputeNarrow(*c) || c->may_hold_graphs()) continue;
+    int data = -1;
+    bool one = true;
+    for (int i = 0; i < c->num_inputs(); ++i) {
+      const Value* v = c->input(i);
+      if (!v || !v->type().is_tensor() || !IsFloat(v->type().dtype())) continue;
+      one &= data < 0;
+      data = i;
+    }
+    if (!one || data < 0) continue;
+    Value* x = c->input(data);
+    if (!IsF32(x) || x->is_constant() || !x->type().shape().is_static()) continue;
+    bool only_casts = true, used = false;
+    int64_t out_elems = 0;
+    for (const Value* y : c->outputs()) {
+      only_casts &= IsF32(y) && y->type().shape().is_static();
+      if (!only_casts) break;
+      out_elems += y->type().shape().NumElements();
+      for (const Use& u : y->uses()) {
+        only_casts &= u.user && IsCastTo(u.user, narrow);
+        used = true;
+      }
+    }
+    if (!only_casts || !used || out_elems < x->type().shape().NumElements()) continue;
+    c->SetInput(data, CastToNarrow(g, x, narrow, c));
+    for (Value* y : c->outputs()) {
+      y->set_type(Type::Tensor(narrow, y->type().shape()));
+      std::vector<Node*> casts;
+      for (const Use& u : y->uses()) casts.push_back(u.user);
+      for (Node* cast : casts) {
+        cast->output(0)->ReplaceAllUsesWith(y);
+        g.EraseNode(cast);
+      }
+    }
+    ++hoisted;
+  }
+  return hoisted;
+}
+
+absl::Status CheckNarrowType(DType narrow) {
+  if (narrow == DType::kF16 || narrow == DType::kBF16) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("narrowing to ", DTypeName(narrow), ": only f16 and bf16"));
+}
+
 }  // namespace
 
 absl::StatusOr<bool> NarrowMatrixOps(Graph& g, DType narrow) {
-  if (narrow != DType::kF16 && narrow != DType::kBF16)
-    return absl::InvalidArgumentError(absl::StrCat("narrowing to ", DTypeName(narrow), ": only f16 and bf16"));
+  KILN_RETURN_IF_ERROR(CheckNarrowType(narrow));
   bool changed = false;
-  absl::flat_hash_map<const Value*, Value*> converted;  // f32 constant -> its narrow copy, made once
+  Converted converted;
   std::vector<Node*> nodes = g.NodeList();
   for (size_t k = 0; k < nodes.size(); ++k) {
-    Node* n = nodes[k];
-    Node* next = k + 1 < nodes.size() ? nodes[k + 1] : nullptr;
-    if (!n->domain().empty() || (n->op() != "MatMul" && n->op() != "Gemm" && n->op() != "Conv")) continue;
-    bool all_f32 = n->output(0)->type().dtype() == DType::kF32;
-    for (Value* v : n->inputs()) all_f32 &= !v || v->type().dtype() == DType::kF32;
-    if (!all_f32 || !n->output(0)->type().shape().is_static()) continue;
+    if (!IsF32MatrixOp(*nodes[k])) continue;
+    NarrowMatrixOp(g, nodes[k], k + 1 < nodes.size() ? nodes[k + 1] : nullptr, narrow, converted);
     changed = true;
-    for (int i = 0; i < n->num_inputs(); ++i) {
-      Value* v = n->input(i);
-      if (!v) continue;
-      // An operand transposed for this MatMul alone is transposed narrow,
-      // so that the GEMM reads it transposed (IsMatrixTranspose).
-      if (Node* t = v->producer(); n->op() == "MatMul" && t && IsMatrixTranspose(*t) &&
-                                   v->uses().size() == 1 && !t->input(0)->is_constant()) {
-        t->SetInput(0, CastToNarrow(g, t->input(0), narrow, t));
-        v->set_type(Type::Tensor(narrow, v->type().shape()));
-        continue;
-      }
-      if (v->is_constant() && v->constant().defined()) {
-        Value*& nc = converted[v];
-        if (!nc) nc = g.AddConstant(g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow))),
-                                    NarrowCopy(v->constant(), narrow));
-        n->SetInput(i, nc);
-      } else {
-        n->SetInput(i, CastToNarrow(g, v, narrow, n));
-      }
-    }
-    // The node now produces the narrow type; a Cast restores f32 for its users.
-    NarrowWithCastBack(g, n->output(0), narrow, next);
   }
-  changed |= SinkWideningCasts(g, narrow);
+  Converted sunk;
+  for (Node* n : g.NodeList())
+    if (KeepsNarrow(*n)) changed |= SinkInto(g, n, narrow, sunk);
+  changed |= CancelCastPairs(g, narrow);
   return changed;
 }
 
+absl::Status CheckMixedPrecision(const MixedPrecisionOptions& options) {
+  KILN_RETURN_IF_ERROR(CheckNarrowType(options.narrow));
+  if (options.min_macs_per_cast < 0)
+    return absl::InvalidArgumentError(absl::StrCat("the mixed-precision cost threshold must be >= 0, not ",
+                                                   options.min_macs_per_cast));
+  std::string known;
+  for (auto ops : {absl::Span<const char* const>(kAllowOps), absl::Span<const char* const>(kInferOps),
+                   absl::Span<const char* const>(kClearOps)})
+    for (const char* op : ops) absl::StrAppend(&known, known.empty() ? "" : ", ", op);
+  absl::flat_hash_map<std::string, const char*> named;
+  const std::pair<const char*, const std::vector<std::string>*> lists[] = {
+      {"allow", &options.allow}, {"infer", &options.infer}, {"clear", &options.clear}, {"deny", &options.deny}};
+  for (const auto& [list, ops] : lists) {
+    for (const std::string& op : *ops) {
+      OpList def = OpLists::Default(op);
+      if (def == OpList::kDeny)
+        return absl::InvalidArgumentError(absl::StrCat("mixed precision: '", op, "' (", list,
+                                                       " list) is not an op kiln computes narrow; those are: ", known));
+      if (std::string(list) == "allow" && def != OpList::kAllow)
+        return absl::InvalidArgumentError(absl::StrCat("mixed precision: '", op,
+                                                       "' cannot be on the allow list: only MatMul, Gemm and Conv"));
+      if (std::string(list) != "allow" && std::string(list) != "deny" && def == OpList::kAllow)
+        return absl::InvalidArgumentError(absl::StrCat("mixed precision: '", op, "' is a matrix op: allow or deny, not ",
+                                                       list));
+      auto [it, fresh] = named.emplace(op, list);
+      if (!fresh)
+        return absl::InvalidArgumentError(
+            absl::StrCat("mixed precision: '", op, "' is named for both the ", it->second, " and the ", list, " list"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> MixPrecision(Graph& g, const MixedPrecisionOptions& options, PassStatistics* stats) {
+  KILN_RETURN_IF_ERROR(CheckMixedPrecision(options));
+  const DType narrow = options.narrow;
+  const OpLists lists(&options);
+  auto count = [&](absl::string_view counter) {
+    if (stats) stats->Add(counter);
+  };
+  bool changed = false;
+  Converted converted;
+  std::vector<Node*> nodes = g.NodeList();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    Node* n = nodes[k];
+    const OpList list = lists.Of(*n);
+    if (list == OpList::kDeny) {
+      if (OpLists::Default(n->domain().empty() ? n->op() : n->QualifiedOp()) != OpList::kDeny)
+        count("denied-ops-kept-f32");
+      continue;
+    }
+    if (list == OpList::kAllow) {
+      if (!IsF32MatrixOp(*n)) continue;
+      const double macs = MatrixMacs(*n), casts = CastElements(*n, lists, narrow);
+      if (options.min_macs_per_cast > 0 && macs >= 0 && casts > 0 &&
+          macs < static_cast<double>(options.min_macs_per_cast) * casts) {
+        count("matrix-ops-kept-f32");
+        continue;
+      }
+      NarrowMatrixOp(g, n, k + 1 < nodes.size() ? nodes[k + 1] : nullptr, narrow, converted);
+      count("matrix-ops-narrowed");
+      changed = true;
+      continue;
+    }
+    if (MayComputeNarrow(*n)) changed |= SinkInto(g, n, narrow, converted);
+  }
+  changed |= CancelCastPairs(g, narrow);
+  if (int64_t hoisted = HoistCasts(g, narrow, lists)) {
+    if (stats) stats->Add("casts-hoisted", hoisted);
+    changed = true;
+  }
+  return changed;
+}
 
 namespace {
 
@@ -221,9 +437,16 @@ class NarrowPass : public Pass {
   std::string name_;
 };
 
+class MixedPrecisionPass : public Pass {
+ public:
+  absl::string_view name() const override { return "mixed-precision"; }
+  absl::StatusOr<bool> Run(Graph& graph) override { return MixPrecision(graph, options().mixed, &stats()); }
+};
+
 }  // namespace
 
 std::unique_ptr<Pass> CreateNarrowFp16Pass() { return std::make_unique<NarrowPass>(DType::kF16, "narrow-fp16"); }
 std::unique_ptr<Pass> CreateNarrowBf16Pass() { return std::make_unique<NarrowPass>(DType::kBF16, "narrow-bf16"); }
+std::unique_ptr<Pass> CreateMixedPrecisionPass() { return std::make_unique<MixedPrecisionPass>(); }
 
 }  // namespace kiln

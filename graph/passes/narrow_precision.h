@@ -16,6 +16,30 @@
 //    its other float operands are such Casts or constants the narrow type
 //    holds, and a Cast to the narrow type of a widened value is the value.
 //
+// mixed-precision (`--precision=mixed`) decides op by op from four lists,
+// in the manner of automatic mixed precision:
+//
+//  - allow (MatMul, Gemm, Conv): computed narrow as above when the work it
+//    saves outweighs the Casts it needs: at least min_macs_per_cast
+//    multiply-adds per element converted (an operand already narrow or
+//    constant converts for free; the result converts unless every user may
+//    read it narrow); otherwise it stays f32;
+//  - infer (Add, Sub, Mul, average pools, LayerNormalization, Softmax,
+//    kiln.Gelu: ops that round once): narrow when their float operands are
+//    narrow, as the widening Casts sink past them above;
+//  - clear (Relu, Clip, Max, Min, max pools, views, Transpose, Split,
+//    Gather, Where: ops exact in the narrow type): the same, and also
+//    backwards: a clear op with one float operand, whose results are only
+//    read through Casts to the narrow type and hold as many elements as its
+//    operand, takes the Cast before it (a Transpose feeding a GEMM copies
+//    half the bytes);
+//  - deny: every other op, and any of the above the user moves there,
+//    computes f32 (the Casts stay around it).
+//
+// Nodes are decided in order, so a matrix op knows which operands arrive
+// narrow. Edits move ops between the lists (an op kiln has no narrow
+// kernels for cannot be moved to allow, infer or clear).
+//
 // The top graph only; the f32 originals of converted constants are left for
 // dce.
 //
@@ -34,7 +58,18 @@ namespace kiln {
 // anything changed.
 absl::StatusOr<bool> NarrowMatrixOps(Graph& g, DType narrow);
 
+// Checks the list edits of `options`: every op named is one the lists know
+// (allow only takes matrix ops), and none is named twice.
+absl::Status CheckMixedPrecision(const MixedPrecisionOptions& options);
+
+// mixed-precision as above; whether anything changed. Statistics, when
+// given: matrix-ops-narrowed, matrix-ops-kept-f32, denied-ops-kept-f32,
+// casts-hoisted.
+absl::StatusOr<bool> MixPrecision(Graph& g, const MixedPrecisionOptions& options,
+                                  PassStatistics* stats = nullptr);
+
 std::unique_ptr<Pass> CreateNarrowFp16Pass();
+std::unique_ptr<Pass> CreateMixedPrecisionPass();
 std::unique_ptr<Pass> CreateNarrowBf16Pass();
 
 }  // namespace kiln

@@ -7,7 +7,7 @@
 // their semantics call for it.
 //
 // Options that a user sets on the command line (requested outputs, fold size
-// limit, gears) reach passes through PassOptions; statistics (nodes removed,
+// limit, gears, mixed precision) reach passes through PassOptions; statistics (nodes removed,
 // constants folded) go to the pass's PassStatistics.
 //
 //===----------------------------------------------------------------------===//
@@ -25,6 +25,17 @@
 
 namespace kiln {
 
+// mixed-precision (`--precision=mixed`): the narrow type, edits of its op
+// lists, and its cost threshold (graph/passes/narrow_precision.h).
+struct MixedPrecisionOptions {
+  DType narrow = DType::kF16;
+  // Ops moved to each list from their default one ("MatMul", "kiln.Gelu").
+  std::vector<std::string> allow, infer, clear, deny;
+  // A matrix op on the allow list computes narrow when it does at least this
+  // many multiply-adds per element its Casts would convert (0: always).
+  int64_t min_macs_per_cast = 32;
+};
+
 struct PassOptions {
   // prune: keep only these graph outputs (empty keeps all).
   std::vector<std::string> outputs;
@@ -35,6 +46,7 @@ struct PassOptions {
   // symbol name to its values.
   std::vector<int64_t> dynamic_batch;
   std::map<std::string, std::vector<int64_t>> dynamic_dims;
+  MixedPrecisionOptions mixed;
 };
 
 // Named counters a pass reports ("nodes-removed", "constants-folded").

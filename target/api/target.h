@@ -20,6 +20,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
+#include "graph/passes/narrow_precision.h"
+#include "graph/passes/pass.h"
 
 namespace kiln::target {
 
@@ -90,7 +92,8 @@ inline const char* PrecisionName(Precision p) {
   return "fp32";
 }
 // The type an f32 model's matrix work computes in under `p`, with fp32
-// accumulation: f16 (fp16, mixed), bf16, or f32 itself.
+// accumulation: f16 (fp16, and mixed unless its options say bf16), bf16,
+// or f32 itself.
 inline DType MatrixDType(Precision p) {
   switch (p) {
     case Precision::kFp16:
@@ -103,6 +106,9 @@ inline DType MatrixDType(Precision p) {
 
 struct CompileOptions {
   Precision precision = Precision::kFp32;
+  // Under kMixed: the narrow type, the op lists' edits and the cost threshold
+  // (`--mixed-type`, `--mixed-allow`, ...; graph/passes/narrow_precision.h).
+  MixedPrecisionOptions mixed;
   // Fusion groups (matrix ops with their epilogues, memory-bound chains):
   // false runs every op as a kernel of its own (`--fusion=false`), to see
   // what fusion buys.
@@ -110,6 +116,17 @@ struct CompileOptions {
   // Target-specific settings (`--machine=FILE` for npusim, `--arch=sm_90a` for cuda).
   std::vector<std::pair<std::string, std::string>> settings;
 };
+
+// Narrows an optimized graph as `options` ask: nothing under fp32,
+// NarrowMatrixOps under fp16 and bf16, MixPrecision under mixed. Whether
+// anything changed.
+inline absl::StatusOr<bool> NarrowForPrecision(Graph& g, const CompileOptions& options) {
+  switch (options.precision) {
+    case Precision::kFp32: return false;
+    case Precision::kMixed: return MixPrecision(g, options.mixed);
+    default: return NarrowMatrixOps(g, MatrixDType(options.precision));
+  }
+}
 
 class Target {
  public:

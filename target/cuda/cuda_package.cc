@@ -97,7 +97,9 @@ class KernelBuilder {
         t = v->type().dtype();
         break;
       }
-    return t != DType::kF32 ? t : MatrixDType(precision_);
+    // Under mixed precision the graph says which matrix ops are narrow: an
+    // f32 one stays f32.
+    return t != DType::kF32 || precision_ == Precision::kMixed ? t : MatrixDType(precision_);
   }
 
   absl::StatusOr<NodeKernel> Build(const Node& n) {
@@ -340,7 +342,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   };
   KILN_RETURN_IF_ERROR(split_back());
   if (!narrowed) {
-    KILN_ASSIGN_OR_RETURN(bool changed, NarrowMatrixOps(g, narrow));
+    KILN_ASSIGN_OR_RETURN(bool changed, NarrowForPrecision(g, options));
     narrowed = true;
     // Kernels built before narrowing were for the old types.
     prebuilt.clear();

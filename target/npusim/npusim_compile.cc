@@ -413,7 +413,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   };
   if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
   if (narrow != DType::kF32) {
-    KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, narrow).status());
+    KILN_RETURN_IF_ERROR(NarrowForPrecision(g, options).status());
     narrowed = true;
     // Narrowing changes the dtypes of composites kept whole (a kiln.Gelu
     // between two GEMMs now reads and writes f16): their kernels are made

@@ -296,6 +296,58 @@ TEST(NpusimCompile, Fp16PrecisionRunsMatrixWorkInHalfWithinTolerance) {
     EXPECT_NEAR(r->got.GetDouble(j), r->want.GetDouble(j), 1e-2 * std::max(1.0, std::fabs(r->want.GetDouble(j))));
 }
 
+// Mixed precision decides per matrix op: the two 16x128 layers compute in
+// f16 (their weights become f16 constants, the Relu between them stays
+// f16), the 2x4x4 MatMul beside them would convert as many elements as it
+// multiplies and stays f32, bit for bit the reference's.
+TEST(NpusimCompile, MixedPrecisionKeepsSmallMatrixOpsF32) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({16, 128}));
+  Value* s = g.AddInput("s", F32({2, 4}));
+  Value* h = g.AddNode("MatMul", {x, g.AddConstant("w1", Random({128, 128}, 1))}, {"h"})->output(0);
+  Value* r = g.AddNode("Relu", {h}, {"r"})->output(0);
+  Value* y = g.AddNode("MatMul", {r, g.AddConstant("w2", Random({128, 32}, 2))}, {"y"})->output(0);
+  Value* t = g.AddNode("MatMul", {s, g.AddConstant("ws", Random({4, 4}, 4))}, {"t"})->output(0);
+  g.AddOutput(y);
+  g.AddOutput(t);
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto target = Npusim();
+  target::CompileOptions options;
+  options.precision = target::Precision::kMixed;
+  auto a = target::CompileForNpusim(m, *target, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->npusim().precision(), "mixed");
+  std::map<std::string, std::string> constants;  // name -> dtype
+  for (const auto& b : a->npusim().buffers())
+    if (b.kind() == artifact::Buffer::CONSTANT) constants[b.name()] = b.dtype();
+  int f16 = 0, ws = 0;
+  for (const auto& [name, dtype] : constants) {
+    f16 += dtype == "f16";
+    // The small MatMul's weight (in the cube's fractal layout) stays f32.
+    if (absl::StartsWith(name, "ws")) {
+      ++ws;
+      EXPECT_EQ(dtype, "f32") << name;
+    }
+  }
+  EXPECT_EQ(f16, 2);
+  EXPECT_EQ(ws, 1);
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "test.kiln");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<Tensor> inputs = {Random({16, 128}, 5), Random({2, 4}, 6)};
+  auto got = (*loaded)->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  Executor exec;
+  auto want = exec.Run(*m.graph, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  double range = 1;
+  for (int64_t j = 0; j < (*want)[0].numel(); ++j) range = std::max(range, std::fabs((*want)[0].GetDouble(j)));
+  for (int64_t j = 0; j < (*want)[0].numel(); ++j)
+    ASSERT_NEAR((*got)[0].GetDouble(j), (*want)[0].GetDouble(j), 1e-2 * range) << j;
+  for (int64_t j = 0; j < (*want)[1].numel(); ++j)
+    EXPECT_NEAR((*got)[1].GetDouble(j), (*want)[1].GetDouble(j), 1e-5 * std::max(1.0, std::fabs((*want)[1].GetDouble(j))));
+}
+
 // Conv -> Relu -> Conv under fp16: the Relu runs in f16 between the two
 // convolutions (it commutes with rounding), so the only Casts are the
 // model's input in and its output back.

@@ -29,6 +29,8 @@ ABSL_FLAG(bool, fusion, true,
 namespace kiln::cli {
 
 absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);
+absl::StatusOr<PassOptions> PassOptionsFromFlags();
+bool MixedPrecisionFlagsSet();
 
 absl::Status LoadPluginsFromFlags() {
   for (const std::string& p : absl::GetFlag(FLAGS_plugin)) {
@@ -58,6 +60,11 @@ int Compile(const std::vector<std::string>& args) {
   auto precision = ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) return Fail(precision.status());
   options.precision = *precision;
+  auto pass_options = PassOptionsFromFlags();
+  if (!pass_options.ok()) return Fail(pass_options.status());
+  options.mixed = pass_options->mixed;
+  if (options.precision != target::Precision::kMixed && MixedPrecisionFlagsSet())
+    return Fail("the --mixed-* flags apply to --precision=mixed only");
   options.fusion = absl::GetFlag(FLAGS_fusion);
   if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});
   if (std::string a = absl::GetFlag(FLAGS_arch); !a.empty()) {
@@ -133,7 +140,18 @@ the build files (docs/cuda-target.md); `kiln run DIR` builds and runs it.
 flags:
   --target=NAME           a registered target (`kiln targets`)
   -o OUT.kiln             the artifact to write
-  --precision=P           fp32 (default), fp16, bf16 or mixed
+  --precision=P           fp32 (default), fp16, bf16 or mixed: fp16/bf16 narrow
+                          every matrix op and the activations between them;
+                          mixed decides op by op (allow, infer, clear and deny
+                          lists and a cost model of the Casts; README.md)
+  --mixed-type=T          mixed: the narrow type, fp16 (default) or bf16
+  --mixed-allow=OPS, --mixed-infer=OPS, --mixed-clear=OPS, --mixed-deny=OPS
+                          mixed: move ops to that list (--mixed-deny=Softmax
+                          keeps every Softmax f32)
+  --mixed-min-macs-per-cast=N
+                          mixed: a matrix op computes narrow when it does at
+                          least N multiply-adds per element its Casts convert
+                          (default 32; 0 narrows every one)
   --machine=FILE          npusim: the machine description (default ascend910-like)
   --arch=ARCH             cuda: sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80
                           and sm_90a in one package)

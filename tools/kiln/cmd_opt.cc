@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "graph/ir/dot.h"
 #include "graph/ir/printer.h"
+#include "graph/passes/narrow_precision.h"
 #include "graph/passes/pass_manager.h"
 #include "graph/passes/pass_registry.h"
 #include "graph/verifier/verifier.h"
@@ -26,6 +27,14 @@ ABSL_FLAG(bool, time_passes, false, "Print a table of time per pass (on stderr).
 ABSL_FLAG(bool, stats, false, "Print each pass's counters (on stderr).");
 ABSL_FLAG(std::vector<std::string>, dynamic_batch, {}, "gears: batch sizes, one static variant each.");
 ABSL_FLAG(std::string, dynamic_dims, "", "gears: NAME=v1,v2;NAME2=... values of symbolic dims.");
+ABSL_FLAG(std::string, mixed_type, "fp16", "mixed precision: the narrow type, fp16 or bf16.");
+ABSL_FLAG(std::vector<std::string>, mixed_allow, {}, "mixed precision: matrix ops moved to the allow list.");
+ABSL_FLAG(std::vector<std::string>, mixed_infer, {}, "mixed precision: ops moved to the infer list.");
+ABSL_FLAG(std::vector<std::string>, mixed_clear, {}, "mixed precision: ops moved to the clear list.");
+ABSL_FLAG(std::vector<std::string>, mixed_deny, {}, "mixed precision: ops moved to the deny list (computed f32).");
+ABSL_FLAG(int64_t, mixed_min_macs_per_cast, kiln::MixedPrecisionOptions().min_macs_per_cast,
+          "mixed precision: a matrix op computes narrow when it does at least this many multiply-adds per element "
+          "its Casts convert (0: always).");
 
 namespace kiln::cli {
 
@@ -55,7 +64,25 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
       }
     }
   }
+  std::string type = absl::GetFlag(FLAGS_mixed_type);
+  if (type != "fp16" && type != "bf16")
+    return absl::InvalidArgumentError("--mixed-type must be fp16 or bf16, not '" + type + "'");
+  po.mixed.narrow = type == "fp16" ? DType::kF16 : DType::kBF16;
+  po.mixed.allow = absl::GetFlag(FLAGS_mixed_allow);
+  po.mixed.infer = absl::GetFlag(FLAGS_mixed_infer);
+  po.mixed.clear = absl::GetFlag(FLAGS_mixed_clear);
+  po.mixed.deny = absl::GetFlag(FLAGS_mixed_deny);
+  po.mixed.min_macs_per_cast = absl::GetFlag(FLAGS_mixed_min_macs_per_cast);
+  if (absl::Status s = CheckMixedPrecision(po.mixed); !s.ok()) return s;
   return po;
+}
+
+bool MixedPrecisionFlagsSet() {
+  const MixedPrecisionOptions defaults;
+  return absl::GetFlag(FLAGS_mixed_type) != "fp16" || !absl::GetFlag(FLAGS_mixed_allow).empty() ||
+         !absl::GetFlag(FLAGS_mixed_infer).empty() || !absl::GetFlag(FLAGS_mixed_clear).empty() ||
+         !absl::GetFlag(FLAGS_mixed_deny).empty() ||
+         absl::GetFlag(FLAGS_mixed_min_macs_per_cast) != defaults.min_macs_per_cast;
 }
 
 // Runs the --passes pipeline (with the reporting flags) on `model`.
@@ -139,6 +166,10 @@ flags:
                           have more than N elements (default 4194304, 4 Mi)
   --dynamic-batch=1,2,4   gears: one static variant per batch size
   --dynamic-dims='seq=16,32;len=8'  gears: values of other symbolic dims
+  --mixed-type=fp16|bf16, --mixed-allow=OPS, --mixed-infer=OPS,
+  --mixed-clear=OPS, --mixed-deny=OPS, --mixed-min-macs-per-cast=N
+                          mixed-precision: the narrow type, list edits and
+                          cost threshold (as in `kiln compile --help`)
   --verify-each           run the verifier after every pass
   --print-after=p1,p2     print the graph after these passes (stderr)
   --print-after-all       print the graph after every pass (stderr)
