@@ -259,20 +259,30 @@ double MatrixMacs(const Node& n) {
   return out * static_cast<double>(b.NumElements() / b.dims()[0].value());
 }
 
-// The elements the Casts around the matrix op `n` would convert were it
-// narrow: operands not constant nor already narrow, and the result unless
-// every user may read it narrow.
+// Whether a Cast of `v` to the narrow type would run as a kernel of its
+// own: `v` is a graph input or a matrix op's result (through views). A
+// memory-bound op's result converts in that op's fused kernel instead (it
+// then writes half the bytes), a constant at compile time.
+bool CastStandsAlone(const Value* v, const OpLists& lists) {
+  static constexpr const char* kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  while (Node* p = v->producer()) {
+    if (!IsOneOf(*p, kViews) || !p->input(0)) return lists.Of(*p) == OpList::kAllow;
+    v = p->input(0);
+  }
+  return !v->is_constant();
+}
+
+// The elements the Cast kernels a narrow matrix op `n` needs would convert:
+// its operands that are not constant, not narrow already, and whose Cast
+// stands alone. The result converts back in the op's own epilogue.
 double CastElements(const Node& n, const OpLists& lists, DType narrow) {
   double elems = 0;
   for (const Value* v : n.inputs()) {
-    if (!v || (v->is_constant() && v->constant().defined()) || Widened(v, narrow)) continue;
+    if (!v || (v->is_constant() && v->constant().defined()) || Widened(v, narrow) || !CastStandsAlone(v, lists))
+      continue;
     if (!v->type().shape().is_static()) return -1;
     elems += static_cast<double>(v->type().shape().NumElements());
   }
-  const Value* y = n.output(0);
-  bool all_narrow_users = true;
-  for (const Use& u : y->uses()) all_narrow_users &= u.user && lists.Of(*u.user) != OpList::kDeny;
-  if (!all_narrow_users) elems += static_cast<double>(y->type().shape().NumElements());
   return elems;
 }
 

@@ -20,10 +20,12 @@
 // in the manner of automatic mixed precision:
 //
 //  - allow (MatMul, Gemm, Conv): computed narrow as above when the work it
-//    saves outweighs the Casts it needs: at least min_macs_per_cast
-//    multiply-adds per element converted (an operand already narrow or
-//    constant converts for free; the result converts unless every user may
-//    read it narrow); otherwise it stays f32;
+//    saves outweighs the Cast kernels it needs: at least min_macs_per_cast
+//    multiply-adds per element those convert. Only an operand that is a
+//    graph input or another matrix op's result (through views) needs a
+//    Cast kernel of its own: constants convert at compile time, a
+//    memory-bound op's result in that op's fused kernel, the matrix op's
+//    result in its epilogue. Otherwise it stays f32;
 //  - infer (Add, Sub, Mul, average pools, LayerNormalization, Softmax,
 //    kiln.Gelu: ops that round once): narrow when their float operands are
 //    narrow, as the widening Casts sink past them above;

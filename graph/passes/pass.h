@@ -32,7 +32,8 @@ struct MixedPrecisionOptions {
   // Ops moved to each list from their default one ("MatMul", "kiln.Gelu").
   std::vector<std::string> allow, infer, clear, deny;
   // A matrix op on the allow list computes narrow when it does at least this
-  // many multiply-adds per element its Casts would convert (0: always).
+  // many multiply-adds per element converted by the Cast kernels it needs
+  // (0: always).
   int64_t min_macs_per_cast = 32;
 };
 

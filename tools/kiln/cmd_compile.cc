@@ -150,8 +150,8 @@ flags:
                           keeps every Softmax f32)
   --mixed-min-macs-per-cast=N
                           mixed: a matrix op computes narrow when it does at
-                          least N multiply-adds per element its Casts convert
-                          (default 32; 0 narrows every one)
+                          least N multiply-adds per element converted by the
+                          Cast kernels it needs (default 32; 0 narrows every one)
   --machine=FILE          npusim: the machine description (default ascend910-like)
   --arch=ARCH             cuda: sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80
                           and sm_90a in one package)

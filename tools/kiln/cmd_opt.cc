@@ -34,7 +34,7 @@ ABSL_FLAG(std::vector<std::string>, mixed_clear, {}, "mixed precision: ops moved
 ABSL_FLAG(std::vector<std::string>, mixed_deny, {}, "mixed precision: ops moved to the deny list (computed f32).");
 ABSL_FLAG(int64_t, mixed_min_macs_per_cast, kiln::MixedPrecisionOptions().min_macs_per_cast,
           "mixed precision: a matrix op computes narrow when it does at least this many multiply-adds per element "
-          "its Casts convert (0: always).");
+          "converted by the Cast kernels it needs (0: always).");
 
 namespace kiln::cli {
 

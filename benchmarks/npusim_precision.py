@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""The exported PyTorch models on npusim under each --precision, side by side.
+
+For each model of scripts/export_models.py and each precision (fp32, fp16,
+bf16, mixed, and whatever extra `kiln compile` flags are given after --),
+this compiles the model for npusim, runs it on the SystemC model and prints
+one Markdown table row: the simulated cycles, the ratio to fp32, the Cast
+tasks in the artifact, and the largest relative error against PyTorch
+(|got - want| / max(1, |want|)).
+
+usage: benchmarks/npusim_precision.py KILN MODELS_DIR [NAME ...] [-- FLAG ...]
+  KILN        the kiln binary (build/tools/kiln/kiln)
+  MODELS_DIR  the output directory of scripts/export_models.py
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+PRECISIONS = ["fp32", "fp16", "bf16", "mixed"]
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
+    return p.stdout
+
+
+def main():
+    args = sys.argv[1:]
+    extra = args[args.index("--") + 1:] if "--" in args else []
+    args = args[:args.index("--")] if "--" in args else args
+    if len(args) < 2:
+        sys.exit(__doc__)
+    kiln, models = args[0], args[1]
+    names = args[2:] or sorted(os.listdir(models))
+    print("| model | precision | cycles | vs fp32 | Cast tasks | max rel. error |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            d = os.path.join(models, name)
+            if not os.path.exists(os.path.join(d, "model.onnx")):
+                continue
+            inputs = [l.strip() for l in open(os.path.join(d, "inputs.txt")) if l.strip()]
+            feed = []
+            for i, inp in enumerate(inputs):
+                feed += ["--input", f"{inp}={os.path.join(d, f'input_{i}.npy')}"]
+            fp32 = None
+            for p in PRECISIONS:
+                art = os.path.join(tmp, f"{name}.{p}.kiln")
+                flags = extra if p == "mixed" else []
+                explain = run([kiln, "compile", os.path.join(d, "model.onnx"), "--target=npusim", f"--precision={p}",
+                               "-o", art, "--explain-placement", *flags])
+                casts = len(re.findall(r"^\S+ = Cast\s+->", explain, re.M))
+                out = os.path.join(tmp, f"{name}.{p}.out")
+                report = run([kiln, "run", art, *feed, "--output-dir", out, "--report"])
+                total = float(re.search(r"^total: (\d+) cycles", report, re.M).group(1))
+                fp32 = fp32 or total
+                err = 0.0
+                for i, f in enumerate(sorted(x for x in os.listdir(d) if x.startswith("expected_"))):
+                    want = np.load(os.path.join(d, f))
+                    got = [np.load(os.path.join(out, g)) for g in sorted(os.listdir(out))][i]
+                    err = max(err, float(np.max(np.abs(got.astype(np.float64) - want) / np.maximum(1, np.abs(want)))))
+                print(f"| {name} | {p}{' ' + ' '.join(flags) if flags else ''} | {total:,.0f} | {total / fp32:.2f} | "
+                      f"{casts} | {err:.1e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
