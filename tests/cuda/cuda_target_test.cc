@@ -593,6 +593,34 @@ TEST(CudaPackage, Fp16AndBf16NarrowWeightsAndActivations) {
   EXPECT_FALSE(absl::StrContains(b.Files()["kernels.cu"], "element loads converting")) << b.Explain();
 }
 
+// Mixed precision per GEMM: the first reads the graph input (64
+// multiply-adds per element a Cast kernel would convert, under a threshold
+// of 100) and stays f32 on tf32 TensorCores; the second reads the Relu's
+// result, which converts in the first GEMM's epilogue, and runs in f16.
+TEST(CudaPackage, MixedPrecisionDecidesPerGemm) {
+  auto dense = [](int64_t n, double scale) {
+    std::string s;
+    for (int64_t i = 0; i < n; ++i) absl::StrAppend(&s, i ? ", " : "", static_cast<double>(i % 7 - 3) * scale);
+    return s;
+  };
+  const std::string kir = absl::StrCat(R"(graph @main(%x: f32[64,128]) {
+  %w1 = const f32[128,64] dense [)", dense(128 * 64, 0.01), R"(]
+  %w2 = const f32[64,64] dense [)", dense(64 * 64, 0.02), R"(]
+  %m1 = MatMul(%x, %w1)
+  %h = Relu(%m1)
+  %y = MatMul(%h, %w2)
+  return %y
+})");
+  target::CompileOptions mixed;
+  mixed.precision = target::Precision::kMixed;
+  mixed.mixed.min_macs_per_cast = 100;
+  CudaPackage p = ExpectEmulationMatches(kir, {Random(DType::kF32, {64, 128}, 3)}, 1e-2, mixed);
+  EXPECT_EQ(CountEngine(p, "tensorcore"), 2) << p.Explain();
+  const std::string explain = p.Explain();
+  EXPECT_TRUE(absl::StrContains(explain, "m16n8k8")) << explain;   // tf32
+  EXPECT_TRUE(absl::StrContains(explain, "m16n8k16")) << explain;  // f16
+}
+
 // A MatMul with its bias Add, then `activation` (a node line reading %a and
 // defining %g), packaged and emulated against the reference executor.
 CudaPackage BiasedGemmThen(const std::string& activation) {
