@@ -14,20 +14,14 @@ usage: benchmarks/npusim_precision.py KILN MODELS_DIR [NAME ...] [-- FLAG ...]
 """
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+from npusim_models import run  # the same checked subprocess call
+
 PRECISIONS = ["fp32", "fp16", "bf16", "mixed"]
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
-    return p.stdout
 
 
 def main():
