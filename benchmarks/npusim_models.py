@@ -30,6 +30,25 @@ def run(cmd):
     return p.stdout
 
 
+def feed(d):
+    """A model directory's input names and the `kiln run --input` arguments for them."""
+    inputs = [l.strip() for l in open(os.path.join(d, "inputs.txt")) if l.strip()]
+    args = []
+    for i, inp in enumerate(inputs):
+        args += ["--input", f"{inp}={os.path.join(d, f'input_{i}.npy')}"]
+    return inputs, args
+
+
+def max_rel_error(d, out):
+    """The largest |got - want| / max(1, |want|) of the outputs in `out` against `d`'s expected_*.npy."""
+    err = 0.0
+    for i, f in enumerate(sorted(x for x in os.listdir(d) if x.startswith("expected_"))):
+        want = np.load(os.path.join(d, f))
+        got = [np.load(os.path.join(out, g)) for g in sorted(os.listdir(out))][i]
+        err = max(err, float(np.max(np.abs(got.astype(np.float64) - want) / np.maximum(1, np.abs(want)))))
+    return err
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -49,20 +68,13 @@ def main():
                            "--explain-placement"])
             compile_s = time.time() - t0
             engines = dict(re.findall(r"^\s+(\w+)\s+(\d+) tasks", explain, re.M))
-            inputs = [l.strip() for l in open(os.path.join(d, "inputs.txt")) if l.strip()]
-            args = []
-            for i, inp in enumerate(inputs):
-                args += ["--input", f"{inp}={os.path.join(d, f'input_{i}.npy')}"]
+            inputs, args = feed(d)
             out = os.path.join(tmp, name + "_out")
             report = run([kiln, "run", art, *args, "--output-dir", out, "--report"])
             total = float(re.search(r"^total: (\d+) cycles", report, re.M).group(1))
             est = float(re.search(r"estimate of the kernels: (\d+) cycles", report).group(1))
             mem = re.search(r"device memory: (\d+) B activations \((\d+) B without reuse\)", report)
-            err = 0.0
-            for i, f in enumerate(sorted(x for x in os.listdir(d) if x.startswith("expected_"))):
-                want = np.load(os.path.join(d, f))
-                got = [np.load(os.path.join(out, g)) for g in sorted(os.listdir(out))][i]
-                err = max(err, float(np.max(np.abs(got.astype(np.float64) - want) / np.maximum(1, np.abs(want)))))
+            err = max_rel_error(d, out)
             batched = run([kiln, "run", art, *args, "--batches=8", "--report", "--timing-only"])
             pipe = re.search(r"([\d.]+)% of the bound's throughput", batched)
             batch = np.load(os.path.join(d, "input_0.npy")).shape[0] if inputs else 1

@@ -17,9 +17,7 @@ import re
 import sys
 import tempfile
 
-import numpy as np
-
-from npusim_models import run  # the same checked subprocess call
+from npusim_models import feed, max_rel_error, run
 
 PRECISIONS = ["fp32", "fp16", "bf16", "mixed"]
 
@@ -39,10 +37,7 @@ def main():
             d = os.path.join(models, name)
             if not os.path.exists(os.path.join(d, "model.onnx")):
                 continue
-            inputs = [l.strip() for l in open(os.path.join(d, "inputs.txt")) if l.strip()]
-            feed = []
-            for i, inp in enumerate(inputs):
-                feed += ["--input", f"{inp}={os.path.join(d, f'input_{i}.npy')}"]
+            _, inputs = feed(d)
             fp32 = None
             for p in PRECISIONS:
                 art = os.path.join(tmp, f"{name}.{p}.kiln")
@@ -51,14 +46,10 @@ def main():
                                "-o", art, "--explain-placement", *flags])
                 casts = len(re.findall(r"^\S+ = Cast\s+->", explain, re.M))
                 out = os.path.join(tmp, f"{name}.{p}.out")
-                report = run([kiln, "run", art, *feed, "--output-dir", out, "--report"])
+                report = run([kiln, "run", art, *inputs, "--output-dir", out, "--report"])
                 total = float(re.search(r"^total: (\d+) cycles", report, re.M).group(1))
                 fp32 = fp32 or total
-                err = 0.0
-                for i, f in enumerate(sorted(x for x in os.listdir(d) if x.startswith("expected_"))):
-                    want = np.load(os.path.join(d, f))
-                    got = [np.load(os.path.join(out, g)) for g in sorted(os.listdir(out))][i]
-                    err = max(err, float(np.max(np.abs(got.astype(np.float64) - want) / np.maximum(1, np.abs(want)))))
+                err = max_rel_error(d, out)
                 print(f"| {name} | {p}{' ' + ' '.join(flags) if flags else ''} | {total:,.0f} | {total / fp32:.2f} | "
                       f"{casts} | {err:.1e} |", flush=True)
 

@@ -41,6 +41,9 @@ constexpr const char* kClearOps[] = {
 
 enum class OpList { kAllow, kInfer, kClear, kDeny };
 
+// The name `n`'s op has on the lists: "Relu", or "kiln.Gelu" for another domain.
+std::string ListName(const Node& n) { return n.domain().empty() ? n.op() : n.QualifiedOp(); }
+
 // Each op's list: the defaults above, with a MixedPrecisionOptions' edits.
 class OpLists {
  public:
@@ -55,7 +58,7 @@ class OpLists {
     for (const std::string& op : edits->deny) lists_[op] = OpList::kDeny;
   }
   OpList Of(const Node& n) const {
-    auto it = lists_.find(n.domain().empty() ? n.op() : n.QualifiedOp());
+    auto it = lists_.find(ListName(n));
     return it == lists_.end() ? OpList::kDeny : it->second;
   }
   // The list an op is on without edits.
@@ -216,7 +219,7 @@ bool CancelCastPairs(Graph& g, DType narrow) {
 
 // Whether `n` is a matrix op with f32 operands and a static f32 result.
 bool IsF32MatrixOp(const Node& n) {
-  if (!n.domain().empty() || (n.op() != "MatMul" && n.op() != "Gemm" && n.op() != "Conv")) return false;
+  if (!IsOneOf(n, kAllowOps)) return false;
   bool all_f32 = n.output(0)->type().dtype() == DType::kF32;
   for (const Value* v : n.inputs()) all_f32 &= !v || v->type().dtype() == DType::kF32;
   return all_f32 && n.output(0)->type().shape().is_static();
@@ -365,23 +368,26 @@ absl::Status CheckMixedPrecision(const MixedPrecisionOptions& options) {
   if (options.min_macs_per_cast < 0)
     return absl::InvalidArgumentError(absl::StrCat("the mixed-precision cost threshold must be >= 0, not ",
                                                    options.min_macs_per_cast));
-  std::string known;
-  for (auto ops : {absl::Span<const char* const>(kAllowOps), absl::Span<const char* const>(kInferOps),
-                   absl::Span<const char* const>(kClearOps)})
-    for (const char* op : ops) absl::StrAppend(&known, known.empty() ? "" : ", ", op);
-  absl::flat_hash_map<std::string, const char*> named;
-  const std::pair<const char*, const std::vector<std::string>*> lists[] = {
+  auto known = [] {
+    std::string ops;
+    for (auto list : {absl::Span<const char* const>(kAllowOps), absl::Span<const char* const>(kInferOps),
+                      absl::Span<const char* const>(kClearOps)})
+      for (const char* op : list) absl::StrAppend(&ops, ops.empty() ? "" : ", ", op);
+    return ops;
+  };
+  absl::flat_hash_map<std::string, absl::string_view> named;
+  const std::pair<absl::string_view, const std::vector<std::string>*> lists[] = {
       {"allow", &options.allow}, {"infer", &options.infer}, {"clear", &options.clear}, {"deny", &options.deny}};
   for (const auto& [list, ops] : lists) {
     for (const std::string& op : *ops) {
       OpList def = OpLists::Default(op);
       if (def == OpList::kDeny)
         return absl::InvalidArgumentError(absl::StrCat("mixed precision: '", op, "' (", list,
-                                                       " list) is not an op kiln computes narrow; those are: ", known));
-      if (std::string(list) == "allow" && def != OpList::kAllow)
+                                                       " list) is not an op kiln computes narrow; those are: ", known()));
+      if (list == "allow" && def != OpList::kAllow)
         return absl::InvalidArgumentError(absl::StrCat("mixed precision: '", op,
                                                        "' cannot be on the allow list: only MatMul, Gemm and Conv"));
-      if (std::string(list) != "allow" && std::string(list) != "deny" && def == OpList::kAllow)
+      if (list != "allow" && list != "deny" && def == OpList::kAllow)
         return absl::InvalidArgumentError(absl::StrCat("mixed precision: '", op, "' is a matrix op: allow or deny, not ",
                                                        list));
       auto [it, fresh] = named.emplace(op, list);
@@ -407,7 +413,7 @@ absl::StatusOr<bool> MixPrecision(Graph& g, const MixedPrecisionOptions& options
     Node* n = nodes[k];
     const OpList list = lists.Of(*n);
     if (list == OpList::kDeny) {
-      if (OpLists::Default(n->domain().empty() ? n->op() : n->QualifiedOp()) != OpList::kDeny)
+      if (OpLists::Default(ListName(*n)) != OpList::kDeny)
         count("denied-ops-kept-f32");
       continue;
     }

@@ -7,8 +7,9 @@
 // their semantics call for it.
 //
 // Options that a user sets on the command line (requested outputs, fold size
-// limit, gears, mixed precision) reach passes through PassOptions; statistics (nodes removed,
-// constants folded) go to the pass's PassStatistics.
+// limit, gears, mixed precision) reach passes through PassOptions;
+// statistics (nodes removed, constants folded) go to the pass's
+// PassStatistics.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -35,6 +36,8 @@ struct MixedPrecisionOptions {
   // many multiply-adds per element converted by the Cast kernels it needs
   // (0: always).
   int64_t min_macs_per_cast = 32;
+
+  bool operator==(const MixedPrecisionOptions&) const = default;
 };
 
 struct PassOptions {

@@ -92,8 +92,9 @@ inline const char* PrecisionName(Precision p) {
   return "fp32";
 }
 // The type an f32 model's matrix work computes in under `p`, with fp32
-// accumulation: f16 (fp16, and mixed unless its options say bf16), bf16,
-// or f32 itself.
+// accumulation: f16, bf16, or f32 itself. Mixed decides op by op
+// (CompileOptions::mixed, whose narrow type is f16 unless it says bf16);
+// f16 here is its default.
 inline DType MatrixDType(Precision p) {
   switch (p) {
     case Precision::kFp16:

@@ -21,7 +21,6 @@
 #include "graph/passes/dce.h"
 #include "graph/passes/form_fusion_groups.h"
 #include "graph/passes/fusion/outline.h"
-#include "graph/passes/narrow_precision.h"
 #include "graph/passes/simplify.h"
 #include "graph/support/status.h"
 #include "target/backend/memory_plan.h"
@@ -320,8 +319,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   // the groups formed again below then run on the narrow graph, so that
   // GEMMs read f16/bf16 memory and their epilogues and memory-bound chains
   // run narrow too.
-  const DType narrow = MatrixDType(options.precision);
-  bool narrowed = narrow == DType::kF32;
+  bool narrowed = options.precision == Precision::kFp32;
   absl::flat_hash_map<const Node*, absl::StatusOr<NodeKernel>> prebuilt;
   auto keep = [&](Node* n) {
     if (prebuilt.contains(n)) return true;

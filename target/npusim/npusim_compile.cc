@@ -15,7 +15,6 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/form_fusion_groups.h"
-#include "graph/passes/narrow_precision.h"
 #include "graph/passes/fusion/outline.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/status.h"
@@ -396,7 +395,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // are narrowed and formed again after (below), so that the fused kernel
   // computes in the narrow type too and a memory-bound group takes the
   // Casts narrowing puts at its edges.
-  const DType narrow = MatrixDType(options.precision);
+  const bool narrows = options.precision != Precision::kFp32;
   auto conv_group = [](const Node& n) {
     return n.domain() == "kiln" && n.op() == "Fused" && n.GetString("kind", "") == "conv-epilogue";
   };
@@ -404,7 +403,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   bool narrowed = false;
   auto keep = [&](Node* n) {
     if (kernels.contains(n)) return true;
-    if (n->domain() == "kiln" && n->op() == "Fused" && (!options.fusion || (narrow != DType::kF32 && !narrowed)))
+    if (n->domain() == "kiln" && n->op() == "Fused" && (!options.fusion || (narrows && !narrowed)))
       return false;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
     if (!k.ok()) return false;
@@ -412,7 +411,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     return true;
   };
   if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
-  if (narrow != DType::kF32) {
+  if (narrows) {
     KILN_RETURN_IF_ERROR(NarrowForPrecision(g, options).status());
     narrowed = true;
     // Narrowing changes the dtypes of composites kept whole (a kiln.Gelu

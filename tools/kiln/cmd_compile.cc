@@ -30,7 +30,6 @@ namespace kiln::cli {
 
 absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);
 absl::StatusOr<PassOptions> PassOptionsFromFlags();
-bool MixedPrecisionFlagsSet();
 
 absl::Status LoadPluginsFromFlags() {
   for (const std::string& p : absl::GetFlag(FLAGS_plugin)) {
@@ -63,7 +62,7 @@ int Compile(const std::vector<std::string>& args) {
   auto pass_options = PassOptionsFromFlags();
   if (!pass_options.ok()) return Fail(pass_options.status());
   options.mixed = pass_options->mixed;
-  if (options.precision != target::Precision::kMixed && MixedPrecisionFlagsSet())
+  if (options.precision != target::Precision::kMixed && options.mixed != MixedPrecisionOptions())
     return Fail("the --mixed-* flags apply to --precision=mixed only");
   options.fusion = absl::GetFlag(FLAGS_fusion);
   if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});

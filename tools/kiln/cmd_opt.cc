@@ -77,14 +77,6 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
   return po;
 }
 
-bool MixedPrecisionFlagsSet() {
-  const MixedPrecisionOptions defaults;
-  return absl::GetFlag(FLAGS_mixed_type) != "fp16" || !absl::GetFlag(FLAGS_mixed_allow).empty() ||
-         !absl::GetFlag(FLAGS_mixed_infer).empty() || !absl::GetFlag(FLAGS_mixed_clear).empty() ||
-         !absl::GetFlag(FLAGS_mixed_deny).empty() ||
-         absl::GetFlag(FLAGS_mixed_min_macs_per_cast) != defaults.min_macs_per_cast;
-}
-
 // Runs the --passes pipeline (with the reporting flags) on `model`.
 absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline) {
   std::string passes = absl::GetFlag(FLAGS_passes);
