@@ -357,6 +357,20 @@ std::string NpusimExecutable::ReportText() const {
     absl::StrAppendFormat(&out, "throughput: %.1f runs/s at %.0f MHz\n", clock_hz / s.total_cycles,
                           machine_.chip().clock_mhz());
   }
+  absl::StrAppend(&out, "\n", sim::RooflineText(Roofline(), sim::MachineRoofs(machine_)));
+  return out;
+}
+
+std::vector<sim::RooflinePoint> NpusimExecutable::Roofline() const {
+  std::vector<sim::RooflinePoint> all = sim::Roofline(summary_.stats, machine_);
+  std::vector<sim::RooflinePoint> out;
+  size_t k = 0;
+  for (const artifact::Task& t : impl_->module->tasks()) {
+    if (!t.has_kernel()) continue;
+    if (k >= all.size()) break;
+    out.push_back(std::move(all[k++]));
+    out.back().name = t.node();
+  }
   return out;
 }
 

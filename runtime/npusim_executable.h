@@ -24,6 +24,7 @@
 #include "graph/ir/graph.h"
 #include "graph/ir/tensor.h"
 #include "sim/model/device.h"
+#include "sim/model/roofline.h"
 #include "target/artifact/artifact.pb.h"
 
 namespace kiln::runtime {
@@ -63,6 +64,9 @@ class NpusimExecutable {
   // table, then per-task engine totals and the batch throughput.
   std::string ReportText() const;
   std::string ReportCsv() const;
+  // The last run's first batch under the machine's roofs: one point per
+  // kernel task, named after its node (sim/model/roofline.h).
+  std::vector<sim::RooflinePoint> Roofline() const;
 
  private:
   NpusimExecutable() = default;

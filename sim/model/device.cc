@@ -519,7 +519,13 @@ struct Device::Impl {
       st.busy_cycles += *t - start;
     }
     ++st.instructions;
-    c.launch->stats->cube_macs += cost.macs;
+    KernelStats& kst = *c.launch->stats;
+    kst.cube_macs += cost.macs;
+    if (p == Pipe::kCube) kst.cube_cycles += cost.busy;
+    if (p == Pipe::kVector) {
+      kst.vector_cycles += cost.busy;
+      kst.vector_elements += cost.elements;
+    }
     if (opt.trace) {
       trace.Instruction(c.id, p, c.launch->prog, x.pc, start, *t, true);
       std::array<Access, 4> acc;

@@ -75,6 +75,11 @@ struct KernelStats {
   std::array<PipeStats, kNumPipes> pipes{};  // summed over its blocks
   int64_t cube_macs = 0;
   double cube_peak_macs_per_cycle = 0;       // for its dtype mix: fp16 rate
+  // The cycles its cube and vector instructions need at the units' peak
+  // rates (no pipeline fill), summed over its blocks: the least time those
+  // units could do its work in, on one core.
+  double cube_cycles = 0, vector_cycles = 0;
+  int64_t vector_elements = 0;               // elements its vector instructions computed
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
 };
 

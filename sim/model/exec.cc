@@ -550,6 +550,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
         if (IsSpecial(in.op)) per_repeat *= k.vector_special_cycles_per_repeat();
         if (in.op == Op::kVtranspose) per_repeat *= 2;  // 512 bytes a repeat
         c.busy = a[attr::kRepeat] * per_repeat;
+        c.elements = a[attr::kRepeat] * a[attr::kMask];  // the active elements of each repeat
         c.latency = k.vector_latency_cycles();
       }
   }

@@ -40,6 +40,7 @@ struct Cost {
   bool gm_write = false;  // DMA direction
   double rate_cap = 0;    // DMA: the pipe's own bandwidth in bytes per cycle
   int64_t macs = 0;       // cube multiply-accumulates
+  int64_t elements = 0;   // vector: elements it computes (repeats times the active elements of one)
 };
 Cost InstCost(const Inst& in, const Machine& m);
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/exec/executor.h"
+#include "sim/model/roofline.h"
 
 namespace kiln::testing {
 
@@ -64,6 +65,12 @@ absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& 
   ro.functional = functional;
   auto stats = d.Run(ro);
   if (!stats.ok()) return stats.status();
+  // Every kernel keeps the timing rule the roofline states: no faster than
+  // its units' peak rates and HBM's bandwidth allow (sim/model/roofline.h).
+  for (const sim::RooflinePoint& p : sim::Roofline(*stats, d.machine()))
+    if (p.efficiency() > 1 + 1e-9)
+      return absl::InternalError(absl::StrCat("kernel ", p.name, " beats its roofs: ", p.cycles, " cycles against ",
+                                              p.compute_bound, " (compute) and ", p.memory_bound, " (HBM)"));
   KernelRun run;
   run.stats = *stats;
   for (auto& [addr, t] : outs) {

@@ -55,6 +55,18 @@ int TasksPlanning(const artifact::Artifact& a, absl::string_view text) {
   return n;
 }
 
+// No kernel of a run beats the machine's roofs (sim/model/roofline.h): its
+// units' peak-rate cycles and its HBM bytes fit in the cycles it took.
+void ExpectUnderRoofs(const runtime::LoadedModel& loaded) {
+  const runtime::NpusimExecutable* npu = loaded.npusim();
+  if (!npu) return;
+  for (const sim::RooflinePoint& p : npu->Roofline()) {
+    EXPECT_LE(p.efficiency(), 1.0) << p.name << ": " << p.cycles << " cycles, bounds " << p.compute_bound << " / "
+                                   << p.memory_bound;
+    EXPECT_GT(p.cycles, 0) << p.name;
+  }
+}
+
 // Compiles, runs on the simulator, and compares every output with the
 // reference executor; returns the loaded model for further checks.
 std::unique_ptr<runtime::LoadedModel> ExpectMatchesReference(const Model& m, std::vector<Tensor> inputs,
@@ -67,6 +79,7 @@ std::unique_ptr<runtime::LoadedModel> ExpectMatchesReference(const Model& m, std
   if (!loaded.ok()) return nullptr;
   auto got = (*loaded)->Run(inputs, options);
   EXPECT_TRUE(got.ok()) << got.status();
+  if (got.ok()) ExpectUnderRoofs(**loaded);
   Executor exec;
   auto want = exec.Run(*m.graph, inputs);
   EXPECT_TRUE(want.ok()) << want.status();
@@ -99,6 +112,7 @@ absl::StatusOr<SimAndReference> RunOnSimAndReference(const artifact::Artifact& a
                                                      const std::vector<Tensor>& inputs) {
   KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModel::FromArtifact(a, "test.kiln"));
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> got, loaded->Run(inputs));
+  ExpectUnderRoofs(*loaded);
   Executor exec;
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> want, exec.Run(*m.graph, inputs));
   if (got.empty() || want.empty()) return absl::InternalError("no output");
@@ -133,6 +147,20 @@ TEST(NpusimCompile, MlpMatchesReference) {
   EXPECT_GT(loaded->npusim()->summary().stats.total_cycles, 0);
   EXPECT_EQ(loaded->npusim()->summary().stats.h2d_bytes, 8 * 32 * 4);
   EXPECT_EQ(loaded->npusim()->summary().stats.d2h_bytes, 8 * 16 * 4);
+  // The roofline has a point per kernel task, named after its node: the
+  // MatMul with its Add and Relu epilogue is one kernel ("r") whose cube
+  // work is 2 x 8 x 32 x 16 FLOPs at least (its tiles may pad) and whose
+  // vector work covers the epilogue. The report ends with the table.
+  std::vector<sim::RooflinePoint> roofline = loaded->npusim()->Roofline();
+  std::vector<std::string> kernel_nodes;
+  for (const auto& t : mod.tasks())
+    if (t.has_kernel()) kernel_nodes.push_back(t.node());
+  ASSERT_EQ(roofline.size(), kernel_nodes.size());
+  for (size_t i = 0; i < roofline.size(); ++i) EXPECT_EQ(roofline[i].name, kernel_nodes[i]);
+  ASSERT_EQ(roofline[0].name, "r");
+  EXPECT_GE(roofline[0].cube_flops, 2.0 * 8 * 32 * 16);
+  EXPECT_GT(roofline[0].vector_elements, 0);
+  EXPECT_TRUE(absl::StrContains(loaded->npusim()->ReportText(), "\nroofline (whole chip, 32 AI cores)"));
 }
 
 TEST(NpusimCompile, AnOutputThatIsAViewKeepsItsBytesToTheEnd) {

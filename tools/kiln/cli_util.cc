@@ -11,6 +11,7 @@
 #include "frontend/onnx/importer.h"
 #include "graph/ir/parser.h"
 #include "graph/ops/shape_inference.h"
+#include "graph/support/status.h"
 
 namespace kiln::cli {
 
@@ -54,6 +55,18 @@ absl::Status WriteFile(const std::string& path, const std::string& data) {
   if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size())))
     return absl::InvalidArgumentError("cannot write '" + path + "'");
   return absl::OkStatus();
+}
+
+absl::Status CheckRooflinePath(const std::string& path) {
+  if (absl::EndsWith(path, ".svg") || absl::EndsWith(path, ".csv")) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--roofline: '", path, "' must end in .svg (the chart) or .csv (the table)"));
+}
+
+absl::Status WriteRoofline(const std::string& path, const std::vector<sim::RooflinePoint>& points,
+                           const sim::Roofs& roofs, const std::string& title) {
+  KILN_RETURN_IF_ERROR(CheckRooflinePath(path));
+  return WriteFile(path, absl::EndsWith(path, ".csv") ? sim::RooflineCsv(points) : sim::RooflineSvg(points, roofs, title));
 }
 
 }  // namespace kiln::cli

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
+#include "sim/model/roofline.h"
 
 namespace kiln::cli {
 
@@ -34,5 +35,12 @@ absl::StatusOr<Model> LoadModel(const std::string& path);
 
 // Writes `data` to `path` (reports, traces).
 absl::Status WriteFile(const std::string& path, const std::string& data);
+
+// --roofline=FILE of `kiln run` and `kiln sim`: the chart when FILE ends in
+// .svg, the table when it ends in .csv. CheckRooflinePath refuses any other
+// name before anything runs.
+absl::Status CheckRooflinePath(const std::string& path);
+absl::Status WriteRoofline(const std::string& path, const std::vector<sim::RooflinePoint>& points,
+                           const sim::Roofs& roofs, const std::string& title);
 
 }  // namespace kiln::cli

@@ -27,6 +27,7 @@ ABSL_FLAG(int, repeat, 0, "cuda: run the package this many more times and print 
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, report_csv);
+ABSL_DECLARE_FLAG(std::string, roofline);
 ABSL_DECLARE_FLAG(bool, timing_only);
 ABSL_DECLARE_FLAG(double, cycle_limit);
 
@@ -122,9 +123,12 @@ int RunArtifact(const std::string& path) {
   options.functional = !absl::GetFlag(FLAGS_timing_only);
   options.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
   const runtime::NpusimExecutable* npu = (*loaded)->npusim();
-  if (!npu && (options.trace || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty()))
-    return Fail(absl::StrCat("--trace and --report need a simulated device; '", path, "' was compiled for target ",
-                             a.target()));
+  if (!npu && (options.trace || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty() ||
+               !absl::GetFlag(FLAGS_roofline).empty()))
+    return Fail(absl::StrCat("--trace, --report and --roofline need a simulated device; '", path,
+                             "' was compiled for target ", a.target()));
+  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
+    if (absl::Status s = CheckRooflinePath(r); !s.ok()) return Fail(s);
   if (npu && isatty(2)) std::cerr << "kiln: simulating " << a.npusim().tasks_size() << " tasks x " << options.batches
                                   << " batch" << (options.batches > 1 ? "es" : "") << " on " << npu->machine().name()
                                   << "...\n";
@@ -135,6 +139,12 @@ int RunArtifact(const std::string& path) {
   if (absl::GetFlag(FLAGS_report)) std::cout << "\n" << npu->ReportText();
   if (std::string csv = absl::GetFlag(FLAGS_report_csv); !csv.empty())
     if (absl::Status s = WriteFile(csv, npu->ReportCsv()); !s.ok()) return Fail(s);
+  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
+    if (absl::Status s = WriteRoofline(r, npu->Roofline(), sim::MachineRoofs(npu->machine()),
+                                       absl::StrCat(std::filesystem::path(path).filename().string(), " on ",
+                                                    npu->machine().name(), " (", a.npusim().precision(), ")"));
+        !s.ok())
+      return Fail(s);
   if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
     if (absl::Status s = WriteFile(tr, npu->device().trace().ToJson(npu->machine().chip().clock_mhz())); !s.ok())
       return Fail(s);
@@ -146,8 +156,9 @@ int RunArtifact(const std::string& path) {
 
 // A cuda package directory: on the GPU through the package's library.
 int RunCudaPackage(const std::string& dir) {
-  if (!absl::GetFlag(FLAGS_trace).empty() || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty())
-    return Fail("--trace and --report need a simulated device; '" + dir + "' is a cuda package");
+  if (!absl::GetFlag(FLAGS_trace).empty() || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty() ||
+      !absl::GetFlag(FLAGS_roofline).empty())
+    return Fail("--trace, --report and --roofline need a simulated device; '" + dir + "' is a cuda package");
   if (absl::Status s = runtime::ProbeCudaDevice(); !s.ok()) {
     std::cerr << "kiln: no CUDA device: " << s.message() << "\n";
     return 1;
@@ -191,6 +202,10 @@ int Run(const std::vector<std::string>& args) {
   if (runtime::IsCudaPackage(args[0])) return RunCudaPackage(args[0]);
   if (std::filesystem::is_directory(args[0]))
     return Fail("'" + args[0] + "' is a directory but not a cuda package (no model.cc and kiln_model.h)");
+  if (!absl::GetFlag(FLAGS_trace).empty() || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty() ||
+      !absl::GetFlag(FLAGS_roofline).empty())
+    return Fail("--trace, --report and --roofline need a simulated device; '" + args[0] +
+                "' runs on the reference executor (compile it with --target=npusim)");
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
   const Graph& g = *model->graph;
@@ -215,7 +230,8 @@ extern const Command kRunCommand;
 const Command kRunCommand = {
     "run", "run a model and write its outputs",
     R"(usage: kiln run MODEL.onnx|MODEL.kir|MODEL.kiln|PACKAGE_DIR [--input NAME=FILE ...] [--output-dir=DIR]
-                [--trace=FILE] [--report] [--report-csv=FILE] [--batches=N] [--timing-only]
+                [--trace=FILE] [--report] [--report-csv=FILE] [--roofline=FILE] [--batches=N]
+                [--timing-only]
 
 Runs a model: .onnx and .kir on the host reference executor, a compiled
 .kiln artifact on its target's device (npusim: the SystemC model of the
@@ -233,8 +249,13 @@ flags:
   --input NAME=FILE    an input (repeat for each input)
   --output-dir=DIR     where to write the outputs
   --trace=FILE         npusim: Chrome trace-event JSON of the run (Perfetto, chrome://tracing)
-  --report             npusim: per-task cycles, cube utilization and bound, totals
+  --report             npusim: per-task cycles, cube utilization and bound, totals,
+                       and the roofline table (work, HBM bytes, work per byte and
+                       per cycle, the roof at that intensity, % of it, the limit)
   --report-csv=FILE    npusim: the per-kernel, per-pipe report as CSV
+  --roofline=FILE      npusim: the roofline of the first batch, FILE.svg (a log-log
+                       chart: HBM slope, cube and vector roofs, a circle per
+                       kernel) or FILE.csv (the table)
   --batches=N          npusim: stream N batches (inputs of batch i+1 cross PCIe
                        while batch i computes); the report gives the throughput
                        against max(compute, transfer)

@@ -20,6 +20,7 @@
 #include "sim/machine/machine.h"
 #include "sim/model/device.h"
 #include "sim/model/report.h"
+#include "sim/model/roofline.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_DECLARE_FLAG(std::string, output_dir);
@@ -27,6 +28,7 @@ ABSL_FLAG(std::string, machine, "", "Machine description (.textproto) for `kiln 
 ABSL_FLAG(std::string, trace, "", "Write a Chrome trace-event JSON of the run to this file.");
 ABSL_FLAG(bool, report, false, "Print the per-kernel, per-pipe report.");
 ABSL_FLAG(std::string, report_csv, "", "Write the report as CSV to this file.");
+ABSL_FLAG(std::string, roofline, "", "Write the roofline of the run: FILE.svg (the chart) or FILE.csv (the table).");
 ABSL_FLAG(bool, timing_only, false, "Skip the arithmetic: time the program without computing values.");
 ABSL_FLAG(double, cycle_limit, 1e10, "Stop a `kiln sim` run with an error past this many cycles.");
 
@@ -57,6 +59,8 @@ int Sim(const std::vector<std::string>& args) {
   if (!file.ok()) return Fail(file.status());
 
   sim::Machine machine = sim::DefaultMachine();
+  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
+    if (absl::Status st = CheckRooflinePath(r); !st.ok()) return Fail(st);
   if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) {
     auto loaded = sim::LoadMachine(m);
     if (!loaded.ok()) return Fail(loaded.status());
@@ -117,9 +121,16 @@ int Sim(const std::vector<std::string>& args) {
   std::cout << absl::StrFormat("%s: %.0f cycles (%.3f us at %.0f MHz), %d instructions, block_dim %d\n", prog.name,
                                stats->total_cycles, stats->seconds * 1e6, machine.chip().clock_mhz(),
                                stats->instructions, file->block_dim);
-  if (absl::GetFlag(FLAGS_report)) std::cout << sim::ReportText(*stats, machine);
+  if (absl::GetFlag(FLAGS_report))
+    std::cout << sim::ReportText(*stats, machine) << "\n"
+              << sim::RooflineText(sim::Roofline(*stats, machine), sim::MachineRoofs(machine));
   if (std::string csv = absl::GetFlag(FLAGS_report_csv); !csv.empty())
     if (absl::Status s = WriteFile(csv, sim::ReportCsv(*stats, machine)); !s.ok()) return Fail(s);
+  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
+    if (absl::Status s = WriteRoofline(r, sim::Roofline(*stats, machine), sim::MachineRoofs(machine),
+                                       absl::StrCat(prog.name, " on ", machine.name()));
+        !s.ok())
+      return Fail(s);
   if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
     if (absl::Status s = WriteFile(tr, d.trace().ToJson(machine.chip().clock_mhz())); !s.ok()) return Fail(s);
     if (d.trace().truncated())
@@ -133,7 +144,7 @@ int Sim(const std::vector<std::string>& args) {
 extern const Command kSimCommand;
 const Command kSimCommand = {
     "sim", "run hand-written NPU assembly on the SystemC model",
-    R"(usage: kiln sim PROGRAM.kasm [--machine=FILE] [--trace=FILE] [--report] [--report-csv=FILE]
+    R"(usage: kiln sim PROGRAM.kasm [--machine=FILE] [--trace=FILE] [--report] [--report-csv=FILE] [--roofline=FILE]
                  [--timing-only] [--cycle-limit=N] [--output-dir=DIR]
 
 Assembles PROGRAM.kasm (docs/kasm.md), fills its global-memory arguments as
@@ -145,8 +156,10 @@ cycle count. Deadlocks, runaway programs and bad memory accesses are errors.
 flags:
   --machine=FILE       machine description (sim/machines/*.textproto); default ascend910-like
   --trace=FILE         Chrome trace-event JSON (open in Perfetto or chrome://tracing)
-  --report             per-kernel, per-pipe busy cycles, utilization and bound
-  --report-csv=FILE    the same report as CSV
+  --report             per-kernel, per-pipe busy cycles, utilization and bound,
+                       then the roofline table
+  --report-csv=FILE    the per-kernel, per-pipe report as CSV
+  --roofline=FILE      the roofline of the run: FILE.svg (the chart) or FILE.csv
   --timing-only        skip the arithmetic (outputs are then meaningless)
   --cycle-limit=N      stop with an error past N cycles (default 1e10)
   --output-dir=DIR     where outputs go (default: the current directory)
