@@ -116,6 +116,12 @@ TEST(RooflineTest, PointsFollowTheirDefinitions) {
   EXPECT_NE(svg.find("2 kernels without work or HBM traffic not shown"), std::string::npos);
   EXPECT_EQ(svg.find("copy:"), std::string::npos);
   EXPECT_EQ(svg, RooflineSvg(p, roofs, "t & u"));
+  for (const char* bad : {"nan", "inf"}) EXPECT_EQ(svg.find(bad), std::string::npos) << bad;
+  // A run without kernels (everything on the AICPU) still gives a chart: the roofs.
+  std::string empty = RooflineSvg({}, roofs, "none");
+  EXPECT_NE(empty.find("<title>cube fp16 262144 per cycle</title>"), std::string::npos);
+  EXPECT_EQ(empty.find(" cycles on "), std::string::npos);  // no kernel's circle
+  for (const char* bad : {"nan", "inf"}) EXPECT_EQ(empty.find(bad), std::string::npos) << bad;
   std::string csv = RooflineCsv(p);
   EXPECT_NE(csv.find("\n1,softmax,500,32,0,1228800,12000,102.4,2457.6,300,10,4096,0.600000,vector\n"), std::string::npos)
       << csv;
