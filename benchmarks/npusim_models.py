@@ -30,6 +30,14 @@ def run(cmd):
     return p.stdout
 
 
+def exported(models, names):
+    """(name, directory) of each model named (all of MODELS_DIR when none) that was exported."""
+    for name in names or sorted(os.listdir(models)):
+        d = os.path.join(models, name)
+        if os.path.exists(os.path.join(d, "model.onnx")):
+            yield name, d
+
+
 def feed(d):
     """A model directory's input names and the `kiln run --input` arguments for them."""
     inputs = [l.strip() for l in open(os.path.join(d, "inputs.txt")) if l.strip()]
@@ -53,15 +61,11 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     kiln, models = sys.argv[1], sys.argv[2]
-    names = sys.argv[3:] or sorted(os.listdir(models))
     print("| model | compile s | cube / vector / aicpu / view tasks | cycles | estimated (kernels) | "
           "images/s at 1 GHz | --batches=8: % of max(compute, transfer) | device memory (no reuse) | max rel. error |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            d = os.path.join(models, name)
-            if not os.path.exists(os.path.join(d, "model.onnx")):
-                continue
+        for name, d in exported(models, sys.argv[3:]):
             art = os.path.join(tmp, name + ".kiln")
             t0 = time.time()
             explain = run([kiln, "compile", os.path.join(d, "model.onnx"), "--target=npusim", "-o", art,

@@ -17,7 +17,7 @@ import re
 import sys
 import tempfile
 
-from npusim_models import feed, max_rel_error, run
+from npusim_models import exported, feed, max_rel_error, run
 
 PRECISIONS = ["fp32", "fp16", "bf16", "mixed"]
 
@@ -29,14 +29,10 @@ def main():
     if len(args) < 2:
         sys.exit(__doc__)
     kiln, models = args[0], args[1]
-    names = args[2:] or sorted(os.listdir(models))
     print("| model | precision | cycles | vs fp32 | Cast tasks | max rel. error |")
     print("| --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            d = os.path.join(models, name)
-            if not os.path.exists(os.path.join(d, "model.onnx")):
-                continue
+        for name, d in exported(models, args[2:]):
             _, inputs = feed(d)
             fp32 = None
             for p in PRECISIONS:

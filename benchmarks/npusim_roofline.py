@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 
-from npusim_models import feed, run
+from npusim_models import exported, feed, run
 
 
 def main():
@@ -31,15 +31,11 @@ def main():
     if len(args) < 2:
         sys.exit(__doc__)
     kiln, models = args[0], args[1]
-    names = args[2:] or sorted(os.listdir(models))
     print("| model | precision | kernels | kernel cycles | HBM-bound | cube-bound | vector-bound | "
           "efficiency (cycle-weighted) | best | longest kernel (efficiency) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            d = os.path.join(models, name)
-            if not os.path.exists(os.path.join(d, "model.onnx")):
-                continue
+        for name, d in exported(models, args[2:]):
             _, inputs = feed(d)
             for p in precisions:
                 art = os.path.join(tmp, f"{name}.{p}.kiln")
