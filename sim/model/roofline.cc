@@ -12,18 +12,18 @@
 namespace kiln::sim {
 
 double RooflinePoint::roof() const {
-  double bound = std::max(compute_bound, memory_bound);
+  double bound = std::max(compute_bound(), memory_bound);
   return bound > 0 ? work() / bound : 0;
 }
 
 double RooflinePoint::efficiency() const {
-  return cycles > 0 ? std::max(compute_bound, memory_bound) / cycles : 0;
+  return cycles > 0 ? std::max(compute_bound(), memory_bound) / cycles : 0;
 }
 
 const char* RooflinePoint::limit() const {
-  if (compute_bound <= 0 && memory_bound <= 0) return "none";
-  if (memory_bound >= compute_bound) return "HBM";
-  return vector_elements > 0 && cube_flops <= 0 ? "vector" : "cube";
+  if (compute_bound() <= 0 && memory_bound <= 0) return "none";
+  if (memory_bound >= compute_bound()) return "HBM";
+  return cube_bound >= vector_bound ? "cube" : "vector";
 }
 
 Roofs MachineRoofs(const Machine& m) {
@@ -53,7 +53,8 @@ std::vector<RooflinePoint> Roofline(const RunStats& s, const Machine& m) {
     p.cube_flops = 2.0 * static_cast<double>(k.cube_macs);
     p.vector_elements = static_cast<double>(k.vector_elements);
     p.hbm_bytes = static_cast<double>(k.hbm_read_bytes + k.hbm_write_bytes);
-    p.compute_bound = std::max(k.cube_cycles, k.vector_cycles) / roofs.cores;
+    p.cube_bound = k.cube_cycles / roofs.cores;
+    p.vector_bound = k.vector_cycles / roofs.cores;
     p.memory_bound = p.hbm_bytes / roofs.hbm_bytes_per_cycle;
     out.push_back(std::move(p));
   }
@@ -86,7 +87,7 @@ std::string RooflineCsv(const std::vector<RooflinePoint>& points) {
     const RooflinePoint& p = points[i];
     absl::StrAppendFormat(&out, "%d,%s,%.0f,%d,%.0f,%.0f,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6f,%s\n", i, p.name, p.cycles,
                           p.cores_used, p.cube_flops, p.vector_elements, p.hbm_bytes, p.intensity(), p.attained(),
-                          p.compute_bound, p.memory_bound, p.roof(), p.efficiency(), p.limit());
+                          p.compute_bound(), p.memory_bound, p.roof(), p.efficiency(), p.limit());
   }
   return out;
 }

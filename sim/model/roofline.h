@@ -34,17 +34,21 @@ struct RooflinePoint {
   double cube_flops = 0;         // 2 x multiply-accumulates
   double vector_elements = 0;
   double hbm_bytes = 0;          // read + written
-  double compute_bound = 0;      // cycles, on the whole chip
-  double memory_bound = 0;       // cycles
+  // Cycles on the whole chip: the cube's and the vector unit's work at
+  // their peak rates on every core, and the HBM traffic at its bandwidth.
+  double cube_bound = 0, vector_bound = 0;
+  double memory_bound = 0;
+  double compute_bound() const { return cube_bound > vector_bound ? cube_bound : vector_bound; }
   double work() const { return cube_flops + vector_elements; }
   // Work per HBM byte (0 when it moved none).
   double intensity() const { return hbm_bytes > 0 ? work() / hbm_bytes : 0; }
   // Work per cycle, achieved and allowed by the roofs.
   double attained() const { return cycles > 0 ? work() / cycles : 0; }
   double roof() const;
-  // max(compute_bound, memory_bound) / cycles.
+  // max(compute_bound(), memory_bound) / cycles.
   double efficiency() const;
-  const char* limit() const;     // "cube", "vector", "HBM" or "none" (no work, no traffic)
+  // The largest bound: "cube", "vector", "HBM" ("none": no work, no traffic).
+  const char* limit() const;
 };
 
 // The chip's roofs, in work per cycle (and bytes per cycle for HBM).

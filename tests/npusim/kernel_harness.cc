@@ -70,7 +70,7 @@ absl::StatusOr<KernelRun> RunKernelOnSim(const target::npusim::GeneratedKernel& 
   for (const sim::RooflinePoint& p : sim::Roofline(*stats, d.machine()))
     if (p.efficiency() > 1 + 1e-9)
       return absl::InternalError(absl::StrCat("kernel ", p.name, " beats its roofs: ", p.cycles, " cycles against ",
-                                              p.compute_bound, " (compute) and ", p.memory_bound, " (HBM)"));
+                                              p.compute_bound(), " (compute) and ", p.memory_bound, " (HBM)"));
   KernelRun run;
   run.stats = *stats;
   for (auto& [addr, t] : outs) {

@@ -81,12 +81,14 @@ TEST(RooflineTest, PointsFollowTheirDefinitions) {
   add("softmax", 500, 0, 0, 128 * 9600, 9600, 12000);  // compute 300, memory 10
   add("copy", 400, 0, 0, 0, 0, 360000);                // memory 300
   add("empty", 10, 0, 0, 0, 0, 0);
+  add("epilogue", 800, 4096 * 320, 320, 128 * 12800, 12800, 1200);  // cube 10, vector 400, memory 1
   std::vector<RooflinePoint> p = Roofline(s, m);
-  ASSERT_EQ(p.size(), 4u);
+  ASSERT_EQ(p.size(), 5u);
 
   EXPECT_EQ(p[0].name, "gemm");
   EXPECT_DOUBLE_EQ(p[0].work(), 2.0 * 4096 * 6400);
-  EXPECT_DOUBLE_EQ(p[0].compute_bound, 200);
+  EXPECT_DOUBLE_EQ(p[0].cube_bound, 200);
+  EXPECT_DOUBLE_EQ(p[0].compute_bound(), 200);
   EXPECT_DOUBLE_EQ(p[0].memory_bound, 100);
   EXPECT_DOUBLE_EQ(p[0].intensity(), 2.0 * 4096 * 6400 / 120000);
   EXPECT_DOUBLE_EQ(p[0].attained(), 2.0 * 4096 * 6400 / 1000);
@@ -106,6 +108,12 @@ TEST(RooflineTest, PointsFollowTheirDefinitions) {
 
   EXPECT_DOUBLE_EQ(p[3].efficiency(), 0);
   EXPECT_STREQ(p[3].limit(), "none");
+
+  // A matrix op with a long vector epilogue is limited by the vector unit.
+  EXPECT_DOUBLE_EQ(p[4].cube_bound, 10);
+  EXPECT_DOUBLE_EQ(p[4].vector_bound, 400);
+  EXPECT_DOUBLE_EQ(p[4].efficiency(), 0.5);
+  EXPECT_STREQ(p[4].limit(), "vector");
 
   // The chart leaves out what a log-log plot cannot place, and says so;
   // names are escaped; the same points give the same bytes.

@@ -61,7 +61,7 @@ void ExpectUnderRoofs(const runtime::LoadedModel& loaded) {
   const runtime::NpusimExecutable* npu = loaded.npusim();
   if (!npu) return;
   for (const sim::RooflinePoint& p : npu->Roofline()) {
-    EXPECT_LE(p.efficiency(), 1.0) << p.name << ": " << p.cycles << " cycles, bounds " << p.compute_bound << " / "
+    EXPECT_LE(p.efficiency(), 1.0) << p.name << ": " << p.cycles << " cycles, bounds " << p.compute_bound() << " / "
                                    << p.memory_bound;
     EXPECT_GT(p.cycles, 0) << p.name;
   }

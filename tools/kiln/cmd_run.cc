@@ -57,6 +57,13 @@ std::string Summarize(const Tensor& t) {
   return s + "]";
 }
 
+// Whether a flag asks for what only a simulated device gives (a trace, a
+// report, a roofline).
+bool WantsSimulatedDevice() {
+  return !absl::GetFlag(FLAGS_trace).empty() || absl::GetFlag(FLAGS_report) ||
+         !absl::GetFlag(FLAGS_report_csv).empty() || !absl::GetFlag(FLAGS_roofline).empty();
+}
+
 // Reads the --input files, matching them by name to `names`.
 absl::StatusOr<std::vector<Tensor>> InputsByName(const std::vector<std::string>& names,
                                                  const std::vector<std::string>& described) {
@@ -123,8 +130,7 @@ int RunArtifact(const std::string& path) {
   options.functional = !absl::GetFlag(FLAGS_timing_only);
   options.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
   const runtime::NpusimExecutable* npu = (*loaded)->npusim();
-  if (!npu && (options.trace || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty() ||
-               !absl::GetFlag(FLAGS_roofline).empty()))
+  if (!npu && WantsSimulatedDevice())
     return Fail(absl::StrCat("--trace, --report and --roofline need a simulated device; '", path,
                              "' was compiled for target ", a.target()));
   if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
@@ -156,8 +162,7 @@ int RunArtifact(const std::string& path) {
 
 // A cuda package directory: on the GPU through the package's library.
 int RunCudaPackage(const std::string& dir) {
-  if (!absl::GetFlag(FLAGS_trace).empty() || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty() ||
-      !absl::GetFlag(FLAGS_roofline).empty())
+  if (WantsSimulatedDevice())
     return Fail("--trace, --report and --roofline need a simulated device; '" + dir + "' is a cuda package");
   if (absl::Status s = runtime::ProbeCudaDevice(); !s.ok()) {
     std::cerr << "kiln: no CUDA device: " << s.message() << "\n";
@@ -202,8 +207,7 @@ int Run(const std::vector<std::string>& args) {
   if (runtime::IsCudaPackage(args[0])) return RunCudaPackage(args[0]);
   if (std::filesystem::is_directory(args[0]))
     return Fail("'" + args[0] + "' is a directory but not a cuda package (no model.cc and kiln_model.h)");
-  if (!absl::GetFlag(FLAGS_trace).empty() || absl::GetFlag(FLAGS_report) || !absl::GetFlag(FLAGS_report_csv).empty() ||
-      !absl::GetFlag(FLAGS_roofline).empty())
+  if (WantsSimulatedDevice())
     return Fail("--trace, --report and --roofline need a simulated device; '" + args[0] +
                 "' runs on the reference executor (compile it with --target=npusim)");
   auto model = LoadModel(args[0]);
