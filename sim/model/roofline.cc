@@ -109,8 +109,10 @@ std::string XmlEscape(const std::string& s) {
   return out;
 }
 
-// A decade's label: 0.01, 1, 100, 1e+06.
-std::string DecadeLabel(int e) { return e >= -3 && e <= 4 ? absl::StrFormat("%g", std::pow(10.0, e)) : absl::StrFormat("1e%d", e); }
+// A decade's label: 0.001 ... 10000, then 1e5, 1e6.
+std::string DecadeLabel(int e) {
+  return e >= -3 && e <= 4 ? absl::StrFormat("%g", std::pow(10.0, e)) : absl::StrFormat("1e%d", e);
+}
 
 const char* LimitColour(const std::string& limit) {
   if (limit == "cube") return "#1f77b4";
@@ -190,7 +192,9 @@ std::string RooflineSvg(const std::vector<RooflinePoint>& points, const Roofs& r
                         "whole chip (%d cores at %.0f MHz)</text>\n",
                         (top + bottom) / 2, r.cores, r.clock_mhz);
   out += "</g>\n";
-  absl::StrAppendFormat(&out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#888\"/>\n",
+  absl::StrAppendFormat(&out,
+                        "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+                        "stroke=\"#888\"/>\n",
                         left, top, right - left, bottom - top);
 
   // The roofs: HBM's slope up to the highest ridge, then each compute roof
@@ -198,7 +202,9 @@ std::string RooflineSvg(const std::vector<RooflinePoint>& points, const Roofs& r
   const double xs = std::max(std::pow(10.0, x0), std::pow(10.0, y0) / bw);
   const double xr = top_peak / bw;
   out += "<g stroke=\"#333\" stroke-width=\"2\" fill=\"none\">\n";
-  absl::StrAppendFormat(&out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"><title>HBM %.1f B/cycle</title></line>\n",
+  absl::StrAppendFormat(&out,
+                        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"><title>HBM %.1f "
+                        "B/cycle</title></line>\n",
                         X(xs), Y(xs * bw), X(xr), Y(top_peak), bw);
   for (const Roof& f : roofs)
     absl::StrAppendFormat(&out,
@@ -210,7 +216,9 @@ std::string RooflineSvg(const std::vector<RooflinePoint>& points, const Roofs& r
   for (const Roof& f : roofs)
     absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\">%s %.0f/cycle</text>\n", right + 6, Y(f.peak) + 4, f.name,
                           f.peak);
-  absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(%.1f %.1f %.1f)\">HBM %.0f B/cycle</text>\n",
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(%.1f %.1f %.1f)\">HBM %.0f "
+                        "B/cycle</text>\n",
                         X(xs) + 8, Y(xs * bw) - 8,
                         -std::atan2(Y(xs * bw) - Y(top_peak), X(xr) - X(xs)) * 180 / M_PI, X(xs) + 8, Y(xs * bw) - 8,
                         bw);

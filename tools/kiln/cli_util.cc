@@ -66,7 +66,8 @@ absl::Status CheckRooflinePath(const std::string& path) {
 absl::Status WriteRoofline(const std::string& path, const std::vector<sim::RooflinePoint>& points,
                            const sim::Roofs& roofs, const std::string& title) {
   KILN_RETURN_IF_ERROR(CheckRooflinePath(path));
-  return WriteFile(path, absl::EndsWith(path, ".csv") ? sim::RooflineCsv(points) : sim::RooflineSvg(points, roofs, title));
+  bool table = absl::EndsWith(path, ".csv");
+  return WriteFile(path, table ? sim::RooflineCsv(points) : sim::RooflineSvg(points, roofs, title));
 }
 
 }  // namespace kiln::cli
