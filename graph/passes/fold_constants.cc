@@ -43,8 +43,7 @@ bool IsKnownConstant(const Value* v) { return v && v->is_constant() && v->consta
 // Ops whose reference kernels return a view of their input's storage: their
 // folds create no elements, so the size limit does not apply to them.
 bool IsViewOp(const Node& n) {
-  return IsOp(n, "Identity") || IsOp(n, "Reshape") || IsOp(n, "Flatten") || IsOp(n, "Squeeze") ||
-         IsOp(n, "Unsqueeze");
+  return std::any_of(std::begin(kViewOps), std::end(kViewOps), [&](const char* op) { return IsOp(n, op); });
 }
 
 bool SharesInputStorage(const Node& n, const Tensor& t) {

@@ -267,9 +267,8 @@ double MatrixMacs(const Node& n) {
 // memory-bound op's result converts in that op's fused kernel instead (it
 // then writes half the bytes), a constant at compile time.
 bool CastStandsAlone(const Value* v, const OpLists& lists) {
-  static constexpr const char* kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   while (Node* p = v->producer()) {
-    if (!IsOneOf(*p, kViews) || !p->input(0)) return lists.Of(*p) == OpList::kAllow;
+    if (!IsOneOf(*p, kViewOps) || !p->input(0)) return lists.Of(*p) == OpList::kAllow;
     v = p->input(0);
   }
   return !v->is_constant();

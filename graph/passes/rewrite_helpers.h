@@ -1,8 +1,9 @@
 //===- rewrite_helpers.h - Helpers the graph passes share ------*- C++ -*-===//
 //
 // Small pieces that several passes need when they replace values: whether a
-// node is one of a list of ops, whether a value is an output of the main graph (whose name is the model's
-// interface and must survive a rewrite), which ops are nondeterministic, a
+// node is one of a list of ops, which ops are views, whether a value is an
+// output of the main graph (whose name is the model's interface and must
+// survive a rewrite), which ops are nondeterministic, a
 // table of every value name of a graph nest (a nested graph may not redefine
 // a name visible from its enclosing graphs, so new names must be unique
 // across the whole nest), and replacing a node's outputs by constants that
@@ -26,6 +27,11 @@ namespace kiln {
 inline bool IsOneOf(const Node& n, absl::Span<const char* const> ops) {
   return n.domain().empty() && std::any_of(ops.begin(), ops.end(), [&](const char* s) { return n.op() == s; });
 }
+
+// Ops whose result is their first input's bytes under another (or the same)
+// shape: a view of a constant shares its storage, a view on a device shares
+// its buffer.
+inline constexpr const char* kViewOps[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
 
 // True when `v` is an output of a graph that has no enclosing graph.
 inline bool IsRootGraphOutput(const Value* v) {

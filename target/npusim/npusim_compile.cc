@@ -51,9 +51,8 @@ bool OnDevice(const Value* v) {
 }
 
 bool IsView(const Node& n) {
-  static const char* const kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   if (!n.domain().empty()) return false;
-  bool view = IsOneOf(n, kViews);
+  bool view = IsOneOf(n, kViewOps);
   // Dropout is an identity only in inference (training mode draws random numbers).
   if (n.op() == "Dropout") view = !IsNondeterministicOp(n) && (n.num_outputs() == 1 || !n.output(1)->has_uses());
   if (!view || !n.input(0)) return false;
