@@ -1,6 +1,10 @@
 //===- artifact_io.cc - Reading and writing .kiln artifacts ---------------===//
 #include "target/artifact/artifact_io.h"
 
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +17,16 @@ namespace kiln::artifact {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\n'};
+constexpr size_t kChecksumBytes = 4;
+
+uint32_t Crc32(const char* data, size_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  // zlib takes the length as a 32-bit uInt: feed larger payloads in pieces.
+  constexpr size_t kPiece = size_t{1} << 30;
+  for (size_t at = 0; at < size; at += kPiece)
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data + at), static_cast<uInt>(std::min(kPiece, size - at)));
+  return static_cast<uint32_t>(crc);
+}
 
 void FillOne(const Value* v, TensorSignature* s) {
   s->set_name(v->name());
@@ -48,8 +62,12 @@ absl::Status WriteArtifact(const Artifact& artifact, const std::string& path) {
   }
   std::ofstream f(path, std::ios::binary);
   if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
+  uint32_t crc = Crc32(bytes.data(), bytes.size());
+  char trailer[kChecksumBytes];
+  for (size_t i = 0; i < kChecksumBytes; ++i) trailer[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   f.write(kMagic, sizeof kMagic);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.write(trailer, sizeof trailer);
   if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
   return absl::OkStatus();
 }
@@ -62,13 +80,33 @@ absl::StatusOr<Artifact> ReadArtifact(const std::string& path) {
   std::string bytes = ss.str();
   if (bytes.size() < sizeof kMagic || bytes.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0)
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a kiln artifact (bad magic)"));
-  Artifact a;
-  if (!a.ParseFromArray(bytes.data() + sizeof kMagic, static_cast<int>(bytes.size() - sizeof kMagic)))
-    return absl::InvalidArgumentError(absl::StrCat(path, ": the artifact is truncated or corrupted"));
-  if (a.format_version() != kArtifactFormatVersion)
-    return absl::InvalidArgumentError(absl::StrCat(path, ": artifact format version ", a.format_version(),
+  auto version_error = [&](uint32_t version) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": artifact format version ", version,
                                                    "; this kiln reads version ", kArtifactFormatVersion,
                                                    " (recompile the model)"));
+  };
+  const char* payload = bytes.data() + sizeof kMagic;
+  size_t payload_size = bytes.size() - sizeof kMagic;
+  uint32_t stored = 0;
+  if (payload_size >= kChecksumBytes) {
+    payload_size -= kChecksumBytes;
+    for (size_t i = 0; i < kChecksumBytes; ++i)
+      stored |= static_cast<uint32_t>(static_cast<unsigned char>(payload[payload_size + i])) << (8 * i);
+  }
+  if (bytes.size() < sizeof kMagic + kChecksumBytes || Crc32(payload, payload_size) != stored) {
+    // Artifacts of format version 2 and before end without a checksum: name
+    // their version rather than calling them damaged.
+    Artifact old;
+    if (old.ParseFromArray(payload, static_cast<int>(bytes.size() - sizeof kMagic)) && old.format_version() != 0 &&
+        old.format_version() < kArtifactFormatVersion)
+      return version_error(old.format_version());
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the artifact is truncated or corrupted (its checksum does not match)"));
+  }
+  Artifact a;
+  if (!a.ParseFromArray(payload, static_cast<int>(payload_size)))
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the artifact is truncated or corrupted"));
+  if (a.format_version() != kArtifactFormatVersion) return version_error(a.format_version());
   return a;
 }
 

@@ -9,12 +9,14 @@
 
 namespace kiln::artifact {
 
-// Bumped whenever the meaning of a field changes.
-inline constexpr uint32_t kArtifactFormatVersion = 2;
+// Bumped whenever the meaning of a field or the file's layout changes
+// (version 3: the CRC-32 trailer).
+inline constexpr uint32_t kArtifactFormatVersion = 3;
 
 absl::Status WriteArtifact(const Artifact& artifact, const std::string& path);
-// Rejects files that are not artifacts, are truncated or corrupted, or come
-// from another format version, with a one-line reason.
+// Rejects files that are not artifacts, are truncated or corrupted (the
+// checksum covers every byte of the message), or come from another format
+// version, with a one-line reason.
 absl::StatusOr<Artifact> ReadArtifact(const std::string& path);
 
 // The signature of a graph's inputs or outputs.

@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "google/protobuf/stubs/logging.h"
 #include "tools/kiln/cli_util.h"
 
 namespace {
@@ -32,6 +33,10 @@ void PrintUsage(std::ostream& os) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A damaged artifact can make Protobuf log its own diagnosis (a string
+  // field that is not UTF-8) before the parse fails; kiln reports the failure
+  // itself, on one line, so the library's messages are dropped.
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
   if (argc < 2) {
     PrintUsage(std::cerr);
     return 1;
