@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "graph/ir/printer.h"
 #include "graph/passes/pass_registry.h"
@@ -156,7 +157,23 @@ absl::StatusOr<bool> PassManager::RunItems(std::vector<Item>& items, Model& mode
   return any;
 }
 
-absl::StatusOr<bool> PassManager::Run(Model& model) { return RunItems(items_, model); }
+absl::StatusOr<bool> PassManager::Run(Model& model) {
+  // A --print-after name that no pass of the pipeline has would print
+  // nothing, silently.
+  for (const std::string& name : options_.print_after) {
+    bool found = false;
+    std::vector<std::string> names;
+    for (const auto& rec : records_) {
+      std::string n(rec->pass->name());
+      found |= n == name;
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+    if (!found)
+      return absl::InvalidArgumentError(absl::StrCat("--print-after: no pass named '", name, "' runs in this pipeline (",
+                                                     names.empty() ? "it is empty" : absl::StrJoin(names, ", "), ")"));
+  }
+  return RunItems(items_, model);
+}
 
 std::string PassManager::TimingReport() const {
   double total = 0;
