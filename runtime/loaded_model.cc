@@ -2,9 +2,11 @@
 #include "runtime/loaded_model.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "graph/exec/executor.h"
 #include "graph/ir/parser.h"
 #include "graph/ir/printer.h"
+#include "graph/support/status.h"
 #include "target/artifact/artifact_io.h"
 
 namespace kiln::runtime {
@@ -42,6 +44,26 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact:
   if (m->artifact_.target() != "reference" && m->artifact_.target() != "npusim")
     return absl::UnimplementedError(absl::StrCat(path, ": artifacts of target '", m->artifact_.target(),
                                                  "' cannot run in this build"));
+  if (m->artifact_.gears_size() > 0) {
+    for (artifact::Gear& g : *m->artifact_.mutable_gears()) {
+      std::vector<std::string> label;
+      for (int k = 0; k < g.values_size() && k < m->artifact_.gear_symbols_size(); ++k)
+        label.push_back(absl::StrCat(m->artifact_.gear_symbols(k), "=", g.values(k)));
+      if (g.values_size() != m->artifact_.gear_symbols_size() ||
+          g.artifact().inputs_size() != m->artifact_.inputs_size() ||
+          g.artifact().outputs_size() != m->artifact_.outputs_size() || g.artifact().gears_size() > 0)
+        return absl::InvalidArgumentError(absl::StrCat(path, ": gear ", absl::StrJoin(label, ", "),
+                                                       " does not match the model's signature"));
+      // The gear's artifact moves into its model (the bundle keeps the rest).
+      auto gear = FromArtifact(std::move(*g.mutable_artifact()), absl::StrCat(path, " (gear ",
+                                                                               absl::StrJoin(label, ", "), ")"));
+      g.clear_artifact();
+      if (!gear.ok()) return gear.status();
+      (*gear)->gear_label_ = absl::StrJoin(label, ", ");
+      m->gears_.push_back(*std::move(gear));
+    }
+    return m;
+  }
   BlobStore blobs;
   absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &blobs);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
@@ -56,13 +78,33 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact:
   return m;
 }
 
-absl::StatusOr<std::vector<Tensor>> LoadedModel::Run(std::vector<Tensor> inputs, const NpusimRunOptions& options) {
+absl::Status LoadedModel::CheckInputs(const std::vector<Tensor>& inputs) const {
   if (static_cast<int>(inputs.size()) != artifact_.inputs_size())
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", artifact_.inputs_size(), " inputs, got ",
                                                    inputs.size()));
-  for (int i = 0; i < artifact_.inputs_size(); ++i) {
-    absl::Status s = CheckInput(artifact_.inputs(i), inputs[i]);
-    if (!s.ok()) return s;
+  for (int i = 0; i < artifact_.inputs_size(); ++i) KILN_RETURN_IF_ERROR(CheckInput(artifact_.inputs(i), inputs[i]));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const LoadedModel*> LoadedModel::GearFor(const std::vector<Tensor>& inputs) const {
+  KILN_RETURN_IF_ERROR(CheckInputs(inputs));
+  if (gears_.empty()) return this;
+  for (const auto& g : gears_)
+    if (g->CheckInputs(inputs).ok()) return g.get();
+  std::vector<std::string> given, gears;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    given.push_back(absl::StrCat(artifact_.inputs(static_cast<int>(i)).name(), ": ", Describe(inputs[i])));
+  for (const auto& g : gears_) gears.push_back(g->gear_label_);
+  return absl::InvalidArgumentError(absl::StrCat("no gear of the model takes ", absl::StrJoin(given, ", "),
+                                                 "; its gears are ", absl::StrJoin(gears, "; ")));
+}
+
+absl::StatusOr<std::vector<Tensor>> LoadedModel::Run(std::vector<Tensor> inputs, const NpusimRunOptions& options) {
+  KILN_ASSIGN_OR_RETURN(const LoadedModel* gear, GearFor(inputs));
+  if (gear != this) {
+    current_gear_ = 0;
+    while (gears_[current_gear_].get() != gear) ++current_gear_;
+    return gears_[current_gear_]->Run(std::move(inputs), options);
   }
   if (npusim_) return npusim_->Run(std::move(inputs), options);
   Executor exec;

@@ -32,14 +32,30 @@ class LoadedModel {
   absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs, const NpusimRunOptions& options = {});
 
   // The npusim device of an npusim artifact (null for other targets): its
-  // last run's statistics, trace and report.
-  const NpusimExecutable* npusim() const { return npusim_.get(); }
+  // last run's statistics, trace and report. For an artifact with gears,
+  // the device of the gear that ran last (of the first gear before any run).
+  const NpusimExecutable* npusim() const { return current().npusim_.get(); }
+
+  // An artifact compiled with gears (--dynamic-batch, --dynamic-dims) holds
+  // one model per gear: Run runs the first whose input signature the inputs
+  // fit. GearFor says which that is (this model itself when there are no
+  // gears), or why none fits, naming the gears.
+  int num_gears() const { return static_cast<int>(gears_.size()); }
+  absl::StatusOr<const LoadedModel*> GearFor(const std::vector<Tensor>& inputs) const;
+  // "batch=4" for the model of a gear; empty otherwise.
+  const std::string& gear_label() const { return gear_label_; }
 
  private:
+  const LoadedModel& current() const { return gears_.empty() ? *this : *gears_[current_gear_]; }
+  absl::Status CheckInputs(const std::vector<Tensor>& inputs) const;
+
   std::string path_;
   artifact::Artifact artifact_;
   Model model_;  // the graph part (reference target, host/AICPU work)
   std::unique_ptr<NpusimExecutable> npusim_;
+  std::vector<std::unique_ptr<LoadedModel>> gears_;
+  size_t current_gear_ = 0;
+  std::string gear_label_;
 };
 
 }  // namespace kiln::runtime

@@ -1,6 +1,7 @@
 //===- cmd_compile.cc - `kiln compile` and `kiln targets` -----------------===//
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "absl/flags/declare.h"
@@ -8,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "graph/passes/gears.h"
+#include "graph/support/status.h"
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
@@ -49,6 +52,60 @@ absl::StatusOr<target::Precision> ParsePrecision(const std::string& p) {
   return absl::InvalidArgumentError("--precision must be fp32, fp16, bf16 or mixed, not '" + p + "'");
 }
 
+// --dynamic-batch / --dynamic-dims: one static variant of the model per gear
+// (the gears pass, graph/passes/gears.h), each compiled on its own, bundled
+// in one artifact whose signature keeps the symbolic dims.
+absl::Status CompileGearsInto(Model& model, const PassOptions& po, const std::string& target_name, bool explain,
+                              const std::function<absl::Status(Model&, const std::string&)>& compile_one,
+                              const std::string& out) {
+  if (target_name != "npusim" && target_name != "reference")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dynamic-batch and --dynamic-dims: target ", target_name,
+        " does not bundle gears (npusim and reference do); compile one model per shape with static input shapes"));
+  artifact::Artifact bundle;
+  bundle.set_format_version(artifact::kArtifactFormatVersion);
+  bundle.set_target(target_name);
+  artifact::FillSignatures(*model.graph, &bundle);
+  KILN_RETURN_IF_ERROR(CompileGears(*model.graph, GearsRequest{po.dynamic_batch, po.dynamic_dims}).status());
+  const Node* dispatch = model.graph->first_node();
+  if (!dispatch || dispatch->op() != "GearDispatch") {
+    // Every output is an input: there is nothing to specialize.
+    Model whole = model.Clone();
+    return compile_one(whole, out);
+  }
+  const Attribute* variants = dispatch->attr("variants");
+  std::vector<std::string> symbols = dispatch->attr("gear_symbols")->strings();
+  const std::vector<int64_t>& values = dispatch->attr("gear_values")->ints();
+  for (const std::string& sym : symbols) bundle.add_gear_symbols(sym);
+  const std::string scratch = out + ".gear";
+  for (size_t i = 0; i < variants->graphs().size(); ++i) {
+    Model gear;
+    gear.ir_version = model.ir_version;
+    gear.producer_name = model.producer_name;
+    gear.producer_version = model.producer_version;
+    gear.opsets = model.opsets;
+    gear.graph = variants->graphs()[i]->Clone(nullptr);
+    gear.graph->set_name(model.graph->name());
+    artifact::Gear* g = bundle.add_gears();
+    std::vector<std::string> label;
+    for (size_t k = 0; k < symbols.size(); ++k) {
+      g->add_values(values[i * symbols.size() + k]);
+      label.push_back(absl::StrCat(symbols[k], "=", g->values(static_cast<int>(k))));
+    }
+    if (explain) std::cout << "gear " << absl::StrJoin(label, ", ") << ":\n";
+    absl::Status s = compile_one(gear, scratch);
+    absl::StatusOr<artifact::Artifact> a =
+        s.ok() ? artifact::ReadArtifact(scratch) : absl::StatusOr<artifact::Artifact>(s);
+    std::error_code ec;
+    std::filesystem::remove(scratch, ec);
+    if (!a.ok())
+      return absl::Status(a.status().code(),
+                          absl::StrCat("gear ", absl::StrJoin(label, ", "), ": ", a.status().message()));
+    *g->mutable_artifact() = *std::move(a);
+  }
+  return artifact::WriteArtifact(bundle, out);
+}
+
 int Compile(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("compile takes one model (MODEL.onnx or MODEL.kir)");
   if (absl::Status s = LoadPluginsFromFlags(); !s.ok()) return Fail(s);
@@ -80,18 +137,7 @@ int Compile(const std::vector<std::string>& args) {
     passes.erase(std::remove(passes.begin(), passes.end(), "form-fusion-groups"), passes.end());
     pipeline = absl::StrJoin(passes, ",");
   }
-  if (absl::Status s = RunPipelineFromFlags(*model, pipeline); !s.ok()) return Fail(s);
-  if (absl::Status s = VerifyModel(*model); !s.ok())
-    return Fail("the optimized graph does not verify: " + std::string(s.message()));
-
-  auto plan = target::PlaceGraph(*model->graph, **target, options);
-  if (!plan.ok()) return Fail(absl::StrCat(args[0], ": ", plan.status().message()));
   const bool explain = absl::GetFlag(FLAGS_explain_placement);
-  // npusim and cuda explain their tasks after code generation, where
-  // kernels that cannot be generated have moved to the AICPU or the host.
-  const bool explain_after = target_name == "npusim" || target_name == "cuda";
-  if (explain && !explain_after) std::cout << plan->Explain();
-
   std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) {
     std::string base = args[0];
@@ -99,26 +145,46 @@ int Compile(const std::vector<std::string>& args) {
     if (dot != std::string::npos && base.find('/', dot) == std::string::npos) base = base.substr(0, dot);
     out = base + (target_name == "cuda" ? ".cuda" : ".kiln");
   }
-  if (absl::Status s = (*target)->Compile(*model, options, out); !s.ok())
-    return Fail(absl::StrCat("target ", target_name, ": ", s.message()));
-  // A cuda package with host tasks gets kiln's host-op provider beside its
-  // library, so an application that embeds it needs nothing else.
-  if (target_name == "cuda" && std::filesystem::exists(std::filesystem::path(out) / "host_graph.kir")) {
-    std::error_code ec;
-    std::filesystem::copy_file(KILN_HOSTOPS_LIBRARY_PATH, std::filesystem::path(out) / "libkiln_hostops.so",
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) return Fail(absl::StrCat("copying libkiln_hostops.so into ", out, ": ", ec.message()));
+
+  // Optimizes, places and compiles one model (the whole model, or one gear)
+  // into `path`.
+  auto compile_one = [&](Model& m, const std::string& path) -> absl::Status {
+    KILN_RETURN_IF_ERROR(RunPipelineFromFlags(m, pipeline));
+    if (absl::Status s = VerifyModel(m); !s.ok())
+      return absl::InvalidArgumentError("the optimized graph does not verify: " + std::string(s.message()));
+    auto plan = target::PlaceGraph(*m.graph, **target, options);
+    if (!plan.ok()) return absl::InvalidArgumentError(absl::StrCat(args[0], ": ", plan.status().message()));
+    // npusim and cuda explain their tasks after code generation, where
+    // kernels that cannot be generated have moved to the AICPU or the host.
+    const bool explain_after = target_name == "npusim" || target_name == "cuda";
+    if (explain && !explain_after) std::cout << plan->Explain();
+    if (absl::Status s = (*target)->Compile(m, options, path); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("target ", target_name, ": ", s.message()));
+    // A cuda package with host tasks gets kiln's host-op provider beside its
+    // library, so an application that embeds it needs nothing else.
+    if (target_name == "cuda" && std::filesystem::exists(std::filesystem::path(path) / "host_graph.kir")) {
+      std::error_code ec;
+      std::filesystem::copy_file(KILN_HOSTOPS_LIBRARY_PATH, std::filesystem::path(path) / "libkiln_hostops.so",
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) return absl::InternalError(absl::StrCat("copying libkiln_hostops.so into ", path, ": ", ec.message()));
+    }
+    if (explain && target_name == "npusim") {
+      KILN_ASSIGN_OR_RETURN(artifact::Artifact a, artifact::ReadArtifact(path));
+      std::cout << target::ExplainNpusimTasks(a);
+    }
+    if (explain && target_name == "cuda") {
+      KILN_ASSIGN_OR_RETURN(std::string text, target::ExplainCudaPackage(path));
+      std::cout << text;
+    }
+    return absl::OkStatus();
+  };
+
+  if (pass_options->dynamic_batch.empty() && pass_options->dynamic_dims.empty()) {
+    if (absl::Status s = compile_one(*model, out); !s.ok()) return Fail(s);
+    return 0;
   }
-  if (explain && target_name == "npusim") {
-    auto a = artifact::ReadArtifact(out);
-    if (!a.ok()) return Fail(a.status());
-    std::cout << target::ExplainNpusimTasks(*a);
-  }
-  if (explain && target_name == "cuda") {
-    auto text = target::ExplainCudaPackage(out);
-    if (!text.ok()) return Fail(text.status());
-    std::cout << *text;
-  }
+  if (absl::Status s = CompileGearsInto(*model, *pass_options, target_name, explain, compile_one, out); !s.ok())
+    return Fail(s);
   return 0;
 }
 
@@ -161,8 +227,13 @@ flags:
   --fusion=false          no fusion groups: every op its own kernel (to see
                           what fusing epilogues and memory-bound chains buys)
   --plugin=lib.so         load a target plugin first (repeatable as a list)
-  --passes, --print-after, --time-passes, --stats, --verify-each,
-  --dynamic-batch, --dynamic-dims: as for `kiln opt`
+  --passes, --print-after, --time-passes, --stats, --verify-each: as for
+                          `kiln opt`
+  --dynamic-batch=1,2,4   static-shape gears (npusim, reference): one static
+                          variant of the model per batch size, each compiled
+                          on its own, in one artifact; `kiln run` runs the gear
+                          its inputs fit (at most 100 gears)
+  --dynamic-dims='seq=16,32'  gears over other symbolic dims of the inputs
 )",
     Compile};
 

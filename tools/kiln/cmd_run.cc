@@ -129,26 +129,35 @@ int RunArtifact(const std::string& path) {
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.functional = !absl::GetFlag(FLAGS_timing_only);
   options.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
-  const runtime::NpusimExecutable* npu = (*loaded)->npusim();
+  // With gears, the model of the gear the inputs fit.
+  auto gear = (*loaded)->GearFor(*inputs);
+  if (!gear.ok()) return Fail(gear.status());
+  const artifact::Artifact& ran = (*gear)->artifact();
+  const runtime::NpusimExecutable* npu = (*gear)->npusim();
   if (!npu && WantsSimulatedDevice())
     return Fail(absl::StrCat("--trace, --report and --roofline need a simulated device; '", path,
                              "' was compiled for target ", a.target()));
   if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
     if (absl::Status s = CheckRooflinePath(r); !s.ok()) return Fail(s);
-  if (npu && isatty(2)) std::cerr << "kiln: simulating " << a.npusim().tasks_size() << " tasks x " << options.batches
+  const std::string gear_label = (*gear)->gear_label();
+  if (!gear_label.empty() && isatty(2)) std::cerr << "kiln: gear " << gear_label << "\n";
+  if (npu && isatty(2)) std::cerr << "kiln: simulating " << ran.npusim().tasks_size() << " tasks x " << options.batches
                                   << " batch" << (options.batches > 1 ? "es" : "") << " on " << npu->machine().name()
                                   << "...\n";
   auto outputs = (*loaded)->Run(*std::move(inputs), options);
   if (!outputs.ok()) return Fail(outputs.status());
   if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
   if (!npu) return 0;
-  if (absl::GetFlag(FLAGS_report)) std::cout << "\n" << npu->ReportText();
+  if (absl::GetFlag(FLAGS_report))
+    std::cout << "\n" << (gear_label.empty() ? "" : "gear " + gear_label + "\n") << npu->ReportText();
   if (std::string csv = absl::GetFlag(FLAGS_report_csv); !csv.empty())
     if (absl::Status s = WriteFile(csv, npu->ReportCsv()); !s.ok()) return Fail(s);
   if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
     if (absl::Status s = WriteRoofline(r, npu->Roofline(), sim::MachineRoofs(npu->machine()),
-                                       absl::StrCat(std::filesystem::path(path).filename().string(), " on ",
-                                                    npu->machine().name(), " (", a.npusim().precision(), ")"));
+                                       absl::StrCat(std::filesystem::path(path).filename().string(),
+                                                    gear_label.empty() ? "" : " gear " + gear_label,
+                                                    " on ", npu->machine().name(), " (", ran.npusim().precision(),
+                                                    ")"));
         !s.ok())
       return Fail(s);
   if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
