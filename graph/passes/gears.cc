@@ -193,6 +193,41 @@ absl::StatusOr<std::vector<GearAxis>> ReadAxes(const Graph& g, const GearsReques
 
 }  // namespace
 
+absl::StatusOr<GearVariants> SpecializeGears(const Graph& g, const GearsRequest& request) {
+  GearVariants out;
+  if (request.batch.empty() && request.dims.empty()) return out;
+  KILN_ASSIGN_OR_RETURN(std::vector<GearAxis> axes, ReadAxes(g, request));
+  for (const GearAxis& a : axes) out.symbols.push_back(a.name);
+  // A standalone copy renames nothing: no enclosing graph holds the names.
+  const absl::flat_hash_set<std::string> reserved;
+  NameTable names(g);
+  int64_t count = 1;
+  for (const GearAxis& a : axes) count *= static_cast<int64_t>(a.values.size());
+  for (int64_t k = 0; k < count; ++k) {
+    GearVariant gear;
+    SymbolValues values;
+    int64_t rest = k;
+    std::vector<int64_t> picked(axes.size());
+    for (size_t a = axes.size(); a-- > 0;) {
+      picked[a] = axes[a].values[static_cast<size_t>(rest % static_cast<int64_t>(axes[a].values.size()))];
+      rest /= static_cast<int64_t>(axes[a].values.size());
+    }
+    std::vector<std::string> label;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      for (const std::string& sym : axes[a].symbols) values[sym] = picked[a];
+      gear.values.push_back(picked[a]);
+      label.push_back(absl::StrCat(axes[a].name, "=", picked[a]));
+    }
+    VariantCopier copier(values, reserved, names);
+    gear.graph = copier.Copy(g, nullptr, g.name(), true);
+    auto inferred = InferShapesWithLoops(*gear.graph);
+    if (!inferred.ok())
+      return InvalidArgument("gears: variant ", absl::StrJoin(label, ", "), ": ", inferred.status().message());
+    out.gears.push_back(std::move(gear));
+  }
+  return out;
+}
+
 absl::StatusOr<GearsReport> CompileGears(Graph& g, const GearsRequest& request) {
   GearsReport report;
   if (request.batch.empty() && request.dims.empty()) return report;

@@ -39,6 +39,23 @@ struct GearsReport {
 // more than kMaxGearVariants variants is an error.
 absl::StatusOr<GearsReport> CompileGears(Graph& g, const GearsRequest& request);
 
+// One gear's static variant of a graph, standalone.
+struct GearVariant {
+  std::vector<int64_t> values;  // one per GearVariants::symbols
+  std::unique_ptr<Graph> graph;
+};
+struct GearVariants {
+  std::vector<std::string> symbols;  // "batch" for --dynamic-batch, then the named dims
+  std::vector<GearVariant> gears;    // in CompileGears' order
+};
+
+// The gears of top-level graph `g` as separate graphs (what a target
+// compiles one by one, kiln compile --dynamic-batch): each a copy of `g`
+// with the same value names, the gear's values in place of its symbols, its
+// types inferred again. Requests are checked as CompileGears checks them; an
+// empty request gives no gears.
+absl::StatusOr<GearVariants> SpecializeGears(const Graph& g, const GearsRequest& request);
+
 std::unique_ptr<Pass> CreateGearsPass();
 
 }  // namespace kiln

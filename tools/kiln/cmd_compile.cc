@@ -66,31 +66,22 @@ absl::Status CompileGearsInto(Model& model, const PassOptions& po, const std::st
   bundle.set_format_version(artifact::kArtifactFormatVersion);
   bundle.set_target(target_name);
   artifact::FillSignatures(*model.graph, &bundle);
-  KILN_RETURN_IF_ERROR(CompileGears(*model.graph, GearsRequest{po.dynamic_batch, po.dynamic_dims}).status());
-  const Node* dispatch = model.graph->first_node();
-  if (!dispatch || dispatch->op() != "GearDispatch") {
-    // Every output is an input: there is nothing to specialize.
-    Model whole = model.Clone();
-    return compile_one(whole, out);
-  }
-  const Attribute* variants = dispatch->attr("variants");
-  std::vector<std::string> symbols = dispatch->attr("gear_symbols")->strings();
-  const std::vector<int64_t>& values = dispatch->attr("gear_values")->ints();
-  for (const std::string& sym : symbols) bundle.add_gear_symbols(sym);
+  KILN_ASSIGN_OR_RETURN(GearVariants gears,
+                        SpecializeGears(*model.graph, GearsRequest{po.dynamic_batch, po.dynamic_dims}));
+  for (const std::string& sym : gears.symbols) bundle.add_gear_symbols(sym);
   const std::string scratch = out + ".gear";
-  for (size_t i = 0; i < variants->graphs().size(); ++i) {
+  for (GearVariant& variant : gears.gears) {
     Model gear;
     gear.ir_version = model.ir_version;
     gear.producer_name = model.producer_name;
     gear.producer_version = model.producer_version;
     gear.opsets = model.opsets;
-    gear.graph = variants->graphs()[i]->Clone(nullptr);
-    gear.graph->set_name(model.graph->name());
+    gear.graph = std::move(variant.graph);
     artifact::Gear* g = bundle.add_gears();
     std::vector<std::string> label;
-    for (size_t k = 0; k < symbols.size(); ++k) {
-      g->add_values(values[i * symbols.size() + k]);
-      label.push_back(absl::StrCat(symbols[k], "=", g->values(static_cast<int>(k))));
+    for (size_t k = 0; k < gears.symbols.size(); ++k) {
+      g->add_values(variant.values[k]);
+      label.push_back(absl::StrCat(gears.symbols[k], "=", variant.values[k]));
     }
     if (explain) std::cout << "gear " << absl::StrJoin(label, ", ") << ":\n";
     absl::Status s = compile_one(gear, scratch);
