@@ -41,7 +41,9 @@ struct NpusimRunSummary {
   sim::RunStats stats;
   int batches = 1;
   double compute_cycles = 0;   // one batch's tasks, from the first kernel's start to the last task's end
-  double transfer_cycles = 0;  // one batch's host<->device copies at the link's bandwidth and latency
+  // One batch's host<->device copies at the link's bandwidth and latency,
+  // in the slower direction (H2D and D2H have a lane each).
+  double transfer_cycles = 0;
   double estimated_cycles = 0; // the code generators' estimates, summed over the kernel tasks
 };
 

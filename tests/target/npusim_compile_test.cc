@@ -20,6 +20,7 @@
 #include "graph/support/status.h"
 #include "graph/verifier/verifier.h"
 #include "runtime/loaded_model.h"
+#include "sim/machine/machine.h"
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
 #include "target/npusim/npusim_compile.h"
@@ -297,6 +298,30 @@ TEST(NpusimCompile, BatchesGiveTheSameOutputsAndOverlapTransfers) {
   // Pipelined: four batches take less than four separate runs.
   EXPECT_LT(s.stats.total_cycles, 4 * single_cycles);
   EXPECT_NE(batched->npusim()->ReportText().find("pipelined"), std::string::npos);
+}
+
+// The host link has a lane each way: a model bound by its copies moves one
+// batch's input while the previous batch's output comes back, so a batch
+// costs its slower direction, and the report's bound is a bound.
+TEST(NpusimCompile, TheTransferBoundTakesTheSlowerDirectionOfTheLink) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({256, 256}));
+  g.AddOutput(g.AddNode("Relu", {x}, {"y"})->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  runtime::NpusimRunOptions eight;
+  eight.batches = 8;
+  auto run = ExpectMatchesReference(m, {Random({256, 256}, 4)}, eight);
+  ASSERT_TRUE(run);
+  const runtime::NpusimExecutable& npu = *run->npusim();
+  const auto& s = npu.summary();
+  const double one_way = sim::UsToCycles(npu.machine(), npu.machine().host_link().latency_us()) +
+                         256.0 * 256 * 4 / sim::HostLinkBytesPerCycle(npu.machine());
+  EXPECT_NEAR(s.transfer_cycles, one_way, 1.0);
+  EXPECT_GT(s.transfer_cycles, s.compute_cycles);
+  EXPECT_GE(s.stats.total_cycles / s.batches, std::max(s.compute_cycles, s.transfer_cycles));
+  // Both directions overlap: well under the two lanes' sum per batch.
+  EXPECT_LT(s.stats.total_cycles / s.batches, 1.5 * one_way);
 }
 
 TEST(NpusimCompile, Fp16PrecisionRunsMatrixWorkInHalfWithinTolerance) {
