@@ -157,20 +157,24 @@ absl::StatusOr<bool> PassManager::RunItems(std::vector<Item>& items, Model& mode
   return any;
 }
 
+bool PassManager::RunsPass(absl::string_view name) const {
+  for (const auto& rec : records_)
+    if (rec->pass->name() == name) return true;
+  return false;
+}
+
 absl::StatusOr<bool> PassManager::Run(Model& model) {
   // A --print-after name that no pass of the pipeline has would print
   // nothing, silently.
   for (const std::string& name : options_.print_after) {
-    bool found = false;
+    if (RunsPass(name)) continue;
     std::vector<std::string> names;
     for (const auto& rec : records_) {
       std::string n(rec->pass->name());
-      found |= n == name;
       if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
     }
-    if (!found)
-      return absl::InvalidArgumentError(absl::StrCat("--print-after: no pass named '", name, "' runs in this pipeline (",
-                                                     names.empty() ? "it is empty" : absl::StrJoin(names, ", "), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--print-after: no pass named '", name, "' runs in this pipeline (",
+                                                   names.empty() ? "it is empty" : absl::StrJoin(names, ", "), ")"));
   }
   return RunItems(items_, model);
 }

@@ -44,6 +44,8 @@ class PassManager {
   absl::Status AddPipeline(absl::string_view spec);
   // Runs the pipeline on the model's graph.
   absl::StatusOr<bool> Run(Model& model);
+  // Whether a pass of this name is in the pipeline.
+  bool RunsPass(absl::string_view name) const;
 
   // A table of time per pass (runs, total, share), in first-run order.
   std::string TimingReport() const;

@@ -11,6 +11,7 @@
 #include "graph/passes/pass_manager.h"
 #include "graph/passes/pass_registry.h"
 #include "graph/verifier/verifier.h"
+#include "graph/support/status.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_FLAG(std::string, o, "", "Output .kir file (default: standard output).");
@@ -82,9 +83,17 @@ absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeli
   std::string passes = absl::GetFlag(FLAGS_passes);
   // `--passes` left at "default": the pipeline the target asks for.
   if (passes == "default" && !target_pipeline.empty()) passes = target_pipeline;
-  if (passes.empty() || passes == "none") return absl::OkStatus();
+  if (passes == "none") passes.clear();
   auto po = PassOptionsFromFlags();
   if (!po.ok()) return po.status();
+  // --outputs prunes to those outputs first, unless the pipeline places the
+  // prune pass itself.
+  if (!po->outputs.empty()) {
+    PassManager probe(*po);
+    if (!passes.empty()) KILN_RETURN_IF_ERROR(probe.AddPipeline(passes));
+    if (!probe.RunsPass("prune")) passes = passes.empty() ? "prune" : "prune," + passes;
+  }
+  if (passes.empty()) return absl::OkStatus();
   PassManagerOptions mo;
   mo.verify_each = absl::GetFlag(FLAGS_verify_each);
   mo.print_after = absl::GetFlag(FLAGS_print_after);
@@ -153,7 +162,9 @@ lists the passes.
 flags:
   -o OUT.kir              output file; default standard output
   --passes=PIPELINE       default: default
-  --outputs=a,b           prune: the graph outputs to keep
+  --outputs=a,b           keep only these graph outputs, in this order, and
+                          what they need (the prune pass: run first unless
+                          --passes places it)
   --fold-max-elements=N   fold-constants: do not fold a node whose result would
                           have more than N elements (default 4194304, 4 Mi)
   --dynamic-batch=1,2,4   gears: one static variant per batch size
