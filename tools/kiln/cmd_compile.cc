@@ -218,8 +218,8 @@ flags:
   --fusion=false          no fusion groups: every op its own kernel (to see
                           what fusing epilogues and memory-bound chains buys)
   --plugin=lib.so         load a target plugin first (repeatable as a list)
-  --passes, --outputs, --print-after, --time-passes, --stats, --verify-each:
-                          as for `kiln opt`
+  --passes, --outputs, --print-after, --print-after-all, --time-passes,
+  --stats, --verify-each, --fold-max-elements: as for `kiln opt`
   --dynamic-batch=1,2,4   static-shape gears (npusim, reference): one static
                           variant of the model per batch size, each compiled
                           on its own, in one artifact; `kiln run` runs the gear

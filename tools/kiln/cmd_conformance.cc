@@ -50,8 +50,10 @@ flags:
   --timeout=SECONDS    per-test limit when isolated; default 300
   --optimize           run the optimizer on each imported model first (the
                        pipeline given by --passes, default: default), then
-                       verify the optimized graph; --verify-each, --stats and
-                       the other `kiln opt` pipeline flags apply
+                       verify the optimized graph
+  --passes, --verify-each, --stats, --time-passes, --print-after,
+  --print-after-all, --fold-max-elements: as for `kiln opt` (with
+                       --optimize, and on npusim)
 )",
     [](const std::vector<std::string>& args) -> int {
       if (!args.empty()) return Fail("conformance takes no positional arguments");

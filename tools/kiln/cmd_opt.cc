@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "graph/ir/dot.h"
 #include "graph/ir/printer.h"
@@ -22,6 +23,7 @@ ABSL_FLAG(std::vector<std::string>, outputs, {}, "prune: graph outputs to keep."
 ABSL_FLAG(int64_t, fold_max_elements, kiln::PassOptions().fold_max_elements,
           "fold-constants: leave a node alone when a result would have more elements than this.");
 ABSL_FLAG(bool, verify_each, false, "Run the verifier after every pass.");
+ABSL_FLAG(bool, list_passes, false, "List the registered passes and named pipelines.");
 ABSL_FLAG(std::vector<std::string>, print_after, {}, "Print the graph after these passes (on stderr).");
 ABSL_FLAG(bool, print_after_all, false, "Print the graph after every pass (on stderr).");
 ABSL_FLAG(bool, time_passes, false, "Print a table of time per pass (on stderr).");
@@ -110,7 +112,22 @@ absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeli
 
 namespace {
 
+// --list-passes: the pass table and the named pipelines.
+std::string PassList() {
+  std::string out = "passes:\n";
+  for (const PassInfo& p : RegisteredPasses()) absl::StrAppendFormat(&out, "  %-24s %s\n", p.name, p.summary);
+  out += "\npipelines:\n";
+  for (const PipelineInfo& p : RegisteredPipelines())
+    absl::StrAppendFormat(&out, "  %-24s %s:\n  %-24s %s\n", p.name, p.summary, "", p.spec);
+  return out;
+}
+
 int Opt(const std::vector<std::string>& args) {
+  if (absl::GetFlag(FLAGS_list_passes)) {
+    if (!args.empty()) return Fail("--list-passes takes no model");
+    std::cout << PassList();
+    return 0;
+  }
   if (args.size() != 1) return Fail("opt takes one model (MODEL.onnx or MODEL.kir)");
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
@@ -162,6 +179,7 @@ lists the passes.
 flags:
   -o OUT.kir              output file; default standard output
   --passes=PIPELINE       default: default
+  --list-passes           list the passes and named pipelines (no model)
   --outputs=a,b           keep only these graph outputs, in this order, and
                           what they need (the prune pass: run first unless
                           --passes places it)

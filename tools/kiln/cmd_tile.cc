@@ -125,7 +125,8 @@ flags:
   --precision=P           the matrix engine's input for f32 models: fp32
                           (default: the tensors' dtype), fp16 or bf16
   --plugin=lib.so         load a target plugin first
-  --passes, --print-after, --time-passes, --stats: as for `kiln opt`
+  --passes, --outputs, --print-after, --print-after-all, --time-passes,
+  --stats, --verify-each, --fold-max-elements: as for `kiln opt`
 )",
     Tile};
 

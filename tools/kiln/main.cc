@@ -6,6 +6,7 @@
 // rest.
 //
 //===----------------------------------------------------------------------===//
+#include <cctype>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -28,6 +29,29 @@ void PrintUsage(std::ostream& os) {
     os << "  " << name << c.summary << "\n";
   }
   os << "\n`kiln <command> --help` describes a command and its flags.\n";
+}
+
+// Whether `help` names `flag` ("--batches", "-o") as a token of its own.
+bool HelpNames(const std::string& help, const std::string& flag) {
+  auto part_of_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; };
+  for (size_t at = help.find(flag); at != std::string::npos; at = help.find(flag, at + 1)) {
+    size_t end = at + flag.size();
+    if ((at == 0 || !part_of_name(help[at - 1])) && (end == help.size() || !part_of_name(help[end]))) return true;
+  }
+  return false;
+}
+
+// Every command sees every flag of the driver (Abseil flags are global), so
+// a command takes only the flags its help names: one that does nothing there
+// is refused instead of being ignored silently. `name` is spelled with dashes,
+// without the leading ones and any "=value".
+bool CommandTakesFlag(const kiln::cli::Command& cmd, const std::string& name) {
+  // The help's "flags:" section when it has one (its prose may mention
+  // flags of other commands).
+  std::string help = cmd.help;
+  if (size_t at = help.find("\nflags:\n"); at != std::string::npos) help = help.substr(at);
+  if (HelpNames(help, "--" + name) || HelpNames(help, "--no" + name) || HelpNames(help, "-" + name)) return true;
+  return absl::StartsWith(name, "no") && HelpNames(help, "--" + name.substr(2));
 }
 
 }  // namespace
@@ -81,6 +105,15 @@ int main(int argc, char** argv) {
     if (a == "--") {
       for (int j = i; j < argc; ++j) rest.push_back(argv[j]);
       break;
+    }
+    if (a.size() > 1 && a[0] == '-') {
+      std::string name = a.substr(a[1] == '-' ? 2 : 1);
+      name = name.substr(0, name.find('='));
+      for (char& c : name)
+        if (c == '_') c = '-';
+      if (!CommandTakesFlag(*cmd, name))
+        return kiln::cli::Fail("kiln " + std::string(cmd->name) + " has no flag " + std::string(argv[i]).substr(0, std::string(argv[i]).find('=')) +
+                               " (see `kiln " + std::string(cmd->name) + " --help`)");
     }
     // Flags are spelled with dashes (--print-after); Abseil names use '_'.
     if (absl::StartsWith(a, "--") && a.size() > 2) {
