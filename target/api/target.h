@@ -118,6 +118,22 @@ struct CompileOptions {
   std::vector<std::pair<std::string, std::string>> settings;
 };
 
+// Refuses a setting the target does not read (a --machine given to the cuda
+// target would otherwise be ignored): `known` lists the ones it reads.
+inline absl::Status CheckSettings(const CompileOptions& options, const std::vector<std::string>& known,
+                                  const std::string& target) {
+  for (const auto& [key, value] : options.settings) {
+    bool ok = false;
+    for (const std::string& k : known) ok |= k == key;
+    if (ok) continue;
+    std::string takes;
+    for (const std::string& k : known) takes += (takes.empty() ? "--" : ", --") + k;
+    return absl::InvalidArgumentError("--" + key + " is not a setting of target " + target + " (it takes " +
+                                      (takes.empty() ? std::string("no settings") : takes) + ")");
+  }
+  return absl::OkStatus();
+}
+
 // Narrows an optimized graph as `options` ask: nothing under fp32,
 // NarrowMatrixOps under fp16 and bf16, MixPrecision under mixed. Whether
 // anything changed.

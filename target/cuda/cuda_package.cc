@@ -268,6 +268,7 @@ class Buffers {
 }  // namespace
 
 absl::StatusOr<CudaBuildOptions> CudaBuildOptionsFrom(const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(CheckSettings(options, {"arch"}, "cuda"));
   CudaBuildOptions b;
   std::string arch;
   for (const auto& [k, v] : options.settings)

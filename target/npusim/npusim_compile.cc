@@ -38,6 +38,7 @@ using npusim::GeneratedKernel;
 constexpr int64_t kAlignment = 512;
 
 absl::StatusOr<sim::Machine> MachineFromOptions(const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(CheckSettings(options, {"machine"}, "npusim"));
   for (const auto& [k, v] : options.settings)
     if (k == "machine" && !v.empty()) return sim::LoadMachine(v);
   return sim::DefaultMachine();

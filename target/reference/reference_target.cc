@@ -3,6 +3,7 @@
 
 #include "graph/ir/printer.h"
 #include "graph/ops/op_registry.h"
+#include "graph/support/status.h"
 #include "target/artifact/artifact_io.h"
 
 namespace kiln::target {
@@ -25,12 +26,17 @@ class ReferenceTarget final : public Target {
 
   absl::Status Compile(const Model& model, const CompileOptions& options,
                        const std::string& output_path) override {
+    KILN_RETURN_IF_ERROR(CheckSettings(options, {}, "reference"));
+    // --precision narrows the graph as a device target would, so the host
+    // kernels compute what fp16, bf16 or mixed precision give.
+    Model narrowed = model.Clone();
+    KILN_RETURN_IF_ERROR(NarrowForPrecision(*narrowed.graph, options).status());
     artifact::Artifact a;
     a.set_format_version(artifact::kArtifactFormatVersion);
     a.set_target("reference");
     artifact::FillSignatures(*model.graph, &a);
     BlobStore blobs;
-    a.set_graph_kir(PrintModel(model, PrintOptions(), &blobs));
+    a.set_graph_kir(PrintModel(narrowed, PrintOptions(), &blobs));
     a.set_constants(SerializeBlobStore(blobs));
     return artifact::WriteArtifact(a, output_path);
   }
