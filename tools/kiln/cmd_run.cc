@@ -59,9 +59,19 @@ std::string Summarize(const Tensor& t) {
 
 // Whether a flag asks for what only a simulated device gives (a trace, a
 // report, a roofline).
-bool WantsSimulatedDevice() {
-  return !absl::GetFlag(FLAGS_trace).empty() || absl::GetFlag(FLAGS_report) ||
-         !absl::GetFlag(FLAGS_report_csv).empty() || !absl::GetFlag(FLAGS_roofline).empty();
+// The flags given that only a simulated device honours ("" when none): a
+// run elsewhere refuses them rather than ignoring them.
+std::string SimulatedDeviceFlags() {
+  std::vector<std::string> given;
+  if (!absl::GetFlag(FLAGS_trace).empty()) given.push_back("--trace");
+  if (absl::GetFlag(FLAGS_report)) given.push_back("--report");
+  if (!absl::GetFlag(FLAGS_report_csv).empty()) given.push_back("--report-csv");
+  if (!absl::GetFlag(FLAGS_roofline).empty()) given.push_back("--roofline");
+  if (absl::GetFlag(FLAGS_batches) != 1) given.push_back("--batches");
+  if (absl::GetFlag(FLAGS_timing_only)) given.push_back("--timing-only");
+  if (absl::GetFlag(FLAGS_cycle_limit) != kDefaultCycleLimit) given.push_back("--cycle-limit");
+  if (given.empty()) return "";
+  return absl::StrCat(absl::StrJoin(given, ", "), given.size() == 1 ? " needs" : " need", " a simulated device");
 }
 
 // Reads the --input files, matching them by name to `names`.
@@ -115,6 +125,9 @@ int RunArtifact(const std::string& path) {
   auto loaded = runtime::LoadedModel::Load(path);
   if (!loaded.ok()) return Fail(loaded.status());
   const artifact::Artifact& a = (*loaded)->artifact();
+  if (std::string flags = SimulatedDeviceFlags(); !(*loaded)->npusim() && !flags.empty())
+    return Fail(absl::StrCat(flags, "; '", path, "' was compiled for target ", a.target()));
+  if (absl::GetFlag(FLAGS_repeat) != 0) return Fail("--repeat applies to cuda packages only");
   std::vector<std::string> names, described, out_names;
   for (const auto& s : a.inputs()) {
     names.push_back(s.name());
@@ -134,9 +147,6 @@ int RunArtifact(const std::string& path) {
   if (!gear.ok()) return Fail(gear.status());
   const artifact::Artifact& ran = (*gear)->artifact();
   const runtime::NpusimExecutable* npu = (*gear)->npusim();
-  if (!npu && WantsSimulatedDevice())
-    return Fail(absl::StrCat("--trace, --report and --roofline need a simulated device; '", path,
-                             "' was compiled for target ", a.target()));
   if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
     if (absl::Status s = CheckRooflinePath(r); !s.ok()) return Fail(s);
   const std::string gear_label = (*gear)->gear_label();
@@ -171,8 +181,8 @@ int RunArtifact(const std::string& path) {
 
 // A cuda package directory: on the GPU through the package's library.
 int RunCudaPackage(const std::string& dir) {
-  if (WantsSimulatedDevice())
-    return Fail("--trace, --report and --roofline need a simulated device; '" + dir + "' is a cuda package");
+  if (std::string flags = SimulatedDeviceFlags(); !flags.empty())
+    return Fail(flags + "; '" + dir + "' is a cuda package");
   if (absl::Status s = runtime::ProbeCudaDevice(); !s.ok()) {
     std::cerr << "kiln: no CUDA device: " << s.message() << "\n";
     return 1;
@@ -216,9 +226,9 @@ int Run(const std::vector<std::string>& args) {
   if (runtime::IsCudaPackage(args[0])) return RunCudaPackage(args[0]);
   if (std::filesystem::is_directory(args[0]))
     return Fail("'" + args[0] + "' is a directory but not a cuda package (no model.cc and kiln_model.h)");
-  if (WantsSimulatedDevice())
-    return Fail("--trace, --report and --roofline need a simulated device; '" + args[0] +
-                "' runs on the reference executor (compile it with --target=npusim)");
+  if (std::string flags = SimulatedDeviceFlags(); !flags.empty())
+    return Fail(flags + "; '" + args[0] + "' runs on the reference executor (compile it with --target=npusim)");
+  if (absl::GetFlag(FLAGS_repeat) != 0) return Fail("--repeat applies to cuda packages only");
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
   const Graph& g = *model->graph;
