@@ -38,6 +38,11 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact::Artifact artifact,
                                                                        const std::string& path) {
+  return Build(std::move(artifact), path, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifact artifact, const std::string& path,
+                                                                const BlobStore* shared) {
   auto m = std::make_unique<LoadedModel>();
   m->path_ = path;
   m->artifact_ = std::move(artifact);
@@ -45,6 +50,9 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact:
     return absl::UnimplementedError(absl::StrCat(path, ": artifacts of target '", m->artifact_.target(),
                                                  "' cannot run in this build"));
   if (m->artifact_.gears_size() > 0) {
+    BlobStore bundle_blobs;
+    if (absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &bundle_blobs); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
     for (artifact::Gear& g : *m->artifact_.mutable_gears()) {
       std::vector<std::string> label;
       for (int k = 0; k < g.values_size() && k < m->artifact_.gear_symbols_size(); ++k)
@@ -55,8 +63,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact:
         return absl::InvalidArgumentError(absl::StrCat(path, ": gear ", absl::StrJoin(label, ", "),
                                                        " does not match the model's signature"));
       // The gear's artifact moves into its model (the bundle keeps the rest).
-      auto gear = FromArtifact(std::move(*g.mutable_artifact()), absl::StrCat(path, " (gear ",
-                                                                               absl::StrJoin(label, ", "), ")"));
+      auto gear = Build(std::move(*g.mutable_artifact()),
+                        absl::StrCat(path, " (gear ", absl::StrJoin(label, ", "), ")"), &bundle_blobs);
       g.clear_artifact();
       if (!gear.ok()) return gear.status();
       (*gear)->gear_label_ = absl::StrJoin(label, ", ");
@@ -64,10 +72,14 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact:
     }
     return m;
   }
+  // A gear of a bundle has no constants of its own: it reads the bundle's.
+  const bool use_shared = shared && m->artifact_.constants().empty();
   BlobStore blobs;
-  absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &blobs);
-  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
-  auto model = ParseModel(m->artifact_.graph_kir(), path, &blobs);
+  if (!use_shared) {
+    absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &blobs);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
+  }
+  auto model = ParseModel(m->artifact_.graph_kir(), path, use_shared ? shared : &blobs);
   if (!model.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": graph: ", model.status().message()));
   m->model_ = *std::move(model);
   if (m->artifact_.target() == "npusim") {

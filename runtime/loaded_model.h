@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
+#include "graph/ir/printer.h"
 #include "runtime/npusim_executable.h"
 #include "target/artifact/artifact.pb.h"
 
@@ -46,6 +47,10 @@ class LoadedModel {
   const std::string& gear_label() const { return gear_label_; }
 
  private:
+  // `shared`: the blobs of a gear bundle, for a gear without constants of
+  // its own.
+  static absl::StatusOr<std::unique_ptr<LoadedModel>> Build(artifact::Artifact artifact, const std::string& name,
+                                                            const BlobStore* shared);
   const LoadedModel& current() const { return gears_.empty() ? *this : *gears_[current_gear_]; }
   absl::Status CheckInputs(const std::vector<Tensor>& inputs) const;
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "graph/ir/printer.h"
 #include "graph/passes/gears.h"
 #include "graph/support/status.h"
 #include "graph/verifier/verifier.h"
@@ -70,6 +71,8 @@ absl::Status CompileGearsInto(Model& model, const PassOptions& po, const std::st
                         SpecializeGears(*model.graph, GearsRequest{po.dynamic_batch, po.dynamic_dims}));
   for (const std::string& sym : gears.symbols) bundle.add_gear_symbols(sym);
   const std::string scratch = out + ".gear";
+  // The gears' constants, each blob once: every gear holds the same weights.
+  BlobStore shared;
   for (GearVariant& variant : gears.gears) {
     Model gear;
     gear.ir_version = model.ir_version;
@@ -92,8 +95,13 @@ absl::Status CompileGearsInto(Model& model, const PassOptions& po, const std::st
     if (!a.ok())
       return absl::Status(a.status().code(),
                           absl::StrCat("gear ", absl::StrJoin(label, ", "), ": ", a.status().message()));
+    BlobStore blobs;
+    KILN_RETURN_IF_ERROR(DeserializeBlobStore(a->constants(), &blobs));
+    for (auto& [hash, tensor] : blobs.blobs) shared.blobs.emplace(hash, std::move(tensor));
+    a->clear_constants();
     *g->mutable_artifact() = *std::move(a);
   }
+  bundle.set_constants(SerializeBlobStore(shared));
   return artifact::WriteArtifact(bundle, out);
 }
 
