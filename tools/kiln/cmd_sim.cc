@@ -30,7 +30,8 @@ ABSL_FLAG(bool, report, false, "Print the per-kernel, per-pipe report.");
 ABSL_FLAG(std::string, report_csv, "", "Write the report as CSV to this file.");
 ABSL_FLAG(std::string, roofline, "", "Write the roofline of the run: FILE.svg (the chart) or FILE.csv (the table).");
 ABSL_FLAG(bool, timing_only, false, "Skip the arithmetic: time the program without computing values.");
-ABSL_FLAG(double, cycle_limit, kiln::cli::kDefaultCycleLimit, "Stop a `kiln sim` run with an error past this many cycles.");
+ABSL_FLAG(double, cycle_limit, kiln::cli::kDefaultCycleLimit,
+          "Stop a `kiln sim` run with an error past this many cycles.");
 
 namespace kiln::cli {
 namespace {

@@ -111,9 +111,11 @@ int main(int argc, char** argv) {
       name = name.substr(0, name.find('='));
       for (char& c : name)
         if (c == '_') c = '-';
-      if (!CommandTakesFlag(*cmd, name))
-        return kiln::cli::Fail("kiln " + std::string(cmd->name) + " has no flag " + std::string(argv[i]).substr(0, std::string(argv[i]).find('=')) +
+      if (!CommandTakesFlag(*cmd, name)) {
+        const std::string given(argv[i]);
+        return kiln::cli::Fail("kiln " + std::string(cmd->name) + " has no flag " + given.substr(0, given.find('=')) +
                                " (see `kiln " + std::string(cmd->name) + " --help`)");
+      }
     }
     // Flags are spelled with dashes (--print-after); Abseil names use '_'.
     if (absl::StartsWith(a, "--") && a.size() > 2) {
