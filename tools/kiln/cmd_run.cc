@@ -57,8 +57,6 @@ std::string Summarize(const Tensor& t) {
   return s + "]";
 }
 
-// Whether a flag asks for what only a simulated device gives (a trace, a
-// report, a roofline).
 // The flags given that only a simulated device honours ("" when none): a
 // run elsewhere refuses them rather than ignoring them.
 std::string SimulatedDeviceFlags() {
@@ -128,6 +126,8 @@ int RunArtifact(const std::string& path) {
   if (std::string flags = SimulatedDeviceFlags(); !(*loaded)->npusim() && !flags.empty())
     return Fail(absl::StrCat(flags, "; '", path, "' was compiled for target ", a.target()));
   if (absl::GetFlag(FLAGS_repeat) != 0) return Fail("--repeat applies to cuda packages only");
+  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
+    if (absl::Status s = CheckRooflinePath(r); !s.ok()) return Fail(s);
   std::vector<std::string> names, described, out_names;
   for (const auto& s : a.inputs()) {
     names.push_back(s.name());
@@ -147,8 +147,6 @@ int RunArtifact(const std::string& path) {
   if (!gear.ok()) return Fail(gear.status());
   const artifact::Artifact& ran = (*gear)->artifact();
   const runtime::NpusimExecutable* npu = (*gear)->npusim();
-  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
-    if (absl::Status s = CheckRooflinePath(r); !s.ok()) return Fail(s);
   const std::string gear_label = (*gear)->gear_label();
   if (!gear_label.empty() && isatty(2)) std::cerr << "kiln: gear " << gear_label << "\n";
   if (npu && isatty(2)) std::cerr << "kiln: simulating " << ran.npusim().tasks_size() << " tasks x " << options.batches
