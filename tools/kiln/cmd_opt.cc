@@ -11,8 +11,8 @@
 #include "graph/passes/narrow_precision.h"
 #include "graph/passes/pass_manager.h"
 #include "graph/passes/pass_registry.h"
-#include "graph/verifier/verifier.h"
 #include "graph/support/status.h"
+#include "graph/verifier/verifier.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_FLAG(std::string, o, "", "Output .kir file (default: standard output).");
