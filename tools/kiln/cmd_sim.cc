@@ -62,6 +62,15 @@ int Sim(const std::vector<std::string>& args) {
   sim::Machine machine = sim::DefaultMachine();
   if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
     if (absl::Status st = CheckRooflinePath(r); !st.ok()) return Fail(st);
+  // A program names its output files under --output-dir, never elsewhere.
+  for (size_t i = 0; i < file->data.size() && i < file->program.args.size(); ++i) {
+    const std::filesystem::path out(file->data[i].output);
+    bool escapes = out.is_absolute();
+    for (const auto& part : out) escapes |= part == "..";
+    if (escapes)
+      return Fail(absl::StrCat("argument ", file->program.args[i].name, ": output \"", file->data[i].output,
+                               "\" must be a relative path inside --output-dir"));
+  }
   if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) {
     auto loaded = sim::LoadMachine(m);
     if (!loaded.ok()) return Fail(loaded.status());
