@@ -179,6 +179,21 @@ int Compile(const std::vector<std::string>& args) {
   };
 
   if (pass_options->dynamic_batch.empty() && pass_options->dynamic_dims.empty()) {
+    // The device targets need static shapes: what depends on a symbolic dim
+    // of an input falls back to the AICPU or the host. Say so, and how to
+    // keep it on the cores.
+    std::vector<std::string> symbolic;
+    for (const Value* in : model->graph->inputs())
+      if (in->type().is_tensor() && in->type().shape().ranked())
+        for (const Dim& d : in->type().shape().dims())
+          if (!d.is_static()) {
+            symbolic.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
+            break;
+          }
+    if (!symbolic.empty() && target_name == "npusim")
+      std::cerr << "kiln: warning: inputs with dims unknown at compile time (" << absl::StrJoin(symbolic, ", ")
+                << "): what depends on them runs off the cores; --dynamic-batch or --dynamic-dims compiles static "
+                   "gears\n";
     if (absl::Status s = compile_one(*model, out); !s.ok()) return Fail(s);
     return 0;
   }
