@@ -54,20 +54,16 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
     if (absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &bundle_blobs); !s.ok())
       return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
     for (artifact::Gear& g : *m->artifact_.mutable_gears()) {
-      std::vector<std::string> label;
-      for (int k = 0; k < g.values_size() && k < m->artifact_.gear_symbols_size(); ++k)
-        label.push_back(absl::StrCat(m->artifact_.gear_symbols(k), "=", g.values(k)));
+      const std::string label = artifact::GearLabel(m->artifact_, g);
       if (g.values_size() != m->artifact_.gear_symbols_size() ||
           g.artifact().inputs_size() != m->artifact_.inputs_size() ||
           g.artifact().outputs_size() != m->artifact_.outputs_size() || g.artifact().gears_size() > 0)
-        return absl::InvalidArgumentError(absl::StrCat(path, ": gear ", absl::StrJoin(label, ", "),
-                                                       " does not match the model's signature"));
+        return absl::InvalidArgumentError(absl::StrCat(path, ": gear ", label, " does not match the model's signature"));
       // The gear's artifact moves into its model (the bundle keeps the rest).
-      auto gear = Build(std::move(*g.mutable_artifact()),
-                        absl::StrCat(path, " (gear ", absl::StrJoin(label, ", "), ")"), &bundle_blobs);
+      auto gear = Build(std::move(*g.mutable_artifact()), absl::StrCat(path, " (gear ", label, ")"), &bundle_blobs);
       g.clear_artifact();
       if (!gear.ok()) return gear.status();
-      (*gear)->gear_label_ = absl::StrJoin(label, ", ");
+      (*gear)->gear_label_ = label;
       m->gears_.push_back(*std::move(gear));
     }
     return m;
@@ -101,8 +97,13 @@ absl::Status LoadedModel::CheckInputs(const std::vector<Tensor>& inputs) const {
 absl::StatusOr<const LoadedModel*> LoadedModel::GearFor(const std::vector<Tensor>& inputs) const {
   KILN_RETURN_IF_ERROR(CheckInputs(inputs));
   if (gears_.empty()) return this;
-  for (const auto& g : gears_)
-    if (g->CheckInputs(inputs).ok()) return g.get();
+  KILN_ASSIGN_OR_RETURN(size_t i, GearIndex(inputs));
+  return gears_[i].get();
+}
+
+absl::StatusOr<size_t> LoadedModel::GearIndex(const std::vector<Tensor>& inputs) const {
+  for (size_t i = 0; i < gears_.size(); ++i)
+    if (gears_[i]->CheckInputs(inputs).ok()) return i;
   std::vector<std::string> given, gears;
   for (size_t i = 0; i < inputs.size(); ++i)
     given.push_back(absl::StrCat(artifact_.inputs(static_cast<int>(i)).name(), ": ", Describe(inputs[i])));
@@ -112,10 +113,9 @@ absl::StatusOr<const LoadedModel*> LoadedModel::GearFor(const std::vector<Tensor
 }
 
 absl::StatusOr<std::vector<Tensor>> LoadedModel::Run(std::vector<Tensor> inputs, const NpusimRunOptions& options) {
-  KILN_ASSIGN_OR_RETURN(const LoadedModel* gear, GearFor(inputs));
-  if (gear != this) {
-    current_gear_ = 0;
-    while (gears_[current_gear_].get() != gear) ++current_gear_;
+  KILN_RETURN_IF_ERROR(CheckInputs(inputs));
+  if (!gears_.empty()) {
+    KILN_ASSIGN_OR_RETURN(current_gear_, GearIndex(inputs));
     return gears_[current_gear_]->Run(std::move(inputs), options);
   }
   if (npusim_) return npusim_->Run(std::move(inputs), options);

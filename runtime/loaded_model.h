@@ -53,6 +53,8 @@ class LoadedModel {
                                                             const BlobStore* shared);
   const LoadedModel& current() const { return gears_.empty() ? *this : *gears_[current_gear_]; }
   absl::Status CheckInputs(const std::vector<Tensor>& inputs) const;
+  // The first gear the inputs fit, or an error naming the gears.
+  absl::StatusOr<size_t> GearIndex(const std::vector<Tensor>& inputs) const;
 
   std::string path_;
   artifact::Artifact artifact_;

@@ -191,6 +191,32 @@ absl::StatusOr<std::vector<GearAxis>> ReadAxes(const Graph& g, const GearsReques
   return axes;
 }
 
+// The number of gears: the product of the axes' value counts.
+int64_t GearCount(const std::vector<GearAxis>& axes) {
+  int64_t count = 1;
+  for (const GearAxis& a : axes) count *= static_cast<int64_t>(a.values.size());
+  return count;
+}
+
+// Gear k's value of each axis, the first axis varying slowest.
+std::vector<int64_t> GearRow(const std::vector<GearAxis>& axes, int64_t k) {
+  std::vector<int64_t> row(axes.size());
+  for (size_t a = axes.size(); a-- > 0;) {
+    const int64_t n = static_cast<int64_t>(axes[a].values.size());
+    row[a] = axes[a].values[static_cast<size_t>(k % n)];
+    k /= n;
+  }
+  return row;
+}
+
+// The value each symbol takes in the gear of `row`.
+SymbolValues BindSymbols(const std::vector<GearAxis>& axes, const std::vector<int64_t>& row) {
+  SymbolValues values;
+  for (size_t a = 0; a < axes.size(); ++a)
+    for (const std::string& sym : axes[a].symbols) values[sym] = row[a];
+  return values;
+}
+
 }  // namespace
 
 absl::StatusOr<GearVariants> SpecializeGears(const Graph& g, const GearsRequest& request) {
@@ -201,23 +227,12 @@ absl::StatusOr<GearVariants> SpecializeGears(const Graph& g, const GearsRequest&
   // A standalone copy renames nothing: no enclosing graph holds the names.
   const absl::flat_hash_set<std::string> reserved;
   NameTable names(g);
-  int64_t count = 1;
-  for (const GearAxis& a : axes) count *= static_cast<int64_t>(a.values.size());
-  for (int64_t k = 0; k < count; ++k) {
+  for (int64_t k = 0, count = GearCount(axes); k < count; ++k) {
     GearVariant gear;
-    SymbolValues values;
-    int64_t rest = k;
-    std::vector<int64_t> picked(axes.size());
-    for (size_t a = axes.size(); a-- > 0;) {
-      picked[a] = axes[a].values[static_cast<size_t>(rest % static_cast<int64_t>(axes[a].values.size()))];
-      rest /= static_cast<int64_t>(axes[a].values.size());
-    }
+    gear.values = GearRow(axes, k);
     std::vector<std::string> label;
-    for (size_t a = 0; a < axes.size(); ++a) {
-      for (const std::string& sym : axes[a].symbols) values[sym] = picked[a];
-      gear.values.push_back(picked[a]);
-      label.push_back(absl::StrCat(axes[a].name, "=", picked[a]));
-    }
+    for (size_t a = 0; a < axes.size(); ++a) label.push_back(absl::StrCat(axes[a].name, "=", gear.values[a]));
+    const SymbolValues values = BindSymbols(axes, gear.values);
     VariantCopier copier(values, reserved, names);
     gear.graph = copier.Copy(g, nullptr, g.name(), true);
     auto inferred = InferShapesWithLoops(*gear.graph);
@@ -250,25 +265,16 @@ absl::StatusOr<GearsReport> CompileGears(Graph& g, const GearsRequest& request) 
   NameTable names(g);
 
   // Variants, first axis slowest.
-  int64_t count = 1;
-  for (const GearAxis& a : axes) count *= static_cast<int64_t>(a.values.size());
   std::vector<std::unique_ptr<Graph>> variants;
   std::vector<int64_t> gear_values;
-  for (int64_t k = 0; k < count; ++k) {
-    std::vector<size_t> at(axes.size());
-    int64_t rest = k;
-    for (size_t a = axes.size(); a-- > 0;) {
-      at[a] = static_cast<size_t>(rest % static_cast<int64_t>(axes[a].values.size()));
-      rest /= static_cast<int64_t>(axes[a].values.size());
-    }
-    SymbolValues values;
+  for (int64_t k = 0, count = GearCount(axes); k < count; ++k) {
+    const std::vector<int64_t> row = GearRow(axes, k);
     std::vector<std::string> label;
     for (size_t a = 0; a < axes.size(); ++a) {
-      int64_t v = axes[a].values[at[a]];
-      for (const std::string& s : axes[a].symbols) values[s] = v;
-      gear_values.push_back(v);
-      label.push_back(absl::StrCat(axes[a].name, v));
+      gear_values.push_back(row[a]);
+      label.push_back(absl::StrCat(axes[a].name, row[a]));
     }
+    const SymbolValues values = BindSymbols(axes, row);
     VariantCopier copier(values, reserved, names);
     std::unique_ptr<Graph> variant = copier.Copy(g, nullptr, absl::StrCat("gear_", absl::StrJoin(label, "_")), false);
     for (Value* o : yields) variant->AddOutput(copier.Map(o));

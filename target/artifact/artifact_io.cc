@@ -39,6 +39,13 @@ void FillOne(const Value* v, TensorSignature* s) {
 
 }  // namespace
 
+std::string GearLabel(const Artifact& bundle, const Gear& gear) {
+  std::vector<std::string> parts;
+  for (int k = 0; k < gear.values_size() && k < bundle.gear_symbols_size(); ++k)
+    parts.push_back(absl::StrCat(bundle.gear_symbols(k), "=", gear.values(k)));
+  return absl::StrJoin(parts, ", ");
+}
+
 void FillSignatures(const Graph& graph, Artifact* a) {
   for (const Value* v : graph.inputs()) FillOne(v, a->add_inputs());
   for (const Value* v : graph.outputs()) FillOne(v, a->add_outputs());

@@ -19,6 +19,9 @@ absl::Status WriteArtifact(const Artifact& artifact, const std::string& path);
 // version, with a one-line reason.
 absl::StatusOr<Artifact> ReadArtifact(const std::string& path);
 
+// "batch=4" or "batch=2, seq=16": a gear of `bundle` by its symbols' values.
+std::string GearLabel(const Artifact& bundle, const Gear& gear);
+
 // The signature of a graph's inputs or outputs.
 void FillSignatures(const Graph& graph, Artifact* artifact);
 std::string DescribeSignature(const TensorSignature& s);

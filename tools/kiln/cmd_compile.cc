@@ -81,20 +81,16 @@ absl::Status CompileGearsInto(Model& model, const PassOptions& po, const std::st
     gear.opsets = model.opsets;
     gear.graph = std::move(variant.graph);
     artifact::Gear* g = bundle.add_gears();
-    std::vector<std::string> label;
-    for (size_t k = 0; k < gears.symbols.size(); ++k) {
-      g->add_values(variant.values[k]);
-      label.push_back(absl::StrCat(gears.symbols[k], "=", variant.values[k]));
-    }
-    if (explain) std::cout << "gear " << absl::StrJoin(label, ", ") << ":\n";
+    for (int64_t v : variant.values) g->add_values(v);
+    const std::string label = artifact::GearLabel(bundle, *g);
+    if (explain) std::cout << "gear " << label << ":\n";
     absl::Status s = compile_one(gear, scratch);
     absl::StatusOr<artifact::Artifact> a =
         s.ok() ? artifact::ReadArtifact(scratch) : absl::StatusOr<artifact::Artifact>(s);
     std::error_code ec;
     std::filesystem::remove(scratch, ec);
     if (!a.ok())
-      return absl::Status(a.status().code(),
-                          absl::StrCat("gear ", absl::StrJoin(label, ", "), ": ", a.status().message()));
+      return absl::Status(a.status().code(), absl::StrCat("gear ", label, ": ", a.status().message()));
     BlobStore blobs;
     KILN_RETURN_IF_ERROR(DeserializeBlobStore(a->constants(), &blobs));
     for (auto& [hash, tensor] : blobs.blobs) shared.blobs.emplace(hash, std::move(tensor));
@@ -184,12 +180,8 @@ int Compile(const std::vector<std::string>& args) {
     // keep it on the cores.
     std::vector<std::string> symbolic;
     for (const Value* in : model->graph->inputs())
-      if (in->type().is_tensor() && in->type().shape().ranked())
-        for (const Dim& d : in->type().shape().dims())
-          if (!d.is_static()) {
-            symbolic.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
-            break;
-          }
+      if (in->type().is_tensor() && in->type().shape().ranked() && !in->type().shape().is_static())
+        symbolic.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
     if (!symbolic.empty() && target_name == "npusim")
       std::cerr << "kiln: warning: inputs with dims unknown at compile time (" << absl::StrJoin(symbolic, ", ")
                 << "): what depends on them runs off the cores; --dynamic-batch or --dynamic-dims compiles static "
