@@ -40,6 +40,19 @@ struct MixedPrecisionOptions {
   bool operator==(const MixedPrecisionOptions&) const = default;
 };
 
+// training-step: the loss, the parameters and the SGD step.
+struct TrainingOptions {
+  // The loss output's name; empty: the graph's one output that is a float
+  // tensor of one element.
+  std::string loss;
+  // The parameters' names; empty: every float constant of rank >= 1 that
+  // the loss depends on.
+  std::vector<std::string> params;
+  double learning_rate = 0.01;
+
+  bool operator==(const TrainingOptions&) const = default;
+};
+
 struct PassOptions {
   // prune: keep only these graph outputs (empty keeps all).
   std::vector<std::string> outputs;
@@ -51,6 +64,7 @@ struct PassOptions {
   std::vector<int64_t> dynamic_batch;
   std::map<std::string, std::vector<int64_t>> dynamic_dims;
   MixedPrecisionOptions mixed;
+  TrainingOptions training;
 };
 
 // Named counters a pass reports ("nodes-removed", "constants-folded").

@@ -19,6 +19,7 @@
 #include "graph/passes/prune.h"
 #include "graph/passes/recognize_composites.h"
 #include "graph/passes/simplify.h"
+#include "graph/passes/training_step.h"
 
 namespace kiln {
 
@@ -51,6 +52,9 @@ const std::vector<PassInfo>& RegisteredPasses() {
        CreateFormFusionGroupsPass},
       {"gears", "compile one static variant per gear (--dynamic-batch, --dynamic-dims) behind a shape dispatch",
        CreateGearsPass},
+      {"training-step",
+       "append the gradient of the loss for each parameter (P.grad) and one SGD step (P.next) as outputs",
+       CreateTrainingStepPass},
   };
   return passes;
 }

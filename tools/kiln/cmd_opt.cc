@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, passes, "default", "Pipeline to run: pass names, named pi
 ABSL_FLAG(std::vector<std::string>, outputs, {}, "prune: graph outputs to keep.");
 ABSL_FLAG(int64_t, fold_max_elements, kiln::PassOptions().fold_max_elements,
           "fold-constants: leave a node alone when a result would have more elements than this.");
+ABSL_FLAG(std::string, loss, "", "training-step: the loss output (default: the one float scalar output).");
+ABSL_FLAG(std::vector<std::string>, params, {}, "training-step: the parameters (default: float constants of rank >= 1).");
+ABSL_FLAG(double, learning_rate, kiln::TrainingOptions().learning_rate, "training-step: the SGD learning rate.");
 ABSL_FLAG(bool, verify_each, false, "Run the verifier after every pass.");
 ABSL_FLAG(bool, list_passes, false, "List the registered passes and named pipelines.");
 ABSL_FLAG(std::vector<std::string>, print_after, {}, "Print the graph after these passes (on stderr).");
@@ -77,6 +80,11 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
   po.mixed.deny = absl::GetFlag(FLAGS_mixed_deny);
   po.mixed.min_macs_per_cast = absl::GetFlag(FLAGS_mixed_min_macs_per_cast);
   if (absl::Status s = CheckMixedPrecision(po.mixed); !s.ok()) return s;
+  po.training.loss = absl::GetFlag(FLAGS_loss);
+  po.training.params = absl::GetFlag(FLAGS_params);
+  po.training.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  if (!(po.training.learning_rate >= 0))
+    return absl::InvalidArgumentError("--learning-rate must not be negative");
   return po;
 }
 
@@ -191,6 +199,12 @@ flags:
   --mixed-clear=OPS, --mixed-deny=OPS, --mixed-min-macs-per-cast=N
                           mixed-precision: the narrow type, list edits and
                           cost threshold (as in `kiln compile --help`)
+  --loss=NAME             training-step: the loss output (default: the one
+                          output that is a float tensor of one element)
+  --params=a,b            training-step: the parameters, float constants
+                          (default: every float constant of rank >= 1 the
+                          loss depends on)
+  --learning-rate=X       training-step: the SGD step (default 0.01)
   --verify-each           run the verifier after every pass
   --print-after=p1,p2     print the graph after these passes (stderr)
   --print-after-all       print the graph after every pass (stderr)

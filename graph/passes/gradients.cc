@@ -1,0 +1,642 @@
+//===- gradients.cc - Reverse-mode differentiation on the graph IR --------===//
+//
+// A node is differentiated when one of its outputs is active (depends on a
+// parameter and the loss depends on it) and has a gradient. Its rule reads
+// the forward values it needs (inputs, outputs, attributes, static shapes)
+// and gives each active input its share; Give() undoes broadcasting by
+// summing the gradient over the axes the input was broadcast along.
+//
+// The rules follow the ONNX operator definitions (opset 17, kiln's canonical
+// form): for y = f(x), dx = dy * f'(x), with f' written in ONNX ops.
+//
+//===----------------------------------------------------------------------===//
+#include "graph/passes/gradients.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <map>
+#include <numeric>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/passes/patterns/rewrite_util.h"
+#include "graph/passes/rewrite_helpers.h"
+#include "graph/support/status.h"
+
+namespace kiln {
+namespace {
+
+using patterns::ConstantInts;
+using patterns::InferNodeTypes;
+using patterns::ScalarConstant;
+
+class Differentiator;
+using Rule = absl::Status (*)(Differentiator&, Node&);
+
+const std::map<std::string, Rule>& Rules();
+
+std::string NodeLabel(const Node& n) {
+  return absl::StrCat("node '", n.name().empty() ? n.output(0)->name() : n.name(), "' (", n.QualifiedOp(), ")");
+}
+
+// The normalized axis `a` of a rank-`rank` tensor.
+int64_t Axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
+
+class Differentiator {
+ public:
+  explicit Differentiator(Graph& g) : g_(g) {}
+
+  absl::StatusOr<std::vector<Value*>> Run(Value* loss, const std::vector<Value*>& wrt);
+
+  // The gradient of output i of `n` (null when none reached it).
+  Value* Dy(const Node& n, int i) const {
+    auto it = grad_.find(n.output(i));
+    return it == grad_.end() ? nullptr : it->second;
+  }
+  // Whether input i of `n` needs a gradient.
+  bool Needs(const Node& n, int i) const { return n.input(i) && active_.contains(n.input(i)); }
+  // Adds `dv` (of the shape of `dv`'s type, which broadcasts to `v`'s) to
+  // the gradient of `v`.
+  absl::Status Give(const Node& n, Value* v, Value* dv);
+
+  // A node appended to the graph computing `op` of `ins`; its output.
+  Value* Emit(const char* op, std::vector<Value*> ins,
+              std::initializer_list<std::pair<const char*, Attribute>> attrs = {});
+  Value* Ints(const std::vector<int64_t>& v);
+  Value* CastTo(Value* v, DType t) { return Emit("Cast", {v}, {{"to", Attribute::Int(DTypeToOnnx(t))}}); }
+  Value* Scalar(DType dtype, double x) { return patterns::ScalarConst(g_, dtype, x, "grad.c"); }
+  Value* ZerosLike(const Value* v);
+  // `x` with its last two axes swapped.
+  Value* SwapLastTwo(Value* x);
+  Dims DimsOf(const Value* v) const { return v->type().shape().StaticDims(); }
+  absl::Status Unsupported(const Node& n, absl::string_view why) const {
+    return absl::InvalidArgumentError(absl::StrCat("training-step: cannot differentiate ", NodeLabel(n), ": ", why));
+  }
+
+ private:
+  absl::Status MarkActive(Value* loss, const std::vector<Value*>& wrt);
+  Value* Unbroadcast(Value* dv, const Dims& from, const Dims& to);
+
+  Graph& g_;
+  // Gradient values are named after the forward node they differentiate
+  // ("h.grad.7"); gradient nodes after its name ("/fc1/MatMul.grad").
+  std::string prefix_ = "loss";
+  std::string node_name_;
+  absl::flat_hash_map<const Value*, Value*> grad_;
+  absl::flat_hash_set<const Value*> active_;
+};
+
+Value* Differentiator::Emit(const char* op, std::vector<Value*> ins,
+                            std::initializer_list<std::pair<const char*, Attribute>> attrs) {
+  Node* n = g_.AddNode(op, ins, std::vector<std::string>{g_.UniqueName(prefix_ + ".grad")});
+  if (!node_name_.empty()) n->set_name(node_name_ + ".grad");
+  for (const auto& [name, a] : attrs) n->SetAttr(name, a.Clone(&g_));
+  InferNodeTypes(n);
+  return n->output(0);
+}
+
+Value* Differentiator::Ints(const std::vector<int64_t>& v) {
+  return g_.AddConstant(g_.UniqueName("grad.ints"),
+                        Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())}));
+}
+
+Value* Differentiator::ZerosLike(const Value* v) {
+  Tensor zero = CastTensor(Tensor::FromVector<double>({0.0}, {1}), v->type().dtype());
+  return Emit("ConstantOfShape", {Ints(DimsOf(v))}, {{"value", Attribute::TensorValue(zero)}});
+}
+
+Value* Differentiator::SwapLastTwo(Value* x) {
+  int rank = x->type().shape().rank();
+  std::vector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  return Emit("Transpose", {x}, {{"perm", Attribute::Ints(perm)}});
+}
+
+Value* Differentiator::Unbroadcast(Value* dv, const Dims& from, const Dims& to) {
+  if (from == to) return dv;
+  size_t lead = from.size() - to.size();
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < from.size(); ++i)
+    if (i < lead || (to[i - lead] == 1 && from[i] != 1)) axes.push_back(static_cast<int64_t>(i));
+  if (!axes.empty()) dv = Emit("ReduceSum", {dv, Ints(axes)}, {{"keepdims", Attribute::Int(1)}});
+  return Emit("Reshape", {dv, Ints(to)});
+}
+
+absl::Status Differentiator::Give(const Node& n, Value* v, Value* dv) {
+  if (!active_.contains(v)) return absl::OkStatus();
+  if (!dv->type().is_tensor() || !dv->type().shape().is_static())
+    return absl::InternalError(absl::StrCat("training-step: the gradient of ", NodeLabel(n), " has no static shape"));
+  Dims from = DimsOf(dv), to = DimsOf(v);
+  if (from.size() < to.size()) return Unsupported(n, "a gradient has a lower rank than its input");
+  dv = Unbroadcast(dv, from, to);
+  if (dv->type().dtype() != v->type().dtype())
+    dv = CastTo(dv, v->type().dtype());
+  auto [it, fresh] = grad_.try_emplace(v, dv);
+  if (!fresh) it->second = Emit("Add", {it->second, dv});
+  return absl::OkStatus();
+}
+
+// Active values: float tensors that depend on a parameter and that the loss
+// depends on. Both walks follow node order (producers before users).
+absl::Status Differentiator::MarkActive(Value* loss, const std::vector<Value*>& wrt) {
+  absl::flat_hash_set<const Value*> depends(wrt.begin(), wrt.end());
+  for (Node* n : g_.nodes()) {
+    bool any = false;
+    for (Value* v : n->inputs()) any |= v && depends.contains(v);
+    if (!any) continue;
+    for (Value* o : n->outputs())
+      if (o->type().is_tensor() && IsFloat(o->type().dtype())) depends.insert(o);
+  }
+  absl::flat_hash_set<const Value*> reaches{loss};
+  for (Node* n = g_.last_node(); n; n = n->prev()) {
+    bool any = false;
+    for (Value* o : n->outputs()) any |= reaches.contains(o);
+    if (!any) continue;
+    for (Value* v : n->inputs())
+      if (v) reaches.insert(v);
+  }
+  for (const Value* v : depends)
+    if (reaches.contains(v)) active_.insert(v);
+  for (const Value* v : active_) {
+    if (!v->type().is_tensor() || !v->type().shape().is_static())
+      return absl::InvalidArgumentError(
+          absl::StrCat("training-step: '", v->name(), "' lies between a parameter and the loss but its shape is not "
+                       "static (pin the input dims first)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Value*>> Differentiator::Run(Value* loss, const std::vector<Value*>& wrt) {
+  KILN_RETURN_IF_ERROR(MarkActive(loss, wrt));
+  prefix_ = loss->name();
+  // The node list is walked from the last node that existed before any
+  // gradient node was appended.
+  Node* last = g_.last_node();
+  if (active_.contains(loss)) grad_[loss] = Emit("ConstantOfShape", {Ints(DimsOf(loss))},
+                                                 {{"value", Attribute::TensorValue(CastTensor(
+                                                                Tensor::FromVector<double>({1.0}, {1}),
+                                                                loss->type().dtype()))}});
+  for (Node* n = last; n; n = n->prev()) {
+    bool any = false;
+    for (int i = 0; i < n->num_outputs(); ++i) any |= Dy(*n, i) != nullptr;
+    if (!any) continue;
+    bool needed = false;
+    for (int i = 0; i < n->num_inputs(); ++i) needed |= Needs(*n, i);
+    if (!needed) continue;
+    if (n->may_hold_graphs() && !n->subgraphs().empty()) return Unsupported(*n, "control flow is not differentiated");
+    prefix_ = n->output(0)->name();
+    node_name_ = n->name();
+    const auto& rules = Rules();
+    auto it = n->domain().empty() ? rules.find(n->op()) : rules.end();
+    if (it == rules.end()) return Unsupported(*n, "the op has no gradient rule");
+    KILN_RETURN_IF_ERROR(it->second(*this, *n));
+  }
+  prefix_ = "zero";
+  node_name_.clear();
+  std::vector<Value*> out;
+  for (Value* w : wrt) {
+    auto it = grad_.find(w);
+    out.push_back(it != grad_.end() ? it->second : ZerosLike(w));
+  }
+  return out;
+}
+
+//===--- Rules -------------------------------------------------------------===//
+
+using D = Differentiator;
+
+Attribute AxesAttr(std::vector<int64_t> axes) { return Attribute::Ints(std::move(axes)); }
+
+// x -> x under another shape (Reshape, Flatten, Squeeze, Unsqueeze,
+// Identity, inference Dropout): the gradient takes the input's shape back.
+absl::Status ReshapeRule(D& d, Node& n) {
+  Value* dy = d.Dy(n, 0);
+  if (!dy) return absl::OkStatus();
+  Value* x = n.input(0);
+  Value* dx = d.DimsOf(dy) == d.DimsOf(x) ? dy : d.Emit("Reshape", {dy, d.Ints(d.DimsOf(x))});
+  return d.Give(n, x, dx);
+}
+
+absl::Status DropoutRule(D& d, Node& n) {
+  if (IsNondeterministicOp(n)) return d.Unsupported(n, "Dropout in training mode is random");
+  return ReshapeRule(d, n);
+}
+
+absl::Status ExpandRule(D& d, Node& n) { return d.Give(n, n.input(0), d.Dy(n, 0)); }
+
+absl::Status AddRule(D& d, Node& n) {
+  Value* dy = d.Dy(n, 0);
+  KILN_RETURN_IF_ERROR(d.Give(n, n.input(0), dy));
+  return d.Give(n, n.input(1), dy);
+}
+
+absl::Status SubRule(D& d, Node& n) {
+  Value* dy = d.Dy(n, 0);
+  KILN_RETURN_IF_ERROR(d.Give(n, n.input(0), dy));
+  if (d.Needs(n, 1)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), d.Emit("Neg", {dy})));
+  return absl::OkStatus();
+}
+
+absl::Status MulRule(D& d, Node& n) {
+  Value* dy = d.Dy(n, 0);
+  if (d.Needs(n, 0)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(0), d.Emit("Mul", {dy, n.input(1)})));
+  if (d.Needs(n, 1)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), d.Emit("Mul", {dy, n.input(0)})));
+  return absl::OkStatus();
+}
+
+// y = a / b: da = dy / b, db = -dy * y / b.
+absl::Status DivRule(D& d, Node& n) {
+  Value* dy = d.Dy(n, 0);
+  Value* b = n.input(1);
+  if (d.Needs(n, 0)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(0), d.Emit("Div", {dy, b})));
+  if (d.Needs(n, 1)) {
+    Value* t = d.Emit("Div", {d.Emit("Mul", {dy, n.output(0)}), b});
+    KILN_RETURN_IF_ERROR(d.Give(n, b, d.Emit("Neg", {t})));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NegRule(D& d, Node& n) { return d.Give(n, n.input(0), d.Emit("Neg", {d.Dy(n, 0)})); }
+
+// dx = dy where x > 0, else 0.
+absl::Status ReluRule(D& d, Node& n) {
+  Value* x = n.input(0);
+  DType t = x->type().dtype();
+  Value* zero = d.Scalar(t, 0);
+  Value* pos = d.Emit("Greater", {x, zero});
+  return d.Give(n, x, d.Emit("Where", {pos, d.Dy(n, 0), zero}));
+}
+
+absl::Status LeakyReluRule(D& d, Node& n) {
+  Value* x = n.input(0);
+  DType t = x->type().dtype();
+  Value* dy = d.Dy(n, 0);
+  Value* pos = d.Emit("Greater", {x, d.Scalar(t, 0)});
+  Value* neg = d.Emit("Mul", {dy, d.Scalar(t, n.GetFloat("alpha", 0.01f))});
+  return d.Give(n, x, d.Emit("Where", {pos, dy, neg}));
+}
+
+// y = sigmoid(x): dx = dy * y * (1 - y).
+absl::Status SigmoidRule(D& d, Node& n) {
+  Value* y = n.output(0);
+  Value* one_minus = d.Emit("Sub", {d.Scalar(y->type().dtype(), 1), y});
+  return d.Give(n, n.input(0), d.Emit("Mul", {d.Emit("Mul", {d.Dy(n, 0), y}), one_minus}));
+}
+
+// y = tanh(x): dx = dy * (1 - y^2).
+absl::Status TanhRule(D& d, Node& n) {
+  Value* y = n.output(0);
+  Value* one_minus = d.Emit("Sub", {d.Scalar(y->type().dtype(), 1), d.Emit("Mul", {y, y})});
+  return d.Give(n, n.input(0), d.Emit("Mul", {d.Dy(n, 0), one_minus}));
+}
+
+absl::Status ExpRule(D& d, Node& n) { return d.Give(n, n.input(0), d.Emit("Mul", {d.Dy(n, 0), n.output(0)})); }
+
+absl::Status LogRule(D& d, Node& n) { return d.Give(n, n.input(0), d.Emit("Div", {d.Dy(n, 0), n.input(0)})); }
+
+// y = sqrt(x): dx = dy / (2 y).
+absl::Status SqrtRule(D& d, Node& n) {
+  Value* y = n.output(0);
+  return d.Give(n, n.input(0), d.Emit("Div", {d.Dy(n, 0), d.Emit("Mul", {y, d.Scalar(y->type().dtype(), 2)})}));
+}
+
+// y = 1 / x: dx = -dy * y^2.
+absl::Status ReciprocalRule(D& d, Node& n) {
+  Value* y = n.output(0);
+  return d.Give(n, n.input(0), d.Emit("Neg", {d.Emit("Mul", {d.Dy(n, 0), d.Emit("Mul", {y, y})})}));
+}
+
+// y = erf(x): dx = dy * 2/sqrt(pi) * exp(-x^2).
+absl::Status ErfRule(D& d, Node& n) {
+  Value* x = n.input(0);
+  DType t = x->type().dtype();
+  Value* e = d.Emit("Exp", {d.Emit("Neg", {d.Emit("Mul", {x, x})})});
+  Value* k = d.Scalar(t, 2.0 / std::sqrt(M_PI));
+  return d.Give(n, x, d.Emit("Mul", {d.Dy(n, 0), d.Emit("Mul", {e, k})}));
+}
+
+// y = x^p, p not differentiated: dx = dy * p * x^(p-1).
+absl::Status PowRule(D& d, Node& n) {
+  if (d.Needs(n, 1)) return d.Unsupported(n, "the exponent depends on a parameter");
+  Value* x = n.input(0);
+  Value* p = n.input(1);
+  DType t = x->type().dtype();
+  Value* pf = p->type().dtype() == t ? p : d.CastTo(p, t);
+  Value* pm1 = d.Emit("Sub", {pf, d.Scalar(t, 1)});
+  Value* grad = d.Emit("Mul", {d.Dy(n, 0), d.Emit("Mul", {pf, d.Emit("Pow", {x, pm1})})});
+  return d.Give(n, x, grad);
+}
+
+absl::Status CastRule(D& d, Node& n) {
+  Value* x = n.input(0);
+  if (!IsFloat(x->type().dtype())) return absl::OkStatus();
+  return d.Give(n, x, d.Dy(n, 0));  // Give casts back to the input's dtype
+}
+
+absl::Status TransposeRule(D& d, Node& n) {
+  int rank = n.input(0)->type().shape().rank();
+  std::vector<int64_t> perm = n.GetInts("perm");
+  if (perm.empty())
+    for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
+  std::vector<int64_t> inverse(rank);
+  for (int i = 0; i < rank; ++i) inverse[perm[i]] = i;
+  return d.Give(n, n.input(0), d.Emit("Transpose", {d.Dy(n, 0)}, {{"perm", Attribute::Ints(inverse)}}));
+}
+
+// y = a @ b (rank >= 2; batch dims broadcast): da = dy @ b^T, db = a^T @ dy,
+// each summed over the batch dims its input was broadcast along.
+absl::Status MatMulRule(D& d, Node& n) {
+  Value* a = n.input(0);
+  Value* b = n.input(1);
+  if (a->type().shape().rank() < 2 || b->type().shape().rank() < 2)
+    return d.Unsupported(n, "a 1-D operand (only matrices and batches of them)");
+  Value* dy = d.Dy(n, 0);
+  if (d.Needs(n, 0)) KILN_RETURN_IF_ERROR(d.Give(n, a, d.Emit("MatMul", {dy, d.SwapLastTwo(b)})));
+  if (d.Needs(n, 1)) KILN_RETURN_IF_ERROR(d.Give(n, b, d.Emit("MatMul", {d.SwapLastTwo(a), dy})));
+  return absl::OkStatus();
+}
+
+// y = alpha op(a) op(b) + beta c.
+absl::Status GemmRule(D& d, Node& n) {
+  Value* a = n.input(0);
+  Value* b = n.input(1);
+  Value* dy = d.Dy(n, 0);
+  bool ta = n.GetInt("transA", 0) != 0, tb = n.GetInt("transB", 0) != 0;
+  double alpha = n.GetFloat("alpha", 1.0f), beta = n.GetFloat("beta", 1.0f);
+  DType t = dy->type().dtype();
+  Value* g = alpha == 1.0 ? dy : d.Emit("Mul", {dy, d.Scalar(t, alpha)});
+  if (d.Needs(n, 0)) {
+    // op(a)' = g op(b)^T; a' is its transpose when transA.
+    Value* opb_t = tb ? b : d.SwapLastTwo(b);
+    Value* da = d.Emit("MatMul", {g, opb_t});
+    KILN_RETURN_IF_ERROR(d.Give(n, a, ta ? d.SwapLastTwo(da) : da));
+  }
+  if (d.Needs(n, 1)) {
+    Value* opa_t = ta ? a : d.SwapLastTwo(a);
+    Value* db = d.Emit("MatMul", {opa_t, g});
+    KILN_RETURN_IF_ERROR(d.Give(n, b, tb ? d.SwapLastTwo(db) : db));
+  }
+  if (d.Needs(n, 2)) {
+    Value* dc = beta == 1.0 ? dy : d.Emit("Mul", {dy, d.Scalar(t, beta)});
+    KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), dc));
+  }
+  return absl::OkStatus();
+}
+
+// The reduced axes of a Reduce* node, normalized and sorted; nullopt when
+// they are not constant.
+std::optional<std::vector<int64_t>> ReducedAxes(D& d, Node& n, bool axes_input) {
+  int rank = n.input(0)->type().shape().rank();
+  std::vector<int64_t> axes;
+  if (axes_input) {
+    if (n.input(1)) {
+      auto c = ConstantInts(n.input(1));
+      if (!c) return std::nullopt;
+      axes = *c;
+    }
+  } else {
+    axes = n.GetInts("axes");
+  }
+  if (axes.empty()) {
+    if (axes_input && n.GetInt("noop_with_empty_axes", 0) != 0) return axes;
+    axes.resize(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (int64_t& a : axes) a = Axis(a, rank);
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+// y = sum (or mean) of x over axes: dx = dy (with the reduced axes kept as
+// 1) expanded to x's shape, divided by the count for the mean.
+absl::Status ReduceRule(D& d, Node& n, bool mean) {
+  bool axes_input = n.op() == "ReduceSum";
+  auto axes = ReducedAxes(d, n, axes_input);
+  if (!axes) return d.Unsupported(n, "its axes are not constant");
+  Value* x = n.input(0);
+  Dims xd = d.DimsOf(x);
+  if (axes->empty()) return d.Give(n, x, d.Dy(n, 0));  // noop_with_empty_axes
+  Dims kept = xd;
+  int64_t count = 1;
+  for (int64_t a : *axes) {
+    count *= xd[a];
+    kept[a] = 1;
+  }
+  Value* g = d.Emit("Reshape", {d.Dy(n, 0), d.Ints(kept)});
+  g = d.Emit("Expand", {g, d.Ints(xd)});
+  if (mean) g = d.Emit("Div", {g, d.Scalar(x->type().dtype(), static_cast<double>(count))});
+  return d.Give(n, x, g);
+}
+absl::Status ReduceSumRule(D& d, Node& n) { return ReduceRule(d, n, false); }
+absl::Status ReduceMeanRule(D& d, Node& n) { return ReduceRule(d, n, true); }
+
+// y = softmax(x) along axis: dx = y * (dy - sum(dy * y, axis)).
+absl::Status SoftmaxRule(D& d, Node& n) {
+  Value* y = n.output(0);
+  int64_t axis = Axis(n.GetInt("axis", -1), y->type().shape().rank());
+  Value* dy = d.Dy(n, 0);
+  Value* s = d.Emit("ReduceSum", {d.Emit("Mul", {dy, y}), d.Ints({axis})}, {{"keepdims", Attribute::Int(1)}});
+  return d.Give(n, n.input(0), d.Emit("Mul", {y, d.Emit("Sub", {dy, s})}));
+}
+
+// y = log_softmax(x) along axis: dx = dy - exp(y) * sum(dy, axis).
+absl::Status LogSoftmaxRule(D& d, Node& n) {
+  Value* y = n.output(0);
+  int64_t axis = Axis(n.GetInt("axis", -1), y->type().shape().rank());
+  Value* dy = d.Dy(n, 0);
+  Value* s = d.Emit("ReduceSum", {dy, d.Ints({axis})}, {{"keepdims", Attribute::Int(1)}});
+  return d.Give(n, n.input(0), d.Emit("Sub", {dy, d.Emit("Mul", {d.Emit("Exp", {y}), s})}));
+}
+
+// The loss ops (no class weights, no ignore_index): the gradient of the
+// scores is (softmax(scores) - onehot(labels)) for SoftmaxCrossEntropyLoss
+// and -onehot(labels) for NegativeLogLikelihoodLoss, along axis 1, times
+// dy (per element for reduction "none", divided by the count for "mean").
+absl::Status LossRule(D& d, Node& n, bool softmax) {
+  if (n.input(2)) return d.Unsupported(n, "class weights");
+  if (n.has_attr("ignore_index")) return d.Unsupported(n, "ignore_index");
+  if (n.num_outputs() > 1 && d.Dy(n, 1)) return d.Unsupported(n, "its log_prob output is differentiated");
+  if (!d.Needs(n, 0)) return absl::OkStatus();
+  Value* x = n.input(0);
+  Dims xd = d.DimsOf(x);
+  if (xd.size() < 2) return d.Unsupported(n, "scores of rank below 2");
+  DType t = x->type().dtype();
+  Value* values = d.CastTo(d.Ints({0, 1}), t);
+  Value* onehot = d.Emit("OneHot", {n.input(1), d.Ints({xd[1]}), values}, {{"axis", Attribute::Int(1)}});
+  Value* g = softmax ? d.Emit("Sub", {d.Emit("Softmax", {x}, {{"axis", Attribute::Int(1)}}), onehot})
+                     : d.Emit("Neg", {onehot});
+  Value* dy = d.Dy(n, 0);
+  std::string reduction = n.GetString("reduction", "mean");
+  if (reduction == "none") {
+    dy = d.Emit("Unsqueeze", {dy, d.Ints({1})});
+  } else if (reduction == "mean") {
+    int64_t count = 1;
+    for (size_t i = 0; i < xd.size(); ++i)
+      if (i != 1) count *= xd[i];
+    dy = d.Emit("Div", {dy, d.Scalar(t, static_cast<double>(count))});
+  } else if (reduction != "sum") {
+    return d.Unsupported(n, "reduction '" + reduction + "'");
+  }
+  return d.Give(n, x, d.Emit("Mul", {g, dy}));
+}
+absl::Status SoftmaxCrossEntropyRule(D& d, Node& n) { return LossRule(d, n, true); }
+absl::Status NllRule(D& d, Node& n) { return LossRule(d, n, false); }
+
+// The gradient of each input is its slice of dy along the axis.
+absl::Status ConcatRule(D& d, Node& n) {
+  Value* dy = d.Dy(n, 0);
+  int rank = dy->type().shape().rank();
+  int64_t axis = Axis(n.GetInt("axis", 0), rank);
+  int64_t start = 0;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    int64_t len = d.DimsOf(n.input(i))[axis];
+    if (d.Needs(n, i)) {
+      Value* s = d.Emit("Slice", {dy, d.Ints({start}), d.Ints({start + len}), d.Ints({axis})});
+      KILN_RETURN_IF_ERROR(d.Give(n, n.input(i), s));
+    }
+    start += len;
+  }
+  return absl::OkStatus();
+}
+
+// The gradient of the input is the outputs' gradients joined again (zeros
+// for outputs nothing differentiated).
+absl::Status SplitRule(D& d, Node& n) {
+  int rank = n.input(0)->type().shape().rank();
+  int64_t axis = Axis(n.GetInt("axis", 0), rank);
+  std::vector<Value*> parts;
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    Value* g = d.Dy(n, i);
+    parts.push_back(g ? g : d.ZerosLike(n.output(i)));
+  }
+  return d.Give(n, n.input(0), d.Emit("Concat", parts, {{"axis", Attribute::Int(axis)}}));
+}
+
+absl::Status WhereRule(D& d, Node& n) {
+  Value* dy = d.Dy(n, 0);
+  Value* zero = d.Scalar(dy->type().dtype(), 0);
+  if (d.Needs(n, 1)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), d.Emit("Where", {n.input(0), dy, zero})));
+  if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), d.Emit("Where", {n.input(0), zero, dy})));
+  return absl::OkStatus();
+}
+
+// y = gather(data, indices) along axis 0: the rows of dy are added into a
+// zero tensor of data's shape at their indices (repeated indices sum).
+absl::Status GatherRule(D& d, Node& n) {
+  if (!d.Needs(n, 0)) return absl::OkStatus();
+  if (Axis(n.GetInt("axis", 0), n.input(0)->type().shape().rank()) != 0)
+    return d.Unsupported(n, "a gather along an axis other than 0");
+  Value* data = n.input(0);
+  Value* idx = n.input(1);
+  if (idx->type().dtype() != DType::kI64)
+    idx = d.CastTo(idx, DType::kI64);
+  // Negative indices count from the end.
+  Value* rows = d.Ints({d.DimsOf(data)[0]});
+  Value* neg = d.Emit("Less", {idx, d.Ints({0})});
+  idx = d.Emit("Where", {neg, d.Emit("Add", {idx, rows}), idx});
+  Value* where = d.Emit("Unsqueeze", {idx, d.Ints({-1})});
+  Value* g = d.Emit("ScatterND", {d.ZerosLike(data), where, d.Dy(n, 0)}, {{"reduction", Attribute::String("add")}});
+  return d.Give(n, data, g);
+}
+
+// y = (x - mean) / sqrt(var + eps) * scale + bias over the axes from
+// `axis` on (LayerNormalization, opset 17; only output 0 differentiated):
+//   xhat = (x - mean) * r, r = 1 / sqrt(var + eps), g = dy * scale
+//   dx = r * (g - mean(g) - xhat * mean(g * xhat))
+//   dscale = sum(dy * xhat), dbias = sum(dy) over the other axes.
+absl::Status LayerNormRule(D& d, Node& n) {
+  for (int i = 1; i < n.num_outputs(); ++i)
+    if (d.Dy(n, i)) return d.Unsupported(n, "its mean or inverse deviation is differentiated");
+  Value* x = n.input(0);
+  Value* dy = d.Dy(n, 0);
+  DType t = x->type().dtype();
+  int rank = x->type().shape().rank();
+  int64_t axis = Axis(n.GetInt("axis", -1), rank);
+  std::vector<int64_t> norm_axes, other_axes;
+  for (int64_t i = 0; i < rank; ++i) (i >= axis ? norm_axes : other_axes).push_back(i);
+  auto mean_of = [&](Value* v) {
+    return d.Emit("ReduceMean", {v}, {{"axes", AxesAttr(norm_axes)}, {"keepdims", Attribute::Int(1)}});
+  };
+  Value* mu = mean_of(x);
+  Value* xc = d.Emit("Sub", {x, mu});
+  Value* var = mean_of(d.Emit("Mul", {xc, xc}));
+  Value* eps = d.Scalar(t, n.GetFloat("epsilon", 1e-5f));
+  Value* r = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {var, eps})})});
+  Value* xhat = d.Emit("Mul", {xc, r});
+  if (d.Needs(n, 0)) {
+    Value* g = d.Emit("Mul", {dy, n.input(1)});
+    Value* inner = d.Emit("Sub", {d.Emit("Sub", {g, mean_of(g)}), d.Emit("Mul", {xhat, mean_of(d.Emit("Mul", {g, xhat}))})});
+    KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {r, inner})));
+  }
+  // Give() sums over the leading axes the scale and bias were broadcast along.
+  if (d.Needs(n, 1)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), d.Emit("Mul", {dy, xhat})));
+  if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), dy));
+  return absl::OkStatus();
+}
+
+const std::map<std::string, Rule>& Rules() {
+  static const std::map<std::string, Rule> rules = {
+      {"Add", AddRule},
+      {"Cast", CastRule},
+      {"Concat", ConcatRule},
+      {"Div", DivRule},
+      {"Dropout", DropoutRule},
+      {"Erf", ErfRule},
+      {"Exp", ExpRule},
+      {"Expand", ExpandRule},
+      {"Flatten", ReshapeRule},
+      {"Gather", GatherRule},
+      {"Gemm", GemmRule},
+      {"Identity", ReshapeRule},
+      {"LayerNormalization", LayerNormRule},
+      {"LeakyRelu", LeakyReluRule},
+      {"Log", LogRule},
+      {"LogSoftmax", LogSoftmaxRule},
+      {"MatMul", MatMulRule},
+      {"Mul", MulRule},
+      {"Neg", NegRule},
+      {"NegativeLogLikelihoodLoss", NllRule},
+      {"Pow", PowRule},
+      {"Reciprocal", ReciprocalRule},
+      {"ReduceMean", ReduceMeanRule},
+      {"ReduceSum", ReduceSumRule},
+      {"Relu", ReluRule},
+      {"Reshape", ReshapeRule},
+      {"Sigmoid", SigmoidRule},
+      {"Softmax", SoftmaxRule},
+      {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyRule},
+      {"Split", SplitRule},
+      {"Sqrt", SqrtRule},
+      {"Squeeze", ReshapeRule},
+      {"Sub", SubRule},
+      {"Tanh", TanhRule},
+      {"Transpose", TransposeRule},
+      {"Unsqueeze", ReshapeRule},
+      {"Where", WhereRule},
+  };
+  return rules;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Value*>> BuildGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt) {
+  if (!loss->type().is_tensor() || !IsFloat(loss->type().dtype()) || loss->type().shape().NumElements() != 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("training-step: the loss '", loss->name(), "' must be a float tensor of one element, not ",
+                     loss->type().ToString()));
+  Differentiator d(g);
+  return d.Run(loss, wrt);
+}
+
+std::vector<std::string> DifferentiableOps() {
+  std::vector<std::string> ops;
+  for (const auto& [op, rule] : Rules()) ops.push_back(op);
+  return ops;
+}
+
+}  // namespace kiln

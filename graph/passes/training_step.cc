@@ -1,0 +1,128 @@
+//===- training_step.cc - Append the backward pass and an SGD step --------===//
+#include "graph/passes/training_step.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/passes/gradients.h"
+#include "graph/passes/infer_shapes.h"
+#include "graph/passes/patterns/rewrite_util.h"
+#include "graph/support/status.h"
+
+namespace kiln {
+namespace {
+
+absl::Status Error(absl::string_view msg) { return absl::InvalidArgumentError(absl::StrCat("training-step: ", msg)); }
+
+bool IsOneElementFloat(const Value* v) {
+  return v->type().is_tensor() && IsFloat(v->type().dtype()) && v->type().shape().NumElements() == 1;
+}
+
+absl::StatusOr<Value*> FindLoss(Graph& g, const std::string& name) {
+  if (!name.empty()) {
+    for (Value* v : g.outputs())
+      if (v->name() == name) return v;
+    std::vector<std::string> names;
+    for (Value* v : g.outputs()) names.push_back(v->name());
+    return Error(absl::StrCat("--loss='", name, "' is not a graph output (outputs: ", absl::StrJoin(names, ", "), ")"));
+  }
+  Value* loss = nullptr;
+  for (Value* v : g.outputs()) {
+    if (!IsOneElementFloat(v) || v == loss) continue;
+    if (loss) return Error(absl::StrCat("outputs '", loss->name(), "' and '", v->name(),
+                                        "' could both be the loss: name it with --loss"));
+    loss = v;
+  }
+  if (!loss) return Error("no graph output is a float tensor of one element: name the loss with --loss");
+  return loss;
+}
+
+// The values the loss depends on (through any node).
+absl::flat_hash_set<const Value*> Ancestors(Graph& g, Value* loss) {
+  absl::flat_hash_set<const Value*> reaches{loss};
+  for (Node* n = g.last_node(); n; n = n->prev()) {
+    bool any = false;
+    for (Value* o : n->outputs()) any |= reaches.contains(o);
+    if (!any) continue;
+    for (Value* v : n->inputs())
+      if (v) reaches.insert(v);
+  }
+  return reaches;
+}
+
+absl::StatusOr<std::vector<Value*>> FindParams(Graph& g, Value* loss, const std::vector<std::string>& names) {
+  std::vector<Value*> params;
+  if (!names.empty()) {
+    for (const std::string& name : names) {
+      Value* v = nullptr;
+      for (Value* c = g.first_constant(); c && !v; c = c->next_constant())
+        if (c->name() == name) v = c;
+      if (!v) return Error(absl::StrCat("--params: '", name, "' is not a constant of the graph"));
+      if (!v->type().is_tensor() || !IsFloat(v->type().dtype()))
+        return Error(absl::StrCat("--params: '", name, "' is not a float tensor"));
+      if (std::find(params.begin(), params.end(), v) == params.end()) params.push_back(v);
+    }
+    return params;
+  }
+  absl::flat_hash_set<const Value*> reaches = Ancestors(g, loss);
+  for (Value* c = g.first_constant(); c; c = c->next_constant())
+    if (reaches.contains(c) && c->type().is_tensor() && IsFloat(c->type().dtype()) && c->type().shape().rank() >= 1)
+      params.push_back(c);
+  if (params.empty()) return Error(absl::StrCat("the loss '", loss->name(), "' depends on no float constant of rank >= 1"));
+  return params;
+}
+
+// A new output named `name` (or a fresh name from it) holding `v`.
+void AddNamedOutput(Graph& g, Value* v, const std::string& name) {
+  std::string out = g.NameInRootNest(name) ? g.UniqueName(name) : name;
+  Node* id = g.AddNode("Identity", {v}, std::vector<std::string>{out});
+  id->output(0)->set_type(v->type());
+  g.AddOutput(id->output(0));
+}
+
+class TrainingStepPass : public Pass {
+ public:
+  absl::string_view name() const override { return "training-step"; }
+  absl::StatusOr<bool> Run(Graph& graph) override {
+    KILN_ASSIGN_OR_RETURN(TrainingStepReport r, AppendTrainingStep(graph, options().training));
+    stats().Add("parameters", static_cast<int64_t>(r.params.size()));
+    stats().Add("nodes-added", r.nodes_added);
+    return true;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options) {
+  if (!(options.learning_rate >= 0)) return Error("the learning rate must not be negative");
+  KILN_RETURN_IF_ERROR(InferShapesWithLoops(g).status());
+  KILN_ASSIGN_OR_RETURN(Value * loss, FindLoss(g, options.loss));
+  KILN_ASSIGN_OR_RETURN(std::vector<Value*> params, FindParams(g, loss, options.params));
+  size_t before = g.num_nodes();
+  KILN_ASSIGN_OR_RETURN(std::vector<Value*> grads, BuildGradients(g, loss, params));
+  TrainingStepReport report;
+  for (size_t i = 0; i < params.size(); ++i) {
+    report.params.push_back(params[i]->name());
+    AddNamedOutput(g, grads[i], params[i]->name() + ".grad");
+  }
+  std::map<DType, Value*> rates;  // one learning-rate constant per dtype
+  for (size_t i = 0; i < params.size(); ++i) {
+    DType t = params[i]->type().dtype();
+    Value*& lr = rates[t];
+    if (!lr) lr = patterns::ScalarConst(g, t, options.learning_rate, "learning_rate");
+    Node* step = g.AddNode("Mul", {grads[i], lr}, 1);
+    Node* next = g.AddNode("Sub", {params[i], step->output(0)}, 1);
+    step->output(0)->set_type(params[i]->type());
+    next->output(0)->set_type(params[i]->type());
+    AddNamedOutput(g, next->output(0), params[i]->name() + ".next");
+  }
+  report.nodes_added = static_cast<int64_t>(g.num_nodes() - before);
+  return report;
+}
+
+std::unique_ptr<Pass> CreateTrainingStepPass() { return std::make_unique<TrainingStepPass>(); }
+
+}  // namespace kiln

@@ -1,0 +1,36 @@
+//===- training_step.h - Append the backward pass and an SGD step -*- C++ -*-===//
+//
+// training-step turns an inference graph that computes a loss into one
+// training step: after the graph's outputs it appends, for each parameter P
+// (a float constant), `P.grad`, the gradient of the loss with respect to P
+// (graph/passes/gradients.h), and `P.next`, P after one step of stochastic
+// gradient descent (P - learning_rate * P.grad). Run it before the
+// optimizer: folding may turn a parameter into another constant (a
+// transposed weight), and the gradient is taken with respect to the
+// constants the pass finds.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
+#include "graph/passes/pass.h"
+
+namespace kiln {
+
+struct TrainingStepReport {
+  // The parameters, in the order of their outputs.
+  std::vector<std::string> params;
+  int64_t nodes_added = 0;
+};
+
+// Makes `g` a training step (see above). Infers `g`'s types first.
+absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options);
+
+std::unique_ptr<Pass> CreateTrainingStepPass();
+
+}  // namespace kiln

@@ -1,0 +1,360 @@
+//===- training_step_test.cc - Gradients against finite differences -------===//
+//
+// Every gradient rule, checked numerically: a small f64 graph per rule whose
+// elided constants are the parameters (filled with seeded random values),
+// reduced to a scalar loss (a weighted sum of its output, unless the output
+// is a loss already); the gradients the training-step pass appends, run on
+// the reference executor, must match central finite differences of the
+// loss to 1e-6. Then the SGD step, the pass's choice of loss and
+// parameters, and its errors.
+//
+//===----------------------------------------------------------------------===//
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "graph/exec/executor.h"
+#include "graph/ir/parser.h"
+#include "graph/passes/gradients.h"
+#include "graph/passes/pass_manager.h"
+#include "graph/passes/training_step.h"
+#include "graph/verifier/verifier.h"
+#include "gtest/gtest.h"
+
+namespace kiln {
+namespace {
+
+// Parses `body` as the graph @main() and fills its elided constants with
+// seeded random values: in [0.5, 1.5] for names starting with "pos", else
+// in [-1, 1]. An output of more than one element becomes the loss
+// sum(y * r) for a random r of its shape.
+Model MakeModel(const std::string& body, uint32_t seed = 1) {
+  auto m = ParseModel("graph @main() {\n" + body + "\n}\n");
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return Model();
+  Graph& g = *m->graph;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> any(-1.0, 1.0), pos(0.5, 1.5);
+  auto fill = [&](const Type& t, bool positive) {
+    Tensor data(DType::kF64, t.shape().StaticDims());
+    for (double& x : data.span<double>()) x = positive ? pos(rng) : any(rng);
+    return data;
+  };
+  for (Value* c = g.first_constant(); c; c = c->next_constant())
+    if (!c->constant().defined()) c->set_constant(fill(c->type(), c->name().rfind("pos", 0) == 0));
+  {
+    PassManager pm;
+    EXPECT_TRUE(pm.AddPipeline("infer-shapes").ok());
+    EXPECT_TRUE(pm.Run(*m).ok());
+  }
+  if (g.outputs().size() > 1 || g.outputs()[0]->type().shape().NumElements() != 1) {
+    // loss = sum over the outputs y of sum(y * r_y).
+    Value* loss = nullptr;
+    for (Value* y : g.outputs()) {
+      Value* r = g.AddConstant(g.UniqueName("r"), fill(y->type(), false));
+      Value* prod = g.AddNode("Mul", {y, r}, 1)->output(0);
+      Value* sum = g.AddNode("ReduceSum", {prod}, 1)->output(0);
+      loss = loss ? g.AddNode("Add", {loss, sum}, 1)->output(0) : sum;
+    }
+    Node* named = g.AddNode("Identity", {loss}, std::vector<std::string>{"objective"});
+    g.ClearOutputs();
+    g.AddOutput(named->output(0));
+    PassManager pm;
+    EXPECT_TRUE(pm.AddPipeline("infer-shapes").ok());
+    EXPECT_TRUE(pm.Run(*m).ok());
+  }
+  return *std::move(m);
+}
+
+double Loss(const Model& m) {
+  Executor e;
+  auto out = e.Run(*m.graph, {});
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? (*out)[0].GetDouble(0) : NAN;
+}
+
+Value* ConstantNamed(Graph& g, const std::string& name) {
+  for (Value* c = g.first_constant(); c; c = c->next_constant())
+    if (c->name() == name) return c;
+  return nullptr;
+}
+
+// The pass's gradients of `params` against central differences.
+void ExpectGradientsMatch(const std::string& body, const std::vector<std::string>& params) {
+  SCOPED_TRACE(body);
+  Model m = MakeModel(body);
+  Model train = m.Clone();
+  TrainingOptions options;
+  options.params = params;
+  auto report = AppendTrainingStep(*train.graph, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(VerifyModel(train).ok()) << VerifyModel(train);
+  Executor e;
+  auto out = e.Run(*train.graph, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1 + 2 * params.size());
+  EXPECT_NEAR((*out)[0].GetDouble(0), Loss(m), 1e-12);
+  const double eps = 1e-6;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const Tensor& grad = (*out)[1 + k];
+    const Tensor& base = ConstantNamed(*m.graph, params[k])->constant();
+    ASSERT_EQ(grad.dims(), base.dims()) << params[k];
+    for (int64_t j = 0; j < base.numel(); ++j) {
+      double at[2];
+      for (int s = 0; s < 2; ++s) {
+        Model probe = m.Clone();
+        Value* c = ConstantNamed(*probe.graph, params[k]);
+        Tensor t = c->constant().Clone();
+        t.data<double>()[j] += s == 0 ? eps : -eps;
+        c->set_constant(t);
+        at[s] = Loss(probe);
+      }
+      double fd = (at[0] - at[1]) / (2 * eps);
+      EXPECT_NEAR(grad.GetDouble(j), fd, 1e-6 * std::max(1.0, std::fabs(fd))) << params[k] << "[" << j << "]";
+    }
+  }
+}
+
+TEST(Gradients, Elementwise) {
+  ExpectGradientsMatch(R"(
+  %a = const f64[3,1] elided
+  %b = const f64[1,4] elided
+  %pos = const f64[4] elided
+  %s = Sub(%a, %b)
+  %m = Mul(%s, %b)
+  %d = Div(%m, %pos)
+  %n = Neg(%d)
+  %q = Add(%n, %a)
+  return %q)", {"a", "b", "pos"});
+}
+
+TEST(Gradients, Activations) {
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,5] elided
+  %s = Sigmoid(%x)
+  %t = Tanh(%x)
+  %r = Relu(%x)
+  %l = LeakyRelu(%x) {alpha = 0.2}
+  %e = Erf(%x)
+  %x2 = Exp(%x)
+  %a1 = Add(%s, %t)
+  %a2 = Add(%a1, %r)
+  %a3 = Add(%a2, %l)
+  %a4 = Add(%a3, %e)
+  %a5 = Add(%a4, %x2)
+  return %a5)", {"x"});
+}
+
+TEST(Gradients, PositiveDomain) {
+  ExpectGradientsMatch(R"(
+  %pos = const f64[6] elided
+  %three = const f64[] dense [3.0]
+  %l = Log(%pos)
+  %s = Sqrt(%pos)
+  %r = Reciprocal(%pos)
+  %p = Pow(%pos, %three)
+  %a1 = Add(%l, %s)
+  %a2 = Add(%a1, %r)
+  %a3 = Add(%a2, %p)
+  return %a3)", {"pos"});
+}
+
+TEST(Gradients, MatMulAndGemm) {
+  ExpectGradientsMatch(R"(
+  %a = const f64[2,3,4] elided
+  %b = const f64[4,5] elided
+  %mm = MatMul(%a, %b)
+  return %mm)", {"a", "b"});
+  ExpectGradientsMatch(R"(
+  %a = const f64[4,3] elided
+  %b = const f64[5,4] elided
+  %c = const f64[5] elided
+  %g = Gemm(%a, %b, %c) {alpha = 0.5, beta = 2.0, transA = 1, transB = 1}
+  return %g)", {"a", "b", "c"});
+  ExpectGradientsMatch(R"(
+  %a = const f64[3,4] elided
+  %b = const f64[4,2] elided
+  %c = const f64[3,1] elided
+  %g = Gemm(%a, %b, %c)
+  return %g)", {"a", "b", "c"});
+}
+
+TEST(Gradients, ShapesAndMovement) {
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,4] elided
+  %y = const f64[2,1,4] elided
+  %shape = const i64[2] dense [6, 4]
+  %axes = const i64[1] dense [0]
+  %r = Reshape(%x, %shape)
+  %t = Transpose(%r) {perm = [1, 0]}
+  %f = Flatten(%x) {axis = 2}
+  %u = Unsqueeze(%f, %axes)
+  %sq = Squeeze(%u, %axes)
+  %c = Concat(%x, %y) {axis = 1}
+  %p0, %p1 = Split(%c) {axis = 1}
+  %i = Identity(%t)
+  %eshape = const i64[3] dense [2, 4, 6]
+  %z = Expand(%i, %eshape)
+  %same = Cast(%p1) {to = 11}
+  %dropped = Dropout(%same)
+  return %z, %sq, %dropped)", {"x", "y"});
+}
+
+TEST(Gradients, Reductions) {
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,4] elided
+  %axes = const i64[2] dense [0, -1]
+  %s = ReduceSum(%x, %axes) {keepdims = 0}
+  %m = ReduceMean(%x) {axes = [1], keepdims = 1}
+  %all = ReduceSum(%x)
+  %ms = Mul(%m, %all)
+  %t = Transpose(%ms) {perm = [1, 0, 2]}
+  %a = ReduceSum(%t) {keepdims = 0}
+  %b = Mul(%s, %a)
+  return %b)", {"x"});
+}
+
+TEST(Gradients, SoftmaxFamily) {
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,4] elided
+  %s = Softmax(%x) {axis = 1}
+  %l = LogSoftmax(%x) {axis = -1}
+  %a = Add(%s, %l)
+  return %a)", {"x"});
+}
+
+TEST(Gradients, LossOps) {
+  ExpectGradientsMatch(R"(
+  %x = const f64[4,3] elided
+  %labels = const i64[4] dense [0, 2, 1, 2]
+  %loss = SoftmaxCrossEntropyLoss(%x, %labels)
+  return %loss)", {"x"});
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,2] elided
+  %labels = const i64[2,2] dense [0, 2, 1, 1]
+  %loss = SoftmaxCrossEntropyLoss(%x, %labels) {reduction = "none"}
+  return %loss)", {"x"});
+  ExpectGradientsMatch(R"(
+  %x = const f64[3,4] elided
+  %labels = const i64[3] dense [3, 0, 1]
+  %lp = LogSoftmax(%x) {axis = 1}
+  %loss = NegativeLogLikelihoodLoss(%lp, %labels) {reduction = "sum"}
+  return %loss)", {"x"});
+}
+
+TEST(Gradients, LayerNormGatherWhere) {
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,4] elided
+  %scale = const f64[4] elided
+  %bias = const f64[4] elided
+  %y = LayerNormalization(%x, %scale, %bias) {axis = -1, epsilon = 0.001}
+  return %y)", {"x", "scale", "bias"});
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,12] elided
+  %scale = const f64[3,4] elided
+  %shape = const i64[3] dense [2, 3, 4]
+  %r = Reshape(%x, %shape)
+  %y = LayerNormalization(%r, %scale) {axis = 1}
+  return %y)", {"x", "scale"});
+  ExpectGradientsMatch(R"(
+  %table = const f64[5,3] elided
+  %ids = const i64[2,3] dense [0, 4, 4, -1, 2, 0]
+  %e = Gather(%table, %ids)
+  return %e)", {"table"});
+  ExpectGradientsMatch(R"(
+  %a = const f64[2,3] elided
+  %b = const f64[3] elided
+  %cond = const bool[2,3] dense [true, false, true, false, false, true]
+  %w = Where(%cond, %a, %b)
+  return %w)", {"a", "b"});
+}
+
+// The SGD step: P.next = P - learning_rate * P.grad, after the gradients.
+TEST(TrainingStep, AppendsGradientsThenTheStep) {
+  Model m = MakeModel(R"(
+  %w = const f64[2,2] elided
+  %b = const f64[2] elided
+  %mm = MatMul(%w, %w)
+  %y = Add(%mm, %b)
+  return %y)");
+  TrainingOptions options;
+  options.params = {"w", "b"};
+  options.learning_rate = 0.5;
+  auto report = AppendTrainingStep(*m.graph, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->params, (std::vector<std::string>{"w", "b"}));
+  std::vector<std::string> names;
+  for (Value* v : m.graph->outputs()) names.push_back(v->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"objective", "w.grad", "b.grad", "w.next", "b.next"}));
+  Executor e;
+  auto out = e.Run(*m.graph, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& w = ConstantNamed(*m.graph, "w")->constant();
+  for (int64_t j = 0; j < 4; ++j)
+    EXPECT_DOUBLE_EQ((*out)[3].GetDouble(j), w.GetDouble(j) - 0.5 * (*out)[1].GetDouble(j));
+}
+
+// The default parameters are the float constants of rank >= 1 the loss
+// depends on: not scalars, not integer constants, not unused ones.
+TEST(TrainingStep, DefaultParametersAndLoss) {
+  Model m = MakeModel(R"(
+  %w = const f64[3] elided
+  %unused = const f64[3] elided
+  %k = const f64[] dense [2.0]
+  %axes = const i64[1] dense [0]
+  %y = Mul(%w, %k)
+  %s = ReduceSum(%y, %axes) {keepdims = 0}
+  return %s)");
+  auto report = AppendTrainingStep(*m.graph, TrainingOptions());
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->params, std::vector<std::string>{"w"});
+}
+
+TEST(TrainingStep, Errors) {
+  auto error = [](const std::string& body, TrainingOptions options = {}) {
+    auto m = ParseModel("graph @main(%x: f64[2,3]) {\n" + body + "\n}\n");
+    EXPECT_TRUE(m.ok()) << m.status();
+    auto r = AppendTrainingStep(*m->graph, options);
+    EXPECT_FALSE(r.ok());
+    return std::string(r.status().message());
+  };
+  const char* two = R"(
+  %w = const f64[2,3] elided
+  %a = Mul(%x, %w)
+  %b = ReduceSum(%a)
+  %c = ReduceMean(%a)
+  return %b, %c)";
+  EXPECT_EQ(error(two), "training-step: outputs 'b' and 'c' could both be the loss: name it with --loss");
+  TrainingOptions named;
+  named.loss = "z";
+  EXPECT_EQ(error(two, named), "training-step: --loss='z' is not a graph output (outputs: b, c)");
+  named.loss = "b";
+  named.params = {"x"};
+  EXPECT_EQ(error(two, named), "training-step: --params: 'x' is not a constant of the graph");
+  EXPECT_EQ(error(R"(
+  %w = const f64[2,3] elided
+  %a = Mul(%x, %w)
+  return %a)"), "training-step: no graph output is a float tensor of one element: name the loss with --loss");
+  EXPECT_EQ(error(R"(
+  %w = const f64[2,3] elided
+  %a = Mul(%x, %w)
+  %t = Abs(%a)
+  %s = ReduceSum(%t)
+  return %s)"), "training-step: cannot differentiate node 't' (Abs): the op has no gradient rule");
+}
+
+TEST(Gradients, EveryRuleIsTested) {
+  // The rules the tests above exercise; a new rule needs a check here.
+  std::vector<std::string> tested = {
+      "Add", "Cast", "Concat", "Div", "Dropout", "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm",
+      "Identity", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Mul", "Neg",
+      "NegativeLogLikelihoodLoss", "Pow", "Reciprocal", "ReduceMean", "ReduceSum", "Relu", "Reshape",
+      "Sigmoid", "Softmax", "SoftmaxCrossEntropyLoss", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose",
+      "Unsqueeze", "Where"};
+  EXPECT_EQ(DifferentiableOps(), tested);
+}
+
+}  // namespace
+}  // namespace kiln
