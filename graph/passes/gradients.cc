@@ -453,32 +453,47 @@ absl::Status LogSoftmaxRule(D& d, Node& n) {
   return d.Give(n, n.input(0), d.Emit("Sub", {dy, d.Emit("Mul", {d.Emit("Exp", {y}), s})}));
 }
 
-// The loss ops (no class weights, no ignore_index): the gradient of the
-// scores is (softmax(scores) - onehot(labels)) for SoftmaxCrossEntropyLoss
-// and -onehot(labels) for NegativeLogLikelihoodLoss, along axis 1, times
-// dy (per element for reduction "none", divided by the count for "mean").
+// The loss ops (no class weights): the gradient of the scores is
+// (softmax(scores) - onehot(labels)) for SoftmaxCrossEntropyLoss and
+// -onehot(labels) for NegativeLogLikelihoodLoss, along axis 1, times dy (per
+// element for reduction "none", divided by the count of labels for "mean").
+// Labels equal to ignore_index contribute nothing and are not counted.
 absl::Status LossRule(D& d, Node& n, bool softmax) {
   if (n.input(2)) return d.Unsupported(n, "class weights");
-  if (n.has_attr("ignore_index")) return d.Unsupported(n, "ignore_index");
   if (n.num_outputs() > 1 && d.Dy(n, 1)) return d.Unsupported(n, "its log_prob output is differentiated");
   if (!d.Needs(n, 0)) return absl::OkStatus();
   Value* x = n.input(0);
   Dims xd = d.DimsOf(x);
   if (xd.size() < 2) return d.Unsupported(n, "scores of rank below 2");
   DType t = x->type().dtype();
+  Value* labels = n.input(1);
+  DType lt = labels->type().dtype();
+  Value* counted = nullptr;  // 1 where a label counts, 0 where it is ignored
+  if (n.has_attr("ignore_index")) {
+    Value* ignored = d.Emit("Equal", {labels, d.CastTo(d.Ints({n.GetInt("ignore_index", 0)}), lt)});
+    labels = d.Emit("Where", {ignored, d.CastTo(d.Ints({0}), lt), labels});
+    counted = d.CastTo(d.Emit("Not", {ignored}), t);
+  }
   Value* values = d.CastTo(d.Ints({0, 1}), t);
-  Value* onehot = d.Emit("OneHot", {n.input(1), d.Ints({xd[1]}), values}, {{"axis", Attribute::Int(1)}});
+  Value* onehot = d.Emit("OneHot", {labels, d.Ints({xd[1]}), values}, {{"axis", Attribute::Int(1)}});
   Value* g = softmax ? d.Emit("Sub", {d.Emit("Softmax", {x}, {{"axis", Attribute::Int(1)}}), onehot})
                      : d.Emit("Neg", {onehot});
+  if (counted) g = d.Emit("Mul", {g, d.Emit("Unsqueeze", {counted, d.Ints({1})})});
   Value* dy = d.Dy(n, 0);
   std::string reduction = n.GetString("reduction", "mean");
   if (reduction == "none") {
     dy = d.Emit("Unsqueeze", {dy, d.Ints({1})});
   } else if (reduction == "mean") {
-    int64_t count = 1;
-    for (size_t i = 0; i < xd.size(); ++i)
-      if (i != 1) count *= xd[i];
-    dy = d.Emit("Div", {dy, d.Scalar(t, static_cast<double>(count))});
+    Value* count;
+    if (counted) {
+      count = d.Emit("ReduceSum", {counted}, {{"keepdims", Attribute::Int(0)}});
+    } else {
+      int64_t c = 1;
+      for (size_t i = 0; i < xd.size(); ++i)
+        if (i != 1) c *= xd[i];
+      count = d.Scalar(t, static_cast<double>(c));
+    }
+    dy = d.Emit("Div", {dy, count});
   } else if (reduction != "sum") {
     return d.Unsupported(n, "reduction '" + reduction + "'");
   }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -117,8 +118,12 @@ absl::StatusOr<bool> PassManager::RunPass(PassRecord& rec, Model& model) {
   rec.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++rec.runs;
   std::string name(rec.pass->name());
-  if (!changed.ok())
-    return absl::Status(changed.status().code(), absl::StrCat("pass ", name, ": ", changed.status().message()));
+  if (!changed.ok()) {
+    // Errors that name their pass already ("gears: ...") are not named twice.
+    absl::string_view msg = changed.status().message();
+    if (absl::StartsWith(msg, name + ": ")) msg.remove_prefix(name.size() + 2);
+    return absl::Status(changed.status().code(), absl::StrCat("pass ", name, ": ", msg));
+  }
   if (*changed) ++rec.changed;
   if (options_.verify_each) {
     absl::Status v = VerifyModel(model);

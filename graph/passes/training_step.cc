@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/passes/gradients.h"
+#include "graph/passes/fold_constants.h"
 #include "graph/passes/infer_shapes.h"
 #include "graph/passes/patterns/rewrite_util.h"
 #include "graph/support/status.h"
@@ -83,11 +84,49 @@ void AddNamedOutput(Graph& g, Value* v, const std::string& name) {
   g.AddOutput(id->output(0));
 }
 
+// Folds what does not depend on the parameters (the Shape -> Gather ->
+// Concat -> Reshape plumbing of PyTorch exports), so that every shape
+// between the parameters and the loss is static. The parameters stand in
+// as graph inputs meanwhile, which nothing folds; they come back as the
+// same constants, names and order. Returns them again.
+absl::StatusOr<std::vector<Value*>> FoldAroundParams(Graph& g, const std::vector<Value*>& params,
+                                                     int64_t max_elements) {
+  struct Held {
+    std::string name;
+    Tensor data;
+    Value* input;
+  };
+  std::vector<Held> held;
+  for (Value* p : params) {
+    Held h{p->name(), p->constant(), g.AddInput(g.UniqueName(p->name()), p->type())};
+    p->ReplaceAllUsesWith(h.input);
+    g.EraseValue(p);
+    held.push_back(std::move(h));
+  }
+  for (int round = 0; round < 16; ++round) {
+    KILN_RETURN_IF_ERROR(InferShapesWithLoops(g).status());
+    if (FoldConstants(g, max_elements).nodes_removed == 0) break;
+  }
+  std::vector<Value*> back;
+  for (Held& h : held) {
+    Value* c = g.AddConstant(h.name, h.data);
+    h.input->ReplaceAllUsesWith(c);
+    back.push_back(c);
+  }
+  for (Held& h : held) {
+    const std::vector<Value*>& ins = g.inputs();
+    g.RemoveInput(static_cast<int>(std::find(ins.begin(), ins.end(), h.input) - ins.begin()));
+  }
+  KILN_RETURN_IF_ERROR(InferShapesWithLoops(g).status());
+  return back;
+}
+
 class TrainingStepPass : public Pass {
  public:
   absl::string_view name() const override { return "training-step"; }
   absl::StatusOr<bool> Run(Graph& graph) override {
-    KILN_ASSIGN_OR_RETURN(TrainingStepReport r, AppendTrainingStep(graph, options().training));
+    KILN_ASSIGN_OR_RETURN(TrainingStepReport r,
+                          AppendTrainingStep(graph, options().training, options().fold_max_elements));
     stats().Add("parameters", static_cast<int64_t>(r.params.size()));
     stats().Add("nodes-added", r.nodes_added);
     return true;
@@ -96,11 +135,13 @@ class TrainingStepPass : public Pass {
 
 }  // namespace
 
-absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options) {
+absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options,
+                                                      int64_t fold_max_elements) {
   if (!(options.learning_rate >= 0)) return Error("the learning rate must not be negative");
   KILN_RETURN_IF_ERROR(InferShapesWithLoops(g).status());
   KILN_ASSIGN_OR_RETURN(Value * loss, FindLoss(g, options.loss));
   KILN_ASSIGN_OR_RETURN(std::vector<Value*> params, FindParams(g, loss, options.params));
+  KILN_ASSIGN_OR_RETURN(params, FoldAroundParams(g, params, fold_max_elements));
   size_t before = g.num_nodes();
   KILN_ASSIGN_OR_RETURN(std::vector<Value*> grads, BuildGradients(g, loss, params));
   TrainingStepReport report;

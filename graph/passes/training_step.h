@@ -7,7 +7,8 @@
 // gradient descent (P - learning_rate * P.grad). Run it before the
 // optimizer: folding may turn a parameter into another constant (a
 // transposed weight), and the gradient is taken with respect to the
-// constants the pass finds.
+// constants the pass finds. What does not depend on a parameter (the shape
+// plumbing of PyTorch exports) is folded first, so that shapes are static.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -28,8 +29,11 @@ struct TrainingStepReport {
   int64_t nodes_added = 0;
 };
 
-// Makes `g` a training step (see above). Infers `g`'s types first.
-absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options);
+// Makes `g` a training step (see above). Infers `g`'s types first and folds
+// what does not depend on the parameters (shape plumbing), creating no
+// constant of more than `fold_max_elements` elements.
+absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options,
+                                                      int64_t fold_max_elements = PassOptions().fold_max_elements);
 
 std::unique_ptr<Pass> CreateTrainingStepPass();
 

@@ -242,6 +242,18 @@ TEST(Gradients, LossOps) {
   %lp = LogSoftmax(%x) {axis = 1}
   %loss = NegativeLogLikelihoodLoss(%lp, %labels) {reduction = "sum"}
   return %loss)", {"x"});
+  // Ignored labels (in range of the classes, too) neither contribute nor count.
+  ExpectGradientsMatch(R"(
+  %x = const f64[5,3] elided
+  %labels = const i64[5] dense [1, -100, 2, 1, 0]
+  %loss = SoftmaxCrossEntropyLoss(%x, %labels) {ignore_index = -100}
+  return %loss)", {"x"});
+  ExpectGradientsMatch(R"(
+  %x = const f64[4,3] elided
+  %labels = const i64[4] dense [1, 2, 2, 0]
+  %lp = LogSoftmax(%x) {axis = 1}
+  %loss = NegativeLogLikelihoodLoss(%lp, %labels) {ignore_index = 2}
+  return %loss)", {"x"});
 }
 
 TEST(Gradients, LayerNormGatherWhere) {

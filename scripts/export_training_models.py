@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""Exports kiln's training models: PyTorch models with their loss, and PyTorch's gradients.
+
+Each model computes a scalar loss from its inputs (data and labels), so that
+`kiln opt --passes=training-step` can append the backward pass. Weights are
+random from a fixed seed (nothing is downloaded). For each model NAME this
+writes, under OUT_DIR/NAME/:
+  model.onnx          the exported model (its parameters are initializers)
+  input_<i>.npy       its inputs (named in inputs.txt, one per line)
+  expected_0.npy      PyTorch's loss for those inputs
+  params.txt          the parameters' names, one per line (PyTorch's names)
+  grad_<i>.npy        PyTorch's gradient of the loss for parameter i
+
+usage: export_training_models.py OUT_DIR [NAME ...]    (default: every model)
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_models import MLP, BertEncoder, GPT2Block  # noqa: E402
+
+
+class MLPClassifier(nn.Module):
+    """The MLP (GELU, tanh) under a cross-entropy loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = MLP()
+
+    def forward(self, x, labels):
+        return F.cross_entropy(self.mlp(x), labels)
+
+
+class BertMaskedLM(nn.Module):
+    """The BERT-style encoder with a token head under a cross-entropy loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = BertEncoder(vocab=256, layers=1, seq=16)
+        self.head = nn.Linear(128, 256)
+
+    def forward(self, ids, labels):
+        logits = self.head(self.encoder(ids))
+        return F.cross_entropy(logits.reshape(-1, 256), labels.reshape(-1))
+
+
+class GPT2Regression(nn.Module):
+    """The GPT-2-style block under a mean squared error."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = GPT2Block()
+
+    def forward(self, x, target):
+        return ((self.block(x) - target) ** 2).mean()
+
+
+MODELS = {
+    "mlp_classifier": (MLPClassifier, lambda: [torch.randn(8, 64), torch.randint(0, 10, (8,))]),
+    "bert_mlm": (BertMaskedLM, lambda: [torch.randint(0, 256, (2, 16)), torch.randint(0, 256, (2, 16))]),
+    "gpt2_regression": (GPT2Regression, lambda: [torch.randn(1, 16, 128), torch.randn(1, 16, 128)]),
+}
+
+
+def export(name, out_dir):
+    ctor, make_inputs = MODELS[name]
+    torch.manual_seed(0)
+    model = ctor().eval()
+    # Distinct LayerNorm parameters (the exporter merges identical ones).
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.1, 0.1)
+    inputs = make_inputs()
+    loss = model(*inputs)
+    params = [(n, p) for n, p in model.named_parameters()]
+    grads = torch.autograd.grad(loss, [p for _, p in params])
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    names = [f"input_{i}" for i in range(len(inputs))]
+    torch.onnx.export(model, tuple(inputs), os.path.join(d, "model.onnx"), opset_version=14,
+                      input_names=names, output_names=["loss"], do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.EVAL)
+    for i, t in enumerate(inputs):
+        np.save(os.path.join(d, f"input_{i}.npy"), t.numpy())
+    np.save(os.path.join(d, "expected_0.npy"), loss.detach().numpy())
+    for i, g in enumerate(grads):
+        np.save(os.path.join(d, f"grad_{i}.npy"), g.numpy())
+    with open(os.path.join(d, "inputs.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    with open(os.path.join(d, "params.txt"), "w") as f:
+        f.write("\n".join(n for n, _ in params) + "\n")
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out_dir = sys.argv[1]
+    names = sys.argv[2:] or list(MODELS)
+    for n in names:
+        if n not in MODELS:
+            print(f"export_training_models.py: unknown model '{n}' (known: {', '.join(MODELS)})", file=sys.stderr)
+            return 2
+        export(n, out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
