@@ -17,6 +17,7 @@
 #include "graph/ir/parser.h"
 #include "graph/ir/printer.h"
 #include "graph/ops/shape_inference.h"
+#include "graph/passes/training_step.h"
 #include "graph/support/status.h"
 #include "graph/verifier/verifier.h"
 #include "runtime/loaded_model.h"
@@ -134,6 +135,25 @@ Model Mlp() {
   g.AddOutput(y);
   EXPECT_TRUE(InferShapes(g).ok());
   return m;
+}
+
+// One training step of the MLP under a cross-entropy loss (the backward
+// pass: transposed matmuls on the cube, the Relu mask and the bias sums on
+// the vector unit, the SGD update) gives the reference executor's loss,
+// gradients and updated parameters.
+TEST(NpusimCompile, TrainingStepMatchesReference) {
+  Model m = Mlp();
+  Graph& g = *m.graph;
+  Value* labels = g.AddInput("labels", Type::Tensor(DType::kI64, Shape::Static({4})));
+  Value* w2 = g.AddConstant("w2", Random({32, 8}, 4));
+  Value* logits = g.AddNode("MatMul", {g.outputs()[0], w2}, {"logits"})->output(0);
+  Value* loss = g.AddNode("SoftmaxCrossEntropyLoss", {logits, labels}, {"loss"})->output(0);
+  g.ClearOutputs();
+  g.AddOutput(loss);
+  auto step = AppendTrainingStep(g, TrainingOptions());
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->params, (std::vector<std::string>{"w", "b", "w2"}));
+  ExpectMatchesReference(m, {Random({8, 32}, 3), Tensor::FromVector<int64_t>({0, 7, 3, 3}, {4})});
 }
 
 TEST(NpusimCompile, MlpMatchesReference) {
