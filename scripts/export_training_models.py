@@ -36,6 +36,27 @@ class MLPClassifier(nn.Module):
         return F.cross_entropy(self.mlp(x), labels)
 
 
+class CNNClassifier(nn.Module):
+    """Conv-BN-ReLU, overlapping max pooling, a depthwise conv with ReLU6, average pooling and a classifier
+    under a cross-entropy loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, stride=2, padding=1, groups=16)
+        self.pw = nn.Conv2d(16, 32, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x, labels):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, stride=2, padding=1)
+        x = F.relu6(self.dw(x))
+        x = F.avg_pool2d(F.relu(self.bn2(self.pw(x))), 2)
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return F.cross_entropy(self.fc(x), labels)
+
+
 class BertMaskedLM(nn.Module):
     """The BERT-style encoder with a token head under a cross-entropy loss."""
 
@@ -61,6 +82,7 @@ class GPT2Regression(nn.Module):
 
 
 MODELS = {
+    "cnn_classifier": (CNNClassifier, lambda: [torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))]),
     "mlp_classifier": (MLPClassifier, lambda: [torch.randn(8, 64), torch.randint(0, 10, (8,))]),
     "bert_mlm": (BertMaskedLM, lambda: [torch.randint(0, 256, (2, 16)), torch.randint(0, 256, (2, 16))]),
     "gpt2_regression": (GPT2Regression, lambda: [torch.randn(1, 16, 128), torch.randn(1, 16, 128)]),
@@ -71,12 +93,16 @@ def export(name, out_dir):
     ctor, make_inputs = MODELS[name]
     torch.manual_seed(0)
     model = ctor().eval()
-    # Distinct LayerNorm parameters (the exporter merges identical ones).
+    # Distinct normalization parameters (the exporter merges identical ones)
+    # and non-trivial running statistics.
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, nn.LayerNorm):
+            if isinstance(m, (nn.LayerNorm, nn.BatchNorm2d)):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.1, 0.1)
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
     inputs = make_inputs()
     loss = model(*inputs)
     params = [(n, p) for n, p in model.named_parameters()]
@@ -86,7 +112,7 @@ def export(name, out_dir):
     names = [f"input_{i}" for i in range(len(inputs))]
     torch.onnx.export(model, tuple(inputs), os.path.join(d, "model.onnx"), opset_version=14,
                       input_names=names, output_names=["loss"], do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.EVAL)
+                      training=torch.onnx.TrainingMode.PRESERVE)
     for i, t in enumerate(inputs):
         np.save(os.path.join(d, f"input_{i}.npy"), t.numpy())
     np.save(os.path.join(d, "expected_0.npy"), loss.detach().numpy())

@@ -66,6 +66,9 @@ class Differentiator {
   // A node appended to the graph computing `op` of `ins`; its output.
   Value* Emit(const char* op, std::vector<Value*> ins,
               std::initializer_list<std::pair<const char*, Attribute>> attrs = {});
+  // A node of `num_outputs` outputs appended to the graph (types not
+  // inferred yet).
+  Node* EmitNode(const char* op, std::vector<Value*> ins, int num_outputs);
   Value* Ints(const std::vector<int64_t>& v);
   Value* CastTo(Value* v, DType t) { return Emit("Cast", {v}, {{"to", Attribute::Int(DTypeToOnnx(t))}}); }
   Value* Scalar(DType dtype, double x) { return patterns::ScalarConst(g_, dtype, x, "grad.c"); }
@@ -90,10 +93,17 @@ class Differentiator {
   absl::flat_hash_set<const Value*> active_;
 };
 
+Node* Differentiator::EmitNode(const char* op, std::vector<Value*> ins, int num_outputs) {
+  std::vector<std::string> names;
+  for (int i = 0; i < num_outputs; ++i) names.push_back(g_.UniqueName(prefix_ + ".grad"));
+  Node* n = g_.AddNode(op, ins, names);
+  if (!node_name_.empty()) n->set_name(node_name_ + ".grad");
+  return n;
+}
+
 Value* Differentiator::Emit(const char* op, std::vector<Value*> ins,
                             std::initializer_list<std::pair<const char*, Attribute>> attrs) {
-  Node* n = g_.AddNode(op, ins, std::vector<std::string>{g_.UniqueName(prefix_ + ".grad")});
-  if (!node_name_.empty()) n->set_name(node_name_ + ".grad");
+  Node* n = EmitNode(op, std::move(ins), 1);
   for (const auto& [name, a] : attrs) n->SetAttr(name, a.Clone(&g_));
   InferNodeTypes(n);
   return n->output(0);
@@ -594,11 +604,236 @@ absl::Status LayerNormRule(D& d, Node& n) {
   return absl::OkStatus();
 }
 
+// The window attributes of a Conv or pool of `spatial` spatial dims, with
+// their defaults; nullopt for an auto_pad other than NOTSET or VALID.
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins, then ends
+};
+std::optional<Window> WindowOf(const Node& n, int spatial, std::vector<int64_t> kernel) {
+  std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") return std::nullopt;
+  Window w;
+  w.kernel = n.GetInts("kernel_shape", std::move(kernel));
+  w.strides = n.GetInts("strides", std::vector<int64_t>(spatial, 1));
+  w.dilations = n.GetInts("dilations", std::vector<int64_t>(spatial, 1));
+  w.pads = n.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  if (static_cast<int>(w.kernel.size()) != spatial || static_cast<int>(w.strides.size()) != spatial ||
+      static_cast<int>(w.dilations.size()) != spatial || static_cast<int>(w.pads.size()) != 2 * spatial)
+    return std::nullopt;
+  return w;
+}
+
+// y = conv(x, w) + b (groups, strides, dilations, explicit pads):
+//   dx = ConvTranspose(dy, w) with the same window, output_padding making
+//        it x's size;
+//   dw = a convolution of x (channels of a group as the batch, the batch as
+//        channels) by dy (the same), strides and dilations swapped, cut to
+//        the kernel's size and transposed back to w's layout;
+//   db = dy summed over every axis but the channels.
+absl::Status ConvRule(D& d, Node& n) {
+  Value* x = n.input(0);
+  Value* w = n.input(1);
+  Value* dy = d.Dy(n, 0);
+  Dims xd = d.DimsOf(x), wd = d.DimsOf(w), yd = d.DimsOf(dy);
+  int sp = static_cast<int>(xd.size()) - 2;
+  if (sp < 1) return d.Unsupported(n, "a convolution without spatial dims");
+  auto win = WindowOf(n, sp, Dims(wd.begin() + 2, wd.end()));
+  if (!win) return d.Unsupported(n, "auto_pad other than NOTSET or VALID");
+  if (n.GetString("auto_pad", "NOTSET") == "VALID") win->pads.assign(2 * sp, 0);
+  int64_t group = n.GetInt("group", 1);
+  if (d.Needs(n, 0)) {
+    std::vector<int64_t> out_pad(sp);
+    for (int i = 0; i < sp; ++i) {
+      int64_t full = win->strides[i] * (yd[2 + i] - 1) + (win->kernel[i] - 1) * win->dilations[i] + 1 -
+                     win->pads[i] - win->pads[sp + i];
+      out_pad[i] = xd[2 + i] - full;
+    }
+    Value* dx = d.Emit("ConvTranspose", {dy, w},
+                       {{"strides", Attribute::Ints(win->strides)},
+                        {"dilations", Attribute::Ints(win->dilations)},
+                        {"pads", Attribute::Ints(win->pads)},
+                        {"output_padding", Attribute::Ints(out_pad)},
+                        {"group", Attribute::Int(group)}});
+    KILN_RETURN_IF_ERROR(d.Give(n, x, dx));
+  }
+  if (d.Needs(n, 1)) {
+    int64_t batch = xd[0], cin_g = xd[1] / group;
+    // x [N, C, S...] -> [C/g, g*N, S...]: a group's channels as the batch.
+    Dims split = {batch, group, cin_g};
+    split.insert(split.end(), xd.begin() + 2, xd.end());
+    std::vector<int64_t> perm = {2, 1, 0};
+    for (int i = 0; i < sp; ++i) perm.push_back(3 + i);
+    Dims joined = {cin_g, group * batch};
+    joined.insert(joined.end(), xd.begin() + 2, xd.end());
+    Value* xa = d.Emit("Reshape", {d.Emit("Transpose", {d.Emit("Reshape", {x, d.Ints(split)})},
+                                          {{"perm", Attribute::Ints(perm)}}),
+                                   d.Ints(joined)});
+    // dy [N, Cout, S'...] -> [Cout, N, S'...].
+    std::vector<int64_t> swap01 = {1, 0};
+    for (int i = 0; i < sp; ++i) swap01.push_back(2 + i);
+    Value* dya = d.Emit("Transpose", {dy}, {{"perm", Attribute::Ints(swap01)}});
+    Value* dw = d.Emit("Conv", {xa, dya},
+                       {{"strides", Attribute::Ints(win->dilations)},
+                        {"dilations", Attribute::Ints(win->strides)},
+                        {"pads", Attribute::Ints(win->pads)},
+                        {"group", Attribute::Int(group)}});
+    // [C/g, Cout, K'...] with K' >= K: cut, then [Cout, C/g, K...].
+    Dims got = d.DimsOf(dw);
+    bool cut = false;
+    for (int i = 0; i < sp; ++i) cut |= got[2 + i] != wd[2 + i];
+    if (cut) {
+      std::vector<int64_t> starts(sp, 0), axes;
+      for (int i = 0; i < sp; ++i) axes.push_back(2 + i);
+      dw = d.Emit("Slice", {dw, d.Ints(starts), d.Ints(Dims(wd.begin() + 2, wd.end())), d.Ints(axes)});
+    }
+    KILN_RETURN_IF_ERROR(d.Give(n, w, d.Emit("Transpose", {dw}, {{"perm", Attribute::Ints(swap01)}})));
+  }
+  if (d.Needs(n, 2)) {
+    std::vector<int64_t> axes = {0};
+    for (int i = 0; i < sp; ++i) axes.push_back(2 + i);
+    KILN_RETURN_IF_ERROR(
+        d.Give(n, n.input(2), d.Emit("ReduceSum", {dy, d.Ints(axes)}, {{"keepdims", Attribute::Int(0)}})));
+  }
+  return absl::OkStatus();
+}
+
+// Inference BatchNormalization, y = (x - mean) / sqrt(var + eps) * scale + b
+// per channel (axis 1): dx = dy * scale / sqrt(var + eps), dscale =
+// sum(dy * xhat), db = sum(dy) over every axis but the channels. The
+// running statistics are not differentiated.
+absl::Status BatchNormRule(D& d, Node& n) {
+  if (n.GetInt("training_mode", 0) != 0) return d.Unsupported(n, "training_mode (batch statistics)");
+  if (d.Needs(n, 3) || d.Needs(n, 4)) return d.Unsupported(n, "its running mean or variance is differentiated");
+  Value* x = n.input(0);
+  Value* dy = d.Dy(n, 0);
+  Dims xd = d.DimsOf(x);
+  DType t = x->type().dtype();
+  // Per-channel values as [C, 1, ...] to broadcast against [N, C, S...].
+  Dims col = {xd[1]};
+  for (size_t i = 2; i < xd.size(); ++i) col.push_back(1);
+  auto per_channel = [&](Value* v) { return d.Emit("Reshape", {v, d.Ints(col)}); };
+  Value* rstd = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {n.input(4), d.Scalar(t, n.GetFloat("epsilon", 1e-5f))})})});
+  std::vector<int64_t> others = {0};
+  for (size_t i = 2; i < xd.size(); ++i) others.push_back(static_cast<int64_t>(i));
+  auto channel_sum = [&](Value* v) {
+    return d.Emit("ReduceSum", {v, d.Ints(others)}, {{"keepdims", Attribute::Int(0)}});
+  };
+  if (d.Needs(n, 0))
+    KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {dy, per_channel(d.Emit("Mul", {n.input(1), rstd}))})));
+  if (d.Needs(n, 1)) {
+    Value* xhat = d.Emit("Mul", {d.Emit("Sub", {x, per_channel(n.input(3))}), per_channel(rstd)});
+    KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), channel_sum(d.Emit("Mul", {dy, xhat}))));
+  }
+  if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), channel_sum(dy)));
+  return absl::OkStatus();
+}
+
+// y = max over windows: the pool again with its Indices output (flat
+// positions in x), and dy added into a zero x at those positions (windows
+// that overlap add).
+absl::Status MaxPoolRule(D& d, Node& n) {
+  if (n.num_outputs() > 1 && d.Dy(n, 1)) return d.Unsupported(n, "its Indices output is differentiated");
+  if (n.GetInt("storage_order", 0) != 0) return d.Unsupported(n, "storage_order 1");
+  Value* x = n.input(0);
+  Node* pool = d.EmitNode("MaxPool", {x}, 2);
+  for (const auto& [name, a] : n.attrs()) pool->SetAttr(name, a.Clone(pool->owner()));
+  InferNodeTypes(pool);
+  Value* flat = d.Ints({-1});
+  Value* where = d.Emit("Reshape", {pool->output(1), flat});
+  Value* zeros = d.Emit("Reshape", {d.ZerosLike(x), flat});
+  Value* g = d.Emit("ScatterElements", {zeros, where, d.Emit("Reshape", {d.Dy(n, 0), flat})},
+                    {{"axis", Attribute::Int(0)}, {"reduction", Attribute::String("add")}});
+  return d.Give(n, x, d.Emit("Reshape", {g, d.Ints(d.DimsOf(x))}));
+}
+
+// y = mean over all spatial positions: dx = dy expanded, divided by their
+// count.
+absl::Status GlobalAveragePoolRule(D& d, Node& n) {
+  Value* x = n.input(0);
+  Dims xd = d.DimsOf(x);
+  int64_t count = 1;
+  for (size_t i = 2; i < xd.size(); ++i) count *= xd[i];
+  Value* g = d.Emit("Expand", {d.Dy(n, 0), d.Ints(xd)});
+  return d.Give(n, x, d.Emit("Div", {g, d.Scalar(x->type().dtype(), static_cast<double>(count))}));
+}
+
+// y = mean over windows (every window divided by its full size: no
+// padding, or count_include_pad): dx = a depthwise ConvTranspose of dy by a
+// kernel of 1 / window size.
+absl::Status AveragePoolRule(D& d, Node& n) {
+  Value* x = n.input(0);
+  Dims xd = d.DimsOf(x), yd = d.DimsOf(d.Dy(n, 0));
+  int sp = static_cast<int>(xd.size()) - 2;
+  auto win = WindowOf(n, sp, {});
+  if (!win || n.GetInt("ceil_mode", 0) != 0) return d.Unsupported(n, "auto_pad or ceil_mode");
+  bool padded = false;
+  for (int64_t p : win->pads) padded |= p != 0;
+  if (padded && n.GetInt("count_include_pad", 0) == 0)
+    return d.Unsupported(n, "padding left out of the count (count_include_pad = 0)");
+  int64_t size = 1;
+  for (int64_t k : win->kernel) size *= k;
+  Dims kd = {xd[1], 1};
+  kd.insert(kd.end(), win->kernel.begin(), win->kernel.end());
+  Value* kernel = d.Emit("Expand", {d.Scalar(x->type().dtype(), 1.0 / static_cast<double>(size)), d.Ints(kd)});
+  std::vector<int64_t> out_pad(sp);
+  for (int i = 0; i < sp; ++i)
+    out_pad[i] = xd[2 + i] - (win->strides[i] * (yd[2 + i] - 1) + (win->kernel[i] - 1) * win->dilations[i] + 1 -
+                              win->pads[i] - win->pads[sp + i]);
+  Value* dx = d.Emit("ConvTranspose", {d.Dy(n, 0), kernel},
+                     {{"strides", Attribute::Ints(win->strides)},
+                      {"dilations", Attribute::Ints(win->dilations)},
+                      {"pads", Attribute::Ints(win->pads)},
+                      {"output_padding", Attribute::Ints(out_pad)},
+                      {"group", Attribute::Int(xd[1])}});
+  return d.Give(n, x, dx);
+}
+
+// y = clip(x, min, max): dx = dy where min <= x <= max (bounds not
+// differentiated).
+absl::Status ClipRule(D& d, Node& n) {
+  if (d.Needs(n, 1) || d.Needs(n, 2)) return d.Unsupported(n, "its bounds depend on a parameter");
+  Value* x = n.input(0);
+  Value* inside = nullptr;
+  if (n.input(1)) inside = d.Emit("GreaterOrEqual", {x, n.input(1)});
+  if (n.input(2)) {
+    Value* below = d.Emit("LessOrEqual", {x, n.input(2)});
+    inside = inside ? d.Emit("And", {inside, below}) : below;
+  }
+  Value* dy = d.Dy(n, 0);
+  if (!inside) return d.Give(n, x, dy);
+  return d.Give(n, x, d.Emit("Where", {inside, dy, d.Scalar(dy->type().dtype(), 0)}));
+}
+
+// y = x padded with a constant (non-negative pads): dx = the slice of dy
+// where x lies.
+absl::Status PadRule(D& d, Node& n) {
+  if (n.GetString("mode", "constant") != "constant") return d.Unsupported(n, "a mode other than constant");
+  if (n.num_inputs() > 3 && n.input(3)) return d.Unsupported(n, "an axes input");
+  if (d.Needs(n, 2)) return d.Unsupported(n, "its padding value depends on a parameter");
+  auto pads = ConstantInts(n.input(1));
+  Value* x = n.input(0);
+  Dims xd = d.DimsOf(x);
+  int rank = static_cast<int>(xd.size());
+  if (!pads || static_cast<int>(pads->size()) != 2 * rank) return d.Unsupported(n, "its pads are not constant");
+  std::vector<int64_t> starts, ends, axes;
+  for (int i = 0; i < rank; ++i) {
+    if ((*pads)[i] < 0 || (*pads)[rank + i] < 0) return d.Unsupported(n, "negative pads");
+    starts.push_back((*pads)[i]);
+    ends.push_back((*pads)[i] + xd[i]);
+    axes.push_back(i);
+  }
+  return d.Give(n, x, d.Emit("Slice", {d.Dy(n, 0), d.Ints(starts), d.Ints(ends), d.Ints(axes)}));
+}
+
 const std::map<std::string, Rule>& Rules() {
   static const std::map<std::string, Rule> rules = {
       {"Add", AddRule},
+      {"AveragePool", AveragePoolRule},
+      {"BatchNormalization", BatchNormRule},
       {"Cast", CastRule},
+      {"Clip", ClipRule},
       {"Concat", ConcatRule},
+      {"Conv", ConvRule},
       {"Div", DivRule},
       {"Dropout", DropoutRule},
       {"Erf", ErfRule},
@@ -607,15 +842,18 @@ const std::map<std::string, Rule>& Rules() {
       {"Flatten", ReshapeRule},
       {"Gather", GatherRule},
       {"Gemm", GemmRule},
+      {"GlobalAveragePool", GlobalAveragePoolRule},
       {"Identity", ReshapeRule},
       {"LayerNormalization", LayerNormRule},
       {"LeakyRelu", LeakyReluRule},
       {"Log", LogRule},
       {"LogSoftmax", LogSoftmaxRule},
       {"MatMul", MatMulRule},
+      {"MaxPool", MaxPoolRule},
       {"Mul", MulRule},
       {"Neg", NegRule},
       {"NegativeLogLikelihoodLoss", NllRule},
+      {"Pad", PadRule},
       {"Pow", PowRule},
       {"Reciprocal", ReciprocalRule},
       {"ReduceMean", ReduceMeanRule},
@@ -646,6 +884,16 @@ absl::StatusOr<std::vector<Value*>> BuildGradients(Graph& g, Value* loss, const 
                      loss->type().ToString()));
   Differentiator d(g);
   return d.Run(loss, wrt);
+}
+
+bool IsDifferentiableInput(const Node& n, int i) {
+  static const std::map<std::string, std::vector<int>> kNot = {
+      {"BatchNormalization", {3, 4}}, {"Clip", {1, 2}}, {"Dropout", {1}}, {"NegativeLogLikelihoodLoss", {2}},
+      {"Pad", {2}}, {"Pow", {1}}, {"SoftmaxCrossEntropyLoss", {2}},
+  };
+  if (!n.domain().empty()) return true;
+  auto it = kNot.find(n.op());
+  return it == kNot.end() || std::find(it->second.begin(), it->second.end(), i) == it->second.end();
 }
 
 std::vector<std::string> DifferentiableOps() {

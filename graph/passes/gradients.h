@@ -31,6 +31,11 @@ namespace kiln {
 // zero gradient. `g` must have its types inferred.
 absl::StatusOr<std::vector<Value*>> BuildGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt);
 
+// False for the float inputs no gradient flows into: statistics and
+// bounds (BatchNormalization's running mean and variance, Clip's bounds),
+// Pow's exponent, Pad's value, Dropout's ratio, the loss ops' class weights.
+bool IsDifferentiableInput(const Node& n, int i);
+
 // The ops BuildGradients has a rule for, sorted.
 std::vector<std::string> DifferentiableOps();
 

@@ -46,7 +46,8 @@ struct TrainingOptions {
   // tensor of one element.
   std::string loss;
   // The parameters' names; empty: every float constant of rank >= 1 that
-  // the loss depends on.
+  // the loss depends on through an input a gradient flows into (not
+  // BatchNormalization's running statistics, not Clip's bounds).
   std::vector<std::string> params;
   double learning_rate = 0.01;
 

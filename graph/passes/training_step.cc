@@ -69,9 +69,15 @@ absl::StatusOr<std::vector<Value*>> FindParams(Graph& g, Value* loss, const std:
     return params;
   }
   absl::flat_hash_set<const Value*> reaches = Ancestors(g, loss);
-  for (Value* c = g.first_constant(); c; c = c->next_constant())
-    if (reaches.contains(c) && c->type().is_tensor() && IsFloat(c->type().dtype()) && c->type().shape().rank() >= 1)
-      params.push_back(c);
+  for (Value* c = g.first_constant(); c; c = c->next_constant()) {
+    if (!reaches.contains(c) || !c->type().is_tensor() || !IsFloat(c->type().dtype()) ||
+        c->type().shape().rank() < 1)
+      continue;
+    // Read where a gradient flows (not only as statistics or bounds).
+    bool weight = false;
+    for (const Use& u : c->uses()) weight |= u.user && IsDifferentiableInput(*u.user, u.index);
+    if (weight) params.push_back(c);
+  }
   if (params.empty()) return Error(absl::StrCat("the loss '", loss->name(), "' depends on no float constant of rank >= 1"));
   return params;
 }

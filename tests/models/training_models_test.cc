@@ -65,7 +65,8 @@ TEST_P(TrainingModel, GradientsMatchPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Exported, TrainingModel, ::testing::Values("mlp_classifier", "bert_mlm", "gpt2_regression"));
+INSTANTIATE_TEST_SUITE_P(Exported, TrainingModel,
+                         ::testing::Values("cnn_classifier", "mlp_classifier", "bert_mlm", "gpt2_regression"));
 
 }  // namespace
 }  // namespace kiln

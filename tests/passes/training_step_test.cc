@@ -283,6 +283,65 @@ TEST(Gradients, LayerNormGatherWhere) {
   return %w)", {"a", "b"});
 }
 
+TEST(Gradients, Convolutions) {
+  // Strides, asymmetric pads and a size the stride does not divide (the
+  // weight gradient's convolution overshoots the kernel and is cut).
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,7,6] elided
+  %w = const f64[4,3,3,2] elided
+  %b = const f64[4] elided
+  %y = Conv(%x, %w, %b) {pads = [1, 0, 2, 1], strides = [2, 2]}
+  return %y)", {"x", "w", "b"});
+  // Groups and dilations.
+  ExpectGradientsMatch(R"(
+  %x = const f64[1,4,6,6] elided
+  %w = const f64[6,2,2,2] elided
+  %y = Conv(%x, %w) {dilations = [2, 1], group = 2, pads = [1, 1, 1, 1]}
+  return %y)", {"x", "w"});
+  // Depthwise, 1-D.
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,9] elided
+  %w = const f64[3,1,3] elided
+  %y = Conv(%x, %w) {group = 3, pads = [1, 1], strides = [2]}
+  return %y)", {"x", "w"});
+}
+
+TEST(Gradients, NormalizationPoolingClip) {
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,2,2] elided
+  %scale = const f64[3] elided
+  %bias = const f64[3] elided
+  %mean = const f64[3] elided
+  %posvar = const f64[3] elided
+  %y = BatchNormalization(%x, %scale, %bias, %mean, %posvar) {epsilon = 0.01}
+  return %y)", {"x", "scale", "bias"});
+  // Overlapping windows: an input that is the maximum of two windows gets
+  // both gradients.
+  ExpectGradientsMatch(R"(
+  %x = const f64[1,2,5,5] elided
+  %y = MaxPool(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]}
+  return %y)", {"x"});
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3,4,4] elided
+  %a = AveragePool(%x) {kernel_shape = [2, 3], strides = [2, 1]}
+  %p = AveragePool(%x) {count_include_pad = 1, kernel_shape = [3, 3], pads = [1, 1, 1, 1]}
+  %g = GlobalAveragePool(%x)
+  return %a, %p, %g)", {"x"});
+  ExpectGradientsMatch(R"(
+  %x = const f64[12] elided
+  %lo = const f64[] dense [-0.5]
+  %hi = const f64[] dense [0.4]
+  %c = Clip(%x, %lo, %hi)
+  %d = Clip(%x, _, %hi)
+  return %c, %d)", {"x"});
+  ExpectGradientsMatch(R"(
+  %x = const f64[2,3] elided
+  %pads = const i64[4] dense [1, 0, 0, 2]
+  %v = const f64[] dense [-2.0]
+  %p = Pad(%x, %pads, %v)
+  return %p)", {"x"});
+}
+
 // The SGD step: P.next = P - learning_rate * P.grad, after the gradients.
 TEST(TrainingStep, AppendsGradientsThenTheStep) {
   Model m = MakeModel(R"(
@@ -360,11 +419,11 @@ TEST(TrainingStep, Errors) {
 TEST(Gradients, EveryRuleIsTested) {
   // The rules the tests above exercise; a new rule needs a check here.
   std::vector<std::string> tested = {
-      "Add", "Cast", "Concat", "Div", "Dropout", "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm",
-      "Identity", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Mul", "Neg",
-      "NegativeLogLikelihoodLoss", "Pow", "Reciprocal", "ReduceMean", "ReduceSum", "Relu", "Reshape",
-      "Sigmoid", "Softmax", "SoftmaxCrossEntropyLoss", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose",
-      "Unsqueeze", "Where"};
+      "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Conv", "Div", "Dropout", "Erf",
+      "Exp", "Expand", "Flatten", "Gather", "Gemm", "GlobalAveragePool", "Identity", "LayerNormalization",
+      "LeakyRelu", "Log", "LogSoftmax", "MatMul", "MaxPool", "Mul", "Neg", "NegativeLogLikelihoodLoss", "Pad",
+      "Pow", "Reciprocal", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid", "Softmax",
+      "SoftmaxCrossEntropyLoss", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where"};
   EXPECT_EQ(DifferentiableOps(), tested);
 }
 
