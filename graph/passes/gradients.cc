@@ -170,9 +170,12 @@ absl::Status Differentiator::MarkActive(Value* loss, const std::vector<Value*>& 
     for (Value* v : n->inputs())
       if (v) reaches.insert(v);
   }
-  for (const Value* v : depends)
-    if (reaches.contains(v)) active_.insert(v);
-  for (const Value* v : active_) {
+  // In graph order, so that an error names the first such value.
+  std::vector<const Value*> order(wrt.begin(), wrt.end());
+  for (Node* n : g_.nodes())
+    for (Value* o : n->outputs()) order.push_back(o);
+  for (const Value* v : order) {
+    if (!depends.contains(v) || !reaches.contains(v) || !active_.insert(v).second) continue;
     if (!v->type().is_tensor() || !v->type().shape().is_static())
       return absl::InvalidArgumentError(
           absl::StrCat("training-step: '", v->name(), "' lies between a parameter and the loss but its shape is not "

@@ -416,6 +416,25 @@ TEST(TrainingStep, Errors) {
   return %s)"), "training-step: cannot differentiate node 't' (Abs): the op has no gradient rule");
 }
 
+// Shapes between the parameters and the loss must be static: the first
+// value that is not is named.
+TEST(TrainingStep, SymbolicShapesAreNamed) {
+  auto m = ParseModel(R"(graph @main(%x: f64[batch,3]) {
+  %w = const f64[3,2] dense [1, 2, 3, 4, 5, 6]
+  %h = MatMul(%x, %w)
+  %t = Tanh(%h)
+  %s = ReduceSum(%t) {keepdims = 0}
+  return %s
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto r = AppendTrainingStep(*m->graph, TrainingOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "training-step: 'h' lies between a parameter and the loss but its shape is not static (pin the input "
+            "dims first)");
+}
+
 TEST(Gradients, EveryRuleIsTested) {
   // The rules the tests above exercise; a new rule needs a check here.
   std::vector<std::string> tested = {
