@@ -153,17 +153,18 @@ def export(name, out_dir):
         f.write("\n".join(names) + "\n")
 
 
-def main():
+def main(doc=__doc__, models=MODELS, export_one=None, prog="export_models.py"):
+    """Exports the models named on the command line (all of `models` when none)."""
     if len(sys.argv) < 2:
-        print(__doc__, file=sys.stderr)
+        print(doc, file=sys.stderr)
         return 2
     out_dir = sys.argv[1]
-    names = sys.argv[2:] or list(MODELS)
+    names = sys.argv[2:] or list(models)
     for n in names:
-        if n not in MODELS:
-            print(f"export_models.py: unknown model '{n}' (known: {', '.join(MODELS)})", file=sys.stderr)
+        if n not in models:
+            print(f"{prog}: unknown model '{n}' (known: {', '.join(models)})", file=sys.stderr)
             return 2
-        export(n, out_dir)
+        (export_one or export)(n, out_dir)
     return 0
 
 

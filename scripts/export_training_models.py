@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_models  # noqa: E402
 from export_models import MLP, BertEncoder, GPT2Block  # noqa: E402
 
 
@@ -124,19 +125,5 @@ def export(name, out_dir):
         f.write("\n".join(n for n, _ in params) + "\n")
 
 
-def main():
-    if len(sys.argv) < 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    out_dir = sys.argv[1]
-    names = sys.argv[2:] or list(MODELS)
-    for n in names:
-        if n not in MODELS:
-            print(f"export_training_models.py: unknown model '{n}' (known: {', '.join(MODELS)})", file=sys.stderr)
-            return 2
-        export(n, out_dir)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(export_models.main(__doc__, MODELS, export, "export_training_models.py"))

@@ -162,14 +162,7 @@ absl::Status Differentiator::MarkActive(Value* loss, const std::vector<Value*>& 
     for (Value* o : n->outputs())
       if (o->type().is_tensor() && IsFloat(o->type().dtype())) depends.insert(o);
   }
-  absl::flat_hash_set<const Value*> reaches{loss};
-  for (Node* n = g_.last_node(); n; n = n->prev()) {
-    bool any = false;
-    for (Value* o : n->outputs()) any |= reaches.contains(o);
-    if (!any) continue;
-    for (Value* v : n->inputs())
-      if (v) reaches.insert(v);
-  }
+  absl::flat_hash_set<const Value*> reaches = Ancestors(g_, loss);
   // In graph order, so that an error names the first such value.
   std::vector<const Value*> order(wrt.begin(), wrt.end());
   for (Node* n : g_.nodes())
@@ -887,6 +880,18 @@ absl::StatusOr<std::vector<Value*>> BuildGradients(Graph& g, Value* loss, const 
                      loss->type().ToString()));
   Differentiator d(g);
   return d.Run(loss, wrt);
+}
+
+absl::flat_hash_set<const Value*> Ancestors(const Graph& g, const Value* v) {
+  absl::flat_hash_set<const Value*> reaches{v};
+  for (const Node* n = g.last_node(); n; n = n->prev()) {
+    bool any = false;
+    for (const Value* o : n->outputs()) any |= reaches.contains(o);
+    if (!any) continue;
+    for (const Value* in : n->inputs())
+      if (in) reaches.insert(in);
+  }
+  return reaches;
 }
 
 bool IsDifferentiableInput(const Node& n, int i) {

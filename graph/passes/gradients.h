@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
 
@@ -30,6 +31,10 @@ namespace kiln {
 // returns them in that order. A value the loss does not depend on gets a
 // zero gradient. `g` must have its types inferred.
 absl::StatusOr<std::vector<Value*>> BuildGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt);
+
+// Every value `v` depends on (itself included), through any node of its
+// graph.
+absl::flat_hash_set<const Value*> Ancestors(const Graph& g, const Value* v);
 
 // False for the float inputs no gradient flows into: statistics and
 // bounds (BatchNormalization's running mean and variance, Clip's bounds),

@@ -41,19 +41,6 @@ absl::StatusOr<Value*> FindLoss(Graph& g, const std::string& name) {
   return loss;
 }
 
-// The values the loss depends on (through any node).
-absl::flat_hash_set<const Value*> Ancestors(Graph& g, Value* loss) {
-  absl::flat_hash_set<const Value*> reaches{loss};
-  for (Node* n = g.last_node(); n; n = n->prev()) {
-    bool any = false;
-    for (Value* o : n->outputs()) any |= reaches.contains(o);
-    if (!any) continue;
-    for (Value* v : n->inputs())
-      if (v) reaches.insert(v);
-  }
-  return reaches;
-}
-
 absl::StatusOr<std::vector<Value*>> FindParams(Graph& g, Value* loss, const std::vector<std::string>& names) {
   std::vector<Value*> params;
   if (!names.empty()) {
