@@ -396,7 +396,7 @@ absl::Status GemmRule(D& d, Node& n) {
 
 // The reduced axes of a Reduce* node, normalized and sorted; nullopt when
 // they are not constant.
-std::optional<std::vector<int64_t>> ReducedAxes(D& d, Node& n, bool axes_input) {
+std::optional<std::vector<int64_t>> ReducedAxes(const Node& n, bool axes_input) {
   int rank = n.input(0)->type().shape().rank();
   std::vector<int64_t> axes;
   if (axes_input) {
@@ -422,7 +422,7 @@ std::optional<std::vector<int64_t>> ReducedAxes(D& d, Node& n, bool axes_input) 
 // 1) expanded to x's shape, divided by the count for the mean.
 absl::Status ReduceRule(D& d, Node& n, bool mean) {
   bool axes_input = n.op() == "ReduceSum";
-  auto axes = ReducedAxes(d, n, axes_input);
+  auto axes = ReducedAxes(n, axes_input);
   if (!axes) return d.Unsupported(n, "its axes are not constant");
   Value* x = n.input(0);
   Dims xd = d.DimsOf(x);
