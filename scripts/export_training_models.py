@@ -106,7 +106,7 @@ def export(name, out_dir):
                 m.running_var.uniform_(0.5, 1.5)
     inputs = make_inputs()
     loss = model(*inputs)
-    params = [(n, p) for n, p in model.named_parameters()]
+    params = list(model.named_parameters())
     grads = torch.autograd.grad(loss, [p for _, p in params])
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)

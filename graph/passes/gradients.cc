@@ -22,7 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "graph/ops/window_attrs.h"
 #include "graph/passes/patterns/rewrite_util.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/status.h"
@@ -32,7 +32,6 @@ namespace {
 
 using patterns::ConstantInts;
 using patterns::InferNodeTypes;
-using patterns::ScalarConstant;
 
 class Differentiator;
 using Rule = absl::Status (*)(Differentiator&, Node&);
@@ -72,7 +71,9 @@ class Differentiator {
   Value* Ints(const std::vector<int64_t>& v);
   Value* CastTo(Value* v, DType t) { return Emit("Cast", {v}, {{"to", Attribute::Int(DTypeToOnnx(t))}}); }
   Value* Scalar(DType dtype, double x) { return patterns::ScalarConst(g_, dtype, x, "grad.c"); }
-  Value* ZerosLike(const Value* v);
+  // A tensor of `v`'s type filled with `x`.
+  Value* Filled(const Value* v, double x);
+  Value* ZerosLike(const Value* v) { return Filled(v, 0); }
   // `x` with its last two axes swapped.
   Value* SwapLastTwo(Value* x);
   Dims DimsOf(const Value* v) const { return v->type().shape().StaticDims(); }
@@ -114,9 +115,9 @@ Value* Differentiator::Ints(const std::vector<int64_t>& v) {
                         Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())}));
 }
 
-Value* Differentiator::ZerosLike(const Value* v) {
-  Tensor zero = CastTensor(Tensor::FromVector<double>({0.0}, {1}), v->type().dtype());
-  return Emit("ConstantOfShape", {Ints(DimsOf(v))}, {{"value", Attribute::TensorValue(zero)}});
+Value* Differentiator::Filled(const Value* v, double x) {
+  Tensor value = CastTensor(Tensor::FromVector<double>({x}, {1}), v->type().dtype());
+  return Emit("ConstantOfShape", {Ints(DimsOf(v))}, {{"value", Attribute::TensorValue(value)}});
 }
 
 Value* Differentiator::SwapLastTwo(Value* x) {
@@ -183,10 +184,7 @@ absl::StatusOr<std::vector<Value*>> Differentiator::Run(Value* loss, const std::
   // The node list is walked from the last node that existed before any
   // gradient node was appended.
   Node* last = g_.last_node();
-  if (active_.contains(loss)) grad_[loss] = Emit("ConstantOfShape", {Ints(DimsOf(loss))},
-                                                 {{"value", Attribute::TensorValue(CastTensor(
-                                                                Tensor::FromVector<double>({1.0}, {1}),
-                                                                loss->type().dtype()))}});
+  if (active_.contains(loss)) grad_[loss] = Filled(loss, 1);  // d loss / d loss
   for (Node* n = last; n; n = n->prev()) {
     bool any = false;
     for (int i = 0; i < n->num_outputs(); ++i) any |= Dy(*n, i) != nullptr;
@@ -215,8 +213,6 @@ absl::StatusOr<std::vector<Value*>> Differentiator::Run(Value* loss, const std::
 //===--- Rules -------------------------------------------------------------===//
 
 using D = Differentiator;
-
-Attribute AxesAttr(std::vector<int64_t> axes) { return Attribute::Ints(std::move(axes)); }
 
 // x -> x under another shape (Reshape, Flatten, Squeeze, Unsqueeze,
 // Identity, inference Dropout): the gradient takes the input's shape back.
@@ -578,10 +574,10 @@ absl::Status LayerNormRule(D& d, Node& n) {
   DType t = x->type().dtype();
   int rank = x->type().shape().rank();
   int64_t axis = Axis(n.GetInt("axis", -1), rank);
-  std::vector<int64_t> norm_axes, other_axes;
-  for (int64_t i = 0; i < rank; ++i) (i >= axis ? norm_axes : other_axes).push_back(i);
+  std::vector<int64_t> norm_axes;
+  for (int64_t i = axis; i < rank; ++i) norm_axes.push_back(i);
   auto mean_of = [&](Value* v) {
-    return d.Emit("ReduceMean", {v}, {{"axes", AxesAttr(norm_axes)}, {"keepdims", Attribute::Int(1)}});
+    return d.Emit("ReduceMean", {v}, {{"axes", Attribute::Ints(norm_axes)}, {"keepdims", Attribute::Int(1)}});
   };
   Value* mu = mean_of(x);
   Value* xc = d.Emit("Sub", {x, mu});
@@ -600,23 +596,40 @@ absl::Status LayerNormRule(D& d, Node& n) {
   return absl::OkStatus();
 }
 
-// The window attributes of a Conv or pool of `spatial` spatial dims, with
-// their defaults; nullopt for an auto_pad other than NOTSET or VALID.
-struct Window {
-  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins, then ends
-};
-std::optional<Window> WindowOf(const Node& n, int spatial, std::vector<int64_t> kernel) {
-  std::string auto_pad = n.GetString("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID") return std::nullopt;
-  Window w;
-  w.kernel = n.GetInts("kernel_shape", std::move(kernel));
-  w.strides = n.GetInts("strides", std::vector<int64_t>(spatial, 1));
-  w.dilations = n.GetInts("dilations", std::vector<int64_t>(spatial, 1));
-  w.pads = n.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
-  if (static_cast<int>(w.kernel.size()) != spatial || static_cast<int>(w.strides.size()) != spatial ||
-      static_cast<int>(w.dilations.size()) != spatial || static_cast<int>(w.pads.size()) != 2 * spatial)
-    return std::nullopt;
-  return w;
+// The window of a Conv or pool node whose input `x` has static dims `xd`
+// (graph/ops/window_attrs.h), VALID resolved into pads; SAME_* padding is
+// refused.
+absl::StatusOr<WindowAttrs> WindowOf(D& d, const Node& n, const Dims& xd, const std::vector<int64_t>* kernel_from_w) {
+  WindowAttrs a;
+  absl::Status s = ReadWindowAttrs(n, static_cast<int>(xd.size()) - 2, kernel_from_w, /*require_kernel=*/true, a);
+  if (!s.ok()) return d.Unsupported(n, s.message());
+  if (a.auto_pad != "NOTSET" && a.auto_pad != "VALID") return d.Unsupported(n, "auto_pad other than NOTSET or VALID");
+  s = WindowOutDims(a, Dims(xd.begin() + 2, xd.end())).status();
+  if (!s.ok()) return d.Unsupported(n, s.message());
+  return a;
+}
+
+// dy through the transpose of window `a`: a ConvTranspose by `kernel`
+// whose output_padding makes the result x's dims `xd`.
+Value* TransposeWindow(D& d, Value* dy, Value* kernel, const WindowAttrs& a, const Dims& xd, int64_t group) {
+  Dims yd = d.DimsOf(dy);
+  std::vector<int64_t> out_pad(a.nsp);
+  for (int i = 0; i < a.nsp; ++i)
+    out_pad[i] = xd[2 + i] - (a.strides[i] * (yd[2 + i] - 1) + (a.kernel[i] - 1) * a.dilations[i] + 1 - a.pads[i] -
+                              a.pads[a.nsp + i]);
+  return d.Emit("ConvTranspose", {dy, kernel},
+                {{"strides", Attribute::Ints(a.strides)},
+                 {"dilations", Attribute::Ints(a.dilations)},
+                 {"pads", Attribute::Ints(a.pads)},
+                 {"output_padding", Attribute::Ints(out_pad)},
+                 {"group", Attribute::Int(group)}});
+}
+
+// `v` [N, C, S...] summed over every axis but the channels: [C].
+Value* SumOverAllButChannels(D& d, Value* v) {
+  std::vector<int64_t> axes = {0};
+  for (int i = 2; i < v->type().shape().rank(); ++i) axes.push_back(i);
+  return d.Emit("ReduceSum", {v, d.Ints(axes)}, {{"keepdims", Attribute::Int(0)}});
 }
 
 // y = conv(x, w) + b (groups, strides, dilations, explicit pads):
@@ -630,28 +643,13 @@ absl::Status ConvRule(D& d, Node& n) {
   Value* x = n.input(0);
   Value* w = n.input(1);
   Value* dy = d.Dy(n, 0);
-  Dims xd = d.DimsOf(x), wd = d.DimsOf(w), yd = d.DimsOf(dy);
+  Dims xd = d.DimsOf(x), wd = d.DimsOf(w);
   int sp = static_cast<int>(xd.size()) - 2;
   if (sp < 1) return d.Unsupported(n, "a convolution without spatial dims");
-  auto win = WindowOf(n, sp, Dims(wd.begin() + 2, wd.end()));
-  if (!win) return d.Unsupported(n, "auto_pad other than NOTSET or VALID");
-  if (n.GetString("auto_pad", "NOTSET") == "VALID") win->pads.assign(2 * sp, 0);
+  std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
+  KILN_ASSIGN_OR_RETURN(WindowAttrs win, WindowOf(d, n, xd, &kernel));
   int64_t group = n.GetInt("group", 1);
-  if (d.Needs(n, 0)) {
-    std::vector<int64_t> out_pad(sp);
-    for (int i = 0; i < sp; ++i) {
-      int64_t full = win->strides[i] * (yd[2 + i] - 1) + (win->kernel[i] - 1) * win->dilations[i] + 1 -
-                     win->pads[i] - win->pads[sp + i];
-      out_pad[i] = xd[2 + i] - full;
-    }
-    Value* dx = d.Emit("ConvTranspose", {dy, w},
-                       {{"strides", Attribute::Ints(win->strides)},
-                        {"dilations", Attribute::Ints(win->dilations)},
-                        {"pads", Attribute::Ints(win->pads)},
-                        {"output_padding", Attribute::Ints(out_pad)},
-                        {"group", Attribute::Int(group)}});
-    KILN_RETURN_IF_ERROR(d.Give(n, x, dx));
-  }
+  if (d.Needs(n, 0)) KILN_RETURN_IF_ERROR(d.Give(n, x, TransposeWindow(d, dy, w, win, xd, group)));
   if (d.Needs(n, 1)) {
     int64_t batch = xd[0], cin_g = xd[1] / group;
     // x [N, C, S...] -> [C/g, g*N, S...]: a group's channels as the batch.
@@ -669,9 +667,9 @@ absl::Status ConvRule(D& d, Node& n) {
     for (int i = 0; i < sp; ++i) swap01.push_back(2 + i);
     Value* dya = d.Emit("Transpose", {dy}, {{"perm", Attribute::Ints(swap01)}});
     Value* dw = d.Emit("Conv", {xa, dya},
-                       {{"strides", Attribute::Ints(win->dilations)},
-                        {"dilations", Attribute::Ints(win->strides)},
-                        {"pads", Attribute::Ints(win->pads)},
+                       {{"strides", Attribute::Ints(win.dilations)},
+                        {"dilations", Attribute::Ints(win.strides)},
+                        {"pads", Attribute::Ints(win.pads)},
                         {"group", Attribute::Int(group)}});
     // [C/g, Cout, K'...] with K' >= K: cut, then [Cout, C/g, K...].
     Dims got = d.DimsOf(dw);
@@ -684,12 +682,7 @@ absl::Status ConvRule(D& d, Node& n) {
     }
     KILN_RETURN_IF_ERROR(d.Give(n, w, d.Emit("Transpose", {dw}, {{"perm", Attribute::Ints(swap01)}})));
   }
-  if (d.Needs(n, 2)) {
-    std::vector<int64_t> axes = {0};
-    for (int i = 0; i < sp; ++i) axes.push_back(2 + i);
-    KILN_RETURN_IF_ERROR(
-        d.Give(n, n.input(2), d.Emit("ReduceSum", {dy, d.Ints(axes)}, {{"keepdims", Attribute::Int(0)}})));
-  }
+  if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), SumOverAllButChannels(d, dy)));
   return absl::OkStatus();
 }
 
@@ -709,18 +702,13 @@ absl::Status BatchNormRule(D& d, Node& n) {
   for (size_t i = 2; i < xd.size(); ++i) col.push_back(1);
   auto per_channel = [&](Value* v) { return d.Emit("Reshape", {v, d.Ints(col)}); };
   Value* rstd = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {n.input(4), d.Scalar(t, n.GetFloat("epsilon", 1e-5f))})})});
-  std::vector<int64_t> others = {0};
-  for (size_t i = 2; i < xd.size(); ++i) others.push_back(static_cast<int64_t>(i));
-  auto channel_sum = [&](Value* v) {
-    return d.Emit("ReduceSum", {v, d.Ints(others)}, {{"keepdims", Attribute::Int(0)}});
-  };
   if (d.Needs(n, 0))
     KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {dy, per_channel(d.Emit("Mul", {n.input(1), rstd}))})));
   if (d.Needs(n, 1)) {
     Value* xhat = d.Emit("Mul", {d.Emit("Sub", {x, per_channel(n.input(3))}), per_channel(rstd)});
-    KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), channel_sum(d.Emit("Mul", {dy, xhat}))));
+    KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), SumOverAllButChannels(d, d.Emit("Mul", {dy, xhat}))));
   }
-  if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), channel_sum(dy)));
+  if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), SumOverAllButChannels(d, dy)));
   return absl::OkStatus();
 }
 
@@ -758,30 +746,19 @@ absl::Status GlobalAveragePoolRule(D& d, Node& n) {
 // kernel of 1 / window size.
 absl::Status AveragePoolRule(D& d, Node& n) {
   Value* x = n.input(0);
-  Dims xd = d.DimsOf(x), yd = d.DimsOf(d.Dy(n, 0));
-  int sp = static_cast<int>(xd.size()) - 2;
-  auto win = WindowOf(n, sp, {});
-  if (!win || n.GetInt("ceil_mode", 0) != 0) return d.Unsupported(n, "auto_pad or ceil_mode");
+  Dims xd = d.DimsOf(x);
+  KILN_ASSIGN_OR_RETURN(WindowAttrs win, WindowOf(d, n, xd, nullptr));
+  if (win.ceil_mode) return d.Unsupported(n, "ceil_mode");
   bool padded = false;
-  for (int64_t p : win->pads) padded |= p != 0;
+  for (int64_t p : win.pads) padded |= p != 0;
   if (padded && n.GetInt("count_include_pad", 0) == 0)
     return d.Unsupported(n, "padding left out of the count (count_include_pad = 0)");
   int64_t size = 1;
-  for (int64_t k : win->kernel) size *= k;
+  for (int64_t k : win.kernel) size *= k;
   Dims kd = {xd[1], 1};
-  kd.insert(kd.end(), win->kernel.begin(), win->kernel.end());
+  kd.insert(kd.end(), win.kernel.begin(), win.kernel.end());
   Value* kernel = d.Emit("Expand", {d.Scalar(x->type().dtype(), 1.0 / static_cast<double>(size)), d.Ints(kd)});
-  std::vector<int64_t> out_pad(sp);
-  for (int i = 0; i < sp; ++i)
-    out_pad[i] = xd[2 + i] - (win->strides[i] * (yd[2 + i] - 1) + (win->kernel[i] - 1) * win->dilations[i] + 1 -
-                              win->pads[i] - win->pads[sp + i]);
-  Value* dx = d.Emit("ConvTranspose", {d.Dy(n, 0), kernel},
-                     {{"strides", Attribute::Ints(win->strides)},
-                      {"dilations", Attribute::Ints(win->dilations)},
-                      {"pads", Attribute::Ints(win->pads)},
-                      {"output_padding", Attribute::Ints(out_pad)},
-                      {"group", Attribute::Int(xd[1])}});
-  return d.Give(n, x, dx);
+  return d.Give(n, x, TransposeWindow(d, d.Dy(n, 0), kernel, win, xd, xd[1]));
 }
 
 // y = clip(x, min, max): dx = dy where min <= x <= max (bounds not
@@ -874,12 +851,16 @@ const std::map<std::string, Rule>& Rules() {
 }  // namespace
 
 absl::StatusOr<std::vector<Value*>> BuildGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt) {
-  if (!loss->type().is_tensor() || !IsFloat(loss->type().dtype()) || loss->type().shape().NumElements() != 1)
+  if (!IsLossShaped(loss))
     return absl::InvalidArgumentError(
         absl::StrCat("training-step: the loss '", loss->name(), "' must be a float tensor of one element, not ",
                      loss->type().ToString()));
   Differentiator d(g);
   return d.Run(loss, wrt);
+}
+
+bool IsLossShaped(const Value* v) {
+  return v->type().is_tensor() && IsFloat(v->type().dtype()) && v->type().shape().NumElements() == 1;
 }
 
 absl::flat_hash_set<const Value*> Ancestors(const Graph& g, const Value* v) {

@@ -32,6 +32,9 @@ namespace kiln {
 // zero gradient. `g` must have its types inferred.
 absl::StatusOr<std::vector<Value*>> BuildGradients(Graph& g, Value* loss, const std::vector<Value*>& wrt);
 
+// Whether `v` can be a loss: a float tensor of one element.
+bool IsLossShaped(const Value* v);
+
 // Every value `v` depends on (itself included), through any node of its
 // graph.
 absl::flat_hash_set<const Value*> Ancestors(const Graph& g, const Value* v);

@@ -18,10 +18,6 @@ namespace {
 
 absl::Status Error(absl::string_view msg) { return absl::InvalidArgumentError(absl::StrCat("training-step: ", msg)); }
 
-bool IsOneElementFloat(const Value* v) {
-  return v->type().is_tensor() && IsFloat(v->type().dtype()) && v->type().shape().NumElements() == 1;
-}
-
 absl::StatusOr<Value*> FindLoss(Graph& g, const std::string& name) {
   if (!name.empty()) {
     for (Value* v : g.outputs())
@@ -32,7 +28,7 @@ absl::StatusOr<Value*> FindLoss(Graph& g, const std::string& name) {
   }
   Value* loss = nullptr;
   for (Value* v : g.outputs()) {
-    if (!IsOneElementFloat(v) || v == loss) continue;
+    if (!IsLossShaped(v) || v == loss) continue;
     if (loss) return Error(absl::StrCat("outputs '", loss->name(), "' and '", v->name(),
                                         "' could both be the loss: name it with --loss"));
     loss = v;
@@ -45,10 +41,8 @@ absl::StatusOr<std::vector<Value*>> FindParams(Graph& g, Value* loss, const std:
   std::vector<Value*> params;
   if (!names.empty()) {
     for (const std::string& name : names) {
-      Value* v = nullptr;
-      for (Value* c = g.first_constant(); c && !v; c = c->next_constant())
-        if (c->name() == name) v = c;
-      if (!v) return Error(absl::StrCat("--params: '", name, "' is not a constant of the graph"));
+      Value* v = g.Lookup(name);
+      if (!v || !v->is_constant()) return Error(absl::StrCat("--params: '", name, "' is not a constant of the graph"));
       if (!v->type().is_tensor() || !IsFloat(v->type().dtype()))
         return Error(absl::StrCat("--params: '", name, "' is not a float tensor"));
       if (std::find(params.begin(), params.end(), v) == params.end()) params.push_back(v);

@@ -75,12 +75,6 @@ double Loss(const Model& m) {
   return out.ok() ? (*out)[0].GetDouble(0) : NAN;
 }
 
-Value* ConstantNamed(Graph& g, const std::string& name) {
-  for (Value* c = g.first_constant(); c; c = c->next_constant())
-    if (c->name() == name) return c;
-  return nullptr;
-}
-
 // The pass's gradients of `params` against central differences.
 void ExpectGradientsMatch(const std::string& body, const std::vector<std::string>& params) {
   SCOPED_TRACE(body);
@@ -99,13 +93,13 @@ void ExpectGradientsMatch(const std::string& body, const std::vector<std::string
   const double eps = 1e-6;
   for (size_t k = 0; k < params.size(); ++k) {
     const Tensor& grad = (*out)[1 + k];
-    const Tensor& base = ConstantNamed(*m.graph, params[k])->constant();
+    const Tensor& base = m.graph->Lookup(params[k])->constant();
     ASSERT_EQ(grad.dims(), base.dims()) << params[k];
     for (int64_t j = 0; j < base.numel(); ++j) {
       double at[2];
       for (int s = 0; s < 2; ++s) {
         Model probe = m.Clone();
-        Value* c = ConstantNamed(*probe.graph, params[k]);
+        Value* c = probe.graph->Lookup(params[k]);
         Tensor t = c->constant().Clone();
         t.data<double>()[j] += s == 0 ? eps : -eps;
         c->set_constant(t);
@@ -362,7 +356,7 @@ TEST(TrainingStep, AppendsGradientsThenTheStep) {
   Executor e;
   auto out = e.Run(*m.graph, {});
   ASSERT_TRUE(out.ok()) << out.status();
-  const Tensor& w = ConstantNamed(*m.graph, "w")->constant();
+  const Tensor& w = m.graph->Lookup("w")->constant();
   for (int64_t j = 0; j < 4; ++j)
     EXPECT_DOUBLE_EQ((*out)[3].GetDouble(j), w.GetDouble(j) - 0.5 * (*out)[1].GetDouble(j));
 }
