@@ -11,12 +11,12 @@
 
 namespace kiln::cli {
 
-// A subcommand: its name, one-line summary, full help text and entry point.
-// `args` are the positional arguments left after flag parsing.
 // --cycle-limit's default: a simulated run stops with an error past this
 // many cycles.
 inline constexpr double kDefaultCycleLimit = 1e10;
 
+// A subcommand: its name, one-line summary, full help text and entry point.
+// `args` are the positional arguments left after flag parsing.
 struct Command {
   const char* name;
   const char* summary;
