@@ -1,6 +1,7 @@
 //===- machine.cc - Loading and validating machine descriptions -----------===//
 #include "sim/machine/machine.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -145,6 +146,24 @@ double HbmBytesPerCycle(const Machine& m) { return m.chip().hbm_bandwidth_gbps()
 double HostLinkBytesPerCycle(const Machine& m) {
   return m.host_link().bandwidth_gbps() * 1e3 / m.chip().clock_mhz();
 }
+double ChipLinkBytesPerCycle(const Machine& m) {
+  return m.chip_links().bandwidth_gbps() * 1e3 / m.chip().clock_mhz();
+}
 double UsToCycles(const Machine& m, double us) { return us * m.chip().clock_mhz(); }
+
+absl::StatusOr<double> AllReduceCycles(const Machine& m, int64_t bytes, int chips) {
+  if (chips < 1) return InvalidArgument("an AllReduce needs at least 1 chip, got ", chips);
+  if (bytes < 0) return InvalidArgument("an AllReduce of a negative size (", bytes, " bytes)");
+  if (chips == 1) return 0.0;
+  const int64_t links = std::min<int64_t>(m.chip_links().count(), chips - 1);
+  if (links <= 0)
+    return InvalidArgument("the machine has no chip links (chip_links.count = 0): an AllReduce among ", chips,
+                           " chips cannot run");
+  const int64_t chunk = bytes / chips + (bytes % chips != 0);
+  const int64_t rounds = (chips - 1 + links - 1) / links;
+  const double step = UsToCycles(m, m.chip_links().latency_us()) +
+                      static_cast<double>(chunk) / ChipLinkBytesPerCycle(m);
+  return 2.0 * static_cast<double>(rounds) * step;
+}
 
 }  // namespace kiln::sim

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,27 @@ absl::Status ValidateMachine(const Machine& m);
 // Derived figures the model and the reports use.
 double HbmBytesPerCycle(const Machine& m);       // chip HBM bandwidth in bytes per core cycle
 double HostLinkBytesPerCycle(const Machine& m);  // PCIe bandwidth per direction in bytes per core cycle
+double ChipLinkBytesPerCycle(const Machine& m);  // one chip link's bandwidth per direction in bytes per core cycle
 double UsToCycles(const Machine& m, double us);  // microseconds to core cycles
+
+// The core cycles an AllReduce of `bytes` bytes among `chips` chips takes
+// over the chip links (data-parallel training: every chip holds `bytes`
+// bytes and ends with their elementwise reduction over all chips):
+//
+//   chips == 1: 0 cycles (nothing to exchange).
+//   Otherwise p = min(chip_links.count, chips - 1) links are used at once
+//   (p == 0 is an error: the machine has no chip links), and
+//     chunk  = ceil(bytes / chips)                 bytes
+//     rounds = ceil((chips - 1) / p)
+//     cycles = 2 * rounds * (UsToCycles(m, chip_links.latency_us) + chunk / ChipLinkBytesPerCycle(m))
+//
+// that is, a reduce-scatter then an all-gather: in each phase a chip
+// exchanges one chunk with each of its chips - 1 peers, p of them at a time,
+// each exchange paying the link latency and the chunk's bytes over one
+// link. With a full mesh (count >= chips - 1) each phase is one round; with
+// one link (a ring) each phase is chips - 1 rounds. The additions of the
+// reduction are not charged, and neither is HBM traffic. chips < 1 or
+// bytes < 0 is an InvalidArgument error.
+absl::StatusOr<double> AllReduceCycles(const Machine& m, int64_t bytes, int chips);
 
 }  // namespace kiln::sim

@@ -83,7 +83,7 @@ sc_time Cycles(double c) {
 }
 
 struct StreamOp {
-  enum Kind { kLaunch, kH2D, kD2H, kAicpu, kRecord, kWait } kind = kLaunch;
+  enum Kind { kLaunch, kH2D, kD2H, kAicpu, kAllReduce, kRecord, kWait } kind = kLaunch;
   KernelId kernel = -1;
   int64_t block_dim = 0;
   std::vector<DevAddr> args;
@@ -93,6 +93,7 @@ struct StreamOp {
   int64_t bytes = 0;
   std::string name;
   double ops = 0;
+  double cycles = 0;  // kAllReduce: its time on the chip links, from AllReduceCycles
   std::function<absl::Status(Device&)> fn;
   EventId event = -1;
   int64_t target = 0;  // kWait: the record count to wait for
@@ -233,6 +234,8 @@ struct Device::Impl {
   sc_event link_ev[2];
   std::vector<bool> aicpu_busy;
   sc_event aicpu_ev;
+  bool links_busy = false;  // the chip links carry one collective at a time
+  sc_event links_ev;
   std::vector<XferSlot> xfers;
   sc_event hbm_ev;  // the next finish of a transfer
   double hbm_last = 0;
@@ -293,6 +296,7 @@ struct Device::Impl {
     link_ev[0].notify(d);
     link_ev[1].notify(d);
     aicpu_ev.notify(d);
+    links_ev.notify(d);
     for (auto& e : event_evs) e->notify(d);
     for (XferSlot& x : xfers) x.owner->done.notify(d);
     hbm_ev.notify(d);
@@ -869,6 +873,32 @@ struct Device::Impl {
           }
           break;
         }
+        case StreamOp::kAllReduce: {
+          // The peers run this stream in step, so they reach the collective
+          // at this same cycle: only this chip's links need be free.
+          stream_state[s] = "the chip links";
+          while (links_busy)
+            if (!WaitEvent(links_ev)) return;
+          links_busy = true;
+          double t = Now();
+          if (!WaitCycles(op.cycles)) return;
+          absl::Status st = op.fn ? op.fn(*self) : absl::OkStatus();
+          if (!st.ok()) {
+            Fail(InvalidArgument("AllReduce ", op.name, ": ", st.message()));
+            return;
+          }
+          ++stats.collectives;
+          stats.collective_bytes += op.bytes;
+          stats.collective_spans.push_back({t, Now()});
+          links_busy = false;
+          links_ev.notify();
+          label = absl::StrCat("AllReduce ", op.name);
+          if (opt.trace) {
+            trace.NameTrack(Trace::kLinks, 0, "Chip links", "AllReduce");
+            trace.Named(Trace::kLinks, 0, op.name, t, Now());
+          }
+          break;
+        }
         case StreamOp::kRecord:
           ++records_done[op.event];
           event_evs[op.event]->notify();
@@ -941,6 +971,7 @@ struct Device::Impl {
     stream_state.assign(streams.size(), "");
     aicpu_busy.assign(machine.aicpu().cores(), false);
     link_busy[0] = link_busy[1] = false;
+    links_busy = false;
     trace.Reset(opt.max_trace_events);
     trace.set_enabled(opt.trace);
     if (opt.trace) trace.NameTrack(Trace::kHbm, 0, "HBM", "bandwidth");
@@ -1128,6 +1159,23 @@ absl::Status Device::LaunchAicpu(StreamId s, std::string name, double ops, std::
   op.kind = StreamOp::kAicpu;
   op.name = std::move(name);
   op.ops = ops;
+  op.fn = std::move(fn);
+  impl_->streams[s].push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Device::AllReduce(StreamId s, std::string name, int64_t bytes, int chips,
+                               std::function<absl::Status(Device&)> fn) {
+  KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
+  // The time depends only on the machine and the sizes: computed once, here,
+  // so a machine without links is refused before the run.
+  absl::StatusOr<double> cycles = AllReduceCycles(impl_->machine, bytes, chips);
+  if (!cycles.ok()) return InvalidArgument("AllReduce ", name, ": ", cycles.status().message());
+  StreamOp op;
+  op.kind = StreamOp::kAllReduce;
+  op.name = std::move(name);
+  op.bytes = bytes;
+  op.cycles = *cycles;
   op.fn = std::move(fn);
   impl_->streams[s].push_back(std::move(op));
   return absl::OkStatus();

@@ -2,8 +2,10 @@
 //
 // A Device is one simulated chip: AI cores (each with its SCALAR, MTE1,
 // MTE2, MTE3, CUBE, VECTOR and FIXP pipes as SystemC processes), HBM shared
-// through a bandwidth arbiter, an AICPU cluster, and a host linked by PCIe.
-// The runtime uses it the way it uses a real device:
+// through a bandwidth arbiter, an AICPU cluster, a host linked by PCIe, and
+// chip links to peer chips for collectives (the peers are not simulated:
+// they run the same streams in step, so a collective's time follows from
+// the link figures). The runtime uses it the way it uses a real device:
 //
 //   auto dev = Device::Create(machine);
 //   DevAddr a = dev->Malloc(bytes);            // untimed setup
@@ -12,6 +14,7 @@
 //   StreamId s = dev->CreateStream();
 //   dev->CopyH2D(s, a, host, bytes);           // timed over PCIe
 //   dev->Launch(s, k, /*block_dim=*/8, {a, b, c});
+//   dev->AllReduce(s, "grads", bytes, /*chips=*/8, reduce);  // timed over the chip links
 //   dev->CopyD2H(s, host_out, c, bytes);
 //   RunStats stats = dev->Run(options);        // simulates everything enqueued
 //
@@ -50,7 +53,8 @@ using EventId = int;
 
 struct RunOptions {
   // Compute the values of every buffer; false: timing only (kernels skip
-  // their arithmetic and data movement; copies and AICPU tasks still run).
+  // their arithmetic and data movement; copies, AICPU tasks and collectives
+  // still run, and their functions are called either way).
   bool functional = true;
   // Record a trace (Device::trace()).
   bool trace = false;
@@ -94,6 +98,11 @@ struct RunStats {
   int64_t aicpu_tasks = 0;
   // Start and end cycle of each AICPU task, in the order they finished.
   std::vector<std::pair<double, double>> aicpu_spans;
+  // AllReduces run over the chip links, and the bytes each chip contributed to them.
+  int64_t collectives = 0;
+  int64_t collective_bytes = 0;
+  // Start (the links taken) and end cycle of each collective, in the order they finished.
+  std::vector<std::pair<double, double>> collective_spans;
 };
 
 class Device {
@@ -125,6 +134,14 @@ class Device {
   // An AICPU task: `fn` runs on the host with this device's memory when the
   // task completes; it takes launch_cycles + ops / ops_per_cycle AICPU cycles.
   absl::Status LaunchAicpu(StreamId s, std::string name, double ops, std::function<absl::Status(Device&)> fn);
+  // An AllReduce of `bytes` bytes among `chips` chips (this one and chips-1
+  // peers running the same stream in step) over the chip links: it starts
+  // when the links are free (one collective at a time per chip), takes
+  // AllReduceCycles(machine, bytes, chips) cycles, and then `fn` runs with
+  // this device's memory (it computes the reduced values). Refused here
+  // when chips < 1, bytes < 0, or chips > 1 on a machine without chip links.
+  absl::Status AllReduce(StreamId s, std::string name, int64_t bytes, int chips,
+                         std::function<absl::Status(Device&)> fn);
   // Events: WaitEvent blocks its stream until the RecordEvent enqueued on
   // another stream (before this wait, in enqueue order) has been reached.
   absl::Status RecordEvent(StreamId s, EventId e);

@@ -60,9 +60,17 @@ std::string ReportText(const RunStats& s, const Machine& m) {
   }
   absl::StrAppendFormat(&out,
                         "\ntotal: %.0f cycles (%.3f us), %d instructions, HBM read %d B, write %d B, "
-                        "H2D %d B, D2H %d B, AICPU tasks %d\n",
+                        "H2D %d B, D2H %d B, AICPU tasks %d",
                         s.total_cycles, s.seconds * 1e6, s.instructions, s.hbm_read_bytes, s.hbm_write_bytes,
                         s.h2d_bytes, s.d2h_bytes, s.aicpu_tasks);
+  // Collectives only where the run had some, so single-chip reports read as before.
+  if (s.collectives > 0) {
+    double busy = 0;  // collectives hold the links one at a time: their spans do not overlap
+    for (const auto& [start, end] : s.collective_spans) busy += end - start;
+    absl::StrAppendFormat(&out, ", AllReduce %d (%d B, %.0f cycles on the chip links)", s.collectives,
+                          s.collective_bytes, busy);
+  }
+  out += "\n";
   return out;
 }
 

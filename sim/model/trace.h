@@ -5,7 +5,8 @@
 // footprints). ToJson() writes Chrome trace-event JSON, which Perfetto and
 // chrome://tracing open: a process per AI core with a track per pipe named
 // as Ascend's tools name them (SCALAR, MTE1, MTE2, MTE3, Cube, VECTOR, FIXP),
-// and processes for HBM, the AICPU cluster, the host's streams and PCIe.
+// and processes for HBM, the AICPU cluster, the host's streams, PCIe and the
+// chip links (collectives).
 //
 // Large traces stay usable: consecutive identical instructions that abut in
 // time become one slice with a count, and past `max_events` recording stops
@@ -25,7 +26,7 @@ namespace kiln::sim {
 class Trace {
  public:
   // Process ids of the non-core processes; AI core c is process c.
-  static constexpr int kHbm = 100000, kAicpu = 100001, kHost = 100002, kPcie = 100003;
+  static constexpr int kHbm = 100000, kAicpu = 100001, kHost = 100002, kPcie = 100003, kLinks = 100004;
 
   struct Slice {
     int pid, tid;
@@ -50,7 +51,7 @@ class Trace {
   // ran the same op back to back (`mergeable`).
   void Instruction(int core, Pipe pipe, const Program* prog, int pc, double start, double end, bool mergeable,
                    int64_t flow_out = -1, int64_t flow_in = -1);
-  // A named slice (stream ops, PCIe transfers, AICPU tasks, scalar runs).
+  // A named slice (stream ops, PCIe transfers, AICPU tasks, collectives, scalar runs).
   void Named(int pid, int tid, const std::string& name, double start, double end, bool mergeable = false);
   void Count(int pid, const std::string& name, double t, double value);
   void NameTrack(int pid, int tid, const std::string& process, const std::string& thread);

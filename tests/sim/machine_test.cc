@@ -30,6 +30,7 @@ TEST(MachineTest, DefaultsFollowPublicFigures) {
   EXPECT_EQ(m.core().cube_fp32_macs_per_cycle() * 4, m.core().cube_fp16_macs_per_cycle());
   EXPECT_DOUBLE_EQ(HbmBytesPerCycle(m), 1200.0);
   EXPECT_DOUBLE_EQ(HostLinkBytesPerCycle(m), 32.0);
+  EXPECT_DOUBLE_EQ(ChipLinkBytesPerCycle(m), 30.0);  // 30 GB/s at 1 GHz
 }
 
 TEST(MachineTest, PartialFileKeepsDefaults) {
