@@ -19,6 +19,7 @@ void RegisterAllOps(OpRegistry& r) {
   RegisterMiscOps(r);
   RegisterCompositeOps(r);
   RegisterFusedOps(r);
+  RegisterCollectiveOps(r);
 }
 
 }  // namespace kiln

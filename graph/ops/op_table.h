@@ -25,5 +25,6 @@ void RegisterRecurrentOps(OpRegistry& r);      // recurrent.cc: LSTM, GRU, RNN
 void RegisterMiscOps(OpRegistry& r);           // misc.cc: Resize, TopK, NMS, NonZero, Unique, quantization, strings, ...
 void RegisterCompositeOps(OpRegistry& r);      // composite.cc: kiln.Gelu, kiln.Attention
 void RegisterFusedOps(OpRegistry& r);          // fused.cc: kiln.Fused, kiln.GearDispatch (introduced by passes)
+void RegisterCollectiveOps(OpRegistry& r);     // collective.cc: kiln.AllReduce (data-parallel training steps)
 
 }  // namespace kiln

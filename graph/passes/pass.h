@@ -41,6 +41,9 @@ struct MixedPrecisionOptions {
 };
 
 // training-step: the loss, the parameters and the SGD step.
+// The most replicas a data-parallel step may name.
+inline constexpr int kMaxReplicas = 4096;
+
 struct TrainingOptions {
   // The loss output's name; empty: the graph's one output that is a float
   // tensor of one element.
@@ -50,6 +53,10 @@ struct TrainingOptions {
   // BatchNormalization's running statistics, not Clip's bounds).
   std::vector<std::string> params;
   double learning_rate = 0.01;
+  // Data-parallel replicas: above 1, every gradient is averaged over the
+  // replicas (kiln.AllReduce) before the update, and the updates run in the
+  // order the gradients are ready in.
+  int replicas = 1;
 
   bool operator==(const TrainingOptions&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -71,6 +72,21 @@ void AddNamedOutput(Graph& g, Value* v, const std::string& name) {
   g.AddOutput(id->output(0));
 }
 
+// Data parallelism: each gradient becomes the mean of its replicas'
+// (kiln.AllReduce, one per gradient, placed right after the gradient's
+// producer). Returns the means.
+absl::StatusOr<std::vector<Value*>> AllReduceGradients(Graph& g, const std::vector<Value*>& grads, int replicas) {
+  std::vector<Value*> means;
+  for (Value* v : grads) {
+    Node* ar = g.AddNode("AllReduce", {v}, std::vector<std::string>{g.UniqueName(v->name() + ".mean")}, "kiln");
+    ar->SetAttr("replicas", Attribute::Int(replicas));
+    ar->output(0)->set_type(v->type());
+    if (Node* p = v->producer()) g.MoveNode(ar, p->next());
+    means.push_back(ar->output(0));
+  }
+  return means;
+}
+
 // Folds what does not depend on the parameters (the Shape -> Gather ->
 // Concat -> Reshape plumbing of PyTorch exports), so that every shape
 // between the parameters and the loss is static. The parameters stand in
@@ -125,6 +141,8 @@ class TrainingStepPass : public Pass {
 absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options,
                                                       int64_t fold_max_elements) {
   if (!(options.learning_rate >= 0)) return Error("the learning rate must not be negative");
+  if (options.replicas < 1 || options.replicas > kMaxReplicas)
+    return Error(absl::StrCat("replicas must be between 1 and ", kMaxReplicas, ", not ", options.replicas));
   KILN_RETURN_IF_ERROR(InferShapesWithLoops(g).status());
   KILN_ASSIGN_OR_RETURN(Value * loss, FindLoss(g, options.loss));
   KILN_ASSIGN_OR_RETURN(std::vector<Value*> params, FindParams(g, loss, options.params));
@@ -132,21 +150,39 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
   size_t before = g.num_nodes();
   KILN_ASSIGN_OR_RETURN(std::vector<Value*> grads, BuildGradients(g, loss, params));
   TrainingStepReport report;
+  // The order the updates run in: the parameters' order, or, for a
+  // data-parallel step, the order their gradients are ready in (the last
+  // layer's first), so that an update waits only for its own gradient's
+  // AllReduce and the ones before it.
+  std::vector<size_t> order(params.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (options.replicas > 1) {
+    KILN_ASSIGN_OR_RETURN(grads, AllReduceGradients(g, grads, options.replicas));
+    absl::flat_hash_map<const Node*, size_t> position;
+    for (const Node* n : g.nodes()) position.emplace(n, position.size());
+    auto ready = [&](size_t i) {
+      const Node* p = grads[i]->producer();
+      return p ? position.at(p) : size_t{0};
+    };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ready(a) < ready(b); });
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     report.params.push_back(params[i]->name());
     AddNamedOutput(g, grads[i], params[i]->name() + ".grad");
   }
   std::map<DType, Value*> rates;  // one learning-rate constant per dtype
-  for (size_t i = 0; i < params.size(); ++i) {
+  std::vector<Value*> next(params.size());
+  for (size_t i : order) {
     DType t = params[i]->type().dtype();
     Value*& lr = rates[t];
     if (!lr) lr = patterns::ScalarConst(g, t, options.learning_rate, "learning_rate");
     Node* step = g.AddNode("Mul", {grads[i], lr}, 1);
-    Node* next = g.AddNode("Sub", {params[i], step->output(0)}, 1);
+    Node* sub = g.AddNode("Sub", {params[i], step->output(0)}, 1);
     step->output(0)->set_type(params[i]->type());
-    next->output(0)->set_type(params[i]->type());
-    AddNamedOutput(g, next->output(0), params[i]->name() + ".next");
+    sub->output(0)->set_type(params[i]->type());
+    next[i] = sub->output(0);
   }
+  for (size_t i = 0; i < params.size(); ++i) AddNamedOutput(g, next[i], params[i]->name() + ".next");
   report.nodes_added = static_cast<int64_t>(g.num_nodes() - before);
   return report;
 }

@@ -10,6 +10,13 @@
 // constants the pass finds. What does not depend on a parameter (the shape
 // plumbing of PyTorch exports) is folded first, so that shapes are static.
 //
+// A data-parallel step (TrainingOptions::replicas = N > 1) runs on N chips,
+// each on its own shard of the batch: every gradient is averaged over the
+// replicas by a kiln.AllReduce placed right after the gradient's producer
+// (graph/ops/collective.cc), `P.grad` is that mean, and the updates run in
+// the order the gradients become ready. Grouping the AllReduces into
+// buckets is the target's decision.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 

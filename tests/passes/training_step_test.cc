@@ -361,6 +361,57 @@ TEST(TrainingStep, AppendsGradientsThenTheStep) {
     EXPECT_DOUBLE_EQ((*out)[3].GetDouble(j), w.GetDouble(j) - 0.5 * (*out)[1].GetDouble(j));
 }
 
+// A data-parallel step: one kiln.AllReduce per gradient, right after the
+// gradient's producer; the updates run in the order the gradients are ready
+// in; run alone (peers holding the same data) the step equals the
+// single-replica one.
+TEST(TrainingStep, DataParallelAveragesEachGradient) {
+  const char* body = R"(
+  %w1 = const f64[3,4] elided
+  %w2 = const f64[4,2] elided
+  %x = const f64[5,3] elided
+  %h = MatMul(%x, %w1)
+  %t = Tanh(%h)
+  %y = MatMul(%t, %w2)
+  return %y)";
+  Model one = MakeModel(body);
+  Model dp = one.Clone();
+  TrainingOptions options;
+  options.params = {"w1", "w2"};
+  ASSERT_TRUE(AppendTrainingStep(*one.graph, options).ok());
+  options.replicas = 8;
+  auto report = AppendTrainingStep(*dp.graph, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(VerifyModel(dp).ok()) << VerifyModel(dp);
+  std::vector<const Node*> reduces;
+  std::vector<std::string> update_order;
+  for (const Node* n : dp.graph->nodes()) {
+    if (n->QualifiedOp() == "kiln.AllReduce") {
+      reduces.push_back(n);
+      EXPECT_EQ(n->GetInt("replicas", 0), 8);
+      ASSERT_EQ(n->num_inputs(), 1);
+      EXPECT_EQ(n->prev(), n->input(0)->producer()) << "the AllReduce follows its gradient's producer";
+    }
+    if (n->op() == "Sub" && n->input(0)->is_constant() && n->input(0)->name()[0] == 'w')
+      update_order.push_back(n->input(0)->name());
+  }
+  EXPECT_EQ(reduces.size(), 2u);
+  // w2's gradient is ready first (the backward pass starts at the loss).
+  EXPECT_EQ(update_order, (std::vector<std::string>{"w2", "w1"}));
+  Executor e;
+  auto a = e.Run(*one.graph, {});
+  auto b = e.Run(*dp.graph, {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  for (size_t i = 0; i < a->size(); ++i)
+    for (int64_t j = 0; j < (*a)[i].numel(); ++j) EXPECT_EQ((*a)[i].GetDouble(j), (*b)[i].GetDouble(j)) << i;
+  options.replicas = 0;
+  Model bad = MakeModel(body);
+  auto r = AppendTrainingStep(*bad.graph, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "training-step: replicas must be between 1 and 4096, not 0");
+}
+
 // The default parameters are the float constants of rank >= 1 the loss
 // depends on: not scalars, not integer constants, not unused ones.
 TEST(TrainingStep, DefaultParametersAndLoss) {

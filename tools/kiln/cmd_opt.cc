@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "graph/ir/dot.h"
@@ -25,6 +26,7 @@ ABSL_FLAG(int64_t, fold_max_elements, kiln::PassOptions().fold_max_elements,
 ABSL_FLAG(std::string, loss, "", "training-step: the loss output (default: the one float scalar output).");
 ABSL_FLAG(std::vector<std::string>, params, {}, "training-step: the parameters (default: float constants of rank >= 1).");
 ABSL_FLAG(double, learning_rate, kiln::TrainingOptions().learning_rate, "training-step: the SGD learning rate.");
+ABSL_FLAG(int, replicas, 1, "training-step: data-parallel replicas that average their gradients (kiln.AllReduce).");
 ABSL_FLAG(bool, verify_each, false, "Run the verifier after every pass.");
 ABSL_FLAG(bool, list_passes, false, "List the registered passes and named pipelines.");
 ABSL_FLAG(std::vector<std::string>, print_after, {}, "Print the graph after these passes (on stderr).");
@@ -85,6 +87,10 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
   po.training.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   if (!(po.training.learning_rate >= 0))
     return absl::InvalidArgumentError("--learning-rate must not be negative");
+  po.training.replicas = absl::GetFlag(FLAGS_replicas);
+  if (po.training.replicas < 1 || po.training.replicas > kMaxReplicas)
+    return absl::InvalidArgumentError(absl::StrCat("--replicas must be between 1 and ", kMaxReplicas, ", not ",
+                                                   po.training.replicas));
   return po;
 }
 
@@ -205,6 +211,9 @@ flags:
                           (default: every float constant of rank >= 1 the
                           loss depends on)
   --learning-rate=X       training-step: the SGD step (default 0.01)
+  --replicas=N            training-step: a data-parallel step on N chips:
+                          each gradient is averaged over the replicas
+                          (kiln.AllReduce) before the update (default 1)
   --verify-each           run the verifier after every pass
   --print-after=p1,p2     print the graph after these passes (stderr)
   --print-after-all       print the graph after every pass (stderr)
