@@ -31,6 +31,7 @@ enum class EngineKind : uint8_t {
   kVector,    // SIMD/SIMT units: the NPU vector unit, GPU CUDA cores
   kFallback,  // general-purpose cores near the device: the NPU AICPU, host kernels in a GPU package
   kHost,      // the host CPU, across the host link
+  kLinks,     // links between devices: collectives of data-parallel steps
 };
 
 struct Engine {

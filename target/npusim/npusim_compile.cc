@@ -23,6 +23,7 @@
 #include "target/artifact/artifact_io.h"
 #include "target/backend/copy_pieces.h"
 #include "target/backend/memory_plan.h"
+#include "target/npusim/allreduce_buckets.h"
 #include "target/npusim/kernels/cube.h"
 #include "target/npusim/kernels/cube_img2col.h"
 #include "target/npusim/kernels/cube_matmul.h"
@@ -38,10 +39,29 @@ using npusim::GeneratedKernel;
 constexpr int64_t kAlignment = 512;
 
 absl::StatusOr<sim::Machine> MachineFromOptions(const CompileOptions& options) {
-  KILN_RETURN_IF_ERROR(CheckSettings(options, {"machine"}, "npusim"));
+  KILN_RETURN_IF_ERROR(CheckSettings(options, {"machine", "buckets"}, "npusim"));
   for (const auto& [k, v] : options.settings)
     if (k == "machine" && !v.empty()) return sim::LoadMachine(v);
   return sim::DefaultMachine();
+}
+
+// The AllReduce bucket strategy (`--buckets`); empty when not given.
+std::string BucketsFromOptions(const CompileOptions& options) {
+  for (const auto& [k, v] : options.settings)
+    if (k == "buckets") return v;
+  return "";
+}
+
+bool IsAllReduce(const Node& n) { return n.domain() == "kiln" && n.op() == "AllReduce"; }
+
+// The compile-time estimate of a compute task's cycles: its kernel's
+// estimate, or an AICPU task's cost in core cycles.
+double EstimatedTaskCycles(const artifact::Task& t, const sim::Machine& m) {
+  if (t.has_kernel()) return t.estimated_cycles();
+  if (!t.has_aicpu()) return 0;
+  const sim::Aicpu& a = m.aicpu();
+  return (static_cast<double>(a.launch_cycles()) + t.aicpu().ops() / a.ops_per_cycle()) * m.chip().clock_mhz() /
+         a.clock_mhz();
 }
 
 // A value lives in device memory when its size is known at compile time.
@@ -351,6 +371,60 @@ class BufferTable {
   std::vector<int> alias_;
 };
 
+// Groups the AllReduce tasks into buckets (target/npusim/allreduce_buckets.h)
+// and keeps their buffers alive while the links may touch them: a bucket
+// runs on its own stream, from the end of the last task that produces one
+// of its inputs (`after`) to the first compute task that reads one of its
+// outputs (`before`), so its inputs live until `before` and its outputs
+// from `after`.
+absl::Status PlanAllReduceBuckets(artifact::NpusimModule& module, const std::vector<int>& collectives, int replicas,
+                                  const std::string& strategy, const sim::Machine& machine,
+                                  const absl::flat_hash_map<int, int>& first_read, BufferTable& buffers) {
+  if (collectives.empty()) {
+    if (!strategy.empty())
+      return absl::InvalidArgumentError("--buckets applies to data-parallel steps (kiln.AllReduce nodes, made by "
+                                        "`kiln opt --passes=training-step,default --replicas=N`); this model has none");
+    module.set_replicas(1);
+    return absl::OkStatus();
+  }
+  module.set_replicas(replicas);
+  KILN_ASSIGN_OR_RETURN(std::string s, npusim::ParseBucketStrategy(strategy.empty() ? "search" : strategy));
+  module.set_buckets(s);
+  // When each compute task ends, by the estimates, if they ran back to back.
+  std::vector<double> end(module.tasks_size(), 0);
+  double clock = 0;
+  for (int t = 0; t < module.tasks_size(); ++t) end[t] = clock += EstimatedTaskCycles(module.tasks(t), machine);
+  std::vector<int> order = collectives;
+  auto after = [&](int t) { return module.tasks(t).collective().after(); };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return after(a) < after(b); });
+  std::vector<npusim::AllReduceItem> items;
+  for (int t : order) items.push_back({module.tasks(t).collective().bytes(), after(t) < 0 ? 0 : end[after(t)]});
+  KILN_ASSIGN_OR_RETURN(std::vector<npusim::PlannedBucket> plan, npusim::PlanBuckets(s, items, machine, replicas));
+  const int last = module.tasks_size();
+  for (const npusim::PlannedBucket& p : plan) {
+    artifact::Bucket* b = module.add_bucket_plan();
+    int start_after = -1, before = last;
+    for (int i : p.items) {
+      const int t = order[i];
+      b->add_tasks(t);
+      start_after = std::max(start_after, after(t));
+      for (int o : module.tasks(t).collective().outputs())
+        if (auto it = first_read.find(buffers.Root(o)); it != first_read.end()) before = std::min(before, it->second);
+    }
+    b->set_bytes(p.bytes);
+    b->set_after(start_after);
+    b->set_before(before == last ? -1 : before);
+    b->set_estimated_start(p.start);
+    b->set_estimated_end(p.end);
+    for (int i : p.items) {
+      const artifact::CollectiveTask& c = module.tasks(order[i]).collective();
+      for (int in : c.inputs()) buffers.Touch(in, before);
+      for (int out : c.outputs()) buffers.Touch(out, std::max(start_after, 0));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> NpusimTileIr(const Node& node, const Target& target, const CompileOptions& options) {
@@ -453,6 +527,13 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
 
   FractalConstants fractals;
   absl::flat_hash_map<std::string, int> program_index;  // serialized program -> index
+  // Data parallelism: the task that computes each value (a view: its
+  // input's), the first compute task that reads each buffer (by root), and
+  // the AllReduce tasks.
+  absl::flat_hash_map<const Value*, int> producer_task;
+  absl::flat_hash_map<int, int> first_read;
+  std::vector<int> collectives;
+  int replicas = 0;
   int node_index = -1;
   for (Node* n : g.nodes()) {
     ++node_index;
@@ -468,16 +549,49 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     auto use = [&](const Value* v) {
       int b = v->is_constant() ? buffers.Add(v, Buffer::CONSTANT) : buffers.Add(v, Buffer::INTERMEDIATE);
       buffers.Touch(b, t);
+      first_read.emplace(buffers.Root(b), t);
       return b;
     };
     auto def = [&](const Value* v) {
       int b = buffers.Add(v, Buffer::INTERMEDIATE);
       buffers.Touch(b, t);
+      producer_task[v] = t;
       return b;
     };
 
+    if (IsAllReduce(*n)) {
+      const int r = static_cast<int>(n->GetInt("replicas", 1));
+      if (replicas && r != replicas)
+        return absl::InvalidArgumentError(absl::StrCat("node '", task->node(), "' (kiln.AllReduce): ", r,
+                                                       " replicas, but another AllReduce has ", replicas));
+      replicas = r;
+      task->set_engine("links");
+      task->set_reason(absl::StrCat("a collective over the chip links: the mean over ", r, " chips"));
+      artifact::CollectiveTask* ct = task->mutable_collective();
+      int after = -1;
+      int64_t bytes = 0;
+      for (const Value* v : n->inputs()) {
+        if (!v || !OnDevice(v))
+          return absl::InvalidArgumentError(absl::StrCat("node '", task->node(),
+                                                         "' (kiln.AllReduce): an input without a static shape"));
+        if (auto it = producer_task.find(v); it != producer_task.end()) after = std::max(after, it->second);
+        bytes += npusim::StaticBytes(v->type());
+        int b = v->is_constant() ? buffers.Add(v, Buffer::CONSTANT) : buffers.Add(v, Buffer::INTERMEDIATE);
+        buffers.Touch(b, t);
+        ct->add_inputs(b);
+      }
+      for (const Value* v : n->outputs()) ct->add_outputs(def(v));
+      ct->set_bytes(bytes);
+      ct->set_after(after);
+      collectives.push_back(t);
+      continue;
+    }
+
     if (IsView(*n) && buffers.Get(n->output(0)) < 0) {
-      use(n->input(0));
+      if (auto it = producer_task.find(n->input(0)); it != producer_task.end()) producer_task[n->output(0)] = it->second;
+      int in = n->input(0)->is_constant() ? buffers.Add(n->input(0), Buffer::CONSTANT)
+                                          : buffers.Add(n->input(0), Buffer::INTERMEDIATE);
+      buffers.Touch(in, t);
       buffers.Alias(n->output(0), n->input(0));
       buffers.Touch(buffers.Get(n->output(0)), t);
       task->set_engine("view");
@@ -560,6 +674,8 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   }
   for (const Value* v : c1hwc0)
     if (int b = buffers.Get(v); b >= 0) module->mutable_buffers(b)->set_layout("NC1HWC0");
+  KILN_RETURN_IF_ERROR(PlanAllReduceBuckets(*module, collectives, replicas, BucketsFromOptions(options), machine,
+                                            first_read, buffers));
   buffers.Plan(module->tasks_size());
 
   BlobStore blobs;
@@ -593,6 +709,16 @@ std::string ExplainNpusimTasks(const artifact::Artifact& a) {
     absl::StrAppend(&out, absl::StrFormat("  %-8s %6d tasks %6d nodes %12.6f GFLOP %6.2f%%", engine, e.tasks, e.nodes,
                                           e.flops / 1e9, total_flops > 0 ? 100 * e.flops / total_flops : 0.0),
                     e.cycles > 0 ? absl::StrFormat("  %.0f estimated cycles", e.cycles) : "", "\n");
+  if (m.replicas() > 1) {
+    absl::StrAppend(&out, absl::StrFormat("\ndata parallel: %d chips; AllReduce buckets (%s):\n", m.replicas(),
+                                          m.buckets()));
+    for (int i = 0; i < m.bucket_plan_size(); ++i) {
+      const artifact::Bucket& b = m.bucket_plan(i);
+      absl::StrAppend(&out, absl::StrFormat("  bucket %d: %d tensors, %d bytes, after task %d, estimated %.0f-%.0f cycles\n",
+                                            i, b.tasks_size(), b.bytes(), b.after(), b.estimated_start(),
+                                            b.estimated_end()));
+    }
+  }
   absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%)\n",
                                         m.device_bytes(), m.naive_bytes(),
                                         m.naive_bytes() ? 100.0 * m.device_bytes() / m.naive_bytes() : 100.0));

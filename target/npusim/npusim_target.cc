@@ -34,6 +34,7 @@ TargetDescription MakeDescription() {
       {"vector", EngineKind::kVector, "256-byte SIMD unit: elementwise, reductions, normalizations, pooling"},
       {"aicpu", EngineKind::kFallback, "CPU cores beside the AI cores: control flow, sorting, rare ops"},
       {"host", EngineKind::kHost, "the host CPU, across PCIe"},
+      {"links", EngineKind::kLinks, "the chip links: AllReduce among data-parallel chips"},
   };
   d.memory = {
       {"GM", int64_t{32} << 30, 256, "global"},
@@ -111,6 +112,9 @@ class NpusimTarget final : public Target {
       if (def->kernel) return {"aicpu", absl::StrCat("domain '", n.domain(), "' has no core kernels")};
       return {"", absl::StrCat("op '", n.QualifiedOp(), "' has no kernel on any engine")};
     }
+    if (kiln_domain && n.op() == "AllReduce")
+      return {"links", absl::StrCat("a collective over the chip links: the mean over ", n.GetInt("replicas", 1),
+                                    " chips")};
     auto fallback = [&](std::string why) -> Placement {
       if (!def->kernel) return {"", absl::StrCat("op '", n.QualifiedOp(), "' has no kernel on any engine")};
       return {"aicpu", std::move(why)};

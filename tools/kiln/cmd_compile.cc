@@ -27,6 +27,9 @@ ABSL_FLAG(std::string, precision, "fp32", "Precision of matrix work: fp32, fp16,
 ABSL_FLAG(bool, explain_placement, false, "Print each node's engine and why, and a summary per engine.");
 ABSL_FLAG(std::string, arch, "", "cuda: the GPU architectures to build for (sm_80, sm_90a; default both).");
 ABSL_FLAG(std::vector<std::string>, plugin, {}, "Target plugin shared libraries to load.");
+ABSL_FLAG(std::string, buckets, "",
+          "npusim: how a data-parallel step's AllReduces are grouped: search (default), ddp, single, per-tensor or "
+          "a size in MiB.");
 ABSL_FLAG(bool, fusion, true,
           "Form fusion groups (epilogues, memory-bound chains); --fusion=false gives every op its own kernel.");
 
@@ -118,6 +121,10 @@ int Compile(const std::vector<std::string>& args) {
     return Fail("the --mixed-* flags apply to --precision=mixed only");
   options.fusion = absl::GetFlag(FLAGS_fusion);
   if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});
+  if (std::string b = absl::GetFlag(FLAGS_buckets); !b.empty()) {
+    if (target_name != "npusim") return Fail("--buckets applies to --target=npusim only");
+    options.settings.push_back({"buckets", b});
+  }
   if (std::string a = absl::GetFlag(FLAGS_arch); !a.empty()) {
     if (target_name != "cuda") return Fail("--arch applies to --target=cuda only");
     options.settings.push_back({"arch", a});
@@ -224,6 +231,13 @@ flags:
                           least N multiply-adds per element converted by the
                           Cast kernels it needs (default 32; 0 narrows every one)
   --machine=FILE          npusim: the machine description (default ascend910-like)
+  --buckets=S             npusim, data-parallel steps (`kiln opt --replicas=N`):
+                          how the gradients' AllReduces are grouped into
+                          collectives on the chip links: search (default: the
+                          split points that end the last one soonest, by the
+                          compile-time estimates), ddp (PyTorch DDP's 25 MiB
+                          buckets, the first at 1 MiB), single, per-tensor,
+                          or a size in MiB
   --arch=ARCH             cuda: sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80
                           and sm_90a in one package)
   --explain-placement     print each node's engine and the reason, and the
