@@ -18,14 +18,20 @@ std::string Describe(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), "[", dims, "]");
 }
 
-absl::Status CheckInput(const artifact::TensorSignature& s, const Tensor& t) {
+// A data-parallel model (`replicas` > 1) also takes an input whose leading
+// dim is `replicas` times the signature's: the whole batch, one shard per chip.
+absl::Status CheckInput(const artifact::TensorSignature& s, const Tensor& t, int replicas) {
   bool ok = s.dtype() == DTypeName(t.dtype()) && s.dims_size() == t.rank();
-  for (int i = 0; ok && i < s.dims_size(); ++i)
-    if (s.dims(i) >= 0 && s.dims(i) != t.dim(i)) ok = false;
+  for (int i = 0; ok && i < s.dims_size(); ++i) {
+    if (s.dims(i) < 0 || s.dims(i) == t.dim(i)) continue;
+    ok = i == 0 && replicas > 1 && s.dims(0) > 0 && t.dim(0) == s.dims(0) * replicas;
+  }
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("input '", s.name(), "': the model expects ",
-                                                 artifact::DescribeSignature(s).substr(s.name().size() + 2),
-                                                 ", got ", Describe(t)));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input '", s.name(), "': the model expects ", artifact::DescribeSignature(s).substr(s.name().size() + 2),
+      replicas > 1 && s.dims_size() > 0 ? absl::StrCat(" (or ", replicas, " times its leading dim: one shard per chip)")
+                                        : "",
+      ", got ", Describe(t)));
 }
 
 }  // namespace
@@ -90,7 +96,9 @@ absl::Status LoadedModel::CheckInputs(const std::vector<Tensor>& inputs) const {
   if (static_cast<int>(inputs.size()) != artifact_.inputs_size())
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", artifact_.inputs_size(), " inputs, got ",
                                                    inputs.size()));
-  for (int i = 0; i < artifact_.inputs_size(); ++i) KILN_RETURN_IF_ERROR(CheckInput(artifact_.inputs(i), inputs[i]));
+  const int replicas = artifact_.has_npusim() ? artifact_.npusim().replicas() : 1;
+  for (int i = 0; i < artifact_.inputs_size(); ++i)
+    KILN_RETURN_IF_ERROR(CheckInput(artifact_.inputs(i), inputs[i], replicas));
   return absl::OkStatus();
 }
 

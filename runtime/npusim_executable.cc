@@ -2,6 +2,7 @@
 #include "runtime/npusim_executable.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -69,6 +70,39 @@ struct NpusimExecutable::Impl {
     return absl::OkStatus();
   }
 
+  // Data parallelism: chip 0 is simulated; peers[r - 1] holds, for chip r,
+  // the value of every AllReduce input (by buffer), computed by the
+  // reference executor on chip r's shard. Empty: every chip holds chip 0's
+  // data.
+  std::vector<absl::flat_hash_map<int, Tensor>> peers;
+
+  // A bucket's collective: each output is the mean over the chips of its
+  // input (chip 0's from device memory, the peers' from `peers`).
+  absl::Status RunBucket(sim::Device& d, const artifact::Bucket& bucket, int slot) {
+    if (!functional) return absl::OkStatus();
+    const double n = static_cast<double>(std::max(1, module->replicas()));
+    for (int t : bucket.tasks()) {
+      const artifact::CollectiveTask& c = module->tasks(t).collective();
+      for (int i = 0; i < c.inputs_size(); ++i) {
+        KILN_ASSIGN_OR_RETURN(Tensor x, ReadBuffer(d, c.inputs(i), slot));
+        std::vector<double> sum(static_cast<size_t>(x.numel()));
+        for (int64_t j = 0; j < x.numel(); ++j) sum[j] = x.GetDouble(j);
+        const int copies = peers.empty() ? static_cast<int>(n) - 1 : 0;
+        for (int64_t j = 0; j < x.numel(); ++j) sum[j] *= 1 + copies;
+        for (const auto& peer : peers) {
+          auto it = peer.find(c.inputs(i));
+          if (it == peer.end() || it->second.numel() != x.numel())
+            return absl::InternalError(absl::StrCat("no peer value of '", module->buffers(c.inputs(i)).name(), "'"));
+          for (int64_t j = 0; j < x.numel(); ++j) sum[j] += it->second.GetDouble(j);
+        }
+        Tensor mean(DType::kF64, x.dims());
+        for (int64_t j = 0; j < x.numel(); ++j) mean.data<double>()[j] = sum[j] / n;
+        KILN_RETURN_IF_ERROR(WriteBuffer(d, c.outputs(i), slot, CastTensor(mean, x.dtype())));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // The AICPU task: reads its operands from device memory, runs the node's
   // reference kernel, writes the outputs back.
   absl::Status RunAicpu(sim::Device& d, const artifact::AicpuTask& task, int slot) {
@@ -98,6 +132,69 @@ struct NpusimExecutable::Impl {
 
 NpusimExecutable::~NpusimExecutable() = default;
 
+absl::StatusOr<std::vector<Tensor>> NpusimExecutable::ShardInputs(std::vector<Tensor> inputs) {
+  Impl& im = *impl_;
+  const artifact::NpusimModule& m = *im.module;
+  const int n = std::max(1, m.replicas());
+  im.peers.clear();
+  if (n == 1) return inputs;
+  // The inputs whose leading dim holds every chip's shard.
+  std::vector<bool> sharded(inputs.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Buffer& b = m.buffers(m.input_buffers(static_cast<int>(i)));
+    if (inputs[i].rank() == 0 || b.dims_size() == 0 || b.dims(0) <= 0 || inputs[i].dim(0) != b.dims(0) * n) continue;
+    if (inputs[i].dtype() == DType::kString)
+      return absl::InvalidArgumentError(absl::StrCat("input '", b.name(), "': string tensors cannot be sharded"));
+    sharded[i] = any = true;
+  }
+  if (!any) return inputs;
+  auto shard = [&](size_t i, int r) {
+    const Tensor& t = inputs[i];
+    Dims dims = t.dims();
+    dims[0] /= n;
+    Tensor s(t.dtype(), dims);
+    std::memcpy(s.raw(), static_cast<const uint8_t*>(t.raw()) + static_cast<size_t>(r) * s.nbytes(), s.nbytes());
+    return s;
+  };
+  // The peers' AllReduce inputs, from the reference executor on their shards.
+  if (im.functional) {
+    std::vector<int> wanted;
+    for (const artifact::Task& t : m.tasks())
+      if (t.has_collective())
+        for (int b : t.collective().inputs())
+          if (m.buffers(b).kind() != Buffer::CONSTANT) wanted.push_back(b);
+    for (int r = 1; r < n; ++r) {
+      Model peer = im.model->Clone();
+      const size_t first = peer.graph->outputs().size();
+      for (int b : wanted) {
+        Value* v = peer.graph->Lookup(m.buffers(b).name());
+        if (!v) return absl::InternalError(absl::StrCat("AllReduce input '", m.buffers(b).name(), "' is not in the graph"));
+        peer.graph->AddOutput(v);
+      }
+      std::vector<Tensor> in;
+      for (size_t i = 0; i < inputs.size(); ++i) in.push_back(sharded[i] ? shard(i, r) : inputs[i]);
+      Executor exec;
+      auto out = exec.Run(*peer.graph, std::move(in));
+      if (!out.ok()) return absl::InvalidArgumentError(absl::StrCat("chip ", r, " (reference executor): ", out.status().message()));
+      absl::flat_hash_map<int, Tensor> values;
+      for (size_t k = 0; k < wanted.size(); ++k) values[wanted[k]] = (*out)[first + k];
+      // A constant input is the same on every chip.
+      for (const artifact::Task& t : m.tasks())
+        if (t.has_collective())
+          for (int b : t.collective().inputs())
+            if (m.buffers(b).kind() == Buffer::CONSTANT) {
+              KILN_ASSIGN_OR_RETURN(Tensor c, im.ReadBuffer(*device_, b, 0));
+              values[b] = std::move(c);
+            }
+      im.peers.push_back(std::move(values));
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (sharded[i]) inputs[i] = shard(i, 0);
+  return inputs;
+}
+
 absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const artifact::Artifact& artifact,
                                                                         const Model* model) {
   std::unique_ptr<NpusimExecutable> e(new NpusimExecutable());
@@ -124,6 +221,13 @@ absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const a
       if (t.kernel().program() < 0 || t.kernel().program() >= m.programs_size()) return bad("task program index");
       for (int a : t.kernel().args())
         if (a < 0 || a >= nb) return bad("kernel argument buffer index");
+    } else if (t.has_collective()) {
+      const artifact::CollectiveTask& c = t.collective();
+      if (c.inputs_size() != c.outputs_size()) return bad("collective inputs and outputs");
+      for (int a : c.inputs())
+        if (a < 0 || a >= nb) return bad("collective input buffer index");
+      for (int a : c.outputs())
+        if (a < 0 || a >= nb) return bad("collective output buffer index");
     } else if (t.has_aicpu()) {
       if (t.aicpu().node() < 0 || t.aicpu().node() >= static_cast<int>(im.nodes.size())) return bad("AICPU node index");
       for (int a : t.aicpu().operands())
@@ -131,6 +235,25 @@ absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const a
       for (int a : t.aicpu().outputs())
         if (a < -1 || a >= nb) return bad("AICPU output buffer index");
     }
+  }
+  {
+    // Every collective task in exactly one bucket; buckets start after and
+    // end before tasks of the module.
+    std::vector<int> bucket_of(m.tasks_size(), -1);
+    for (int b = 0; b < m.bucket_plan_size(); ++b) {
+      const artifact::Bucket& k = m.bucket_plan(b);
+      if (k.after() < -1 || k.after() >= m.tasks_size() || k.before() < -1 || k.before() >= m.tasks_size() ||
+          (k.before() >= 0 && k.before() <= k.after()))
+        return bad(absl::StrCat("bucket ", b, " runs outside the tasks"));
+      for (int t : k.tasks()) {
+        if (t < 0 || t >= m.tasks_size() || !m.tasks(t).has_collective() || bucket_of[t] >= 0)
+          return bad(absl::StrCat("bucket ", b, " task ", t));
+        bucket_of[t] = b;
+      }
+    }
+    for (int t = 0; t < m.tasks_size(); ++t)
+      if (m.tasks(t).has_collective() && bucket_of[t] < 0) return bad(absl::StrCat("task ", t, " is in no bucket"));
+    if (m.bucket_plan_size() && m.replicas() < 2) return bad("collectives in a module of one chip");
   }
   if (m.input_buffers_size() != artifact.inputs_size() || m.output_buffers_size() != artifact.outputs_size())
     return bad("input/output buffers do not match the signature");
@@ -184,8 +307,19 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
     im.slots.push_back(a);
   }
   im.host.assign(num_slots, {});
+  KILN_ASSIGN_OR_RETURN(inputs, ShardInputs(std::move(inputs)));
 
   sim::StreamId in_stream = d.CreateStream();
+  // Data parallelism: the buckets' collectives run on a stream of their own,
+  // each after the compute task that produces its last input and before the
+  // first that reads one of its outputs.
+  const int replicas = std::max(1, m.replicas());
+  const sim::StreamId links = m.bucket_plan_size() ? d.CreateStream() : -1;
+  std::vector<std::vector<int>> start_after(m.tasks_size() + 1), wait_before(m.tasks_size());
+  for (int b = 0; b < m.bucket_plan_size(); ++b) {
+    start_after[m.bucket_plan(b).after() + 1].push_back(b);
+    if (m.bucket_plan(b).before() >= 0) wait_before[m.bucket_plan(b).before()].push_back(b);
+  }
   sim::StreamId compute = batches > 1 ? d.CreateStream() : in_stream;
   sim::StreamId out_stream = batches > 1 ? d.CreateStream() : in_stream;
   // Host buffers of the outputs, per batch (copies land there during Run).
@@ -209,7 +343,26 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
       KILN_RETURN_IF_ERROR(d.RecordEvent(in_stream, in_ready));
       KILN_RETURN_IF_ERROR(d.WaitEvent(compute, in_ready));
     }
-    for (const artifact::Task& t : m.tasks()) {
+    std::vector<sim::EventId> bucket_done(m.bucket_plan_size(), -1);
+    auto start_buckets = [&](int after) -> absl::Status {
+      for (int k : start_after[after + 1]) {
+        const artifact::Bucket* bucket = &m.bucket_plan(k);
+        sim::EventId ready = d.CreateEvent();
+        KILN_RETURN_IF_ERROR(d.RecordEvent(compute, ready));
+        KILN_RETURN_IF_ERROR(d.WaitEvent(links, ready));
+        KILN_RETURN_IF_ERROR(d.AllReduce(links, absl::StrCat("bucket ", k, " (", bucket->tasks_size(), " tensors)"),
+                                         bucket->bytes(), replicas, [&im, bucket, slot](sim::Device& dev) {
+                                           return im.RunBucket(dev, *bucket, slot);
+                                         }));
+        bucket_done[k] = d.CreateEvent();
+        KILN_RETURN_IF_ERROR(d.RecordEvent(links, bucket_done[k]));
+      }
+      return absl::OkStatus();
+    };
+    KILN_RETURN_IF_ERROR(start_buckets(-1));
+    for (int ti = 0; ti < m.tasks_size(); ++ti) {
+      const artifact::Task& t = m.tasks(ti);
+      for (int k : wait_before[ti]) KILN_RETURN_IF_ERROR(d.WaitEvent(compute, bucket_done[k]));
       if (t.has_kernel()) {
         std::vector<sim::DevAddr> args;
         for (int a : t.kernel().args()) args.push_back(im.Address(a, slot));
@@ -220,7 +373,9 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
           return im.RunAicpu(dev, *task, slot);
         }));
       }
+      KILN_RETURN_IF_ERROR(start_buckets(ti));
     }
+    for (sim::EventId e : bucket_done) KILN_RETURN_IF_ERROR(d.WaitEvent(compute, e));
     if (batches > 1) {
       sim::EventId done = d.CreateEvent();
       KILN_RETURN_IF_ERROR(d.RecordEvent(compute, done));
@@ -345,6 +500,15 @@ std::string NpusimExecutable::ReportText() const {
                         "H2D %d B, D2H %d B; AICPU tasks %d\n",
                         s.total_cycles, s.seconds * 1e6, summary_.batches, summary_.batches == 1 ? "" : "es",
                         s.instructions, s.hbm_read_bytes, s.hbm_write_bytes, s.h2d_bytes, s.d2h_bytes, s.aicpu_tasks);
+  if (s.collectives > 0) {
+    double busy = 0, last = 0;
+    for (const auto& [start, end] : s.collective_spans) busy += end - start, last = std::max(last, end);
+    absl::StrAppendFormat(&out,
+                          "data parallel: %d chips, %d AllReduce buckets (%s) per batch, %d B; the chip links busy "
+                          "%.0f cycles, the last AllReduce done at cycle %.0f\n",
+                          m.replicas(), m.bucket_plan_size(), m.buckets(), s.collective_bytes / summary_.batches, busy,
+                          last);
+  }
   absl::StrAppendFormat(&out, "code generators' estimate of the kernels: %.0f cycles\n", summary_.estimated_cycles);
   absl::StrAppendFormat(&out, "device memory: %d B activations (%d B without reuse), %d B constants\n",
                         m.device_bytes(), m.naive_bytes(), m.constant_bytes());

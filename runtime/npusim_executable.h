@@ -72,6 +72,13 @@ class NpusimExecutable {
 
  private:
   NpusimExecutable() = default;
+  // A data-parallel module (replicas > 1): inputs whose leading dim is
+  // `replicas` times the module's are split into one shard per chip. Chip 0
+  // runs on the model with its shard (returned); each other chip's AllReduce
+  // inputs come from the reference executor on its shard (timing does not
+  // depend on data, so the chips run in step and only chip 0 is simulated).
+  // Inputs of one chip's size: every chip holds the same data.
+  absl::StatusOr<std::vector<Tensor>> ShardInputs(std::vector<Tensor> inputs);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<sim::Device> device_;

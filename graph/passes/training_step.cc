@@ -75,10 +75,13 @@ void AddNamedOutput(Graph& g, Value* v, const std::string& name) {
 // Data parallelism: each gradient becomes the mean of its replicas'
 // (kiln.AllReduce, one per gradient, placed right after the gradient's
 // producer). Returns the means.
-absl::StatusOr<std::vector<Value*>> AllReduceGradients(Graph& g, const std::vector<Value*>& grads, int replicas) {
+absl::StatusOr<std::vector<Value*>> AllReduceGradients(Graph& g, const std::vector<Value*>& params,
+                                                       const std::vector<Value*>& grads, int replicas) {
   std::vector<Value*> means;
-  for (Value* v : grads) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    Value* v = grads[i];
     Node* ar = g.AddNode("AllReduce", {v}, std::vector<std::string>{g.UniqueName(v->name() + ".mean")}, "kiln");
+    ar->set_name(params[i]->name() + ".allreduce");
     ar->SetAttr("replicas", Attribute::Int(replicas));
     ar->output(0)->set_type(v->type());
     if (Node* p = v->producer()) g.MoveNode(ar, p->next());
@@ -157,7 +160,7 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
   std::vector<size_t> order(params.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (options.replicas > 1) {
-    KILN_ASSIGN_OR_RETURN(grads, AllReduceGradients(g, grads, options.replicas));
+    KILN_ASSIGN_OR_RETURN(grads, AllReduceGradients(g, params, grads, options.replicas));
     absl::flat_hash_map<const Node*, size_t> position;
     for (const Node* n : g.nodes()) position.emplace(n, position.size());
     auto ready = [&](size_t i) {

@@ -10,8 +10,9 @@
 namespace kiln::artifact {
 
 // Bumped whenever the meaning of a field or the file's layout changes
-// (version 3: the CRC-32 trailer).
-inline constexpr uint32_t kArtifactFormatVersion = 3;
+// (version 3: the CRC-32 trailer; 4: data-parallel modules, whose
+// collectives an older reader would skip).
+inline constexpr uint32_t kArtifactFormatVersion = 4;
 
 absl::Status WriteArtifact(const Artifact& artifact, const std::string& path);
 // Rejects files that are not artifacts, are truncated or corrupted (the

@@ -120,6 +120,8 @@ class CudaTarget final : public Target {
       return {"host", std::move(why)};
     };
     if (!n.domain().empty() && !kiln_domain) return host(absl::StrCat("domain '", n.domain(), "' has no GPU kernels"));
+    if (kiln_domain && n.op() == "AllReduce")
+      return {"", "a data-parallel step's AllReduce runs on npusim's chip links; the cuda target has no collectives"};
     if (!n.subgraphs().empty() && !(kiln_domain && n.op() == "Fused")) return host("control flow runs on the host");
     if (!StaticOutputShapes(n)) return host("output shape is not static (data-dependent or symbolic)");
     if (!AllTensorsAre(n, GpuStorable)) return host("strings, f64 and complex tensors live on the host");
