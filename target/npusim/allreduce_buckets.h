@@ -21,7 +21,8 @@
 // sim::AllReduceCycles(S). With the gradients in ready order, the earliest
 // end of the first j of them sent in buckets is
 //   f(j) = min over i < j of max(f(i), r_j) + AllReduceCycles(S(i..j)),
-// a dynamic program over the n gradients in O(n^2) (ties: fewer buckets).
+// a dynamic program over the n gradients in O(n^2) (ties: the prefix plan
+// with fewer buckets).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
