@@ -82,11 +82,26 @@ class GPT2Regression(nn.Module):
         return ((self.block(x) - target) ** 2).mean()
 
 
+class WideMLPClassifier(nn.Module):
+    """Eight 1024 -> 1024 Linear layers with ReLU between them and a 1024 -> 10 classifier under a
+    cross-entropy loss: 8.4 M parameters, 32 MiB of f32 gradients, more than one 25 MiB DDP bucket (so
+    the data-parallel steps' AllReduce bucketings differ)."""
+
+    def __init__(self):
+        super().__init__()
+        layers = [m for _ in range(8) for m in (nn.Linear(1024, 1024), nn.ReLU())]
+        self.net = nn.Sequential(*layers, nn.Linear(1024, 10))
+
+    def forward(self, x, labels):
+        return F.cross_entropy(self.net(x), labels)
+
+
 MODELS = {
     "cnn_classifier": (CNNClassifier, lambda: [torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))]),
     "mlp_classifier": (MLPClassifier, lambda: [torch.randn(8, 64), torch.randint(0, 10, (8,))]),
     "bert_mlm": (BertMaskedLM, lambda: [torch.randint(0, 256, (2, 16)), torch.randint(0, 256, (2, 16))]),
     "gpt2_regression": (GPT2Regression, lambda: [torch.randn(1, 16, 128), torch.randn(1, 16, 128)]),
+    "mlp_wide": (WideMLPClassifier, lambda: [torch.randn(64, 1024), torch.randint(0, 10, (64,))]),
 }
 
 
