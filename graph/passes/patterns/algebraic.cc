@@ -408,6 +408,43 @@ RewriteResult RemoveZeroPad(Node* n) {
   return ReplaceWith(n, n->input(0));
 }
 
+RewriteResult SwapTransposedMatMul(Node* n) {
+  auto perm = PermOf(n);
+  Node* mm = ProducerOf(n->input(0), "MatMul");
+  if (!perm || *perm != std::vector<int64_t>{1, 0} || !mm || mm->output(0)->uses().size() != 1)
+    return RewriteResult::kNoMatch;
+  Graph& g = *n->owner();
+  if (mm->owner() != &g) return RewriteResult::kNoMatch;
+  Value* a = mm->input(0);
+  Value* b = mm->input(1);
+  const Shape* sa = RankedShape(a);
+  const Shape* sb = RankedShape(b);
+  if (!sa || !sb || sa->rank() != 2 || sb->rank() != 2 || !n->output(0)->type().is_tensor())
+    return RewriteResult::kNoMatch;
+  // x^T: the source of a transposing Transpose, else a new Transpose.
+  auto transposed = [&](Value* x) {
+    if (Node* t = ProducerOf(x, "Transpose"); t && PermOf(t) == std::vector<int64_t>{1, 0}) return t->input(0);
+    Node* t = g.AddNode("Transpose", {x}, 1);
+    t->SetAttr("perm", Attribute::Ints({1, 0}));
+    const Shape& s = x->type().shape();
+    t->output(0)->set_type(Type::Tensor(x->type().dtype(), Shape({s[1], s[0]})));
+    g.MoveNode(t, n);
+    return t->output(0);
+  };
+  Value* bt = transposed(b);
+  Value* at = transposed(a);
+  Node* swapped = g.AddNode("MatMul", {bt, at}, 1);
+  swapped->set_name(mm->name());
+  swapped->output(0)->set_type(n->output(0)->type());
+  g.MoveNode(swapped, n);
+  if (!CanReplace(n->output(0), swapped->output(0))) {
+    g.EraseNode(swapped);
+    return RewriteResult::kNoMatch;
+  }
+  ReplaceNode(n, {swapped->output(0)});
+  return RewriteResult::kErased;
+}
+
 const std::vector<AlgebraicPattern>& AlgebraicPatterns() {
   static const std::vector<AlgebraicPattern> patterns = {
       {"identity-removed", "Identity", RemoveIdentity},
@@ -418,6 +455,7 @@ const std::vector<AlgebraicPattern>& AlgebraicPatterns() {
       {"div-by-one-removed", "Div", RemoveDivByOne},
       {"transposes-composed", "Transpose", ComposeTransposes},
       {"identity-transpose-removed", "Transpose", RemoveIdentityTranspose},
+      {"transposed-matmul-swapped", "Transpose", SwapTransposedMatMul},
       {"reshapes-collapsed", "Reshape", CollapseReshapes},
       {"same-shape-reshape-removed", "Reshape", RemoveSameShapeReshape},
       {"same-shape-flatten-removed", "Flatten", RemoveSameShapeReshape},

@@ -56,6 +56,12 @@ RewriteResult RemoveSameShapeExpand(Node* n);    // Expand(x, shape x already ha
 RewriteResult RemoveSingleConcat(Node* n);       // Concat(x) -> x
 RewriteResult RemoveFullSlice(Node* n);          // Slice taking every element -> x
 RewriteResult RemoveZeroPad(Node* n);            // Pad(x, zeros) -> x
+// Transpose(MatMul(a, b)) of 2-D operands, the MatMul used only there ->
+// MatMul(b^T, a^T), a Transpose of an operand that is itself a Transpose
+// cancelling: the product comes out transposed with no copy of it (a weight
+// gradient dW^T = (x^T dy)^T = dy^T x), and matrix units read transposed
+// operands in place (graph/ops/matmul.h).
+RewriteResult SwapTransposedMatMul(Node* n);
 
 // True when every value of dtype `from` converts to `to` and back exactly
 // (f32 -> f64, f16 -> f32, i8 -> i32, u8 -> f16, bool -> anything numeric).
