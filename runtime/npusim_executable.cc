@@ -71,32 +71,36 @@ struct NpusimExecutable::Impl {
   }
 
   // Data parallelism: chip 0 is simulated; peers[r - 1] holds, for chip r,
-  // the value of every AllReduce input (by buffer), computed by the
-  // reference executor on chip r's shard. Empty: every chip holds chip 0's
-  // data.
+  // the value of every AllReduce input that is not a constant (by buffer),
+  // computed by the reference executor on chip r's shard. Empty: every chip
+  // holds chip 0's data.
   std::vector<absl::flat_hash_map<int, Tensor>> peers;
 
   // A bucket's collective: each output is the mean over the chips of its
-  // input (chip 0's from device memory, the peers' from `peers`).
+  // input (chip 0's from device memory, the peers' from `peers`). Where
+  // every chip holds the same value (a constant, or no peers), that is the
+  // value itself.
   absl::Status RunBucket(sim::Device& d, const artifact::Bucket& bucket, int slot) {
     if (!functional) return absl::OkStatus();
-    const double n = static_cast<double>(std::max(1, module->replicas()));
     for (int t : bucket.tasks()) {
       const artifact::CollectiveTask& c = module->tasks(t).collective();
       for (int i = 0; i < c.inputs_size(); ++i) {
-        KILN_ASSIGN_OR_RETURN(Tensor x, ReadBuffer(d, c.inputs(i), slot));
-        std::vector<double> sum(static_cast<size_t>(x.numel()));
-        for (int64_t j = 0; j < x.numel(); ++j) sum[j] = x.GetDouble(j);
-        const int copies = peers.empty() ? static_cast<int>(n) - 1 : 0;
-        for (int64_t j = 0; j < x.numel(); ++j) sum[j] *= 1 + copies;
-        for (const auto& peer : peers) {
-          auto it = peer.find(c.inputs(i));
-          if (it == peer.end() || it->second.numel() != x.numel())
-            return absl::InternalError(absl::StrCat("no peer value of '", module->buffers(c.inputs(i)).name(), "'"));
-          for (int64_t j = 0; j < x.numel(); ++j) sum[j] += it->second.GetDouble(j);
+        const int in = c.inputs(i);
+        KILN_ASSIGN_OR_RETURN(Tensor x, ReadBuffer(d, in, slot));
+        if (peers.empty() || module->buffers(Root(in)).kind() == Buffer::CONSTANT) {
+          KILN_RETURN_IF_ERROR(WriteBuffer(d, c.outputs(i), slot, x));
+          continue;
         }
         Tensor mean(DType::kF64, x.dims());
-        for (int64_t j = 0; j < x.numel(); ++j) mean.data<double>()[j] = sum[j] / n;
+        double* sum = mean.data<double>();
+        for (int64_t j = 0; j < x.numel(); ++j) sum[j] = x.GetDouble(j);
+        for (const auto& peer : peers) {
+          auto it = peer.find(in);
+          if (it == peer.end() || it->second.numel() != x.numel())
+            return absl::InternalError(absl::StrCat("no peer value of '", module->buffers(in).name(), "'"));
+          for (int64_t j = 0; j < x.numel(); ++j) sum[j] += it->second.GetDouble(j);
+        }
+        for (int64_t j = 0; j < x.numel(); ++j) sum[j] /= static_cast<double>(peers.size() + 1);
         KILN_RETURN_IF_ERROR(WriteBuffer(d, c.outputs(i), slot, CastTensor(mean, x.dtype())));
       }
     }
@@ -163,7 +167,7 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::ShardInputs(std::vector<Te
     for (const artifact::Task& t : m.tasks())
       if (t.has_collective())
         for (int b : t.collective().inputs())
-          if (m.buffers(b).kind() != Buffer::CONSTANT) wanted.push_back(b);
+          if (m.buffers(im.Root(b)).kind() != Buffer::CONSTANT) wanted.push_back(b);
     for (int r = 1; r < n; ++r) {
       Model peer = im.model->Clone();
       const size_t first = peer.graph->outputs().size();
@@ -179,14 +183,6 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::ShardInputs(std::vector<Te
       if (!out.ok()) return absl::InvalidArgumentError(absl::StrCat("chip ", r, " (reference executor): ", out.status().message()));
       absl::flat_hash_map<int, Tensor> values;
       for (size_t k = 0; k < wanted.size(); ++k) values[wanted[k]] = (*out)[first + k];
-      // A constant input is the same on every chip.
-      for (const artifact::Task& t : m.tasks())
-        if (t.has_collective())
-          for (int b : t.collective().inputs())
-            if (m.buffers(b).kind() == Buffer::CONSTANT) {
-              KILN_ASSIGN_OR_RETURN(Tensor c, im.ReadBuffer(*device_, b, 0));
-              values[b] = std::move(c);
-            }
       im.peers.push_back(std::move(values));
     }
   }
@@ -501,13 +497,13 @@ std::string NpusimExecutable::ReportText() const {
                         s.total_cycles, s.seconds * 1e6, summary_.batches, summary_.batches == 1 ? "" : "es",
                         s.instructions, s.hbm_read_bytes, s.hbm_write_bytes, s.h2d_bytes, s.d2h_bytes, s.aicpu_tasks);
   if (s.collectives > 0) {
-    double busy = 0, last = 0;
-    for (const auto& [start, end] : s.collective_spans) busy += end - start, last = std::max(last, end);
+    double last = 0;
+    for (const auto& span : s.collective_spans) last = std::max(last, span.second);
     absl::StrAppendFormat(&out,
                           "data parallel: %d chips, %d AllReduce buckets (%s) per batch, %d B; the chip links busy "
                           "%.0f cycles, the last AllReduce done at cycle %.0f\n",
-                          m.replicas(), m.bucket_plan_size(), m.buckets(), s.collective_bytes / summary_.batches, busy,
-                          last);
+                          m.replicas(), m.bucket_plan_size(), m.buckets(), s.collective_bytes / summary_.batches,
+                          sim::CollectiveCycles(s), last);
   }
   absl::StrAppendFormat(&out, "code generators' estimate of the kernels: %.0f cycles\n", summary_.estimated_cycles);
   absl::StrAppendFormat(&out, "device memory: %d B activations (%d B without reuse), %d B constants\n",

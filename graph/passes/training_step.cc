@@ -75,8 +75,8 @@ void AddNamedOutput(Graph& g, Value* v, const std::string& name) {
 // Data parallelism: each gradient becomes the mean of its replicas'
 // (kiln.AllReduce, one per gradient, placed right after the gradient's
 // producer). Returns the means.
-absl::StatusOr<std::vector<Value*>> AllReduceGradients(Graph& g, const std::vector<Value*>& params,
-                                                       const std::vector<Value*>& grads, int replicas) {
+std::vector<Value*> AllReduceGradients(Graph& g, const std::vector<Value*>& params, const std::vector<Value*>& grads,
+                                       int replicas) {
   std::vector<Value*> means;
   for (size_t i = 0; i < grads.size(); ++i) {
     Value* v = grads[i];
@@ -160,7 +160,7 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
   std::vector<size_t> order(params.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (options.replicas > 1) {
-    KILN_ASSIGN_OR_RETURN(grads, AllReduceGradients(g, params, grads, options.replicas));
+    grads = AllReduceGradients(g, params, grads, options.replicas);
     absl::flat_hash_map<const Node*, size_t> position;
     for (const Node* n : g.nodes()) position.emplace(n, position.size());
     auto ready = [&](size_t i) {

@@ -150,6 +150,10 @@ double ChipLinkBytesPerCycle(const Machine& m) {
   return m.chip_links().bandwidth_gbps() * 1e3 / m.chip().clock_mhz();
 }
 double UsToCycles(const Machine& m, double us) { return us * m.chip().clock_mhz(); }
+double AicpuTaskCycles(const Machine& m, double ops) {
+  const Aicpu& a = m.aicpu();
+  return (static_cast<double>(a.launch_cycles()) + ops / a.ops_per_cycle()) * m.chip().clock_mhz() / a.clock_mhz();
+}
 
 absl::StatusOr<double> AllReduceCycles(const Machine& m, int64_t bytes, int chips) {
   if (chips < 1) return InvalidArgument("an AllReduce needs at least 1 chip, got ", chips);

@@ -35,6 +35,9 @@ double HbmBytesPerCycle(const Machine& m);       // chip HBM bandwidth in bytes 
 double HostLinkBytesPerCycle(const Machine& m);  // PCIe bandwidth per direction in bytes per core cycle
 double ChipLinkBytesPerCycle(const Machine& m);  // one chip link's bandwidth per direction in bytes per core cycle
 double UsToCycles(const Machine& m, double us);  // microseconds to core cycles
+// The core cycles an AICPU task of `ops` ops takes on one AICPU core:
+// launch_cycles + ops / ops_per_cycle AICPU cycles, at the AICPU's clock.
+double AicpuTaskCycles(const Machine& m, double ops);
 
 // The core cycles an AllReduce of `bytes` bytes among `chips` chips takes
 // over the chip links (data-parallel training: every chip holds `bytes`

@@ -783,7 +783,6 @@ struct Device::Impl {
 
   // ----- Streams -----
   void StreamMain(int s) {
-    const double clock = machine.chip().clock_mhz();
     for (StreamOp& op : streams[s]) {
       double start = Now();
       std::string label;
@@ -854,9 +853,7 @@ struct Device::Impl {
           }
           aicpu_busy[slot] = true;
           double t = Now();
-          const Aicpu& a = machine.aicpu();
-          double acycles = static_cast<double>(a.launch_cycles()) + op.ops / a.ops_per_cycle();
-          if (!WaitCycles(acycles * clock / a.clock_mhz())) return;
+          if (!WaitCycles(AicpuTaskCycles(machine, op.ops))) return;
           absl::Status st = op.fn ? op.fn(*self) : absl::OkStatus();
           if (!st.ok()) {
             Fail(InvalidArgument("AICPU task ", op.name, ": ", st.message()));

@@ -65,13 +65,17 @@ std::string ReportText(const RunStats& s, const Machine& m) {
                         s.h2d_bytes, s.d2h_bytes, s.aicpu_tasks);
   // Collectives only where the run had some, so single-chip reports read as before.
   if (s.collectives > 0) {
-    double busy = 0;  // collectives hold the links one at a time: their spans do not overlap
-    for (const auto& [start, end] : s.collective_spans) busy += end - start;
     absl::StrAppendFormat(&out, ", AllReduce %d (%d B, %.0f cycles on the chip links)", s.collectives,
-                          s.collective_bytes, busy);
+                          s.collective_bytes, CollectiveCycles(s));
   }
   out += "\n";
   return out;
+}
+
+double CollectiveCycles(const RunStats& s) {
+  double busy = 0;
+  for (const auto& [start, end] : s.collective_spans) busy += end - start;
+  return busy;
 }
 
 std::string ReportCsv(const RunStats& s, const Machine& m) {

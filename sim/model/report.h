@@ -20,6 +20,10 @@ namespace kiln::sim {
 
 std::string KernelBound(const KernelStats& k, const Machine& m);
 std::string ReportText(const RunStats& s, const Machine& m);
+
+// The cycles the chip links carried collectives: their spans summed (they
+// hold the links one at a time, so the spans do not overlap).
+double CollectiveCycles(const RunStats& s);
 // One row per kernel and pipe, then a totals row per kernel (pipe "total").
 std::string ReportCsv(const RunStats& s, const Machine& m);
 

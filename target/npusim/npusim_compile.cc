@@ -58,10 +58,7 @@ bool IsAllReduce(const Node& n) { return n.domain() == "kiln" && n.op() == "AllR
 // estimate, or an AICPU task's cost in core cycles.
 double EstimatedTaskCycles(const artifact::Task& t, const sim::Machine& m) {
   if (t.has_kernel()) return t.estimated_cycles();
-  if (!t.has_aicpu()) return 0;
-  const sim::Aicpu& a = m.aicpu();
-  return (static_cast<double>(a.launch_cycles()) + t.aicpu().ops() / a.ops_per_cycle()) * m.chip().clock_mhz() /
-         a.clock_mhz();
+  return t.has_aicpu() ? sim::AicpuTaskCycles(m, t.aicpu().ops()) : 0;
 }
 
 // A value lives in device memory when its size is known at compile time.
@@ -546,9 +543,14 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
       task->set_nodes(body && body->g() ? static_cast<int>(body->g()->num_nodes()) : 1);
       task->set_flops(NodeCost(*n).flops);
     }
-    auto use = [&](const Value* v) {
+    // A value read here; a view's read is not a compute task's (first_read).
+    auto read = [&](const Value* v) {
       int b = v->is_constant() ? buffers.Add(v, Buffer::CONSTANT) : buffers.Add(v, Buffer::INTERMEDIATE);
       buffers.Touch(b, t);
+      return b;
+    };
+    auto use = [&](const Value* v) {
+      int b = read(v);
       first_read.emplace(buffers.Root(b), t);
       return b;
     };
@@ -576,9 +578,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
                                                          "' (kiln.AllReduce): an input without a static shape"));
         if (auto it = producer_task.find(v); it != producer_task.end()) after = std::max(after, it->second);
         bytes += npusim::StaticBytes(v->type());
-        int b = v->is_constant() ? buffers.Add(v, Buffer::CONSTANT) : buffers.Add(v, Buffer::INTERMEDIATE);
-        buffers.Touch(b, t);
-        ct->add_inputs(b);
+        ct->add_inputs(use(v));
       }
       for (const Value* v : n->outputs()) ct->add_outputs(def(v));
       ct->set_bytes(bytes);
@@ -589,9 +589,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
 
     if (IsView(*n) && buffers.Get(n->output(0)) < 0) {
       if (auto it = producer_task.find(n->input(0)); it != producer_task.end()) producer_task[n->output(0)] = it->second;
-      int in = n->input(0)->is_constant() ? buffers.Add(n->input(0), Buffer::CONSTANT)
-                                          : buffers.Add(n->input(0), Buffer::INTERMEDIATE);
-      buffers.Touch(in, t);
+      read(n->input(0));
       buffers.Alias(n->output(0), n->input(0));
       buffers.Touch(buffers.Get(n->output(0)), t);
       task->set_engine("view");

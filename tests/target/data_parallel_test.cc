@@ -219,8 +219,12 @@ TEST(DataParallel, ShardedStepAveragesTheChipsGradients) {
     const sim::RunStats& stats = (*loaded)->npusim()->summary().stats;
     EXPECT_EQ(stats.collectives, mod.bucket_plan_size());
     EXPECT_EQ(stats.collective_bytes, (32 * 16 + 16 + 16 * 10) * 4);
-    if (std::string(buckets) == "single") EXPECT_EQ(mod.bucket_plan_size(), 1);
-    if (std::string(buckets) == "per-tensor") EXPECT_EQ(mod.bucket_plan_size(), 3);
+    if (std::string(buckets) == "single") {
+      EXPECT_EQ(mod.bucket_plan_size(), 1);
+    }
+    if (std::string(buckets) == "per-tensor") {
+      EXPECT_EQ(mod.bucket_plan_size(), 3);
+    }
     EXPECT_TRUE(absl::StrContains((*loaded)->npusim()->ReportText(), "data parallel: 4 chips"));
   }
 }
