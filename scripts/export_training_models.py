@@ -10,6 +10,9 @@ writes, under OUT_DIR/NAME/:
   expected_0.npy      PyTorch's loss for those inputs
   params.txt          the parameters' names, one per line (PyTorch's names)
   grad_<i>.npy        PyTorch's gradient of the loss for parameter i
+  optimizers.txt      torch.optim runs, one per line: NAME STEPS key=value ...
+  <NAME>_<i>.npy      parameter i after STEPS steps of that optimizer on the
+                      same inputs (models of up to 1 M parameters)
 
 usage: export_training_models.py OUT_DIR [NAME ...]    (default: every model)
 """
@@ -105,8 +108,49 @@ MODELS = {
 }
 
 
-def export(name, out_dir):
-    ctor, make_inputs = MODELS[name]
+# torch.optim runs whose parameters kiln's training steps must reproduce:
+# (name, steps, class, keyword arguments). Adam's epsilon is raised from its
+# default 1e-8 so that gradients that are zero up to rounding (a key bias
+# under softmax) do not turn rounding noise into steps of +-lr.
+OPTIMIZERS = [
+    ("sgd_nesterov", 3, torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("adam", 3, torch.optim.Adam, dict(lr=0.01, betas=(0.8, 0.99), eps=1e-4, weight_decay=0.01)),
+    ("adamw", 3, torch.optim.AdamW, dict(lr=0.01, eps=1e-4, weight_decay=0.1)),
+]
+
+
+def optimizer_flags(cls, kwargs):
+    flags = [f"optimizer={cls.__name__.lower()}", f"learning-rate={kwargs['lr']!r}"]
+    for key, value in kwargs.items():
+        if key == "betas":
+            flags.append(f"betas={value[0]!r},{value[1]!r}")
+        elif key == "eps":
+            flags.append(f"epsilon={value!r}")
+        elif key == "nesterov":
+            flags.append(f"nesterov={str(value).lower()}")
+        elif key != "lr":
+            flags.append(f"{key.replace('_', '-')}={value!r}")
+    return flags
+
+
+def run_optimizers(ctor, inputs, d):
+    """Writes each OPTIMIZERS run's parameters (a fresh model each) and optimizers.txt."""
+    lines = []
+    for name, steps, cls, kwargs in OPTIMIZERS:
+        model = fresh_model(ctor)
+        opt = cls(model.parameters(), **kwargs)
+        for _ in range(steps):
+            opt.zero_grad()
+            model(*inputs).backward()
+            opt.step()
+        for i, (_, p) in enumerate(model.named_parameters()):
+            np.save(os.path.join(d, f"{name}_{i}.npy"), p.detach().numpy())
+        lines.append(" ".join([name, str(steps)] + optimizer_flags(cls, kwargs)))
+    with open(os.path.join(d, "optimizers.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def fresh_model(ctor):
     torch.manual_seed(0)
     model = ctor().eval()
     # Distinct normalization parameters (the exporter merges identical ones)
@@ -119,6 +163,12 @@ def export(name, out_dir):
             if isinstance(m, nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 1.5)
+    return model
+
+
+def export(name, out_dir):
+    ctor, make_inputs = MODELS[name]
+    model = fresh_model(ctor)
     inputs = make_inputs()
     loss = model(*inputs)
     params = list(model.named_parameters())
@@ -138,6 +188,8 @@ def export(name, out_dir):
         f.write("\n".join(names) + "\n")
     with open(os.path.join(d, "params.txt"), "w") as f:
         f.write("\n".join(n for n, _ in params) + "\n")
+    if sum(p.numel() for _, p in params) <= 1 << 20:
+        run_optimizers(ctor, inputs, d)
 
 
 if __name__ == "__main__":

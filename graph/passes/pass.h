@@ -40,7 +40,7 @@ struct MixedPrecisionOptions {
   bool operator==(const MixedPrecisionOptions&) const = default;
 };
 
-// training-step: the loss, the parameters and the SGD step.
+// training-step: the loss, the parameters and the optimizer's update.
 // The most replicas a data-parallel step may name.
 inline constexpr int kMaxReplicas = 4096;
 
@@ -53,6 +53,17 @@ struct TrainingOptions {
   // BatchNormalization's running statistics, not Clip's bounds).
   std::vector<std::string> params;
   double learning_rate = 0.01;
+  // The update rule, as PyTorch's torch.optim defines it: SGD (with
+  // momentum and Nesterov momentum), Adam (weight decay added to the
+  // gradient) and AdamW (decoupled weight decay). The optimizer's state
+  // (momentum buffers, Adam's moments and step count) is constants of the
+  // step, zero before the first, each with an output NAME.next.
+  enum class Optimizer { kSgd, kAdam, kAdamW };
+  Optimizer optimizer = Optimizer::kSgd;
+  double momentum = 0;  // SGD: in [0, 1); 0: no momentum buffer
+  bool nesterov = false;  // SGD with momentum > 0
+  double weight_decay = 0;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // Adam, AdamW
   // Data-parallel replicas: above 1, every gradient is averaged over the
   // replicas (kiln.AllReduce) before the update, and the updates run in the
   // order the gradients are ready in.

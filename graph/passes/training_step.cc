@@ -2,6 +2,7 @@
 #include "graph/passes/training_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
@@ -90,6 +91,133 @@ std::vector<Value*> AllReduceGradients(Graph& g, const std::vector<Value*>& para
   return means;
 }
 
+// The update of each parameter by the optimizer (TrainingOptions), as
+// torch.optim writes it. Scalars (learning rate, betas) are one constant
+// per value and dtype; state is a zero constant per parameter, named after
+// it as PyTorch names its state (P.momentum_buffer, P.exp_avg,
+// P.exp_avg_sq), and Adam's step count is one constant, `optimizer.step`,
+// shared by the parameters.
+class Updater {
+ public:
+  // A constant of the optimizer's state and its value after the step.
+  struct State {
+    Value* value = nullptr;
+    Value* next = nullptr;
+  };
+
+  Updater(Graph& g, const TrainingOptions& o) : g_(g), o_(o) {}
+
+  // P after the step from its gradient; appends P's state to `state`.
+  Value* Update(Value* p, Value* grad, std::vector<State>* state) {
+    const Type& t = p->type();
+    const DType dt = t.dtype();
+    using Opt = TrainingOptions::Optimizer;
+    if (o_.optimizer == Opt::kSgd) {
+      Value* d = Decayed(p, grad);
+      if (o_.momentum > 0) {
+        // buf = momentum * buf + d (PyTorch's first step copies d: the
+        // same, from a zero buffer); Nesterov steps along d + momentum * buf.
+        Value* buf = Zeros(p, "momentum_buffer");
+        Value* mu = Scalar(dt, o_.momentum, "momentum");
+        Value* buf_next = Op("Add", Op("Mul", buf, mu, t), d, t);
+        state->push_back({buf, buf_next});
+        d = o_.nesterov ? Op("Add", d, Op("Mul", buf_next, mu, t), t) : buf_next;
+      }
+      return Op("Sub", p, Op("Mul", d, Scalar(dt, o_.learning_rate, "learning_rate"), t), t);
+    }
+    // Adam and AdamW.
+    Value* d = o_.optimizer == Opt::kAdam ? Decayed(p, grad) : grad;
+    Value* m = Zeros(p, "exp_avg");
+    Value* v = Zeros(p, "exp_avg_sq");
+    Value* m_next = Op("Add", Op("Mul", m, Scalar(dt, o_.beta1, "beta1"), t),
+                       Op("Mul", d, Scalar(dt, 1 - o_.beta1, "one_minus_beta1"), t), t);
+    Value* v_next = Op("Add", Op("Mul", v, Scalar(dt, o_.beta2, "beta2"), t),
+                       Op("Mul", Op("Mul", d, d, t), Scalar(dt, 1 - o_.beta2, "one_minus_beta2"), t), t);
+    state->push_back({m, m_next});
+    state->push_back({v, v_next});
+    const Corrections& c = CorrectionsFor(dt);
+    // denom = sqrt(v) / sqrt(1 - beta2^t) + eps; p -= lr / (1 - beta1^t) * m / denom.
+    Value* denom = Op("Add", Op("Div", Op("Sqrt", v_next, t), c.sqrt_bc2, t), Scalar(dt, o_.epsilon, "epsilon"), t);
+    Value* step = Op("Mul", Op("Div", m_next, denom, t), c.step_size, t);
+    Value* base = p;
+    if (o_.optimizer == Opt::kAdamW && o_.weight_decay > 0)
+      base = Op("Mul", p, Scalar(dt, 1 - o_.learning_rate * o_.weight_decay, "decay_factor"), t);
+    return Op("Sub", base, step, t);
+  }
+
+  // Adam's step count and its next value (null for SGD).
+  State steps() const { return steps_; }
+
+ private:
+  // The bias corrections of Adam's step for one dtype.
+  struct Corrections {
+    Value* sqrt_bc2 = nullptr;   // sqrt(1 - beta2^t)
+    Value* step_size = nullptr;  // lr / (1 - beta1^t)
+  };
+
+  // d + weight_decay * p (L2 regularization as SGD and Adam apply it).
+  Value* Decayed(Value* p, Value* d) {
+    if (o_.weight_decay <= 0) return d;
+    const Type& t = p->type();
+    return Op("Add", d, Op("Mul", p, Scalar(t.dtype(), o_.weight_decay, "weight_decay"), t), t);
+  }
+
+  const Corrections& CorrectionsFor(DType dt) {
+    auto it = corrections_.find(dt);
+    if (it != corrections_.end()) return it->second;
+    const Type scalar = Type::Tensor(dt, Shape::Static({}));
+    if (!steps_.value) {
+      steps_.value = g_.AddConstant(FreeName("optimizer.step"), CastTensor(Tensor::Scalar<double>(0), dt));
+      steps_.next = Op("Add", steps_.value, Scalar(dt, 1, "one"), scalar);
+    }
+    Value* t = steps_.next;
+    if (t->type().dtype() != dt) {
+      Node* cast = g_.AddNode("Cast", {t}, 1);
+      cast->SetAttr("to", Attribute::Int(static_cast<int64_t>(DTypeToOnnx(dt))));
+      cast->output(0)->set_type(scalar);
+      t = cast->output(0);
+    }
+    Value* one = Scalar(dt, 1, "one");
+    Value* bc1 = Op("Sub", one, Op("Pow", Scalar(dt, o_.beta1, "beta1"), t, scalar), scalar);
+    Value* bc2 = Op("Sub", one, Op("Pow", Scalar(dt, o_.beta2, "beta2"), t, scalar), scalar);
+    Corrections c;
+    c.sqrt_bc2 = Op("Sqrt", bc2, scalar);
+    c.step_size = Op("Div", Scalar(dt, o_.learning_rate, "learning_rate"), bc1, scalar);
+    return corrections_.emplace(dt, c).first->second;
+  }
+
+  Value* Zeros(Value* p, absl::string_view what) {
+    return g_.AddConstant(FreeName(absl::StrCat(p->name(), ".", what)),
+                          Tensor(p->type().dtype(), p->type().shape().StaticDims()));
+  }
+
+  // `name`, or a fresh name from it where it is taken.
+  std::string FreeName(const std::string& name) { return g_.NameInRootNest(name) ? g_.UniqueName(name) : name; }
+
+  Value* Scalar(DType dt, double x, absl::string_view hint) {
+    Value*& v = scalars_[{std::string(hint), dt}];
+    if (!v) v = patterns::ScalarConst(g_, dt, x, hint);
+    return v;
+  }
+
+  Value* Op(const char* op, Value* a, const Type& type) {
+    Node* n = g_.AddNode(op, {a}, 1);
+    n->output(0)->set_type(type);
+    return n->output(0);
+  }
+  Value* Op(const char* op, Value* a, Value* b, const Type& type) {
+    Node* n = g_.AddNode(op, {a, b}, 1);
+    n->output(0)->set_type(type);
+    return n->output(0);
+  }
+
+  Graph& g_;
+  const TrainingOptions& o_;
+  std::map<std::pair<std::string, DType>, Value*> scalars_;
+  std::map<DType, Corrections> corrections_;
+  State steps_;
+};
+
 // Folds what does not depend on the parameters (the Shape -> Gather ->
 // Concat -> Reshape plumbing of PyTorch exports), so that every shape
 // between the parameters and the loss is static. The parameters stand in
@@ -141,11 +269,42 @@ class TrainingStepPass : public Pass {
 
 }  // namespace
 
+absl::StatusOr<TrainingOptions::Optimizer> ParseOptimizer(absl::string_view name) {
+  using Opt = TrainingOptions::Optimizer;
+  for (Opt o : {Opt::kSgd, Opt::kAdam, Opt::kAdamW})
+    if (name == OptimizerName(o)) return o;
+  return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "' (known: sgd, adam, adamw)"));
+}
+
+absl::string_view OptimizerName(TrainingOptions::Optimizer o) {
+  switch (o) {
+    case TrainingOptions::Optimizer::kSgd: return "sgd";
+    case TrainingOptions::Optimizer::kAdam: return "adam";
+    case TrainingOptions::Optimizer::kAdamW: return "adamw";
+  }
+  return "?";
+}
+
+absl::Status CheckTrainingOptions(const TrainingOptions& o) {
+  // Written so that NaN fails every check.
+  if (!(o.learning_rate >= 0)) return Error("the learning rate must not be negative");
+  if (o.replicas < 1 || o.replicas > kMaxReplicas)
+    return Error(absl::StrCat("replicas must be between 1 and ", kMaxReplicas, ", not ", o.replicas));
+  if (!(o.weight_decay >= 0)) return Error("the weight decay (--weight-decay) must not be negative");
+  const bool sgd = o.optimizer == TrainingOptions::Optimizer::kSgd;
+  if (!(o.momentum >= 0 && o.momentum < 1)) return Error("the momentum (--momentum) must be in [0, 1)");
+  if (!sgd && o.momentum > 0) return Error(absl::StrCat("--momentum is SGD's; ", OptimizerName(o.optimizer), " has --betas"));
+  if (o.nesterov && !(sgd && o.momentum > 0)) return Error("--nesterov needs SGD with a momentum above 0");
+  if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1)) return Error("the betas (--betas) must be in [0, 1)");
+  if (!(o.epsilon > 0) || std::isinf(o.epsilon)) return Error("--epsilon must be positive and finite");
+  if (std::isinf(o.learning_rate) || std::isinf(o.weight_decay))
+    return Error("the learning rate and the weight decay must be finite");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options,
                                                       int64_t fold_max_elements) {
-  if (!(options.learning_rate >= 0)) return Error("the learning rate must not be negative");
-  if (options.replicas < 1 || options.replicas > kMaxReplicas)
-    return Error(absl::StrCat("replicas must be between 1 and ", kMaxReplicas, ", not ", options.replicas));
+  KILN_RETURN_IF_ERROR(CheckTrainingOptions(options));
   KILN_RETURN_IF_ERROR(InferShapesWithLoops(g).status());
   KILN_ASSIGN_OR_RETURN(Value * loss, FindLoss(g, options.loss));
   KILN_ASSIGN_OR_RETURN(std::vector<Value*> params, FindParams(g, loss, options.params));
@@ -173,19 +332,14 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
     report.params.push_back(params[i]->name());
     AddNamedOutput(g, grads[i], params[i]->name() + ".grad");
   }
-  std::map<DType, Value*> rates;  // one learning-rate constant per dtype
+  Updater updater(g, options);
   std::vector<Value*> next(params.size());
-  for (size_t i : order) {
-    DType t = params[i]->type().dtype();
-    Value*& lr = rates[t];
-    if (!lr) lr = patterns::ScalarConst(g, t, options.learning_rate, "learning_rate");
-    Node* step = g.AddNode("Mul", {grads[i], lr}, 1);
-    Node* sub = g.AddNode("Sub", {params[i], step->output(0)}, 1);
-    step->output(0)->set_type(params[i]->type());
-    sub->output(0)->set_type(params[i]->type());
-    next[i] = sub->output(0);
-  }
+  std::vector<std::vector<Updater::State>> state(params.size());
+  for (size_t i : order) next[i] = updater.Update(params[i], grads[i], &state[i]);
   for (size_t i = 0; i < params.size(); ++i) AddNamedOutput(g, next[i], params[i]->name() + ".next");
+  for (size_t i = 0; i < params.size(); ++i)
+    for (const Updater::State& s : state[i]) AddNamedOutput(g, s.next, s.value->name() + ".next");
+  if (Updater::State steps = updater.steps(); steps.value) AddNamedOutput(g, steps.next, steps.value->name() + ".next");
   report.nodes_added = static_cast<int64_t>(g.num_nodes() - before);
   return report;
 }

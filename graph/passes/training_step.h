@@ -1,10 +1,13 @@
-//===- training_step.h - Append the backward pass and an SGD step -*- C++ -*-===//
+//===- training_step.h - Append the backward pass and an optimizer step -*- C++ -*-===//
 //
 // training-step turns an inference graph that computes a loss into one
 // training step: after the graph's outputs it appends, for each parameter P
 // (a float constant), `P.grad`, the gradient of the loss with respect to P
 // (graph/passes/gradients.h), and `P.next`, P after one step of stochastic
-// gradient descent (P - learning_rate * P.grad). Run it before the
+// gradient descent (P - learning_rate * P.grad), or of the optimizer that
+// TrainingOptions names (SGD with momentum, Adam, AdamW: torch.optim's
+// rules), whose state is constants of the step (zero: before the first
+// step) with outputs NAME.next after the parameters'. Run it before the
 // optimizer: folding may turn a parameter into another constant (a
 // transposed weight), and the gradient is taken with respect to the
 // constants the pass finds. What does not depend on a parameter (the shape
@@ -41,6 +44,12 @@ struct TrainingStepReport {
 // constant of more than `fold_max_elements` elements.
 absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOptions& options,
                                                       int64_t fold_max_elements = PassOptions().fold_max_elements);
+
+// "sgd", "adam", "adamw".
+absl::StatusOr<TrainingOptions::Optimizer> ParseOptimizer(absl::string_view name);
+absl::string_view OptimizerName(TrainingOptions::Optimizer o);
+// The options' values in range (an InvalidArgument naming the first that is not).
+absl::Status CheckTrainingOptions(const TrainingOptions& options);
 
 std::unique_ptr<Pass> CreateTrainingStepPass();
 

@@ -8,10 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "graph/exec/executor.h"
 #include "graph/io/npy.h"
 #include "graph/passes/pass_manager.h"
+#include "graph/passes/training_step.h"
 #include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
 #include "tests/models/exported_model.h"
@@ -62,6 +66,96 @@ TEST_P(TrainingModel, GradientsMatchPyTorch) {
     EXPECT_EQ(model.graph->outputs()[1 + i]->name(), params[i] + ".grad");
     s = CompareTensors(*expected, (*out)[1 + i], /*rtol=*/1e-3, /*atol=*/1e-6);
     EXPECT_TRUE(s.ok()) << "the gradient of " << params[i] << " differs from PyTorch's: " << s;
+  }
+}
+
+// TrainingOptions from the key=value words of optimizers.txt (kiln's flag
+// names).
+TrainingOptions OptionsFrom(const std::vector<std::string>& words) {
+  TrainingOptions o;
+  for (const std::string& w : words) {
+    std::vector<std::string> kv = absl::StrSplit(w, absl::MaxSplits('=', 1));
+    EXPECT_EQ(kv.size(), 2u) << w;
+    if (kv.size() != 2) continue;
+    const std::string& k = kv[0];
+    auto number = [&](double* x) { EXPECT_TRUE(absl::SimpleAtod(kv[1], x)) << w; };
+    if (k == "optimizer") {
+      auto opt = ParseOptimizer(kv[1]);
+      EXPECT_TRUE(opt.ok()) << opt.status();
+      if (opt.ok()) o.optimizer = *opt;
+    } else if (k == "learning-rate") {
+      number(&o.learning_rate);
+    } else if (k == "momentum") {
+      number(&o.momentum);
+    } else if (k == "nesterov") {
+      o.nesterov = kv[1] == "true";
+    } else if (k == "weight-decay") {
+      number(&o.weight_decay);
+    } else if (k == "epsilon") {
+      number(&o.epsilon);
+    } else if (k == "betas") {
+      std::vector<std::string> b = absl::StrSplit(kv[1], ',');
+      EXPECT_EQ(b.size(), 2u) << w;
+      EXPECT_TRUE(b.size() == 2 && absl::SimpleAtod(b[0], &o.beta1) && absl::SimpleAtod(b[1], &o.beta2)) << w;
+    } else {
+      ADD_FAILURE() << "unknown key in optimizers.txt: " << w;
+    }
+  }
+  return o;
+}
+
+// Several steps of each torch.optim run in optimizers.txt, on the same
+// inputs, by the step graph on the reference executor: after each step
+// every output NAME.next replaces the constant NAME (the parameters and the
+// optimizer's state), as a training loop does. The parameters must end
+// where PyTorch's did.
+TEST_P(TrainingModel, OptimizersMatchTorchOptim) {
+  const std::string dir = absl::StrCat(std::getenv("KILN_MODELS_DIR"), "/", GetParam());
+  std::vector<std::string> runs = Lines(dir + "/optimizers.txt");
+  ASSERT_FALSE(runs.empty());
+  std::vector<std::string> params = Lines(dir + "/params.txt");
+  for (const std::string& line : runs) {
+    SCOPED_TRACE(line);
+    std::vector<std::string> words = absl::StrSplit(line, ' ');
+    ASSERT_GE(words.size(), 3u);
+    int steps = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(words[1], &steps));
+    auto exported = LoadExportedModel(GetParam());
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    Model& model = exported->model;
+    PassOptions options;
+    options.training = OptionsFrom({words.begin() + 2, words.end()});
+    options.training.params = params;
+    PassManager pm(options);
+    ASSERT_TRUE(pm.AddPipeline("training-step").ok());
+    auto changed = pm.Run(model);
+    ASSERT_TRUE(changed.ok()) << changed.status();
+    Graph& g = *model.graph;
+    int fed_back = 0;
+    for (int step = 0; step < steps; ++step) {
+      Executor exec;
+      auto out = exec.Run(g, exported->inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      fed_back = 0;
+      for (size_t i = 0; i < g.outputs().size(); ++i) {
+        const std::string& name = g.outputs()[i]->name();
+        if (!absl::EndsWith(name, ".next")) continue;
+        Value* state = g.Lookup(name.substr(0, name.size() - 5));
+        ASSERT_TRUE(state && state->is_constant()) << name;
+        state->set_constant((*out)[i]);
+        ++fed_back;
+      }
+    }
+    // The parameters, and for each its state (one momentum buffer or two
+    // moments), and Adam's step count.
+    const bool adam = options.training.optimizer != TrainingOptions::Optimizer::kSgd;
+    EXPECT_EQ(fed_back, static_cast<int>(params.size()) * (adam ? 3 : 2) + (adam ? 1 : 0));
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto expected = ReadNpy(absl::StrCat(dir, "/", words[0], "_", i, ".npy"));
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      absl::Status s = CompareTensors(*expected, g.Lookup(params[i])->constant(), /*rtol=*/1e-4, /*atol=*/1e-5);
+      EXPECT_TRUE(s.ok()) << params[i] << " after " << steps << " steps differs from torch.optim's: " << s;
+    }
   }
 }
 

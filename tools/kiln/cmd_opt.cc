@@ -12,6 +12,7 @@
 #include "graph/passes/narrow_precision.h"
 #include "graph/passes/pass_manager.h"
 #include "graph/passes/pass_registry.h"
+#include "graph/passes/training_step.h"
 #include "graph/support/status.h"
 #include "graph/verifier/verifier.h"
 #include "tools/kiln/cli_util.h"
@@ -26,6 +27,12 @@ ABSL_FLAG(int64_t, fold_max_elements, kiln::PassOptions().fold_max_elements,
 ABSL_FLAG(std::string, loss, "", "training-step: the loss output (default: the one float scalar output).");
 ABSL_FLAG(std::vector<std::string>, params, {}, "training-step: the parameters (default: float constants of rank >= 1).");
 ABSL_FLAG(double, learning_rate, kiln::TrainingOptions().learning_rate, "training-step: the SGD learning rate.");
+ABSL_FLAG(std::string, optimizer, "sgd", "training-step: the update rule (sgd, adam, adamw).");
+ABSL_FLAG(double, momentum, 0, "training-step: SGD's momentum.");
+ABSL_FLAG(bool, nesterov, false, "training-step: Nesterov momentum (SGD).");
+ABSL_FLAG(double, weight_decay, 0, "training-step: weight decay (L2 for sgd/adam, decoupled for adamw).");
+ABSL_FLAG(std::vector<std::string>, betas, {}, "training-step: Adam's beta1,beta2 (default 0.9,0.999).");
+ABSL_FLAG(double, epsilon, kiln::TrainingOptions().epsilon, "training-step: Adam's epsilon.");
 ABSL_FLAG(int, replicas, 1, "training-step: data-parallel replicas that average their gradients (kiln.AllReduce).");
 ABSL_FLAG(bool, verify_each, false, "Run the verifier after every pass.");
 ABSL_FLAG(bool, list_passes, false, "List the registered passes and named pipelines.");
@@ -91,6 +98,17 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
   if (po.training.replicas < 1 || po.training.replicas > kMaxReplicas)
     return absl::InvalidArgumentError(absl::StrCat("--replicas must be between 1 and ", kMaxReplicas, ", not ",
                                                    po.training.replicas));
+  KILN_ASSIGN_OR_RETURN(po.training.optimizer, ParseOptimizer(absl::GetFlag(FLAGS_optimizer)));
+  po.training.momentum = absl::GetFlag(FLAGS_momentum);
+  po.training.nesterov = absl::GetFlag(FLAGS_nesterov);
+  po.training.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  po.training.epsilon = absl::GetFlag(FLAGS_epsilon);
+  if (std::vector<std::string> betas = absl::GetFlag(FLAGS_betas); !betas.empty()) {
+    if (betas.size() != 2 || !absl::SimpleAtod(betas[0], &po.training.beta1) ||
+        !absl::SimpleAtod(betas[1], &po.training.beta2))
+      return absl::InvalidArgumentError("--betas takes two numbers, beta1,beta2 (as 0.9,0.999)");
+  }
+  if (absl::Status s = CheckTrainingOptions(po.training); !s.ok()) return s;
   return po;
 }
 
@@ -210,7 +228,14 @@ flags:
   --params=a,b            training-step: the parameters, float constants
                           (default: every float constant of rank >= 1 the
                           loss depends on)
-  --learning-rate=X       training-step: the SGD step (default 0.01)
+  --learning-rate=X       training-step: the learning rate (default 0.01)
+  --optimizer=sgd|adam|adamw  training-step: the update, as torch.optim
+                          defines it (default sgd); its state (momentum
+                          buffers, Adam's moments and step count) is zero
+                          constants of the step with outputs NAME.next
+  --momentum=X, --nesterov  training-step: SGD's momentum (default 0)
+  --weight-decay=X        training-step: L2 (sgd, adam) or decoupled (adamw)
+  --betas=B1,B2, --epsilon=X  training-step: Adam's (default 0.9,0.999, 1e-8)
   --replicas=N            training-step: a data-parallel step on N chips:
                           each gradient is averaged over the replicas
                           (kiln.AllReduce) before the update (default 1)
