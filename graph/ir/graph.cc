@@ -463,7 +463,10 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
     c->constant_ = v->constant_;
     map[v] = c;
   }
-  for (Value* in : inputs_) map[in] = g->AddInput(in->name_, in->type_);
+  for (Value* in : inputs_) {
+    map[in] = g->AddInput(in->name_, in->type_);
+    map[in]->constant_ = in->constant_;
+  }
   for (const Node* n = first_node_; n; n = n->next_) {
     std::vector<Value*> ins;
     for (Value* v : n->inputs_) ins.push_back(remap(v));

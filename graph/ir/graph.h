@@ -117,6 +117,12 @@ class alignas(64) Value {
   // elided has a type but an undefined tensor.
   const Tensor& constant() const { return constant_; }
   void set_constant(Tensor t) { constant_ = std::move(t); }
+  // A graph input's initial value: what a run that does not give the input
+  // reads (a variable, such as a training step's parameter and optimizer
+  // state, carried from step to step); undefined for an input that every
+  // run must give. Its type is the input's.
+  const Tensor& initial() const { return constant_; }
+  void set_initial(Tensor t) { constant_ = std::move(t); }
 
   absl::Span<const Use> uses() const { return uses_; }
   bool has_uses() const { return !uses_.empty(); }
@@ -152,7 +158,7 @@ class alignas(64) Value {
   mutable uint64_t mark_ = 0;
   // Never changes once the value exists: the owner's name table refers to it.
   std::string name_;
-  Tensor constant_;
+  Tensor constant_;  // a constant's data, or an input's initial value
   // Uses are added and removed in O(1): each user records where its use sits
   // in uses_ (Node::use_slots_, Graph::output_use_slots_).
   void AddUse(const Use& u);

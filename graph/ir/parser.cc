@@ -1000,10 +1000,34 @@ class Parser {
       if (!CheckNewName(at)) return false;
       Advance();
       Type t;
+      Token type_at = tok_;
       if (ConsumePunct(":")) {
+        type_at = tok_;
         if (!ParseType(&t, 0)) return false;
       }
-      Define(g->AddInput(at.text, std::move(t)));
+      Tensor initial;
+      if (ConsumePunct("=")) {
+        // An initial value: `dense [...]` or `blob "HASH"` of the input's type.
+        if (!StaticTensorType(t))
+          return Fail(type_at, absl::StrCat("an input with an initial value needs a static tensor type, got ",
+                                            PrintType(t)));
+        Token data_at = tok_;
+        bool dense = tok_.IsIdent("dense");
+        if (!dense && !tok_.IsIdent("blob")) return Expected("'dense' or 'blob' (the input's initial value)");
+        Advance();
+        if (dense) {
+          if (!ParseDense(data_at, t, &initial)) return false;
+        } else {
+          bool missing;
+          uint64_t h;
+          if (!ParseBlob(t, &initial, &missing, &h)) return false;
+          if (missing) return Fail(data_at, absl::StrCat("the initial value of input ", PrintValueName(at.text),
+                                                         " is a blob that is not in the blob store"));
+        }
+      }
+      Value* in = g->AddInput(at.text, std::move(t));
+      in->set_initial(std::move(initial));
+      Define(in);
       if (!ConsumePunct(",")) break;
     }
     if (!ExpectPunct(")", "to close the graph inputs")) return false;

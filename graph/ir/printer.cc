@@ -579,6 +579,10 @@ class Printer {
       PrintRef(v);
       out_ += ": ";
       AppendType(&out_, v ? v->type() : Type());
+      if (v && v->initial().defined()) {
+        out_ += " = ";
+        PrintTensorData(v->initial());
+      }
     }
     out_ += ") {\n";
     for (const Value* c : g.Constants()) PrintConstant(*c, indent + 1);

@@ -79,7 +79,10 @@ class VariantCopier {
                                          : dst->AddElidedConstant(NameFor(*dst, c), Specialize(c->type(), values_));
       map_[c] = d;
     }
-    for (Value* in : src.inputs()) map_[in] = dst->AddInput(NameFor(*dst, in), Specialize(in->type(), values_));
+    for (Value* in : src.inputs()) {
+      map_[in] = dst->AddInput(NameFor(*dst, in), Specialize(in->type(), values_));
+      map_[in]->set_initial(in->initial());
+    }
     for (const Node* n : src.nodes()) {
       std::vector<Value*> ins;
       for (Value* v : n->inputs()) ins.push_back(Map(v));

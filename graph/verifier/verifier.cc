@@ -227,6 +227,9 @@ class Verifier {
                          " is not an input value of this graph"));
       if (!inputs.insert(v).second)
         Add(absl::StrCat(gl, ": [ssa] graph input ", PrintValueName(v->name()), " is listed twice"));
+      if (v->initial().defined() && !(Type::Of(v->initial()) == v->type()))
+        Add(absl::StrCat(gl, ": [types] graph input ", PrintValueName(v->name()), " has type ",
+                         PrintType(v->type()), " but an initial value of ", PrintType(Type::Of(v->initial()))));
     }
     for (const Value* v : values) {
       std::string vn = PrintValueName(v->name());

@@ -76,6 +76,42 @@ graph @main(%x: f32[batch,3,224,224], %"onnx::Conv_12": f32[64,3,7,7], %cond: bo
 )");
 }
 
+// Inputs with initial values (variables a run may leave out), inline and
+// through the blob store, kept by Clone.
+TEST(KirRoundTrip, InputInitialValues) {
+  ExpectCanonical(R"(kiln.model ir_version 8
+graph @main(%x: f32[2], %w: f32[2] = dense [0.5, -1.0], %step: f32[] = dense [3.0]) {
+  %y = Mul(%x, %w) : f32[2]
+  return %y, %step
+}
+)");
+  Model m;
+  std::vector<float> big(100, 0.25f);
+  Value* w = m.graph->AddInput("w", Type::Of(Tensor::FromVector<float>(big, {10, 10})));
+  w->set_initial(Tensor::FromVector<float>(big, {10, 10}));
+  m.graph->AddOutput(m.graph->AddNode("Relu", {w}, 1)->output(0));
+  BlobStore blobs;
+  std::string text = PrintModel(m, {}, &blobs);
+  EXPECT_NE(text.find("graph @main(%w: f32[10,10] = blob \""), std::string::npos) << text;
+  Model back = MustParse(text, &blobs);
+  EXPECT_TRUE(back.graph->inputs()[0]->initial().Equals(w->initial()));
+  EXPECT_TRUE(VerifyModel(back).ok());
+  Model copy = back.Clone();
+  EXPECT_TRUE(copy.graph->inputs()[0]->initial().Equals(w->initial()));
+  // Without the store the value is missing: an error, not an input that
+  // silently became required.
+  auto missing = ParseModel(text, "v.kir");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("the initial value of input %w is a blob that is not in the blob store"),
+            std::string::npos)
+      << missing.status();
+  // The verifier checks the value against the input's type.
+  copy.graph->inputs()[0]->set_initial(Tensor::FromVector<float>({1.0f}, {1}));
+  absl::Status v = VerifyModel(copy);
+  EXPECT_NE(v.message().find("graph input %w has type f32[10,10] but an initial value of f32[1]"), std::string::npos)
+      << v;
+}
+
 TEST(KirRoundTrip, MinimalGraphs) {
   ExpectCanonical("kiln.model ir_version 8\ngraph @main() {\n  return\n}\n");
   ExpectCanonical("kiln.model ir_version 3\ngraph @\"\"(%a: ?) {\n  return %a, %a\n}\n");
@@ -378,6 +414,11 @@ TEST(KirParseErrors, Messages) {
   ExpectParseError("graph @main() {\n  %c = const f32[1] dense [nan(0x3f800000)]\n}",
                    "bad.kir:2:28: nan(...) bits do not encode a NaN");
   ExpectParseError("graph @main() {\n  %c = const f32[1] blob \"xyz\"\n}", "bad.kir:2:26: a blob hash has 1 to 16 hex digits");
+  ExpectParseError("graph @main(%w: f32[?] = dense [1.0]) {\n}",
+                   "bad.kir:1:17: an input with an initial value needs a static tensor type, got f32[?]");
+  ExpectParseError("graph @main(%w: f32[2] = dense [1.0]) {\n}", "bad.kir:1:26: dense tensor has 1 elements, f32[2] needs 2");
+  ExpectParseError("graph @main(%w: f32[2] = 1.0) {\n}",
+                   "bad.kir:1:26: expected 'dense' or 'blob' (the input's initial value), found number 1.0");
   ExpectParseError("graph @main() {\n  %c = const f32[1] gzip\n}", "bad.kir:2:21: expected 'dense', 'blob' or 'elided', found 'gzip'");
   ExpectParseError("graph @main() {\n  %a, %b = const f32[1] elided\n}", "bad.kir:2:7: a constant defines exactly one value");
   ExpectParseError("graph @main() {\n  %y = Foo() {a = 1, a = 2}\n}", "bad.kir:2:22: duplicate attribute 'a'");
