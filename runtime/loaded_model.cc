@@ -92,6 +92,18 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
   return m;
 }
 
+std::vector<Tensor> LoadedModel::InitialValues() const {
+  // A bundle of gears: every gear has the same variables (gears pin
+  // symbolic dims, and variables are static).
+  const Model& m = gears_.empty() ? model_ : gears_.front()->model_;
+  std::vector<Tensor> out(artifact_.inputs_size());
+  if (!m.graph) return out;
+  for (int i = 0; i < artifact_.inputs_size(); ++i)
+    for (const Value* v : m.graph->inputs())
+      if (v->name() == artifact_.inputs(i).name()) out[i] = v->initial();
+  return out;
+}
+
 absl::Status LoadedModel::CheckInputs(const std::vector<Tensor>& inputs) const {
   if (static_cast<int>(inputs.size()) != artifact_.inputs_size())
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", artifact_.inputs_size(), " inputs, got ",

@@ -28,6 +28,9 @@ class LoadedModel {
                                                                    const std::string& name);
 
   const artifact::Artifact& artifact() const { return artifact_; }
+  // The inputs' initial values, in signature order (undefined for an input
+  // that every run must give): what a run reads for an input it leaves out.
+  std::vector<Tensor> InitialValues() const;
   // Inputs in signature order; outputs in signature order. `options`
   // applies to npusim artifacts (the reference target ignores it).
   absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs, const NpusimRunOptions& options = {});

@@ -64,6 +64,12 @@ struct TrainingOptions {
   bool nesterov = false;  // SGD with momentum > 0
   double weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // Adam, AdamW
+  // The parameters and the optimizer's state become graph inputs that hold
+  // their values as initial values (variables: a run may leave them out,
+  // and a training loop feeds each NAME.next output back into input NAME),
+  // so that a compiled step is not specialized to them; false: they stay
+  // constants of the step.
+  bool state_as_inputs = false;
   // Data-parallel replicas: above 1, every gradient is averaged over the
   // replicas (kiln.AllReduce) before the update, and the updates run in the
   // order the gradients are ready in.

@@ -218,6 +218,25 @@ class Updater {
   State steps_;
 };
 
+// Turns each constant of `constants` into a graph input of the same name
+// whose initial value is the constant's data (appended to the inputs in
+// this order).
+void MakeVariables(Graph& g, const std::vector<Value*>& constants) {
+  for (Value* c : constants) {
+    const std::string name = c->name();
+    Tensor data = c->constant();
+    // Through a stand-in while the constant still holds the name.
+    Value* stand_in = g.AddInput(g.UniqueName(name), c->type());
+    c->ReplaceAllUsesWith(stand_in);
+    g.EraseValue(c);
+    Value* in = g.AddInput(name, stand_in->type());
+    in->set_initial(std::move(data));
+    stand_in->ReplaceAllUsesWith(in);
+    const std::vector<Value*>& ins = g.inputs();
+    g.RemoveInput(static_cast<int>(std::find(ins.begin(), ins.end(), stand_in) - ins.begin()));
+  }
+}
+
 // Folds what does not depend on the parameters (the Shape -> Gather ->
 // Concat -> Reshape plumbing of PyTorch exports), so that every shape
 // between the parameters and the loss is static. The parameters stand in
@@ -339,7 +358,14 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
   for (size_t i = 0; i < params.size(); ++i) AddNamedOutput(g, next[i], params[i]->name() + ".next");
   for (size_t i = 0; i < params.size(); ++i)
     for (const Updater::State& s : state[i]) AddNamedOutput(g, s.next, s.value->name() + ".next");
-  if (Updater::State steps = updater.steps(); steps.value) AddNamedOutput(g, steps.next, steps.value->name() + ".next");
+  std::vector<Value*> variables = params;
+  for (size_t i = 0; i < params.size(); ++i)
+    for (const Updater::State& s : state[i]) variables.push_back(s.value);
+  if (Updater::State steps = updater.steps(); steps.value) {
+    AddNamedOutput(g, steps.next, steps.value->name() + ".next");
+    variables.push_back(steps.value);
+  }
+  if (options.state_as_inputs) MakeVariables(g, variables);
   report.nodes_added = static_cast<int64_t>(g.num_nodes() - before);
   return report;
 }

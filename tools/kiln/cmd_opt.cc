@@ -33,6 +33,8 @@ ABSL_FLAG(bool, nesterov, false, "training-step: Nesterov momentum (SGD).");
 ABSL_FLAG(double, weight_decay, 0, "training-step: weight decay (L2 for sgd/adam, decoupled for adamw).");
 ABSL_FLAG(std::vector<std::string>, betas, {}, "training-step: Adam's beta1,beta2 (default 0.9,0.999).");
 ABSL_FLAG(double, epsilon, kiln::TrainingOptions().epsilon, "training-step: Adam's epsilon.");
+ABSL_FLAG(std::string, state, "constants",
+          "training-step: the parameters and optimizer state as 'constants' or as 'inputs' with initial values.");
 ABSL_FLAG(int, replicas, 1, "training-step: data-parallel replicas that average their gradients (kiln.AllReduce).");
 ABSL_FLAG(bool, verify_each, false, "Run the verifier after every pass.");
 ABSL_FLAG(bool, list_passes, false, "List the registered passes and named pipelines.");
@@ -108,6 +110,10 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
         !absl::SimpleAtod(betas[1], &po.training.beta2))
       return absl::InvalidArgumentError("--betas takes two numbers, beta1,beta2 (as 0.9,0.999)");
   }
+  if (std::string state = absl::GetFlag(FLAGS_state); state == "inputs" || state == "constants")
+    po.training.state_as_inputs = state == "inputs";
+  else
+    return absl::InvalidArgumentError("--state must be 'constants' or 'inputs', not '" + state + "'");
   if (absl::Status s = CheckTrainingOptions(po.training); !s.ok()) return s;
   return po;
 }
@@ -236,6 +242,11 @@ flags:
   --momentum=X, --nesterov  training-step: SGD's momentum (default 0)
   --weight-decay=X        training-step: L2 (sgd, adam) or decoupled (adamw)
   --betas=B1,B2, --epsilon=X  training-step: Adam's (default 0.9,0.999, 1e-8)
+  --state=constants|inputs  training-step: the parameters and optimizer state
+                          stay constants (default) or become inputs holding
+                          their values as initial values: a compiled step
+                          that `kiln run --steps=N` loops on (NAME.next ->
+                          NAME)
   --replicas=N            training-step: a data-parallel step on N chips:
                           each gradient is averaged over the replicas
                           (kiln.AllReduce) before the update (default 1)

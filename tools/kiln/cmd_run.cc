@@ -18,11 +18,13 @@
 #include "graph/io/npy.h"
 #include "runtime/cuda_executable.h"
 #include "runtime/loaded_model.h"
+#include "runtime/step_loop.h"
 #include "target/artifact/artifact_io.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_FLAG(std::string, output_dir, "", "Directory to write each output as <name>.npy.");
 ABSL_FLAG(int, batches, 1, "npusim: stream this many batches, overlapping transfers with compute.");
+ABSL_FLAG(int, steps, 1, "run the model this many times, feeding each output NAME.next into input NAME.");
 ABSL_FLAG(int, repeat, 0, "cuda: run the package this many more times and print its latency.");
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, report);
@@ -72,9 +74,11 @@ std::string SimulatedDeviceFlags() {
   return absl::StrCat(absl::StrJoin(given, ", "), given.size() == 1 ? " needs" : " need", " a simulated device");
 }
 
-// Reads the --input files, matching them by name to `names`.
+// Reads the --input files, matching them by name to `names`; an input not
+// given reads its initial value (`initial[i]`, where defined).
 absl::StatusOr<std::vector<Tensor>> InputsByName(const std::vector<std::string>& names,
-                                                 const std::vector<std::string>& described) {
+                                                 const std::vector<std::string>& described,
+                                                 const std::vector<Tensor>& initial = {}) {
   absl::flat_hash_map<std::string, Tensor> given;
   for (const std::string& spec : RepeatedInputs()) {
     size_t eq = spec.find('=');
@@ -87,8 +91,13 @@ absl::StatusOr<std::vector<Tensor>> InputsByName(const std::vector<std::string>&
       return absl::InvalidArgumentError("input '" + name + "' is given twice");
   }
   std::vector<Tensor> inputs;
-  for (const std::string& n : names) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
     auto it = given.find(n);
+    if (it == given.end() && i < initial.size() && initial[i].defined()) {
+      inputs.push_back(initial[i]);
+      continue;
+    }
     if (it == given.end())
       return absl::InvalidArgumentError(absl::StrCat("missing --input for '", n, "'; the model takes ",
                                                      absl::StrJoin(described, ", ")));
@@ -99,6 +108,37 @@ absl::StatusOr<std::vector<Tensor>> InputsByName(const std::vector<std::string>&
     return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", given.begin()->first,
                                                    "'; it takes ", absl::StrJoin(described, ", ")));
   return inputs;
+}
+
+// --steps: the step count, checked, and the feeds of a loop (an error when
+// more than one step is asked of a model without any).
+absl::StatusOr<std::vector<runtime::StepFeed>> StepFeedsFromFlags(const std::vector<std::string>& inputs,
+                                                                  const std::vector<std::string>& outputs,
+                                                                  int* steps) {
+  *steps = absl::GetFlag(FLAGS_steps);
+  if (*steps < 1 || *steps > 1000000) return absl::InvalidArgumentError("--steps must be between 1 and 1000000");
+  std::vector<runtime::StepFeed> feeds = runtime::StepFeeds(inputs, outputs);
+  if (*steps > 1 && feeds.empty())
+    return absl::InvalidArgumentError(
+        "--steps needs a model whose outputs NAME.next feed its inputs NAME (a training step with "
+        "`kiln opt --passes=training-step --state=inputs`); this one has none");
+  return feeds;
+}
+
+// With more than one step: a line per step with the outputs of one element
+// that feed no input (the loss).
+runtime::StepFn PrintSteps(int steps, const std::vector<std::string>& outputs,
+                           const std::vector<runtime::StepFeed>& feeds) {
+  if (steps <= 1) return nullptr;
+  std::vector<bool> fed(outputs.size(), false);
+  for (const runtime::StepFeed& f : feeds) fed[f.output] = true;
+  return [outputs, fed](int step, const std::vector<Tensor>& out) {
+    std::string line = absl::StrCat("step ", step, ":");
+    for (size_t i = 0; i < out.size() && i < outputs.size(); ++i)
+      if (!fed[i] && out[i].defined() && out[i].numel() == 1 && out[i].dtype() != DType::kString)
+        absl::StrAppend(&line, " ", outputs[i], " = ", out[i].GetDouble(0));
+    std::cout << line << "\n";
+  };
 }
 
 int WriteOutputs(const std::vector<std::string>& names, const std::vector<Tensor>& outputs) {
@@ -134,8 +174,11 @@ int RunArtifact(const std::string& path) {
     described.push_back(artifact::DescribeSignature(s));
   }
   for (const auto& s : a.outputs()) out_names.push_back(s.name());
-  auto inputs = InputsByName(names, described);
+  auto inputs = InputsByName(names, described, (*loaded)->InitialValues());
   if (!inputs.ok()) return Fail(inputs.status());
+  int steps = 1;
+  auto feeds = StepFeedsFromFlags(names, out_names, &steps);
+  if (!feeds.ok()) return Fail(feeds.status());
   runtime::NpusimRunOptions options;
   options.batches = absl::GetFlag(FLAGS_batches);
   if (options.batches < 1 || options.batches > 1024) return Fail("--batches must be between 1 and 1024");
@@ -152,7 +195,10 @@ int RunArtifact(const std::string& path) {
   if (npu && isatty(2)) std::cerr << "kiln: simulating " << ran.npusim().tasks_size() << " tasks x " << options.batches
                                   << " batch" << (options.batches > 1 ? "es" : "") << " on " << npu->machine().name()
                                   << "...\n";
-  auto outputs = (*loaded)->Run(*std::move(inputs), options);
+  auto outputs = runtime::RunSteps(
+      steps, *std::move(inputs), *feeds,
+      [&](std::vector<Tensor> in) { return (*loaded)->Run(std::move(in), options); },
+      PrintSteps(steps, out_names, *feeds));
   if (!outputs.ok()) return Fail(outputs.status());
   if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
   if (!npu) return 0;
@@ -193,6 +239,7 @@ int RunCudaPackage(const std::string& dir) {
     described.push_back(absl::StrCat(t.name, ": ", DTypeName(t.dtype), "[", absl::StrJoin(t.dims, ","), "]"));
   }
   for (const auto& t : (*exe)->outputs()) out_names.push_back(t.name);
+  if (absl::GetFlag(FLAGS_steps) != 1) return Fail("--steps is not supported for cuda packages yet");
   auto inputs = InputsByName(names, described);
   if (!inputs.ok()) return Fail(inputs.status());
   if (isatty(2)) std::cerr << "kiln: running " << dir << " on " << (*exe)->device() << "\n";
@@ -236,11 +283,18 @@ int Run(const std::vector<std::string>& args) {
     names.push_back(in->name());
     described.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
   }
+  std::vector<Tensor> initial;
   for (Value* out : g.outputs()) out_names.push_back(out->name());
-  auto inputs = InputsByName(names, described);
+  for (Value* in : g.inputs()) initial.push_back(in->initial());
+  auto inputs = InputsByName(names, described, initial);
   if (!inputs.ok()) return Fail(inputs.status());
+  int steps = 1;
+  auto feeds = StepFeedsFromFlags(names, out_names, &steps);
+  if (!feeds.ok()) return Fail(feeds.status());
   Executor exec;
-  auto outputs = exec.Run(g, *std::move(inputs));
+  auto outputs = runtime::RunSteps(
+      steps, *std::move(inputs), *feeds, [&](std::vector<Tensor> in) { return exec.Run(g, std::move(in)); },
+      PrintSteps(steps, out_names, *feeds));
   if (!outputs.ok()) return Fail(outputs.status());
   return WriteOutputs(out_names, *outputs);
 }
@@ -252,7 +306,7 @@ const Command kRunCommand = {
     "run", "run a model and write its outputs",
     R"(usage: kiln run MODEL.onnx|MODEL.kir|MODEL.kiln|PACKAGE_DIR [--input NAME=FILE ...] [--output-dir=DIR]
                 [--trace=FILE] [--report] [--report-csv=FILE] [--roofline=FILE] [--batches=N]
-                [--timing-only]
+                [--timing-only] [--steps=N]
 
 Runs a model: .onnx and .kir on the host reference executor, a compiled
 .kiln artifact on its target's device (npusim: the SystemC model of the
@@ -261,7 +315,9 @@ compile --target=cuda -o DIR`) on the GPU: its libkiln_model.so is built
 with the package's build.sh when missing, loaded, and its host tasks run
 on kiln's reference kernels; without a GPU or CUDA driver it says so and
 fails. Each input is given as
-NAME=FILE, where FILE is a NumPy .npy file or an ONNX TensorProto .pb file.
+NAME=FILE, where FILE is a NumPy .npy file or an ONNX TensorProto .pb file;
+an input with an initial value (a training step's parameters and optimizer
+state with `--state=inputs`) may be left out.
 Prints each output's type and first values; with --output-dir, writes each
 output as DIR/<output name>.npy (characters other than letters, digits,
 '_', '-' and '.' become '_').
@@ -281,6 +337,10 @@ flags:
                        while batch i computes); the report gives the throughput
                        against max(compute, transfer)
   --timing-only        npusim: skip the arithmetic (outputs are not computed)
+  --steps=N            run N times on the same data inputs, each output NAME.next
+                       feeding input NAME of the next run (a training loop); prints
+                       each step's one-element outputs (the loss), then the last
+                       step's outputs (npusim: its report and trace)
   --cycle-limit=N      npusim: stop with an error past N cycles
   --repeat=N           cuda: run N more times and print the latency (host
                        inputs and outputs, their copies included)
