@@ -83,11 +83,12 @@ sc_time Cycles(double c) {
 }
 
 struct StreamOp {
-  enum Kind { kLaunch, kH2D, kD2H, kAicpu, kAllReduce, kRecord, kWait } kind = kLaunch;
+  enum Kind { kLaunch, kH2D, kD2H, kD2D, kAicpu, kAllReduce, kRecord, kWait } kind = kLaunch;
   KernelId kernel = -1;
   int64_t block_dim = 0;
   std::vector<DevAddr> args;
   DevAddr dev = 0;
+  DevAddr src = 0;  // kD2D: the source (dev is the destination)
   void* host = nullptr;
   const void* chost = nullptr;
   int64_t bytes = 0;
@@ -842,6 +843,28 @@ struct Device::Impl {
           }
           break;
         }
+        case StreamOp::kD2D: {
+          // Read and written through HBM, sharing its bandwidth with the
+          // kernels' transfers in flight, then the HBM latency.
+          stream_state[s] = "a copy through HBM";
+          double t = Now();
+          if (!HbmTransfer(2.0 * static_cast<double>(op.bytes), hbm_bw)) return;
+          if (!WaitCycles(static_cast<double>(machine.chip().hbm_latency_cycles()))) return;
+          auto dst = memory.Resolve(op.dev, op.bytes);
+          auto src = memory.Resolve(op.src, op.bytes);
+          if (!dst.ok() || !src.ok()) {
+            Fail(dst.ok() ? src.status() : dst.status());
+            return;
+          }
+          std::memmove(*dst, *src, op.bytes);
+          stats.d2d_bytes += op.bytes;
+          label = absl::StrCat("D2D ", op.bytes, " B");
+          if (opt.trace) {
+            trace.NameTrack(Trace::kHbm, 1, "HBM", "D2D copies");
+            trace.Named(Trace::kHbm, 1, label, t, Now());
+          }
+          break;
+        }
         case StreamOp::kAicpu: {
           stream_state[s] = "a free AICPU core";
           int slot = -1;
@@ -958,9 +981,12 @@ struct Device::Impl {
     hbm_bw = HbmBytesPerCycle(machine);
     stats = RunStats{};
     stats.kernels.reserve(64);
-    size_t nlaunch = 0;
+    size_t nlaunch = 0, nd2d = 0;  // device copies need the HBM arbiter too
     for (auto& s : streams)
-      for (auto& op : s) nlaunch += op.kind == StreamOp::kLaunch;
+      for (auto& op : s) {
+        nlaunch += op.kind == StreamOp::kLaunch;
+        nd2d += op.kind == StreamOp::kD2D;
+      }
     stats.kernels.reserve(nlaunch);
     records_done.assign(records_enqueued.size(), 0);
     event_evs.clear();
@@ -1003,7 +1029,7 @@ struct Device::Impl {
 
     for (size_t s = 0; s < streams.size(); ++s)
       Spawn(absl::StrCat("stream", s), false, [this, s] { StreamMain(static_cast<int>(s)); });
-    if (nlaunch > 0 && !engine_alive) {
+    if (nlaunch + nd2d > 0 && !engine_alive) {
       engine_alive = true;
       Spawn("hbm", true, [this] { HbmMain(); });
       for (auto& c : cores) {
@@ -1144,6 +1170,20 @@ absl::Status Device::CopyD2H(StreamId s, void* dst, DevAddr src, int64_t bytes) 
   op.kind = StreamOp::kD2H;
   op.dev = src;
   op.host = dst;
+  op.bytes = bytes;
+  impl_->streams[s].push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Device::CopyD2D(StreamId s, DevAddr dst, DevAddr src, int64_t bytes) {
+  KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
+  if (bytes < 0) return InvalidArgument("a device copy of ", bytes, " bytes");
+  KILN_RETURN_IF_ERROR(impl_->memory.Resolve(dst, bytes).status());
+  KILN_RETURN_IF_ERROR(impl_->memory.Resolve(src, bytes).status());
+  StreamOp op;
+  op.kind = StreamOp::kD2D;
+  op.dev = dst;
+  op.src = src;
   op.bytes = bytes;
   impl_->streams[s].push_back(std::move(op));
   return absl::OkStatus();

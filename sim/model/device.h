@@ -16,6 +16,7 @@
 //   dev->Launch(s, k, /*block_dim=*/8, {a, b, c});
 //   dev->AllReduce(s, "grads", bytes, /*chips=*/8, reduce);  // timed over the chip links
 //   dev->CopyD2H(s, host_out, c, bytes);
+//   dev->CopyD2D(s, a, c, bytes);              // timed through HBM
 //   RunStats stats = dev->Run(options);        // simulates everything enqueued
 //
 // Work enqueued on one stream runs in order; streams run concurrently and
@@ -95,6 +96,7 @@ struct RunStats {
   int64_t instructions = 0;  // executed, over all pipes and cores
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
   int64_t h2d_bytes = 0, d2h_bytes = 0;
+  int64_t d2d_bytes = 0;  // copied within device memory (CopyD2D)
   int64_t aicpu_tasks = 0;
   // Start and end cycle of each AICPU task, in the order they finished.
   std::vector<std::pair<double, double>> aicpu_spans;
@@ -131,6 +133,10 @@ class Device {
   // Timed copies over the host link; the host buffer must stay valid until Run() returns.
   absl::Status CopyH2D(StreamId s, DevAddr dst, const void* src, int64_t bytes);
   absl::Status CopyD2H(StreamId s, void* dst, DevAddr src, int64_t bytes);
+  // A copy within device memory: its bytes are read and then written
+  // through HBM (2 * bytes, sharing the bandwidth with the kernels'
+  // transfers in flight), then the HBM latency.
+  absl::Status CopyD2D(StreamId s, DevAddr dst, DevAddr src, int64_t bytes);
   // An AICPU task: `fn` runs on the host with this device's memory when the
   // task completes; it takes launch_cycles + ops / ops_per_cycle AICPU cycles.
   absl::Status LaunchAicpu(StreamId s, std::string name, double ops, std::function<absl::Status(Device&)> fn);

@@ -308,6 +308,45 @@ TEST(TimingTest, HostCopiesAreTimedOverPcieAndOverlapCompute) {
   EXPECT_DOUBLE_EQ(both->kernels[0].end_cycle, m.core().cube_latency_cycles() + 512);
 }
 
+// A device copy reads and writes its bytes through HBM (2 * bytes at the
+// HBM bandwidth, shared with what else is in flight), then the HBM latency.
+TEST(TimingTest, DeviceCopiesGoThroughHbm) {
+  Machine m = DefaultMachine();
+  auto d = Device::Create(m);
+  ASSERT_TRUE(d.ok());
+  Device& dev = **d;
+  const int64_t bytes = 1 << 20;
+  auto a = dev.Malloc(bytes), b = dev.Malloc(bytes), c = dev.Malloc(bytes);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  std::vector<uint8_t> data(bytes);
+  for (int64_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 13);
+  ASSERT_TRUE(dev.Write(*a, data.data(), bytes).ok());
+  StreamId s0 = dev.CreateStream(), s1 = dev.CreateStream();
+  ASSERT_TRUE(dev.CopyD2D(s0, *b, *a, bytes).ok());
+  auto r = dev.Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double latency = static_cast<double>(m.chip().hbm_latency_cycles());
+  EXPECT_NEAR(r->total_cycles, latency + 2.0 * bytes / HbmBytesPerCycle(m), 0.01);  // the time resolution
+  EXPECT_EQ(r->d2d_bytes, bytes);
+  EXPECT_EQ(r->h2d_bytes, 0);
+  std::vector<uint8_t> back(bytes);
+  ASSERT_TRUE(dev.Read(*b, back.data(), bytes).ok());
+  EXPECT_EQ(back, data);
+
+  // Two copies at once share the bandwidth: both end when four times the
+  // bytes have gone through.
+  ASSERT_TRUE(dev.CopyD2D(s0, *b, *a, bytes).ok());
+  ASSERT_TRUE(dev.CopyD2D(s1, *c, *a, bytes).ok());
+  auto both = dev.Run();
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_NEAR(both->total_cycles, latency + 4.0 * bytes / HbmBytesPerCycle(m), 0.01);
+  EXPECT_EQ(both->d2d_bytes, 2 * bytes);
+
+  // Addresses outside memory are refused when the copy is enqueued.
+  EXPECT_FALSE(dev.CopyD2D(s0, *b + bytes, *a, bytes).ok());
+  EXPECT_FALSE(dev.CopyD2D(s0, *b, *a, -1).ok());
+}
+
 TEST(TimingTest, AicpuTasksRunWithTheirCost) {
   Machine m = DefaultMachine();
   auto d = Device::Create(m);
