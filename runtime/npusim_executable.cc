@@ -318,18 +318,38 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   }
   sim::StreamId compute = batches > 1 ? d.CreateStream() : in_stream;
   sim::StreamId out_stream = batches > 1 ? d.CreateStream() : in_stream;
+  // A loop's feeds: which inputs come from the step before, which outputs
+  // go to the next.
+  std::vector<int> fed_input(m.input_buffers_size(), -1);
+  std::vector<bool> fed_output(m.output_buffers_size(), false);
+  for (const StepFeed& f : options.feeds) {
+    if (f.input < 0 || f.input >= m.input_buffers_size() || f.output < 0 || f.output >= m.output_buffers_size())
+      return absl::InvalidArgumentError("a step feed names no input or output of the model");
+    const Buffer& in = m.buffers(m.input_buffers(f.input));
+    const Buffer& out = m.buffers(m.output_buffers(f.output));
+    if (im.IsHost(m.input_buffers(f.input)) || im.IsHost(m.output_buffers(f.output)) || in.bytes() != out.bytes() ||
+        in.dtype() != out.dtype())
+      return absl::InvalidArgumentError(absl::StrCat("output '", out.name(), "' cannot feed input '", in.name(),
+                                                     "' on the device"));
+    fed_input[f.input] = f.output;
+    fed_output[f.output] = true;
+  }
+  const bool loop = !options.feeds.empty();
   // Host buffers of the outputs, per batch (copies land there during Run).
   std::vector<std::vector<Tensor>> outputs(batches);
-  std::vector<sim::EventId> slot_free(batches, -1);
+  std::vector<sim::EventId> slot_free(batches, -1), fed_read(batches, -1);
   for (int b = 0; b < batches; ++b) {
     const int slot = b % num_slots;
     if (b >= num_slots) KILN_RETURN_IF_ERROR(d.WaitEvent(in_stream, slot_free[b - num_slots]));
+    // The slot also held the values the step before this one's feeds read.
+    if (loop && b >= num_slots && fed_read[b - 1] >= 0) KILN_RETURN_IF_ERROR(d.WaitEvent(in_stream, fed_read[b - 1]));
     for (int i = 0; i < m.input_buffers_size(); ++i) {
       int buf = m.input_buffers(i);
       if (im.IsHost(buf)) {
         im.host[slot][im.Root(buf)] = inputs[i];
         continue;
       }
+      if (b > 0 && fed_input[i] >= 0) continue;  // copied on the device below
       if (inputs[i].nbytes())
         KILN_RETURN_IF_ERROR(d.CopyH2D(in_stream, im.Address(buf, slot), inputs[i].raw(),
                                        static_cast<int64_t>(inputs[i].nbytes())));
@@ -338,6 +358,22 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
       sim::EventId in_ready = d.CreateEvent();
       KILN_RETURN_IF_ERROR(d.RecordEvent(in_stream, in_ready));
       KILN_RETURN_IF_ERROR(d.WaitEvent(compute, in_ready));
+    }
+    if (loop && b > 0) {
+      // The step before's NAME.next into this step's NAME, after that step's
+      // tasks (the compute stream runs in order) and once this slot's last
+      // outputs have gone to the host.
+      if (b >= num_slots) KILN_RETURN_IF_ERROR(d.WaitEvent(compute, slot_free[b - num_slots]));
+      const int prev = (b - 1) % num_slots;
+      for (int i = 0; i < m.input_buffers_size(); ++i) {
+        if (fed_input[i] < 0) continue;
+        const int in_buf = m.input_buffers(i), out_buf = m.output_buffers(fed_input[i]);
+        const sim::DevAddr dst = im.Address(in_buf, slot), src = im.Address(out_buf, prev);
+        if (dst != src && m.buffers(in_buf).bytes() > 0)
+          KILN_RETURN_IF_ERROR(d.CopyD2D(compute, dst, src, m.buffers(in_buf).bytes()));
+      }
+      fed_read[b] = d.CreateEvent();
+      KILN_RETURN_IF_ERROR(d.RecordEvent(compute, fed_read[b]));
     }
     std::vector<sim::EventId> bucket_done(m.bucket_plan_size(), -1);
     auto start_buckets = [&](int after) -> absl::Status {
@@ -388,9 +424,14 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
       if (!dt) return absl::InternalError("output dtype");
       outputs[b].emplace_back(*dt, Impl::Dims(ob));
     }
+    const bool last_step = b == batches - 1;
     for (int i = 0; i < m.output_buffers_size(); ++i) {
       int buf = m.output_buffers(i);
       Tensor& t = outputs[b][i];
+      if (loop && fed_output[i] && !last_step) {
+        t = Tensor();  // stays on the device for the next step
+        continue;
+      }
       if (im.IsHost(buf) || !t.nbytes()) continue;
       KILN_RETURN_IF_ERROR(d.CopyD2H(out_stream, t.raw(), im.Address(buf, slot), static_cast<int64_t>(t.nbytes())));
     }
@@ -406,6 +447,8 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   ro.cycle_limit = options.cycle_limit;
   KILN_ASSIGN_OR_RETURN(sim::RunStats stats, d.Run(ro));
 
+  if (options.after_step)
+    for (int b = 0; b < batches; ++b) options.after_step(b + 1, outputs[b]);
   const int last = (batches - 1) % num_slots;
   std::vector<Tensor> result = std::move(outputs[batches - 1]);
   for (int i = 0; i < m.output_buffers_size(); ++i) {
@@ -423,6 +466,7 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   summary_ = {};
   summary_.stats = std::move(stats);
   summary_.batches = batches;
+  summary_.loop = loop;
   // One batch's compute: from its first task's start to its last task's end
   // (kernels and AICPU tasks run in order on the compute stream).
   int64_t kernels_per_batch = 0, aicpu_per_batch = 0;
@@ -448,9 +492,14 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   summary_.compute_cycles = end > first ? end - first : 0;
   // The link has a lane each way (H2D and D2H copies overlap): a batch's
   // transfers take as long as its slower direction.
+  // A loop's variables stay on the device: not part of a step's transfers.
   int64_t in_bytes = 0, out_bytes = 0;
-  for (const Tensor& t : inputs) in_bytes += static_cast<int64_t>(t.nbytes());
-  for (const Tensor& t : result) out_bytes += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (fed_input[i] >= 0) summary_.fed_bytes += static_cast<int64_t>(inputs[i].nbytes());
+    else in_bytes += static_cast<int64_t>(inputs[i].nbytes());
+  }
+  for (size_t i = 0; i < result.size(); ++i)
+    if (!fed_output[i] && result[i].defined()) out_bytes += static_cast<int64_t>(result[i].nbytes());
   const double link = sim::HostLinkBytesPerCycle(machine_);
   const double latency = sim::UsToCycles(machine_, machine_.host_link().latency_us());
   summary_.transfer_cycles = std::max(in_bytes / link + latency * m.input_buffers_size(),
@@ -492,10 +541,18 @@ std::string NpusimExecutable::ReportText() const {
     absl::StrAppendFormat(&out, "  %-7s %5d tasks  %12.0f kernel cycles\n", engine, e.first, e.second);
   double clock_hz = machine_.chip().clock_mhz() * 1e6;
   absl::StrAppendFormat(&out,
-                        "\ntotal: %.0f cycles (%.1f us) for %d batch%s; %d instructions; HBM read %d B, write %d B; "
-                        "H2D %d B, D2H %d B; AICPU tasks %d\n",
-                        s.total_cycles, s.seconds * 1e6, summary_.batches, summary_.batches == 1 ? "" : "es",
-                        s.instructions, s.hbm_read_bytes, s.hbm_write_bytes, s.h2d_bytes, s.d2h_bytes, s.aicpu_tasks);
+                        "\ntotal: %.0f cycles (%.1f us) for %d %s%s; %d instructions; HBM read %d B, write %d B; "
+                        "H2D %d B, D2H %d B%s; AICPU tasks %d\n",
+                        s.total_cycles, s.seconds * 1e6, summary_.batches, summary_.loop ? "step" : "batch",
+                        summary_.batches == 1 ? "" : (summary_.loop ? "s" : "es"), s.instructions, s.hbm_read_bytes,
+                        s.hbm_write_bytes, s.h2d_bytes, s.d2h_bytes,
+                        s.d2d_bytes ? absl::StrFormat(", D2D %d B", s.d2d_bytes) : "", s.aicpu_tasks);
+  if (summary_.loop) {
+    absl::StrAppendFormat(&out,
+                          "training loop on the device: the parameters and optimizer state (%d B) cross PCIe once "
+                          "each way and move from step to step by copies within HBM\n",
+                          summary_.fed_bytes);
+  }
   if (s.collectives > 0) {
     double last = 0;
     for (const auto& span : s.collective_spans) last = std::max(last, span.second);
@@ -512,9 +569,10 @@ std::string NpusimExecutable::ReportText() const {
     double per_batch = s.total_cycles / summary_.batches;
     double bound = std::max(summary_.compute_cycles, summary_.transfer_cycles);
     absl::StrAppendFormat(&out,
-                          "pipelined: %.0f cycles per batch (%.1f batches/s); bound max(compute %.0f, transfer %.0f) = "
+                          "pipelined: %.0f cycles per %s (%.1f %s/s); bound max(compute %.0f, transfer %.0f) = "
                           "%.0f cycles: %.1f%% of the bound's throughput\n",
-                          per_batch, clock_hz / per_batch, summary_.compute_cycles, summary_.transfer_cycles, bound,
+                          per_batch, summary_.loop ? "step" : "batch", clock_hz / per_batch,
+                          summary_.loop ? "steps" : "batches", summary_.compute_cycles, summary_.transfer_cycles, bound,
                           100 * bound / per_batch);
   } else if (s.total_cycles > 0) {
     absl::StrAppendFormat(&out, "throughput: %.1f runs/s at %.0f MHz\n", clock_hz / s.total_cycles,

@@ -11,7 +11,9 @@
 // activation regions: the inputs of batch i+1 go over PCIe while batch i
 // computes, and the outputs of batch i come back while batch i+1 computes
 // (a copy-in stream, a compute stream and a copy-out stream ordered by
-// events).
+// events). A training loop (NpusimRunOptions::feeds) runs its steps as
+// such batches, its parameters and optimizer state staying on the device
+// from step to step.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -24,6 +26,7 @@
 #include "graph/ir/graph.h"
 #include "graph/ir/tensor.h"
 #include "sim/model/device.h"
+#include "runtime/step_loop.h"
 #include "sim/model/roofline.h"
 #include "target/artifact/artifact.pb.h"
 
@@ -34,12 +37,23 @@ struct NpusimRunOptions {
   bool trace = false;
   int batches = 1;
   double cycle_limit = 1e11;
+  // A training loop sunk onto the device: the batches are its steps, and
+  // each feed's output (NAME.next) of one step is copied within device
+  // memory into its input (NAME) of the next. The fed inputs cross PCIe
+  // once (the first step) and the fed outputs once (the last step's); the
+  // other inputs are staged for every step while the one before computes.
+  std::vector<StepFeed> feeds;
+  // Called after the run with each step's outputs, in order (a fed output
+  // is undefined except in the last step).
+  StepFn after_step;
 };
 
 // What a run measured, beside the simulator's own statistics.
 struct NpusimRunSummary {
   sim::RunStats stats;
   int batches = 1;
+  bool loop = false;  // the batches were the steps of a loop with feeds
+  int64_t fed_bytes = 0;  // a loop: the bytes of the fed inputs (the variables)
   double compute_cycles = 0;   // one batch's tasks, from the first kernel's start to the last task's end
   // One batch's host<->device copies at the link's bandwidth and latency,
   // in the slower direction (H2D and D2H have a lane each).

@@ -5,7 +5,8 @@
 // whose parameters and optimizer state are inputs (training-step
 // --state=inputs) compiled for npusim and run for several steps: the
 // parameters end where the reference executor's loop on the unoptimized
-// step ends, and the loss falls.
+// step ends, and the loss falls; the loop sunk onto the device
+// (NpusimRunOptions::feeds) gives what the loop from the host gives.
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>
@@ -184,6 +185,78 @@ TEST(TrainingLoop, NpusimStepsFollowTheReferenceLoop) {
     for (int i = 0; i < steps; ++i) EXPECT_NEAR(npu_losses[i], ref_losses[i], 1e-4 * ref_losses[i]) << "step " << i + 1;
     EXPECT_LT(npu_losses.back(), 0.8 * npu_losses.front());
   }
+}
+
+// The loop sunk onto the device (NpusimRunOptions::feeds: the steps run as
+// pipelined batches, NAME.next copied into NAME within HBM) against the
+// same artifact run step by step from the host: the same losses and final
+// variables, the variables over PCIe once each way, a device copy of them
+// between steps.
+TEST(TrainingLoop, OnTheDeviceAsFromTheHost) {
+  const int steps = 5;
+  const Tensor x = Random({16, 8}, 21), y = Random({16, 1}, 22);
+  TrainingOptions options;
+  options.optimizer = TrainingOptions::Optimizer::kAdam;
+  options.learning_rate = 0.02;
+  options.state_as_inputs = true;
+  Model m = Regression();
+  ASSERT_TRUE(AppendTrainingStep(*m.graph, options).ok());
+  PassManager pm;
+  ASSERT_TRUE(pm.AddPipeline("default").ok());
+  ASSERT_TRUE(pm.Run(m).ok());
+  auto t = target::TargetRegistry::Global().Create("npusim");
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto artifact = target::CompileForNpusim(m, **t, {});
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  auto loaded = runtime::LoadedModel::FromArtifact(*std::move(artifact), "loop.kiln");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<Tensor> inputs = (*loaded)->InitialValues();
+  inputs[0] = x;
+  inputs[1] = y;
+  std::vector<std::string> in_names, out_names;
+  for (const auto& s : (*loaded)->artifact().inputs()) in_names.push_back(s.name());
+  for (const auto& s : (*loaded)->artifact().outputs()) out_names.push_back(s.name());
+  std::vector<StepFeed> feeds = StepFeeds(in_names, out_names);
+  int64_t variable_bytes = 0, data_bytes = static_cast<int64_t>(x.nbytes() + y.nbytes());
+  for (const StepFeed& f : feeds) variable_bytes += static_cast<int64_t>(inputs[f.input].nbytes());
+
+  std::vector<double> host_losses, device_losses;
+  auto host = RunSteps(
+      steps, inputs, feeds, [&](std::vector<Tensor> in) { return (*loaded)->Run(std::move(in)); },
+      [&](int, const std::vector<Tensor>& o) { host_losses.push_back(o[0].GetDouble(0)); });
+  ASSERT_TRUE(host.ok()) << host.status();
+
+  runtime::NpusimRunOptions ro;
+  ro.batches = steps;
+  ro.feeds = feeds;
+  std::vector<bool> fed_seen;
+  ro.after_step = [&](int step, const std::vector<Tensor>& o) {
+    device_losses.push_back(o[0].GetDouble(0));
+    // A fed output comes back to the host only from the last step.
+    fed_seen.push_back(o[feeds[0].output].defined());
+    EXPECT_EQ(static_cast<int>(device_losses.size()), step);
+  };
+  auto device = (*loaded)->Run(inputs, ro);
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_EQ(device_losses, host_losses);
+  EXPECT_EQ(fed_seen, (std::vector<bool>{false, false, false, false, true}));
+  for (const StepFeed& f : feeds)
+    EXPECT_TRUE((*host)[f.output].Equals((*device)[f.output])) << out_names[f.output];
+  EXPECT_LT(device_losses.back(), device_losses.front());
+
+  const sim::RunStats& stats = (*loaded)->npusim()->summary().stats;
+  EXPECT_EQ(stats.h2d_bytes, steps * data_bytes + variable_bytes);
+  EXPECT_EQ(stats.d2d_bytes, (steps - 1) * variable_bytes);
+  EXPECT_TRUE((*loaded)->npusim()->summary().loop);
+  EXPECT_NE((*loaded)->npusim()->ReportText().find("training loop on the device"), std::string::npos);
+
+  // A feed between buffers of different sizes is refused.
+  runtime::NpusimRunOptions bad = ro;
+  bad.feeds = {{feeds[0].output, 0}};
+  auto refused = (*loaded)->Run(inputs, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cannot feed input 'x' on the device"), std::string::npos)
+      << refused.status();
 }
 
 }  // namespace

@@ -179,6 +179,8 @@ int RunArtifact(const std::string& path) {
   int steps = 1;
   auto feeds = StepFeedsFromFlags(names, out_names, &steps);
   if (!feeds.ok()) return Fail(feeds.status());
+  if (steps > 1 && absl::GetFlag(FLAGS_batches) != 1)
+    return Fail("--steps and --batches: a training loop streams one batch per step (give --steps alone)");
   runtime::NpusimRunOptions options;
   options.batches = absl::GetFlag(FLAGS_batches);
   if (options.batches < 1 || options.batches > 1024) return Fail("--batches must be between 1 and 1024");
@@ -195,10 +197,20 @@ int RunArtifact(const std::string& path) {
   if (npu && isatty(2)) std::cerr << "kiln: simulating " << ran.npusim().tasks_size() << " tasks x " << options.batches
                                   << " batch" << (options.batches > 1 ? "es" : "") << " on " << npu->machine().name()
                                   << "...\n";
-  auto outputs = runtime::RunSteps(
-      steps, *std::move(inputs), *feeds,
-      [&](std::vector<Tensor> in) { return (*loaded)->Run(std::move(in), options); },
-      PrintSteps(steps, out_names, *feeds));
+  absl::StatusOr<std::vector<Tensor>> outputs;
+  if (npu && steps > 1) {
+    // The loop runs on the device: its steps are batches that pass the
+    // variables on in device memory.
+    options.batches = steps;
+    options.feeds = *feeds;
+    options.after_step = PrintSteps(steps, out_names, *feeds);
+    outputs = (*loaded)->Run(*std::move(inputs), options);
+  } else {
+    outputs = runtime::RunSteps(
+        steps, *std::move(inputs), *feeds,
+        [&](std::vector<Tensor> in) { return (*loaded)->Run(std::move(in), options); },
+        PrintSteps(steps, out_names, *feeds));
+  }
   if (!outputs.ok()) return Fail(outputs.status());
   if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
   if (!npu) return 0;
@@ -340,7 +352,9 @@ flags:
   --steps=N            run N times on the same data inputs, each output NAME.next
                        feeding input NAME of the next run (a training loop); prints
                        each step's one-element outputs (the loss), then the last
-                       step's outputs (npusim: its report and trace)
+                       step's outputs. npusim runs the loop on the device: the
+                       steps are pipelined batches, and NAME.next reaches NAME by
+                       a copy within HBM (the report and trace cover every step)
   --cycle-limit=N      npusim: stop with an error past N cycles
   --repeat=N           cuda: run N more times and print the latency (host
                        inputs and outputs, their copies included)
