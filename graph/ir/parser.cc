@@ -1012,18 +1012,13 @@ class Parser {
           return Fail(type_at, absl::StrCat("an input with an initial value needs a static tensor type, got ",
                                             PrintType(t)));
         Token data_at = tok_;
-        bool dense = tok_.IsIdent("dense");
-        if (!dense && !tok_.IsIdent("blob")) return Expected("'dense' or 'blob' (the input's initial value)");
-        Advance();
-        if (dense) {
-          if (!ParseDense(data_at, t, &initial)) return false;
-        } else {
-          bool missing;
-          uint64_t h;
-          if (!ParseBlob(t, &initial, &missing, &h)) return false;
-          if (missing) return Fail(data_at, absl::StrCat("the initial value of input ", PrintValueName(at.text),
-                                                         " is a blob that is not in the blob store"));
-        }
+        if (!tok_.IsIdent("dense") && !tok_.IsIdent("blob"))
+          return Expected("'dense' or 'blob' (the input's initial value)");
+        bool missing;
+        if (!ParseTensorData(t, &initial, &missing)) return false;
+        if (missing)
+          return Fail(data_at, absl::StrCat("the initial value of input ", PrintValueName(at.text),
+                                            " is a blob that is not in the blob store"));
       }
       Value* in = g->AddInput(at.text, std::move(t));
       in->set_initial(std::move(initial));
@@ -1092,31 +1087,31 @@ class Parser {
     Token type_at = tok_;
     Type type;
     if (!ParseType(&type, 0)) return false;
-    Token at = tok_;
     if (tok_.IsIdent("elided")) {
       Advance();
       Define(g->AddElidedConstant(name.text, std::move(type)));
       return true;
     }
-    bool dense = tok_.IsIdent("dense");
-    if (!dense && !tok_.IsIdent("blob")) return Expected("'dense', 'blob' or 'elided'");
+    if (!tok_.IsIdent("dense") && !tok_.IsIdent("blob")) return Expected("'dense', 'blob' or 'elided'");
     if (!StaticTensorType(type))
       return Fail(type_at, absl::StrCat("a constant with data needs a static tensor type, got ", PrintType(type)));
-    Advance();
     Tensor t;
-    if (dense) {
-      if (!ParseDense(at, type, &t)) return false;
-    } else {
-      bool missing;
-      uint64_t h;
-      if (!ParseBlob(type, &t, &missing, &h)) return false;
-      if (missing) {
-        Define(g->AddElidedConstant(name.text, std::move(type)));
-        return true;
-      }
-    }
-    Define(g->AddConstant(name.text, std::move(t)));
+    bool missing;
+    if (!ParseTensorData(type, &t, &missing)) return false;
+    Define(missing ? g->AddElidedConstant(name.text, std::move(type)) : g->AddConstant(name.text, std::move(t)));
     return true;
+  }
+
+  // At `dense [...]` or `blob "HASH"`: the data of a tensor of static
+  // `type`; `missing` when the blob is not in the store (`t` undefined).
+  bool ParseTensorData(const Type& type, Tensor* t, bool* missing) {
+    Token at = tok_;
+    const bool dense = tok_.IsIdent("dense");
+    Advance();
+    *missing = false;
+    if (dense) return ParseDense(at, type, t);
+    uint64_t h;
+    return ParseBlob(type, t, missing, &h);
   }
 
   bool ParseOpRef(std::string* op, std::string* domain) {

@@ -23,6 +23,7 @@
 #include "target/api/target_registry.h"
 #include "target/npusim/allreduce_buckets.h"
 #include "target/npusim/npusim_compile.h"
+#include "tests/target/target_test_util.h"
 
 namespace kiln {
 namespace {
@@ -122,13 +123,7 @@ TEST(AllReduceBuckets, SearchMergesWhatLatencyDominatesAndSplitsWhatOverlaps) {
   EXPECT_EQ(Plan("search", large).size(), 4u);
 }
 
-Tensor Random(std::vector<int64_t> dims, uint32_t seed) {
-  Tensor t(DType::kF32, dims);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (float& x : t.span<float>()) x = u(rng);
-  return t;
-}
+using testing_util::Random;
 
 // A two-layer classifier: x [8, 32] -> logits [8, 10] -> cross entropy with
 // labels [8] (mean over the batch).
@@ -160,12 +155,9 @@ Model Step(int replicas) {
 }
 
 absl::StatusOr<std::unique_ptr<runtime::LoadedModel>> CompileAndLoad(const Model& m, const std::string& buckets) {
-  auto t = target::TargetRegistry::Global().Create("npusim");
-  if (!t.ok()) return t.status();
   target::CompileOptions options;
   if (!buckets.empty()) options.settings.push_back({"buckets", buckets});
-  KILN_ASSIGN_OR_RETURN(artifact::Artifact a, target::CompileForNpusim(m, **t, options));
-  return runtime::LoadedModel::FromArtifact(std::move(a), "dp.kiln");
+  return testing_util::CompileAndLoadNpusim(m, options, "dp.kiln");
 }
 
 Tensor Rows(const Tensor& t, int64_t first, int64_t count) {

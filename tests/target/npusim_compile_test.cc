@@ -25,17 +25,12 @@
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
 #include "target/npusim/npusim_compile.h"
+#include "tests/target/target_test_util.h"
 
 namespace kiln {
 namespace {
 
-Tensor Random(std::vector<int64_t> dims, uint32_t seed) {
-  Tensor t(DType::kF32, dims);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (float& v : t.span<float>()) v = u(rng);
-  return t;
-}
+using testing_util::Random;
 
 Type F32(std::vector<int64_t> dims) { return Type::Tensor(DType::kF32, Shape::Static(dims)); }
 

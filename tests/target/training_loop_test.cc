@@ -23,6 +23,7 @@
 #include "runtime/step_loop.h"
 #include "target/api/target_registry.h"
 #include "target/npusim/npusim_compile.h"
+#include "tests/target/target_test_util.h"
 
 namespace kiln {
 namespace {
@@ -79,13 +80,7 @@ TEST(StepLoop, ErrorsNameTheStep) {
   EXPECT_EQ(out.status().message(), "step 1: output 0 does not fit input 0 of the next step");
 }
 
-Tensor Random(std::vector<int64_t> dims, uint32_t seed) {
-  Tensor t(DType::kF32, dims);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (float& x : t.span<float>()) x = u(rng);
-  return t;
-}
+using testing_util::Random;
 
 // A regression: y' = tanh(x w + b) v, loss = mean((y' - y)^2).
 Model Regression() {
@@ -106,6 +101,28 @@ Model Regression() {
   g.AddOutput(mean->output(0));
   EXPECT_TRUE(InferShapes(g).ok());
   return m;
+}
+
+std::vector<std::string> Names(const google::protobuf::RepeatedPtrField<artifact::TensorSignature>& signature) {
+  std::vector<std::string> names;
+  for (const auto& s : signature) names.push_back(s.name());
+  return names;
+}
+
+// The regression's training step under `options`, optimized, compiled for
+// npusim and loaded; `unoptimized` (if set) receives the step before the
+// optimizer.
+std::unique_ptr<runtime::LoadedModel> CompiledStep(const TrainingOptions& options, Model* unoptimized = nullptr) {
+  Model m = Regression();
+  auto r = AppendTrainingStep(*m.graph, options);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (unoptimized) *unoptimized = m.Clone();
+  PassManager pm;
+  EXPECT_TRUE(pm.AddPipeline("default").ok());
+  EXPECT_TRUE(pm.Run(m).ok());
+  auto loaded = testing_util::CompileAndLoadNpusim(m, {}, "loop.kiln");
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  return loaded.ok() ? *std::move(loaded) : nullptr;
 }
 
 struct LoopCase {
@@ -137,25 +154,14 @@ TEST(TrainingLoop, NpusimStepsFollowTheReferenceLoop) {
   const Tensor x = Random({16, 8}, 11), y = Random({16, 1}, 12);
   for (const LoopCase& c : Cases()) {
     SCOPED_TRACE(c.name);
-    Model ref = Regression();
-    auto r = AppendTrainingStep(*ref.graph, c.options);
-    ASSERT_TRUE(r.ok()) << r.status();
-    Model opt = ref.Clone();
-    PassManager pm;
-    ASSERT_TRUE(pm.AddPipeline("default").ok());
-    ASSERT_TRUE(pm.Run(opt).ok());
-    auto t = target::TargetRegistry::Global().Create("npusim");
-    ASSERT_TRUE(t.ok()) << t.status();
-    auto artifact = target::CompileForNpusim(opt, **t, {});
-    ASSERT_TRUE(artifact.ok()) << artifact.status();
-    auto loaded = runtime::LoadedModel::FromArtifact(*std::move(artifact), "loop.kiln");
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    Model ref;
+    std::unique_ptr<runtime::LoadedModel> loaded = CompiledStep(c.options, &ref);
+    ASSERT_TRUE(loaded);
 
     // The inputs: the data, then the variables at their initial values.
-    std::vector<Tensor> initial = (*loaded)->InitialValues();
-    std::vector<std::string> in_names, out_names;
-    for (const auto& s : (*loaded)->artifact().inputs()) in_names.push_back(s.name());
-    for (const auto& s : (*loaded)->artifact().outputs()) out_names.push_back(s.name());
+    std::vector<Tensor> initial = loaded->InitialValues();
+    const std::vector<std::string> in_names = Names(loaded->artifact().inputs());
+    const std::vector<std::string> out_names = Names(loaded->artifact().outputs());
     ASSERT_EQ(in_names.size(), ref.graph->inputs().size());
     std::vector<Tensor> inputs = {x, y};
     for (size_t i = 2; i < initial.size(); ++i) {
@@ -167,7 +173,7 @@ TEST(TrainingLoop, NpusimStepsFollowTheReferenceLoop) {
 
     std::vector<double> npu_losses, ref_losses;
     auto npu = RunSteps(
-        steps, inputs, feeds, [&](std::vector<Tensor> in) { return (*loaded)->Run(std::move(in)); },
+        steps, inputs, feeds, [&](std::vector<Tensor> in) { return loaded->Run(std::move(in)); },
         [&](int, const std::vector<Tensor>& o) { npu_losses.push_back(o[0].GetDouble(0)); });
     ASSERT_TRUE(npu.ok()) << npu.status();
     Executor exec;
@@ -199,30 +205,20 @@ TEST(TrainingLoop, OnTheDeviceAsFromTheHost) {
   options.optimizer = TrainingOptions::Optimizer::kAdam;
   options.learning_rate = 0.02;
   options.state_as_inputs = true;
-  Model m = Regression();
-  ASSERT_TRUE(AppendTrainingStep(*m.graph, options).ok());
-  PassManager pm;
-  ASSERT_TRUE(pm.AddPipeline("default").ok());
-  ASSERT_TRUE(pm.Run(m).ok());
-  auto t = target::TargetRegistry::Global().Create("npusim");
-  ASSERT_TRUE(t.ok()) << t.status();
-  auto artifact = target::CompileForNpusim(m, **t, {});
-  ASSERT_TRUE(artifact.ok()) << artifact.status();
-  auto loaded = runtime::LoadedModel::FromArtifact(*std::move(artifact), "loop.kiln");
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  std::vector<Tensor> inputs = (*loaded)->InitialValues();
+  std::unique_ptr<runtime::LoadedModel> loaded = CompiledStep(options);
+  ASSERT_TRUE(loaded);
+  std::vector<Tensor> inputs = loaded->InitialValues();
   inputs[0] = x;
   inputs[1] = y;
-  std::vector<std::string> in_names, out_names;
-  for (const auto& s : (*loaded)->artifact().inputs()) in_names.push_back(s.name());
-  for (const auto& s : (*loaded)->artifact().outputs()) out_names.push_back(s.name());
+  const std::vector<std::string> in_names = Names(loaded->artifact().inputs());
+  const std::vector<std::string> out_names = Names(loaded->artifact().outputs());
   std::vector<StepFeed> feeds = StepFeeds(in_names, out_names);
   int64_t variable_bytes = 0, data_bytes = static_cast<int64_t>(x.nbytes() + y.nbytes());
   for (const StepFeed& f : feeds) variable_bytes += static_cast<int64_t>(inputs[f.input].nbytes());
 
   std::vector<double> host_losses, device_losses;
   auto host = RunSteps(
-      steps, inputs, feeds, [&](std::vector<Tensor> in) { return (*loaded)->Run(std::move(in)); },
+      steps, inputs, feeds, [&](std::vector<Tensor> in) { return loaded->Run(std::move(in)); },
       [&](int, const std::vector<Tensor>& o) { host_losses.push_back(o[0].GetDouble(0)); });
   ASSERT_TRUE(host.ok()) << host.status();
 
@@ -236,7 +232,7 @@ TEST(TrainingLoop, OnTheDeviceAsFromTheHost) {
     fed_seen.push_back(o[feeds[0].output].defined());
     EXPECT_EQ(static_cast<int>(device_losses.size()), step);
   };
-  auto device = (*loaded)->Run(inputs, ro);
+  auto device = loaded->Run(inputs, ro);
   ASSERT_TRUE(device.ok()) << device.status();
   EXPECT_EQ(device_losses, host_losses);
   EXPECT_EQ(fed_seen, (std::vector<bool>{false, false, false, false, true}));
@@ -244,16 +240,16 @@ TEST(TrainingLoop, OnTheDeviceAsFromTheHost) {
     EXPECT_TRUE((*host)[f.output].Equals((*device)[f.output])) << out_names[f.output];
   EXPECT_LT(device_losses.back(), device_losses.front());
 
-  const sim::RunStats& stats = (*loaded)->npusim()->summary().stats;
+  const sim::RunStats& stats = loaded->npusim()->summary().stats;
   EXPECT_EQ(stats.h2d_bytes, steps * data_bytes + variable_bytes);
   EXPECT_EQ(stats.d2d_bytes, (steps - 1) * variable_bytes);
-  EXPECT_TRUE((*loaded)->npusim()->summary().loop);
-  EXPECT_NE((*loaded)->npusim()->ReportText().find("training loop on the device"), std::string::npos);
+  EXPECT_TRUE(loaded->npusim()->summary().loop);
+  EXPECT_NE(loaded->npusim()->ReportText().find("training loop on the device"), std::string::npos);
 
   // A feed between buffers of different sizes is refused.
   runtime::NpusimRunOptions bad = ro;
   bad.feeds = {{feeds[0].output, 0}};
-  auto refused = (*loaded)->Run(inputs, bad);
+  auto refused = loaded->Run(inputs, bad);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("cannot feed input 'x' on the device"), std::string::npos)
       << refused.status();
