@@ -128,6 +128,14 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
     return candidate.num_inputs() == 1 && candidate.input(0)->type().dtype() != DType::kF32 &&
            candidate.output(0)->type().dtype() == DType::kF32;
   if (op == "Transpose") return anchor == "MatMul" && epilogue == 0;
+  // A cube kernel writes one result: an epilogue member may join only if
+  // what it reads from the group is read by nothing else (no other node, no
+  // graph output), or the group would end with two results and run as its
+  // members one by one.
+  for (const Value* in : candidate.inputs()) {
+    if (!in || !in->producer()) continue;
+    if (std::find(group.begin(), group.end(), in->producer()) != group.end() && in->uses().size() != 1) return false;
+  }
   if (op == "Mul") return epilogue == 0;
   if (op == "Add") return count("Add") < 2 && count("Relu") == 0;  // a bias, a residual
   return op == "Relu" && count("Relu") == 0;
