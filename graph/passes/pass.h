@@ -70,6 +70,17 @@ struct TrainingOptions {
   // so that a compiled step is not specialized to them; false: they stay
   // constants of the step.
   bool state_as_inputs = false;
+  // Loss scaling, for steps that compute in a narrow type: the backward
+  // pass starts from loss * S and each gradient is multiplied by 1 / S (so
+  // P.grad is the true gradient). A dynamic scale follows
+  // torch.cuda.amp.GradScaler: a step whose gradients are not all finite
+  // changes no parameter or optimizer state and halves S; after
+  // `loss_scale_growth_interval` finite steps in a row S doubles. S and the
+  // count of finite steps are state (loss_scale, loss_scale.good_steps).
+  enum class LossScaling { kNone, kStatic, kDynamic };
+  LossScaling loss_scaling = LossScaling::kNone;
+  double loss_scale = 65536;  // S, or its initial value
+  int loss_scale_growth_interval = 2000;
   // Data-parallel replicas: above 1, every gradient is averaged over the
   // replicas (kiln.AllReduce) before the update, and the updates run in the
   // order the gradients are ready in.

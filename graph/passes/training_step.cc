@@ -65,9 +65,12 @@ absl::StatusOr<std::vector<Value*>> FindParams(Graph& g, Value* loss, const std:
   return params;
 }
 
+// `name`, or a fresh name from it where it is taken.
+std::string FreeName(Graph& g, const std::string& name) { return g.NameInRootNest(name) ? g.UniqueName(name) : name; }
+
 // A new output named `name` (or a fresh name from it) holding `v`.
 void AddNamedOutput(Graph& g, Value* v, const std::string& name) {
-  std::string out = g.NameInRootNest(name) ? g.UniqueName(name) : name;
+  std::string out = FreeName(g, name);
   Node* id = g.AddNode("Identity", {v}, std::vector<std::string>{out});
   id->output(0)->set_type(v->type());
   g.AddOutput(id->output(0));
@@ -167,7 +170,7 @@ class Updater {
     if (it != corrections_.end()) return it->second;
     const Type scalar = Type::Tensor(dt, Shape::Static({}));
     if (!steps_.value) {
-      steps_.value = g_.AddConstant(FreeName("optimizer.step"), CastTensor(Tensor::Scalar<double>(0), dt));
+      steps_.value = g_.AddConstant(FreeName(g_, "optimizer.step"), CastTensor(Tensor::Scalar<double>(0), dt));
       steps_.next = Op("Add", steps_.value, Scalar(dt, 1, "one"), scalar);
     }
     Value* t = steps_.next;
@@ -187,12 +190,11 @@ class Updater {
   }
 
   Value* Zeros(Value* p, absl::string_view what) {
-    return g_.AddConstant(FreeName(absl::StrCat(p->name(), ".", what)),
+    return g_.AddConstant(FreeName(g_, absl::StrCat(p->name(), ".", what)),
                           Tensor(p->type().dtype(), p->type().shape().StaticDims()));
   }
 
-  // `name`, or a fresh name from it where it is taken.
-  std::string FreeName(const std::string& name) { return g_.NameInRootNest(name) ? g_.UniqueName(name) : name; }
+
 
   Value* Scalar(DType dt, double x, absl::string_view hint) {
     Value*& v = scalars_[{std::string(hint), dt}];
@@ -216,6 +218,121 @@ class Updater {
   std::map<std::pair<std::string, DType>, Value*> scalars_;
   std::map<DType, Corrections> corrections_;
   State steps_;
+};
+
+// Loss scaling (TrainingOptions::loss_scaling): what the backward pass
+// starts from, the unscaling of each gradient, and for a dynamic scale the
+// check that the gradients are finite, the updates kept only then, and the
+// scale's own update.
+class LossScaler {
+ public:
+  LossScaler(Graph& g, const TrainingOptions& o, Value* loss) : g_(g), o_(o), loss_(loss) {
+    if (o_.loss_scaling == TrainingOptions::LossScaling::kNone) return;
+    const DType dt = loss->type().dtype();
+    scale_ = g_.AddConstant(FreeName(g_, "loss_scale"), CastTensor(Tensor::Scalar<double>(o_.loss_scale), dt));
+    scaled_ = Op("Mul", loss, scale_, scalar());
+    inverse_ = Op("Reciprocal", scale_, scalar());
+  }
+
+  // The value to differentiate: the loss, or the loss times the scale.
+  Value* scaled_loss() const { return scaled_ ? scaled_ : loss_; }
+
+  // The gradient of the loss from the gradient of the scaled loss.
+  Value* Unscale(Value* grad) {
+    if (!inverse_) return grad;
+    return Op("Mul", grad, As(inverse_, grad->type().dtype()), grad->type());
+  }
+
+  // A dynamic scale: `ok` (a bool scalar) is whether every gradient is
+  // finite. x * 0 is 0 for a finite x and NaN for an infinite or NaN one,
+  // so the sum of all of them is 0 exactly when every gradient is finite
+  // (and cannot overflow).
+  void CheckFinite(const std::vector<Value*>& grads) {
+    if (o_.loss_scaling != TrainingOptions::LossScaling::kDynamic) return;
+    const DType dt = loss_->type().dtype();
+    Value* total = nullptr;
+    for (Value* gr : grads) {
+      const DType gt = gr->type().dtype();
+      Value* zeros = Op("Mul", gr, Scalar(gt, 0, "zero"), gr->type());
+      Node* sum = g_.AddNode("ReduceSum", {zeros}, 1);
+      sum->SetAttr("keepdims", Attribute::Int(0));
+      sum->output(0)->set_type(Type::Tensor(gt, Shape::Static({})));
+      Value* s = As(sum->output(0), dt);
+      total = total ? Op("Add", total, s, scalar()) : s;
+    }
+    if (!total) total = Scalar(dt, 0, "zero");
+    ok_ = Op("Equal", total, Scalar(dt, 0, "zero"), Type::Tensor(DType::kBool, Shape::Static({})));
+  }
+
+  // `next` where the step is kept, `old` where it is skipped.
+  Value* Keep(Value* next, Value* old) {
+    if (!ok_) return next;
+    Node* n = g_.AddNode("Where", {ok_, next, old}, 1);
+    n->output(0)->set_type(old->type());
+    return n->output(0);
+  }
+
+  // A dynamic scale's state: the scale and the count of finite steps in a
+  // row, with their values after the step (GradScaler's update: on a
+  // skipped step the scale halves and the count restarts; the count
+  // reaching the growth interval doubles the scale and restarts it).
+  std::vector<Updater::State> DynamicState() {
+    if (!ok_) return {};
+    const DType dt = loss_->type().dtype();
+    Value* good = g_.AddConstant(FreeName(g_, scale_->name() + ".good_steps"), CastTensor(Tensor::Scalar<double>(0), dt));
+    Value* zero = Scalar(dt, 0, "zero");
+    Value* counted = Op("Add", good, Scalar(dt, 1, "one"), scalar());
+    Value* grow = Op("Less", counted, Scalar(dt, o_.loss_scale_growth_interval, "growth_interval"),
+                     Type::Tensor(DType::kBool, Shape::Static({})));
+    auto where = [&](Value* c, Value* a, Value* b) {
+      Node* n = g_.AddNode("Where", {c, a, b}, 1);
+      n->output(0)->set_type(scalar());
+      return n->output(0);
+    };
+    // grow is "fewer than the interval": keep counting, else double and restart.
+    Value* kept_scale = where(grow, scale_, Op("Mul", scale_, Scalar(dt, 2, "growth_factor"), scalar()));
+    Value* kept_good = where(grow, counted, zero);
+    Value* scale_next = where(ok_, kept_scale, Op("Mul", scale_, Scalar(dt, 0.5, "backoff_factor"), scalar()));
+    Value* good_next = where(ok_, kept_good, zero);
+    return {{scale_, scale_next}, {good, good_next}};
+  }
+
+ private:
+  Type scalar() const { return Type::Tensor(loss_->type().dtype(), Shape::Static({})); }
+
+  Value* As(Value* v, DType dt) {
+    if (v->type().dtype() == dt) return v;
+    Node* cast = g_.AddNode("Cast", {v}, 1);
+    cast->SetAttr("to", Attribute::Int(static_cast<int64_t>(DTypeToOnnx(dt))));
+    cast->output(0)->set_type(Type::Tensor(dt, v->type().shape()));
+    return cast->output(0);
+  }
+
+  Value* Scalar(DType dt, double x, absl::string_view hint) {
+    Value*& v = scalars_[{std::string(hint), dt}];
+    if (!v) v = patterns::ScalarConst(g_, dt, x, hint);
+    return v;
+  }
+
+  Value* Op(const char* op, Value* a, const Type& type) {
+    Node* n = g_.AddNode(op, {a}, 1);
+    n->output(0)->set_type(type);
+    return n->output(0);
+  }
+  Value* Op(const char* op, Value* a, Value* b, const Type& type) {
+    Node* n = g_.AddNode(op, {a, b}, 1);
+    n->output(0)->set_type(type);
+    return n->output(0);
+  }
+
+  Graph& g_;
+  const TrainingOptions& o_;
+  Value* loss_;
+  Value* scale_ = nullptr;
+  Value* scaled_ = nullptr;
+  Value* inverse_ = nullptr;
+  Value* ok_ = nullptr;
+  std::map<std::pair<std::string, DType>, Value*> scalars_;
 };
 
 // Turns each constant of `constants` into a graph input of the same name
@@ -318,6 +435,9 @@ absl::Status CheckTrainingOptions(const TrainingOptions& o) {
   if (!(o.epsilon > 0) || std::isinf(o.epsilon)) return Error("--epsilon must be positive and finite");
   if (std::isinf(o.learning_rate) || std::isinf(o.weight_decay))
     return Error("the learning rate and the weight decay must be finite");
+  if (o.loss_scaling != TrainingOptions::LossScaling::kNone && !(o.loss_scale > 0 && o.loss_scale < 1e38))
+    return Error("the loss scale (--loss-scale) must be positive and below 1e38");
+  if (o.loss_scale_growth_interval < 1) return Error("--loss-scale-growth-interval must be at least 1");
   return absl::OkStatus();
 }
 
@@ -329,7 +449,9 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
   KILN_ASSIGN_OR_RETURN(std::vector<Value*> params, FindParams(g, loss, options.params));
   KILN_ASSIGN_OR_RETURN(params, FoldAroundParams(g, params, fold_max_elements));
   size_t before = g.num_nodes();
-  KILN_ASSIGN_OR_RETURN(std::vector<Value*> grads, BuildGradients(g, loss, params));
+  LossScaler scaler(g, options, loss);
+  KILN_ASSIGN_OR_RETURN(std::vector<Value*> grads, BuildGradients(g, scaler.scaled_loss(), params));
+  for (Value*& gr : grads) gr = scaler.Unscale(gr);
   TrainingStepReport report;
   // The order the updates run in: the parameters' order, or, for a
   // data-parallel step, the order their gradients are ready in (the last
@@ -351,19 +473,30 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
     report.params.push_back(params[i]->name());
     AddNamedOutput(g, grads[i], params[i]->name() + ".grad");
   }
+  scaler.CheckFinite(grads);
   Updater updater(g, options);
   std::vector<Value*> next(params.size());
   std::vector<std::vector<Updater::State>> state(params.size());
-  for (size_t i : order) next[i] = updater.Update(params[i], grads[i], &state[i]);
+  for (size_t i : order) {
+    next[i] = scaler.Keep(updater.Update(params[i], grads[i], &state[i]), params[i]);
+    for (Updater::State& s : state[i]) s.next = scaler.Keep(s.next, s.value);
+  }
+  // The state after the parameters: each parameter's, Adam's step count,
+  // then a dynamic loss scale's.
+  std::vector<Updater::State> shared;
+  if (Updater::State steps = updater.steps(); steps.value) shared.push_back({steps.value, scaler.Keep(steps.next, steps.value)});
+  for (const Updater::State& s : scaler.DynamicState()) shared.push_back(s);
   for (size_t i = 0; i < params.size(); ++i) AddNamedOutput(g, next[i], params[i]->name() + ".next");
-  for (size_t i = 0; i < params.size(); ++i)
-    for (const Updater::State& s : state[i]) AddNamedOutput(g, s.next, s.value->name() + ".next");
   std::vector<Value*> variables = params;
-  for (size_t i = 0; i < params.size(); ++i)
-    for (const Updater::State& s : state[i]) variables.push_back(s.value);
-  if (Updater::State steps = updater.steps(); steps.value) {
-    AddNamedOutput(g, steps.next, steps.value->name() + ".next");
-    variables.push_back(steps.value);
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (const Updater::State& s : state[i]) {
+      AddNamedOutput(g, s.next, s.value->name() + ".next");
+      variables.push_back(s.value);
+    }
+  }
+  for (const Updater::State& s : shared) {
+    AddNamedOutput(g, s.next, s.value->name() + ".next");
+    variables.push_back(s.value);
   }
   if (options.state_as_inputs) MakeVariables(g, variables);
   report.nodes_added = static_cast<int64_t>(g.num_nodes() - before);

@@ -361,6 +361,104 @@ TEST(TrainingStep, AppendsGradientsThenTheStep) {
     EXPECT_DOUBLE_EQ((*out)[3].GetDouble(j), w.GetDouble(j) - 0.5 * (*out)[1].GetDouble(j));
 }
 
+// Loss scaling on a step whose scaled loss overflows f32 at first: a
+// dynamic scale skips those steps (no parameter, moment or step count
+// moves; the scale halves) until the scaled loss is finite, then steps as
+// the unscaled step does; after `growth_interval` finite steps in a row
+// the scale doubles. A static scale gives the unscaled gradients.
+TEST(TrainingStep, LossScaling) {
+  const char* text = R"(graph @main() {
+  %x = const f32[3,2] dense [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+  %y = const f32[3,1] dense [1.0, 2.0, 3.0]
+  %w = const f32[2,1] dense [0.5, -0.5]
+  %p = MatMul(%x, %w)
+  %e = Sub(%p, %y)
+  %sq = Mul(%e, %e)
+  %loss = ReduceMean(%sq) {keepdims = 0}
+  return %loss
+}
+)";
+  // Steps of `options` from the step graph's own state: the outputs of each
+  // step, each NAME.next fed back into the constant NAME.
+  auto run = [&](const TrainingOptions& options, int steps) {
+    auto m = ParseModel(text);
+    EXPECT_TRUE(m.ok()) << m.status();
+    EXPECT_TRUE(AppendTrainingStep(*m->graph, options).ok());
+    Graph& g = *m->graph;
+    std::vector<std::vector<Tensor>> all;
+    for (int s = 0; s < steps; ++s) {
+      Executor e;
+      auto out = e.Run(g, {});
+      EXPECT_TRUE(out.ok()) << out.status();
+      if (!out.ok()) break;
+      for (size_t i = 0; i < g.outputs().size(); ++i) {
+        const std::string& name = g.outputs()[i]->name();
+        if (name.size() > 5 && name.compare(name.size() - 5, 5, ".next") == 0)
+          g.Lookup(name.substr(0, name.size() - 5))->set_constant((*out)[i]);
+      }
+      all.push_back(*out);
+    }
+    std::vector<std::string> names;
+    for (Value* v : g.outputs()) names.push_back(v->name());
+    return std::make_pair(names, all);
+  };
+  TrainingOptions plain;
+  plain.params = {"w"};
+  plain.optimizer = TrainingOptions::Optimizer::kAdam;
+  plain.learning_rate = 0.1;
+  const auto [plain_names, plain_steps] = run(plain, 2);
+
+  TrainingOptions dynamic = plain;
+  dynamic.loss_scaling = TrainingOptions::LossScaling::kDynamic;
+  dynamic.loss_scale = 9e37;  // the scaled loss, 6.9 * 9e37, overflows f32
+  dynamic.loss_scale_growth_interval = 2;
+  const auto [names, steps] = run(dynamic, 7);
+  EXPECT_EQ(names, (std::vector<std::string>{"loss", "w.grad", "w.next", "w.exp_avg.next", "w.exp_avg_sq.next",
+                                             "optimizer.step.next", "loss_scale.next", "loss_scale.good_steps.next"}));
+  ASSERT_EQ(steps.size(), 7u);
+  // Scales 9e37, 4.5e37 and 2.25e37 overflow; 1.125e37 does not.
+  const double want_scale[] = {4.5e37, 2.25e37, 1.125e37, 1.125e37, 2.25e37, 2.25e37, 4.5e37};
+  const double want_good[] = {0, 0, 0, 1, 0, 1, 0};
+  for (int s = 0; s < 7; ++s) {
+    SCOPED_TRACE(s + 1);
+    EXPECT_FLOAT_EQ(steps[s][6].GetDouble(0), want_scale[s]);
+    EXPECT_EQ(steps[s][7].GetDouble(0), want_good[s]);
+    const bool skipped = s < 3;
+    // Adam's step count moves only on the steps kept.
+    EXPECT_EQ(steps[s][5].GetDouble(0), skipped ? 0 : s - 2);
+    if (skipped) {
+      EXPECT_EQ(steps[s][2].GetDouble(0), 0.5);  // w unchanged
+      EXPECT_EQ(steps[s][3].GetDouble(0), 0.0);  // its moments too
+      EXPECT_EQ(steps[s][4].GetDouble(0), 0.0);
+    }
+  }
+  // The first kept step is the unscaled step's first, the next its second.
+  for (int k = 0; k < 2; ++k)
+    for (int j = 0; j < 2; ++j) {
+      EXPECT_NEAR(steps[3 + k][2].GetDouble(j), plain_steps[k][2].GetDouble(j), 1e-6) << "w after kept step " << k + 1;
+      EXPECT_NEAR(steps[3 + k][1].GetDouble(j), plain_steps[k][1].GetDouble(j), 1e-5) << "w.grad of kept step " << k + 1;
+    }
+
+  TrainingOptions fixed = plain;
+  fixed.loss_scaling = TrainingOptions::LossScaling::kStatic;
+  fixed.loss_scale = 1024;  // a power of two: the unscaled gradient exactly
+  const auto [fixed_names, fixed_steps] = run(fixed, 2);
+  EXPECT_EQ(fixed_names, plain_names);
+  for (int k = 0; k < 2; ++k)
+    for (int j = 0; j < 2; ++j) EXPECT_EQ(fixed_steps[k][1].GetDouble(j), plain_steps[k][1].GetDouble(j));
+
+  // Bad values.
+  for (double bad : {0.0, -1.0, 1e39, std::nan("")}) {
+    auto m = ParseModel(text);
+    ASSERT_TRUE(m.ok());
+    TrainingOptions o = dynamic;
+    o.loss_scale = bad;
+    auto r = AppendTrainingStep(*m->graph, o);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(), "training-step: the loss scale (--loss-scale) must be positive and below 1e38");
+  }
+}
+
 // A data-parallel step: one kiln.AllReduce per gradient, right after the
 // gradient's producer; the updates run in the order the gradients are ready
 // in; run alone (peers holding the same data) the step equals the

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "graph/ir/dot.h"
 #include "graph/ir/printer.h"
 #include "graph/passes/narrow_precision.h"
@@ -35,6 +36,10 @@ ABSL_FLAG(std::vector<std::string>, betas, {}, "training-step: Adam's beta1,beta
 ABSL_FLAG(double, epsilon, kiln::TrainingOptions().epsilon, "training-step: Adam's epsilon.");
 ABSL_FLAG(std::string, state, "constants",
           "training-step: the parameters and optimizer state as 'constants' or as 'inputs' with initial values.");
+ABSL_FLAG(std::string, loss_scale, "none",
+          "training-step: loss scaling: none, a static scale X, dynamic or dynamic:X (initial X, default 65536).");
+ABSL_FLAG(int, loss_scale_growth_interval, kiln::TrainingOptions().loss_scale_growth_interval,
+          "training-step: finite steps in a row before a dynamic loss scale doubles.");
 ABSL_FLAG(int, replicas, 1, "training-step: data-parallel replicas that average their gradients (kiln.AllReduce).");
 ABSL_FLAG(bool, verify_each, false, "Run the verifier after every pass.");
 ABSL_FLAG(bool, list_passes, false, "List the registered passes and named pipelines.");
@@ -114,6 +119,23 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
     po.training.state_as_inputs = state == "inputs";
   else
     return absl::InvalidArgumentError("--state must be 'constants' or 'inputs', not '" + state + "'");
+  {
+    const std::string scale = absl::GetFlag(FLAGS_loss_scale);
+    using LS = TrainingOptions::LossScaling;
+    absl::string_view rest = scale;
+    if (scale == "none") {
+      po.training.loss_scaling = LS::kNone;
+    } else if (absl::ConsumePrefix(&rest, "dynamic")) {
+      po.training.loss_scaling = LS::kDynamic;
+      if (!rest.empty() && !(absl::ConsumePrefix(&rest, ":") && absl::SimpleAtod(rest, &po.training.loss_scale)))
+        return absl::InvalidArgumentError("--loss-scale must be none, a number, dynamic or dynamic:X, not '" + scale + "'");
+    } else if (absl::SimpleAtod(scale, &po.training.loss_scale)) {
+      po.training.loss_scaling = LS::kStatic;
+    } else {
+      return absl::InvalidArgumentError("--loss-scale must be none, a number, dynamic or dynamic:X, not '" + scale + "'");
+    }
+    po.training.loss_scale_growth_interval = absl::GetFlag(FLAGS_loss_scale_growth_interval);
+  }
   if (absl::Status s = CheckTrainingOptions(po.training); !s.ok()) return s;
   return po;
 }
@@ -242,6 +264,13 @@ flags:
   --momentum=X, --nesterov  training-step: SGD's momentum (default 0)
   --weight-decay=X        training-step: L2 (sgd, adam) or decoupled (adamw)
   --betas=B1,B2, --epsilon=X  training-step: Adam's (default 0.9,0.999, 1e-8)
+  --loss-scale=S          training-step: none (default), a static scale, or
+                          dynamic[:INIT] (torch.cuda.amp.GradScaler's rule,
+                          INIT 65536: a step with a non-finite gradient
+                          changes nothing and halves the scale; it doubles
+                          after --loss-scale-growth-interval=N finite steps,
+                          default 2000); the backward pass starts from
+                          loss * scale, P.grad is unscaled
   --state=constants|inputs  training-step: the parameters and optimizer state
                           stay constants (default) or become inputs holding
                           their values as initial values: a compiled step
