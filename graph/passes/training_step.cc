@@ -226,6 +226,9 @@ class Updater {
 // scale's own update.
 class LossScaler {
  public:
+  // The most elements the finiteness check sums in one row.
+  static constexpr int64_t kRowElements = 4096;
+
   LossScaler(Graph& g, const TrainingOptions& o, Value* loss) : g_(g), o_(o), loss_(loss) {
     if (o_.loss_scaling == TrainingOptions::LossScaling::kNone) return;
     const DType dt = loss->type().dtype();
@@ -253,11 +256,35 @@ class LossScaler {
     Value* total = nullptr;
     for (Value* gr : grads) {
       const DType gt = gr->type().dtype();
-      Value* zeros = Op("Mul", gr, Scalar(gt, 0, "zero"), gr->type());
-      Node* sum = g_.AddNode("ReduceSum", {zeros}, 1);
-      sum->SetAttr("keepdims", Attribute::Int(0));
-      sum->output(0)->set_type(Type::Tensor(gt, Shape::Static({})));
-      Value* s = As(sum->output(0), dt);
+      // A large gradient is summed as rows and then their sums (a
+      // reduction of one long row fits no vector unit's buffer).
+      const int64_t n = gr->type().shape().NumElements();
+      int64_t cols = 1;
+      for (int64_t c = std::min<int64_t>(n, kRowElements); c > 1; --c)
+        if (n % c == 0) {
+          cols = c;
+          break;
+        }
+      Value* in = gr;
+      if (n > kRowElements && cols > 1 && n / cols <= kRowElements) {
+        Node* rows = g_.AddNode("Reshape", {gr, g_.AddConstant(g_.UniqueName("finite.rows"),
+                                                               Tensor::FromVector<int64_t>({n / cols, cols}, {2}))}, 1);
+        rows->output(0)->set_type(Type::Tensor(gt, Shape::Static({n / cols, cols})));
+        in = rows->output(0);
+      }
+      Value* zeros = Op("Mul", in, Scalar(gt, 0, "zero"), in->type());
+      Value* sum = zeros;
+      if (in != gr) {
+        Node* row_sums = g_.AddNode("ReduceSum", {zeros, g_.AddConstant(g_.UniqueName("finite.axis"),
+                                                                        Tensor::FromVector<int64_t>({1}, {1}))}, 1);
+        row_sums->SetAttr("keepdims", Attribute::Int(0));
+        row_sums->output(0)->set_type(Type::Tensor(gt, Shape::Static({n / cols})));
+        sum = row_sums->output(0);
+      }
+      Node* all = g_.AddNode("ReduceSum", {sum}, 1);
+      all->SetAttr("keepdims", Attribute::Int(0));
+      all->output(0)->set_type(Type::Tensor(gt, Shape::Static({})));
+      Value* s = As(all->output(0), dt);
       total = total ? Op("Add", total, s, scalar()) : s;
     }
     if (!total) total = Scalar(dt, 0, "zero");

@@ -495,6 +495,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // epilogues.
   fusion::PartitionOptions grouping;
   grouping.matrix_member = npusim::CubeTakesGroupMember;
+  grouping.memory_member = npusim::VectorGroupTakes;
   if (options.fusion) FormFusionGroups(g, grouping);
   if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
 

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_join.h"
@@ -249,6 +251,24 @@ TEST(VectorCompare, Where) {
   }
   auto x_scalar = Make("Where", {RandomBool({5, 9}, seed++), Tensor::Scalar<float>(1.5f), UniformTensor(DType::kF32, {5, 9}, -2, 2, 1)}, {});
   Check(*x_scalar, 0);
+  // One condition for every element (a training step that keeps or skips
+  // its update): either side whole, the other side's infinities and NaNs
+  // not leaking through.
+  for (bool keep : {true, false})
+    for (DType dt : {DType::kF32, DType::kF16})
+      for (const Dims& d : {Dims{7}, Dims{3, 37}, Dims{5, 4099}}) {
+        if (dt != DType::kF32 && d.size() == 2 && d[1] == 4099) continue;
+        Tensor x = UniformTensor(DType::kF32, d, -2, 2, seed++), y = UniformTensor(DType::kF32, d, -2, 2, seed++);
+        Tensor& bad = keep ? y : x;
+        bad.data<float>()[0] = std::numeric_limits<float>::infinity();
+        bad.data<float>()[bad.numel() - 1] = std::nanf("");
+        x = CastTensor(x, dt);
+        y = CastTensor(y, dt);
+        Tensor cond(DType::kBool, {});
+        cond.data<bool>()[0] = keep;
+        auto t = Make("Where", {cond, x, y}, {});
+        Check(*t, 0);
+      }
 }
 
 TEST(VectorCompare, BoolLogic) {

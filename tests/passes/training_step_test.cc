@@ -459,6 +459,43 @@ TEST(TrainingStep, LossScaling) {
   }
 }
 
+// A gradient of more than 4096 elements is checked as rows, then their
+// sums: a non-finite element anywhere still skips the step.
+TEST(TrainingStep, LossScalingChecksLargeGradientsByRows) {
+  Model m;
+  Graph& g = *m.graph;
+  const int64_t n = 5000;
+  std::vector<float> xs(2 * n), ws(n, 0.01f);
+  for (int64_t i = 0; i < 2 * n; ++i) xs[i] = static_cast<float>(i % 7 + 1);
+  Value* x = g.AddConstant("x", Tensor::FromVector<float>(xs, {2, n}));
+  Value* w = g.AddConstant("w", Tensor::FromVector<float>(ws, {n, 1}));
+  Value* p = g.AddNode("MatMul", {x, w}, {"p"})->output(0);
+  Value* sq = g.AddNode("Mul", {p, p}, {"sq"})->output(0);
+  Node* mean = g.AddNode("ReduceMean", {sq}, {"loss"});
+  mean->SetAttr("keepdims", Attribute::Int(0));
+  g.AddOutput(mean->output(0));
+  for (double scale : {1e36, 1.0}) {
+    SCOPED_TRACE(scale);
+    Model step = m.Clone();
+    TrainingOptions o;
+    o.params = {"w"};
+    o.loss_scaling = TrainingOptions::LossScaling::kDynamic;
+    o.loss_scale = scale;
+    ASSERT_TRUE(AppendTrainingStep(*step.graph, o).ok());
+    bool rows = false;
+    for (const Node* node : step.graph->nodes())
+      rows |= node->op() == "Reshape" && node->output(0)->type().shape().StaticDims() == std::vector<int64_t>{2, 2500};
+    EXPECT_TRUE(rows) << "the check sums rows of 2500";
+    Executor e;
+    auto out = e.Run(*step.graph, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    // outputs: loss, w.grad, w.next, loss_scale.next, loss_scale.good_steps.next
+    const bool skipped = scale > 1;  // the scaled loss, about 4e4 * 1e36, overflows
+    EXPECT_NEAR((*out)[2].GetDouble(0), skipped ? 0.01 : 0.01 - 0.01 * (*out)[1].GetDouble(0), 1e-5);
+    EXPECT_FLOAT_EQ((*out)[3].GetDouble(0), skipped ? scale / 2 : scale);
+  }
+}
+
 // A data-parallel step: one kiln.AllReduce per gradient, right after the
 // gradient's producer; the updates run in the order the gradients are ready
 // in; run alone (peers holding the same data) the step equals the

@@ -107,6 +107,9 @@ class Partitioner {
       Node* node = nodes_[i];
       Info& in = info_[i];
       in.role = RoleOf(*node);
+      if ((in.role == Role::kElementwise || in.role == Role::kTerminal) && options_.memory_member &&
+          !options_.memory_member(*node))
+        in.role = Role::kNone;
       if (in.role != Role::kNone) {
         in.shape = IterationShape(*node, in.role);
         if (!IsIterationShape(in.shape)) in.role = Role::kNone;

@@ -83,6 +83,10 @@ struct PartitionOptions {
   // joined), as its kernels take only some epilogues. Unset: every
   // candidate may.
   std::function<bool(const std::vector<const Node*>& group, const Node& candidate)> matrix_member;
+  // A target's say on memory-bound ops (elementwise, reductions,
+  // normalizations): whether `n` may join a group at all, as its fused
+  // kernels hold only some dtypes. Unset: every such op may.
+  std::function<bool(const Node& n)> memory_member;
 };
 
 Partition PartitionGraph(const Graph& g, const PartitionOptions& options = {});

@@ -136,7 +136,15 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
     if (!in || !in->producer()) continue;
     if (std::find(group.begin(), group.end(), in->producer()) != group.end() && in->uses().size() != 1) return false;
   }
-  if (op == "Mul") return epilogue == 0;
+  if (op == "Mul") {
+    // alpha: a scale of the product by a constant scalar, first.
+    if (epilogue != 0) return false;
+    for (const Value* in : candidate.inputs()) {
+      if (!in || (in->producer() && std::find(group.begin(), group.end(), in->producer()) != group.end())) continue;
+      if (!in->is_constant() || in->type().shape().NumElements() != 1) return false;
+    }
+    return true;
+  }
   if (op == "Add") return count("Add") < 2 && count("Relu") == 0;  // a bias, a residual
   return op == "Relu" && count("Relu") == 0;
 }

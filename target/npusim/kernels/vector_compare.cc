@@ -179,7 +179,7 @@ absl::StatusOr<GeneratedKernel> GenerateCompare(const KernelRequest& req) {
     int64_t period = 0;
     KILN_ASSIGN_OR_RETURN(int role, Role(node, v, out, &period));
     if (role == 1) {
-      if (dt == DType::kS8) return Unimpl(node, "a one-element bool input");
+      if (dt == DType::kS8 && !(op == "Where" && i == 0)) return Unimpl(node, "a one-element bool input");
       where.push_back(~static_cast<int>(s.scalars.size()));
       s.scalars.push_back({InArg(i), dt});
     } else {
@@ -232,13 +232,19 @@ absl::StatusOr<GeneratedKernel> GenerateCompare(const KernelRequest& req) {
     DType dt = IsaOf(node.input(1));
     if (IsaOf(node.input(2)) != dt || dt == DType::kNone || dt == DType::kS8)
       return Unimpl(node, "X and Y must share a dtype of 2 or 4 bytes");
-    if (where[0] < 0) return Unimpl(node, "a one-element condition");
     DType sel = sim::DTypeSize(dt) == 4 ? DType::kF32 : DType::kF16;
+    const bool one_condition = where[0] < 0;  // one bool for every element: its byte in a zeroed word
     s.body = [=](Kasm& k, const FlatOperands& o, int64_t n) {
-      Ub t1 = o.temps[0], t2 = o.temps[1], mask = o.temps[4];
+      Ub t1 = o.temps[0], t2 = o.temps[1], a = o.temps[2], mask = o.temps[4];
       Ub c = consts(k, o, n);
-      Unpack(k, arg(o, 0).at, n, t1, t2);
-      Cmp(k, DType::kF32, "gt", mask, V(t1), Bcast(c), n);
+      if (one_condition) {
+        Unpack(k, arg(o, 0).at, 1, t1, t2);
+        k.Brcb(DType::kF32, a, t1);
+        Cmp(k, DType::kF32, "gt", mask, Bcast(a), Bcast(c), n);
+      } else {
+        Unpack(k, arg(o, 0).at, n, t1, t2);
+        Cmp(k, DType::kF32, "gt", mask, V(t1), Bcast(c), n);
+      }
       Sel(k, sel, o.out.at, mask, arg(o, 1), arg(o, 2), n);
     };
     s.what = absl::StrCat("Where of ", sim::DTypeName(dt));

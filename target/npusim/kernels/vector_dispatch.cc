@@ -37,4 +37,13 @@ absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
   return absl::UnimplementedError(absl::StrCat("no vector kernel for ", n.QualifiedOp()));
 }
 
+bool VectorGroupTakes(const Node& n) {
+  auto is_bool = [](const Value* v) { return v && v->type().is_tensor() && v->type().dtype() == DType::kBool; };
+  for (const Value* v : n.inputs())
+    if (is_bool(v)) return false;
+  for (const Value* v : n.outputs())
+    if (is_bool(v)) return false;
+  return true;
+}
+
 }  // namespace kiln::target::npusim

@@ -256,7 +256,19 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   k.Mov(slot, 0);
   k.Mov(slot_size, slot_bytes);
   // Scalar inputs: one element each, converted and spread over a block.
+  // A one-byte scalar (a bool) of a manual kernel is its byte in a zeroed
+  // word, as the kernel's own unpacking of bools reads it.
   if (!s.scalars.empty()) {
+    bool bytes = false;
+    for (size_t i = 0; i < s.scalars.size(); ++i)
+      if (s.manual && sim::DTypeSize(s.scalars[i].dt) == 1) {
+        k.Vec("vdup", sim::DType::kS32, V(Ub{-1, scalar_stage[i]}), {}, 8, 0.0);
+        bytes = true;
+      }
+    if (bytes) {
+      k.SetFlag(kV, kM2, 3);
+      k.WaitFlag(kV, kM2, 3);
+    }
     for (size_t i = 0; i < s.scalars.size(); ++i)
       k.CopyIn(Ub{-1, scalar_stage[i]}, s.scalars[i].arg, -1, 0, sim::DTypeSize(s.scalars[i].dt));
     k.SetFlag(kM2, kV, 2);
@@ -265,7 +277,10 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
       Ub src{-1, scalar_stage[i]};
       if (s.manual) {
         int es = sim::DTypeSize(s.scalars[i].dt);
-        if (es == 1) return absl::UnimplementedError(absl::StrCat(s.what, ": a broadcast one-byte scalar"));
+        if (es == 1) {
+          scalar_args[i] = V(src);
+          continue;
+        }
         k.Brcb(es == 4 ? sim::DType::kF32 : sim::DType::kF16, scalar_args[i].at, src);
         continue;
       }
