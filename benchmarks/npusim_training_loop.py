@@ -17,9 +17,11 @@ table row:
   against torch.optim.Adam's after 3 steps (max |got - want| / max |want|
   over each parameter).
 
-usage: benchmarks/npusim_training_loop.py KILN MODELS_DIR [NAME ...]
-  KILN        the kiln binary (build/tools/kiln/kiln)
-  MODELS_DIR  the output directory of scripts/export_training_models.py
+usage: benchmarks/npusim_training_loop.py KILN MODELS_DIR [NAME ...] [--loss-scale=S] [--precision=P]
+  KILN          the kiln binary (build/tools/kiln/kiln)
+  MODELS_DIR    the output directory of scripts/export_training_models.py
+  --loss-scale  passed to `kiln opt` (training-step's loss scaling)
+  --precision   passed to `kiln compile` (fp32, fp16, bf16, mixed)
 """
 import os
 import re
@@ -37,9 +39,13 @@ def total_cycles(report):
     return int(re.search(r"^total: (\d+) cycles", report, re.M).group(1))
 
 
+OPT_FLAGS = [a for a in sys.argv[3:] if a.startswith("--loss-scale")]
+COMPILE_FLAGS = [a for a in sys.argv[3:] if a.startswith("--precision")]
+
+
 def step_graph(kiln, d, params, flags, out, drop_grads):
     run([kiln, "opt", os.path.join(d, "model.onnx"), "--passes=training-step,default", "--state=inputs",
-         "--params=" + ",".join(params), *flags, "-o", out])
+         "--params=" + ",".join(params), *flags, *OPT_FLAGS, "-o", out])
     if not drop_grads:
         return out
     text = open(out).read()
@@ -52,7 +58,7 @@ def step_graph(kiln, d, params, flags, out, drop_grads):
 
 def per_step(kiln, graph, args, tmp, tag):
     art = os.path.join(tmp, tag + ".kiln")
-    run([kiln, "compile", graph, "--target=npusim", "-o", art])
+    run([kiln, "compile", graph, "--target=npusim", "-o", art, *COMPILE_FLAGS])
     one = total_cycles(run([kiln, "run", art, *args, "--report"]))
     loop = total_cycles(run([kiln, "run", art, *args, "--report", f"--steps={STEPS}"]))
     return art, one, loop / STEPS
@@ -66,7 +72,7 @@ def main():
           "| speedup | max rel. error after 3 Adam steps vs torch.optim |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, d in exported(models, sys.argv[3:]):
+        for name, d in exported(models, [a for a in sys.argv[3:] if not a.startswith("--")]):
             # Models too large for the export's torch.optim runs: Adam at lr 0.01, no reference.
             opt_file = os.path.join(d, "optimizers.txt")
             runs = {l.split()[0]: l.split() for l in open(opt_file) if l.strip()} if os.path.exists(opt_file) else {}
