@@ -9,6 +9,8 @@ writes, under OUT_DIR/NAME/:
   input_<i>.npy       its inputs (named in inputs.txt, one per line)
   expected_0.npy      PyTorch's loss for those inputs
   params.txt          the parameters' names, one per line (PyTorch's names)
+  running.txt         models in training mode: the BatchNorm running statistics' names
+  running_<i>.npy     ... and their values after the step's forward pass
   grad_<i>.npy        PyTorch's gradient of the loss for parameter i
   optimizers.txt      torch.optim runs, one per line: NAME STEPS key=value ...
   <NAME>_<i>.npy      parameter i after STEPS steps of that optimizer on the
@@ -20,7 +22,9 @@ import os
 import sys
 
 import numpy as np
+import onnx
 import torch
+from onnx import numpy_helper
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -105,7 +109,12 @@ MODELS = {
     "bert_mlm": (BertMaskedLM, lambda: [torch.randint(0, 256, (2, 16)), torch.randint(0, 256, (2, 16))]),
     "gpt2_regression": (GPT2Regression, lambda: [torch.randn(1, 16, 128), torch.randn(1, 16, 128)]),
     "mlp_wide": (WideMLPClassifier, lambda: [torch.randn(64, 1024), torch.randint(0, 10, (64,))]),
+    # The CNN in training mode: BatchNorm normalizes by the batch's statistics and updates its running ones.
+    "cnn_train_bn": (CNNClassifier, lambda: [torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))]),
 }
+
+# Models exported and run in training mode (BatchNorm on batch statistics).
+TRAINING_MODE = {"cnn_train_bn"}
 
 
 # torch.optim runs whose parameters kiln's training steps must reproduce:
@@ -133,11 +142,11 @@ def optimizer_flags(cls, kwargs):
     return flags
 
 
-def run_optimizers(ctor, inputs, d):
+def run_optimizers(make_model, inputs, d):
     """Writes each OPTIMIZERS run's parameters (a fresh model each) and optimizers.txt."""
     lines = []
     for name, steps, cls, kwargs in OPTIMIZERS:
-        model = fresh_model(ctor)
+        model = make_model()
         opt = cls(model.parameters(), **kwargs)
         for _ in range(steps):
             opt.zero_grad()
@@ -150,9 +159,10 @@ def run_optimizers(ctor, inputs, d):
         f.write("\n".join(lines) + "\n")
 
 
-def fresh_model(ctor):
+def fresh_model(ctor, train=False, running=None):
+    """The model from seed 0, in training or inference mode; `running` overrides BatchNorm running statistics."""
     torch.manual_seed(0)
-    model = ctor().eval()
+    model = ctor().train(train)
     # Distinct normalization parameters (the exporter merges identical ones)
     # and non-trivial running statistics.
     with torch.no_grad():
@@ -163,22 +173,42 @@ def fresh_model(ctor):
             if isinstance(m, nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 1.5)
+        for key, value in (running or {}).items():
+            model.get_buffer(key).copy_(torch.from_numpy(value.copy()))
     return model
 
 
 def export(name, out_dir):
     ctor, make_inputs = MODELS[name]
-    model = fresh_model(ctor)
+    train = name in TRAINING_MODE
+    fresh_model(ctor)
     inputs = make_inputs()
-    loss = model(*inputs)
-    params = list(model.named_parameters())
-    grads = torch.autograd.grad(loss, [p for _, p in params])
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     names = [f"input_{i}" for i in range(len(inputs))]
-    torch.onnx.export(model, tuple(inputs), os.path.join(d, "model.onnx"), opset_version=14,
+    # Tracing a model in training mode runs its forward pass, which updates
+    # the BatchNorm running statistics that are then exported: the model is
+    # exported first, and PyTorch's runs start from the statistics exported.
+    torch.onnx.export(fresh_model(ctor, train), tuple(inputs), os.path.join(d, "model.onnx"), opset_version=14,
                       input_names=names, output_names=["loss"], do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.PRESERVE)
+                      training=torch.onnx.TrainingMode.TRAINING if train else torch.onnx.TrainingMode.PRESERVE)
+    running = None
+    if train:
+        initializers = {i.name: numpy_helper.to_array(i) for i in onnx.load(os.path.join(d, "model.onnx")).graph.initializer}
+        running = {k: initializers[k] for k, _ in fresh_model(ctor).named_buffers() if "running_" in k}
+    model = fresh_model(ctor, train, running)
+    loss = model(*inputs)
+    params = list(model.named_parameters())
+    grads = torch.autograd.grad(loss, [p for _, p in params])
+    if train:
+        # The running statistics after the step's forward pass (PyTorch's
+        # running variance uses the batch's unbiased variance, ONNX's the
+        # population variance).
+        stats = [(k, b) for k, b in model.named_buffers() if "running_" in k]
+        for i, (_, b) in enumerate(stats):
+            np.save(os.path.join(d, f"running_{i}.npy"), b.detach().numpy())
+        with open(os.path.join(d, "running.txt"), "w") as f:
+            f.write("\n".join(k for k, _ in stats) + "\n")
     for i, t in enumerate(inputs):
         np.save(os.path.join(d, f"input_{i}.npy"), t.numpy())
     np.save(os.path.join(d, "expected_0.npy"), loss.detach().numpy())
@@ -189,7 +219,7 @@ def export(name, out_dir):
     with open(os.path.join(d, "params.txt"), "w") as f:
         f.write("\n".join(n for n, _ in params) + "\n")
     if sum(p.numel() for _, p in params) <= 1 << 20:
-        run_optimizers(ctor, inputs, d)
+        run_optimizers(lambda: fresh_model(ctor, train, running), inputs, d)
 
 
 if __name__ == "__main__":

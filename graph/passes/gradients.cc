@@ -686,13 +686,18 @@ absl::Status ConvRule(D& d, Node& n) {
   return absl::OkStatus();
 }
 
-// Inference BatchNormalization, y = (x - mean) / sqrt(var + eps) * scale + b
-// per channel (axis 1): dx = dy * scale / sqrt(var + eps), dscale =
-// sum(dy * xhat), db = sum(dy) over every axis but the channels. The
-// running statistics are not differentiated.
+// BatchNormalization, y = (x - mean) / sqrt(var + eps) * scale + b per
+// channel (axis 1). Inference form (the running statistics): dx = dy *
+// scale / sqrt(var + eps). Training form (training_mode: the mean and
+// biased variance of x over every axis but the channels, M elements each):
+// dx = scale * rstd * (dy - mean(dy) - xhat mean(dy * xhat)). Both:
+// dscale = sum(dy * xhat), db = sum(dy) over every axis but the channels.
+// The running statistics (inputs 3, 4; outputs 1, 2) are not differentiated.
 absl::Status BatchNormRule(D& d, Node& n) {
-  if (n.GetInt("training_mode", 0) != 0) return d.Unsupported(n, "training_mode (batch statistics)");
   if (d.Needs(n, 3) || d.Needs(n, 4)) return d.Unsupported(n, "its running mean or variance is differentiated");
+  for (int i = 1; i < n.num_outputs(); ++i)
+    if (d.Dy(n, i)) return d.Unsupported(n, "the loss depends on its updated running statistics");
+  const bool training = n.GetInt("training_mode", 0) != 0;
   Value* x = n.input(0);
   Value* dy = d.Dy(n, 0);
   Dims xd = d.DimsOf(x);
@@ -701,7 +706,30 @@ absl::Status BatchNormRule(D& d, Node& n) {
   Dims col = {xd[1]};
   for (size_t i = 2; i < xd.size(); ++i) col.push_back(1);
   auto per_channel = [&](Value* v) { return d.Emit("Reshape", {v, d.Ints(col)}); };
-  Value* rstd = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {n.input(4), d.Scalar(t, n.GetFloat("epsilon", 1e-5f))})})});
+  Value* eps = d.Scalar(t, n.GetFloat("epsilon", 1e-5f));
+  if (training) {
+    std::vector<int64_t> axes = {0};
+    for (size_t i = 2; i < xd.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    auto mean_over = [&](Value* v) {
+      return d.Emit("ReduceMean", {v}, {{"axes", Attribute::Ints(axes)}, {"keepdims", Attribute::Int(1)}});
+    };
+    Value* centered = d.Emit("Sub", {x, mean_over(x)});
+    Value* var = mean_over(d.Emit("Mul", {centered, centered}));
+    Value* rstd = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {var, eps})})});  // [1, C, 1...]
+    Value* xhat = d.Emit("Mul", {centered, rstd});
+    if (d.Needs(n, 0)) {
+      // dx = scale * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
+      Value* inner = d.Emit("Sub", {d.Emit("Sub", {dy, mean_over(dy)}),
+                                    d.Emit("Mul", {xhat, mean_over(d.Emit("Mul", {dy, xhat}))})});
+      Value* gain = d.Emit("Mul", {per_channel(n.input(1)), rstd});
+      KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {inner, gain})));
+    }
+    if (d.Needs(n, 1))
+      KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), SumOverAllButChannels(d, d.Emit("Mul", {dy, xhat}))));
+    if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), SumOverAllButChannels(d, dy)));
+    return absl::OkStatus();
+  }
+  Value* rstd = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {n.input(4), eps})})});
   if (d.Needs(n, 0))
     KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {dy, per_channel(d.Emit("Mul", {n.input(1), rstd}))})));
   if (d.Needs(n, 1)) {

@@ -362,6 +362,25 @@ class LossScaler {
   std::map<std::pair<std::string, DType>, Value*> scalars_;
 };
 
+// The running statistics of training-mode BatchNormalization nodes: each
+// constant running mean or variance (inputs 3, 4) and the node's updated
+// value of it (outputs 1, 2), where the node has them. They update in the
+// forward pass, so a step that dynamic loss scaling skips updates them too,
+// as PyTorch's forward does.
+std::vector<Updater::State> RunningStatistics(Graph& g) {
+  std::vector<Updater::State> out;
+  for (Node* n : g.nodes()) {
+    if (n->op() != "BatchNormalization" || !n->domain().empty() || n->GetInt("training_mode", 0) == 0) continue;
+    for (int k = 1; k <= 2 && k < n->num_outputs(); ++k) {
+      Value* running = n->input(k + 2);
+      // A constant shared by two nodes is updated by the first.
+      const bool seen = std::any_of(out.begin(), out.end(), [&](const Updater::State& s) { return s.value == running; });
+      if (running && running->is_constant() && n->output(k) && !seen) out.push_back({running, n->output(k)});
+    }
+  }
+  return out;
+}
+
 // Turns each constant of `constants` into a graph input of the same name
 // whose initial value is the constant's data (appended to the inputs in
 // this order).
@@ -520,6 +539,10 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
       AddNamedOutput(g, s.next, s.value->name() + ".next");
       variables.push_back(s.value);
     }
+  }
+  for (const Updater::State& s : RunningStatistics(g)) {
+    AddNamedOutput(g, s.next, s.value->name() + ".next");
+    variables.push_back(s.value);
   }
   for (const Updater::State& s : shared) {
     AddNamedOutput(g, s.next, s.value->name() + ".next");

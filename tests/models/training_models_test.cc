@@ -3,6 +3,7 @@
 // fixture): `training-step` and then the default pipeline, run on the
 // reference executor, give PyTorch's loss and, for every parameter,
 // PyTorch's gradient (torch.autograd.grad of the same loss).
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -54,11 +55,27 @@ TEST_P(TrainingModel, GradientsMatchPyTorch) {
   std::cout << "[ training ] " << GetParam() << ": " << forward_nodes << " forward nodes -> "
             << model.graph->num_nodes() << " nodes for the step, " << params.size() << " parameters\n";
 
+  absl::Status s;
+  // A model in training mode: its BatchNorm running statistics, updated.
+  std::vector<std::string> running;
+  if (std::filesystem::exists(dir + "/running.txt")) running = Lines(dir + "/running.txt");
   Executor exec;
   auto out = exec.Run(*model.graph, exported->inputs);
   ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 1 + 2 * params.size());
-  absl::Status s = CompareTensors(exported->expected[0], (*out)[0], /*rtol=*/1e-4, /*atol=*/1e-6);
+  ASSERT_EQ(out->size(), 1 + 2 * params.size() + running.size());
+  for (size_t i = 0; i < running.size(); ++i) {
+    auto expected = ReadNpy(absl::StrCat(dir, "/running_", i, ".npy"));
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    const size_t at = 1 + 2 * params.size() + i;
+    EXPECT_EQ(model.graph->outputs()[at]->name(), running[i] + ".next");
+    // A running variance follows ONNX (the batch's population variance
+    // enters it), PyTorch's the unbiased variance: they differ by
+    // (1 - momentum) * var / (M - 1), under 1e-4 of it for these batches.
+    const bool var = absl::EndsWith(running[i], "running_var");
+    s = CompareTensors(*expected, (*out)[at], /*rtol=*/var ? 5e-4 : 1e-5, /*atol=*/1e-6);
+    EXPECT_TRUE(s.ok()) << running[i] << " after the step differs from PyTorch's: " << s;
+  }
+  s = CompareTensors(exported->expected[0], (*out)[0], /*rtol=*/1e-4, /*atol=*/1e-6);
   EXPECT_TRUE(s.ok()) << "the loss differs from PyTorch's: " << s;
   for (size_t i = 0; i < params.size(); ++i) {
     auto expected = ReadNpy(absl::StrCat(dir, "/grad_", i, ".npy"));
@@ -149,7 +166,9 @@ TEST_P(TrainingModel, OptimizersMatchTorchOptim) {
     // The parameters, and for each its state (one momentum buffer or two
     // moments), and Adam's step count.
     const bool adam = options.training.optimizer != TrainingOptions::Optimizer::kSgd;
-    EXPECT_EQ(fed_back, static_cast<int>(params.size()) * (adam ? 3 : 2) + (adam ? 1 : 0));
+    const int running = std::filesystem::exists(dir + "/running.txt")
+                            ? static_cast<int>(Lines(dir + "/running.txt").size()) : 0;
+    EXPECT_EQ(fed_back, static_cast<int>(params.size()) * (adam ? 3 : 2) + (adam ? 1 : 0) + running);
     for (size_t i = 0; i < params.size(); ++i) {
       auto expected = ReadNpy(absl::StrCat(dir, "/", words[0], "_", i, ".npy"));
       ASSERT_TRUE(expected.ok()) << expected.status();
@@ -160,7 +179,8 @@ TEST_P(TrainingModel, OptimizersMatchTorchOptim) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Exported, TrainingModel,
-                         ::testing::Values("cnn_classifier", "mlp_classifier", "bert_mlm", "gpt2_regression"));
+                         ::testing::Values("cnn_classifier", "mlp_classifier", "bert_mlm", "gpt2_regression",
+                                           "cnn_train_bn"));
 
 }  // namespace
 }  // namespace kiln

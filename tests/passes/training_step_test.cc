@@ -88,7 +88,9 @@ void ExpectGradientsMatch(const std::string& body, const std::vector<std::string
   Executor e;
   auto out = e.Run(*train.graph, {});
   ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 1 + 2 * params.size());
+  // The loss, each gradient, each step, then any running statistics a
+  // training-mode BatchNormalization updates.
+  ASSERT_GE(out->size(), 1 + 2 * params.size());
   EXPECT_NEAR((*out)[0].GetDouble(0), Loss(m), 1e-12);
   const double eps = 1e-6;
   for (size_t k = 0; k < params.size(); ++k) {
@@ -309,6 +311,26 @@ TEST(Gradients, NormalizationPoolingClip) {
   %posvar = const f64[3] elided
   %y = BatchNormalization(%x, %scale, %bias, %mean, %posvar) {epsilon = 0.01}
   return %y)", {"x", "scale", "bias"});
+  // Training mode: the batch's own statistics, through which x's gradient
+  // flows too; the updated running statistics are outputs the loss does not
+  // read.
+  ExpectGradientsMatch(R"(
+  %x = const f64[4,3,2,3] elided
+  %scale = const f64[3] elided
+  %bias = const f64[3] elided
+  %mean = const f64[3] elided
+  %posvar = const f64[3] elided
+  %y, %rm, %rv = BatchNormalization(%x, %scale, %bias, %mean, %posvar) {epsilon = 0.01, momentum = 0.8, training_mode = 1}
+  %r = Relu(%y)
+  return %r)", {"x", "scale", "bias"});
+  ExpectGradientsMatch(R"(
+  %x = const f64[5,2] elided
+  %scale = const f64[2] elided
+  %bias = const f64[2] elided
+  %mean = const f64[2] elided
+  %posvar = const f64[2] elided
+  %y = BatchNormalization(%x, %scale, %bias, %mean, %posvar) {training_mode = 1}
+  return %y)", {"x", "scale"});
   // Overlapping windows: an input that is the maximum of two windows gets
   // both gradients.
   ExpectGradientsMatch(R"(

@@ -137,11 +137,12 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
     if (std::find(group.begin(), group.end(), in->producer()) != group.end() && in->uses().size() != 1) return false;
   }
   if (op == "Mul") {
-    // alpha: a scale of the product by a constant scalar, first.
+    // alpha: a scale of the product by a constant scalar, first. A scalar
+    // known only at run time (the 1/S that unscales a gradient) is not one.
     if (epilogue != 0) return false;
     for (const Value* in : candidate.inputs()) {
       if (!in || (in->producer() && std::find(group.begin(), group.end(), in->producer()) != group.end())) continue;
-      if (!in->is_constant() || in->type().shape().NumElements() != 1) return false;
+      if (!in->is_constant() && in->type().shape().is_static() && in->type().shape().NumElements() == 1) return false;
     }
     return true;
   }

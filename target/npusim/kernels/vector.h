@@ -16,9 +16,9 @@ namespace kiln::target::npusim {
 absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req);
 
 // Whether memory-bound op `n` may join a fused group on the vector unit:
-// the group kernels hold no bool tensors, so an op that reads or writes one
-// (a comparison, a Where) runs on its own kernel rather than making its
-// group's kernel fail and every member run alone.
+// the group kernels take no one-element bool input (the Where that keeps or
+// skips a training step's update), so such an op runs on its own kernel
+// rather than making its group's kernel fail and every member run alone.
 bool VectorGroupTakes(const Node& n);
 
 }  // namespace kiln::target::npusim

@@ -38,11 +38,10 @@ absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
 }
 
 bool VectorGroupTakes(const Node& n) {
-  auto is_bool = [](const Value* v) { return v && v->type().is_tensor() && v->type().dtype() == DType::kBool; };
   for (const Value* v : n.inputs())
-    if (is_bool(v)) return false;
-  for (const Value* v : n.outputs())
-    if (is_bool(v)) return false;
+    if (v && v->type().is_tensor() && v->type().dtype() == DType::kBool && v->type().shape().is_static() &&
+        v->type().shape().NumElements() == 1)
+      return false;
   return true;
 }
 
