@@ -272,6 +272,36 @@ TEST(NpusimCompile, DataDependentShapesStayOnTheHost) {
   EXPECT_GE(host, 2);
 }
 
+// Per-channel reductions (axes {0, 2, 3} of NCHW, as in convolution and
+// BatchNorm gradients) run on the vector unit as two reductions, the inner
+// axes first: sums, means, maxima and minima, with and without keepdims.
+TEST(NpusimCompile, PerChannelReductionsRunOnTheVectorUnitInTwo) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({4, 8, 5, 6}));
+  Value* axes = g.AddConstant("axes", Tensor::FromVector<int64_t>({0, 2, 3}, {3}));
+  int i = 0;
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
+    for (int64_t keep : {0, 1}) {
+      Node* r = std::string(op) == "ReduceSum" ? g.AddNode(op, {x, axes}, {absl::StrCat("r", i++)})
+                                               : g.AddNode(op, {x}, {absl::StrCat("r", i++)});
+      if (std::string(op) != "ReduceSum") r->SetAttr("axes", Attribute::Ints({0, 2, 3}));
+      r->SetAttr("keepdims", Attribute::Int(keep));
+      g.AddOutput(r->output(0));
+    }
+  ASSERT_TRUE(InferShapes(g).ok());
+  ExpectMatchesReference(m, {Random({4, 8, 5, 6}, 21)});
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  int vector = 0, aicpu = 0;
+  for (const auto& t : a->npusim().tasks()) {
+    vector += t.engine() == "vector";
+    aicpu += t.engine() == "aicpu";
+  }
+  EXPECT_EQ(aicpu, 0);
+  EXPECT_EQ(vector, 16);  // two per reduction
+}
+
 TEST(NpusimCompile, ControlFlowRunsOnTheAicpu) {
   Model m;
   Graph& g = *m.graph;
