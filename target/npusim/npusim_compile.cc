@@ -29,6 +29,7 @@
 #include "target/npusim/kernels/cube_matmul.h"
 #include "target/npusim/kernels/move.h"
 #include "target/npusim/kernels/vector.h"
+#include "target/npusim/expand_training_batchnorm.h"
 #include "target/npusim/split_reductions.h"
 
 namespace kiln::target {
@@ -491,8 +492,10 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     // again for the types they now have.
     kernels.clear();
   }
-  // Reductions over axes the vector unit cannot take in one kernel (the
-  // per-channel sums of {0, 2, 3}) become two it can.
+  // Training-mode BatchNorms become the ops they stand for, and reductions
+  // over axes the vector unit cannot take in one kernel (the per-channel
+  // sums of {0, 2, 3}) become two it can.
+  if (npusim::ExpandTrainingBatchNorm(g, machine) > 0) KILN_RETURN_IF_ERROR(InferShapes(g));
   if (npusim::SplitReductionsForVector(g) > 0) KILN_RETURN_IF_ERROR(InferShapes(g));
   // What was split back may group anew: an expanded attention's Transpose
   // of K with the MatMul that reads it, narrowed matrix ops with their

@@ -302,6 +302,37 @@ TEST(NpusimCompile, PerChannelReductionsRunOnTheVectorUnitInTwo) {
   EXPECT_EQ(vector, 16);  // two per reduction
 }
 
+// A training-mode BatchNorm large enough that the AICPU would be slower
+// runs as vector ops (the batch's statistics, the normalization, the
+// running statistics' update); a small one stays on the AICPU.
+TEST(NpusimCompile, TrainingBatchNormRunsOnTheVectorUnitWhenLarge) {
+  for (int64_t n : {8, 1}) {
+    SCOPED_TRACE(n);
+    Model m;
+    Graph& g = *m.graph;
+    const int64_t side = n == 8 ? 32 : 4;
+    Value* x = g.AddInput("x", F32({n, 32, side, side}));
+    std::vector<Value*> ins = {x};
+    for (const char* name : {"scale", "bias", "mean", "var"}) {
+      Tensor v = Random({32}, static_cast<uint32_t>(ins.size()));
+      if (std::string(name) == "var" || std::string(name) == "scale")
+        for (float& f : v.span<float>()) f = 1.0f + 0.25f * f;
+      ins.push_back(g.AddConstant(name, v));
+    }
+    Node* bn = g.AddNode("BatchNormalization", ins, {"y", "running_mean", "running_var"});
+    bn->SetAttr("training_mode", Attribute::Int(1));
+    bn->SetAttr("momentum", Attribute::Float(0.8f));
+    for (int i = 0; i < 3; ++i) g.AddOutput(bn->output(i));
+    ASSERT_TRUE(InferShapes(g).ok());
+    ExpectMatchesReference(m, {Random({n, 32, side, side}, 31)});
+    auto a = Compile(m);
+    ASSERT_TRUE(a.ok()) << a.status();
+    int aicpu = 0;
+    for (const auto& t : a->npusim().tasks()) aicpu += t.engine() == "aicpu";
+    EXPECT_EQ(aicpu, n == 8 ? 0 : 1);
+  }
+}
+
 TEST(NpusimCompile, ControlFlowRunsOnTheAicpu) {
   Model m;
   Graph& g = *m.graph;
