@@ -94,13 +94,50 @@ std::vector<Value*> AllReduceGradients(Graph& g, const std::vector<Value*>& para
   return means;
 }
 
+// Appends a step's nodes to a graph: scalar constants (one per hint and
+// dtype) and ops whose output type is given.
+class StepBuilder {
+ public:
+  explicit StepBuilder(Graph& g) : g_(g) {}
+
+  Value* Scalar(DType dt, double x, absl::string_view hint) {
+    Value*& v = scalars_[{std::string(hint), dt}];
+    if (!v) v = patterns::ScalarConst(g_, dt, x, hint);
+    return v;
+  }
+  Value* Op(const char* op, Value* a, const Type& type) {
+    Node* n = g_.AddNode(op, {a}, 1);
+    n->output(0)->set_type(type);
+    return n->output(0);
+  }
+  Value* Op(const char* op, Value* a, Value* b, const Type& type) {
+    Node* n = g_.AddNode(op, {a, b}, 1);
+    n->output(0)->set_type(type);
+    return n->output(0);
+  }
+  // `v` as `dt` (a Cast where it is not).
+  Value* As(Value* v, DType dt) {
+    if (v->type().dtype() == dt) return v;
+    Node* cast = g_.AddNode("Cast", {v}, 1);
+    cast->SetAttr("to", Attribute::Int(static_cast<int64_t>(DTypeToOnnx(dt))));
+    cast->output(0)->set_type(Type::Tensor(dt, v->type().shape()));
+    return cast->output(0);
+  }
+
+ protected:
+  Graph& g_;
+
+ private:
+  std::map<std::pair<std::string, DType>, Value*> scalars_;
+};
+
 // The update of each parameter by the optimizer (TrainingOptions), as
 // torch.optim writes it. Scalars (learning rate, betas) are one constant
 // per value and dtype; state is a zero constant per parameter, named after
 // it as PyTorch names its state (P.momentum_buffer, P.exp_avg,
 // P.exp_avg_sq), and Adam's step count is one constant, `optimizer.step`,
 // shared by the parameters.
-class Updater {
+class Updater : public StepBuilder {
  public:
   // A constant of the optimizer's state and its value after the step.
   struct State {
@@ -108,7 +145,7 @@ class Updater {
     Value* next = nullptr;
   };
 
-  Updater(Graph& g, const TrainingOptions& o) : g_(g), o_(o) {}
+  Updater(Graph& g, const TrainingOptions& o) : StepBuilder(g), o_(o) {}
 
   // P after the step from its gradient; appends P's state to `state`.
   Value* Update(Value* p, Value* grad, std::vector<State>* state) {
@@ -173,13 +210,7 @@ class Updater {
       steps_.value = g_.AddConstant(FreeName(g_, "optimizer.step"), CastTensor(Tensor::Scalar<double>(0), dt));
       steps_.next = Op("Add", steps_.value, Scalar(dt, 1, "one"), scalar);
     }
-    Value* t = steps_.next;
-    if (t->type().dtype() != dt) {
-      Node* cast = g_.AddNode("Cast", {t}, 1);
-      cast->SetAttr("to", Attribute::Int(static_cast<int64_t>(DTypeToOnnx(dt))));
-      cast->output(0)->set_type(scalar);
-      t = cast->output(0);
-    }
+    Value* t = As(steps_.next, dt);
     Value* one = Scalar(dt, 1, "one");
     Value* bc1 = Op("Sub", one, Op("Pow", Scalar(dt, o_.beta1, "beta1"), t, scalar), scalar);
     Value* bc2 = Op("Sub", one, Op("Pow", Scalar(dt, o_.beta2, "beta2"), t, scalar), scalar);
@@ -194,28 +225,7 @@ class Updater {
                           Tensor(p->type().dtype(), p->type().shape().StaticDims()));
   }
 
-
-
-  Value* Scalar(DType dt, double x, absl::string_view hint) {
-    Value*& v = scalars_[{std::string(hint), dt}];
-    if (!v) v = patterns::ScalarConst(g_, dt, x, hint);
-    return v;
-  }
-
-  Value* Op(const char* op, Value* a, const Type& type) {
-    Node* n = g_.AddNode(op, {a}, 1);
-    n->output(0)->set_type(type);
-    return n->output(0);
-  }
-  Value* Op(const char* op, Value* a, Value* b, const Type& type) {
-    Node* n = g_.AddNode(op, {a, b}, 1);
-    n->output(0)->set_type(type);
-    return n->output(0);
-  }
-
-  Graph& g_;
   const TrainingOptions& o_;
-  std::map<std::pair<std::string, DType>, Value*> scalars_;
   std::map<DType, Corrections> corrections_;
   State steps_;
 };
@@ -224,12 +234,12 @@ class Updater {
 // starts from, the unscaling of each gradient, and for a dynamic scale the
 // check that the gradients are finite, the updates kept only then, and the
 // scale's own update.
-class LossScaler {
+class LossScaler : public StepBuilder {
  public:
   // The most elements the finiteness check sums in one row.
   static constexpr int64_t kRowElements = 4096;
 
-  LossScaler(Graph& g, const TrainingOptions& o, Value* loss) : g_(g), o_(o), loss_(loss) {
+  LossScaler(Graph& g, const TrainingOptions& o, Value* loss) : StepBuilder(g), o_(o), loss_(loss) {
     if (o_.loss_scaling == TrainingOptions::LossScaling::kNone) return;
     const DType dt = loss->type().dtype();
     scale_ = g_.AddConstant(FreeName(g_, "loss_scale"), CastTensor(Tensor::Scalar<double>(o_.loss_scale), dt));
@@ -327,39 +337,12 @@ class LossScaler {
  private:
   Type scalar() const { return Type::Tensor(loss_->type().dtype(), Shape::Static({})); }
 
-  Value* As(Value* v, DType dt) {
-    if (v->type().dtype() == dt) return v;
-    Node* cast = g_.AddNode("Cast", {v}, 1);
-    cast->SetAttr("to", Attribute::Int(static_cast<int64_t>(DTypeToOnnx(dt))));
-    cast->output(0)->set_type(Type::Tensor(dt, v->type().shape()));
-    return cast->output(0);
-  }
-
-  Value* Scalar(DType dt, double x, absl::string_view hint) {
-    Value*& v = scalars_[{std::string(hint), dt}];
-    if (!v) v = patterns::ScalarConst(g_, dt, x, hint);
-    return v;
-  }
-
-  Value* Op(const char* op, Value* a, const Type& type) {
-    Node* n = g_.AddNode(op, {a}, 1);
-    n->output(0)->set_type(type);
-    return n->output(0);
-  }
-  Value* Op(const char* op, Value* a, Value* b, const Type& type) {
-    Node* n = g_.AddNode(op, {a, b}, 1);
-    n->output(0)->set_type(type);
-    return n->output(0);
-  }
-
-  Graph& g_;
   const TrainingOptions& o_;
   Value* loss_;
   Value* scale_ = nullptr;
   Value* scaled_ = nullptr;
   Value* inverse_ = nullptr;
   Value* ok_ = nullptr;
-  std::map<std::pair<std::string, DType>, Value*> scalars_;
 };
 
 // The running statistics of training-mode BatchNormalization nodes: each
