@@ -410,9 +410,14 @@ std::vector<Value*> Graph::Values() const {
 
 bool Graph::NameInNest(absl::string_view name) const {
   if (by_name_.contains(name)) return true;
+  // Through the graph attributes themselves: UniqueName asks this for every
+  // name it makes, so no list of subgraphs is built per holder.
   for (const Node* n : nested_holders_)
-    for (const Graph* s : n->subgraphs())
-      if (s && s->NameInNest(name)) return true;
+    for (const auto& [attr, a] : n->attrs()) {
+      if (a.kind() != AttrKind::kGraph && a.kind() != AttrKind::kGraphs) continue;
+      for (const auto& s : a.graphs())
+        if (s && s->NameInNest(name)) return true;
+    }
   return false;
 }
 
