@@ -566,6 +566,34 @@ absl::Status GatherRule(D& d, Node& n) {
 //   xhat = (x - mean) * r, r = 1 / sqrt(var + eps), g = dy * scale
 //   dx = r * (g - mean(g) - xhat * mean(g * xhat))
 //   dscale = sum(dy * xhat), dbias = sum(dy) over the other axes.
+// x normalized over `axes` by its own statistics, as LayerNormalization and
+// a training-mode BatchNormalization do: xhat = (x - mean) * r with r =
+// 1 / sqrt(var + eps), both means over `axes` kept as size 1.
+struct Normalized {
+  std::vector<int64_t> axes;
+  Value* xhat = nullptr;
+  Value* r = nullptr;
+};
+
+Value* MeanOver(D& d, Value* v, const std::vector<int64_t>& axes) {
+  return d.Emit("ReduceMean", {v}, {{"axes", Attribute::Ints(axes)}, {"keepdims", Attribute::Int(1)}});
+}
+
+Normalized NormalizeOver(D& d, Value* x, std::vector<int64_t> axes, Value* eps) {
+  Value* xc = d.Emit("Sub", {x, MeanOver(d, x, axes)});
+  Value* var = MeanOver(d, d.Emit("Mul", {xc, xc}), axes);
+  Value* r = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {var, eps})})});
+  return {std::move(axes), d.Emit("Mul", {xc, r}), r};
+}
+
+// The input's gradient of such a normalization is r times this, from g =
+// dy * scale: g - mean(g) - xhat * mean(g * xhat). (A scale constant over
+// the normalized axes, BatchNorm's per-channel one, may multiply it after.)
+Value* NormalizedGradientCore(D& d, const Normalized& nz, Value* g) {
+  return d.Emit("Sub", {d.Emit("Sub", {g, MeanOver(d, g, nz.axes)}),
+                        d.Emit("Mul", {nz.xhat, MeanOver(d, d.Emit("Mul", {g, nz.xhat}), nz.axes)})});
+}
+
 absl::Status LayerNormRule(D& d, Node& n) {
   for (int i = 1; i < n.num_outputs(); ++i)
     if (d.Dy(n, i)) return d.Unsupported(n, "its mean or inverse deviation is differentiated");
@@ -576,19 +604,11 @@ absl::Status LayerNormRule(D& d, Node& n) {
   int64_t axis = Axis(n.GetInt("axis", -1), rank);
   std::vector<int64_t> norm_axes;
   for (int64_t i = axis; i < rank; ++i) norm_axes.push_back(i);
-  auto mean_of = [&](Value* v) {
-    return d.Emit("ReduceMean", {v}, {{"axes", Attribute::Ints(norm_axes)}, {"keepdims", Attribute::Int(1)}});
-  };
-  Value* mu = mean_of(x);
-  Value* xc = d.Emit("Sub", {x, mu});
-  Value* var = mean_of(d.Emit("Mul", {xc, xc}));
-  Value* eps = d.Scalar(t, n.GetFloat("epsilon", 1e-5f));
-  Value* r = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {var, eps})})});
-  Value* xhat = d.Emit("Mul", {xc, r});
+  const Normalized nz = NormalizeOver(d, x, norm_axes, d.Scalar(t, n.GetFloat("epsilon", 1e-5f)));
+  Value* xhat = nz.xhat;
   if (d.Needs(n, 0)) {
-    Value* g = d.Emit("Mul", {dy, n.input(1)});
-    Value* inner = d.Emit("Sub", {d.Emit("Sub", {g, mean_of(g)}), d.Emit("Mul", {xhat, mean_of(d.Emit("Mul", {g, xhat}))})});
-    KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {r, inner})));
+    Value* core = NormalizedGradientCore(d, nz, d.Emit("Mul", {dy, n.input(1)}));
+    KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {nz.r, core})));
   }
   // Give() sums over the leading axes the scale and bias were broadcast along.
   if (d.Needs(n, 1)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), d.Emit("Mul", {dy, xhat})));
@@ -625,11 +645,16 @@ Value* TransposeWindow(D& d, Value* dy, Value* kernel, const WindowAttrs& a, con
                  {"group", Attribute::Int(group)}});
 }
 
+// The axes of an [N, C, S...] tensor of `rank` but the channels: {0, 2, ...}.
+std::vector<int64_t> AllButChannels(int rank) {
+  std::vector<int64_t> axes = {0};
+  for (int i = 2; i < rank; ++i) axes.push_back(i);
+  return axes;
+}
+
 // `v` [N, C, S...] summed over every axis but the channels: [C].
 Value* SumOverAllButChannels(D& d, Value* v) {
-  std::vector<int64_t> axes = {0};
-  for (int i = 2; i < v->type().shape().rank(); ++i) axes.push_back(i);
-  return d.Emit("ReduceSum", {v, d.Ints(axes)}, {{"keepdims", Attribute::Int(0)}});
+  return d.Emit("ReduceSum", {v, d.Ints(AllButChannels(v->type().shape().rank()))}, {{"keepdims", Attribute::Int(0)}});
 }
 
 // y = conv(x, w) + b (groups, strides, dilations, explicit pads):
@@ -707,35 +732,23 @@ absl::Status BatchNormRule(D& d, Node& n) {
   for (size_t i = 2; i < xd.size(); ++i) col.push_back(1);
   auto per_channel = [&](Value* v) { return d.Emit("Reshape", {v, d.Ints(col)}); };
   Value* eps = d.Scalar(t, n.GetFloat("epsilon", 1e-5f));
+  Value* xhat = nullptr;
   if (training) {
-    std::vector<int64_t> axes = {0};
-    for (size_t i = 2; i < xd.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    auto mean_over = [&](Value* v) {
-      return d.Emit("ReduceMean", {v}, {{"axes", Attribute::Ints(axes)}, {"keepdims", Attribute::Int(1)}});
-    };
-    Value* centered = d.Emit("Sub", {x, mean_over(x)});
-    Value* var = mean_over(d.Emit("Mul", {centered, centered}));
-    Value* rstd = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {var, eps})})});  // [1, C, 1...]
-    Value* xhat = d.Emit("Mul", {centered, rstd});
+    const Normalized nz = NormalizeOver(d, x, AllButChannels(static_cast<int>(xd.size())), eps);  // r: [1, C, 1...]
+    xhat = nz.xhat;
     if (d.Needs(n, 0)) {
-      // dx = scale * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
-      Value* inner = d.Emit("Sub", {d.Emit("Sub", {dy, mean_over(dy)}),
-                                    d.Emit("Mul", {xhat, mean_over(d.Emit("Mul", {dy, xhat}))})});
-      Value* gain = d.Emit("Mul", {per_channel(n.input(1)), rstd});
-      KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {inner, gain})));
+      // The scale is per channel, constant over the normalized axes: it
+      // multiplies the core of dy, r * scale.
+      Value* core = NormalizedGradientCore(d, nz, dy);
+      KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {core, d.Emit("Mul", {per_channel(n.input(1)), nz.r})})));
     }
-    if (d.Needs(n, 1))
-      KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), SumOverAllButChannels(d, d.Emit("Mul", {dy, xhat}))));
-    if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), SumOverAllButChannels(d, dy)));
-    return absl::OkStatus();
+  } else {
+    Value* rstd = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {n.input(4), eps})})});
+    if (d.Needs(n, 0))
+      KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {dy, per_channel(d.Emit("Mul", {n.input(1), rstd}))})));
+    if (d.Needs(n, 1)) xhat = d.Emit("Mul", {d.Emit("Sub", {x, per_channel(n.input(3))}), per_channel(rstd)});
   }
-  Value* rstd = d.Emit("Reciprocal", {d.Emit("Sqrt", {d.Emit("Add", {n.input(4), eps})})});
-  if (d.Needs(n, 0))
-    KILN_RETURN_IF_ERROR(d.Give(n, x, d.Emit("Mul", {dy, per_channel(d.Emit("Mul", {n.input(1), rstd}))})));
-  if (d.Needs(n, 1)) {
-    Value* xhat = d.Emit("Mul", {d.Emit("Sub", {x, per_channel(n.input(3))}), per_channel(rstd)});
-    KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), SumOverAllButChannels(d, d.Emit("Mul", {dy, xhat}))));
-  }
+  if (d.Needs(n, 1)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(1), SumOverAllButChannels(d, d.Emit("Mul", {dy, xhat}))));
   if (d.Needs(n, 2)) KILN_RETURN_IF_ERROR(d.Give(n, n.input(2), SumOverAllButChannels(d, dy)));
   return absl::OkStatus();
 }
