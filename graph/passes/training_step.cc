@@ -115,6 +115,11 @@ class StepBuilder {
     n->output(0)->set_type(type);
     return n->output(0);
   }
+  Value* Op(const char* op, Value* a, Value* b, Value* c, const Type& type) {
+    Node* n = g_.AddNode(op, {a, b, c}, 1);
+    n->output(0)->set_type(type);
+    return n->output(0);
+  }
   // `v` as `dt` (a Cast where it is not).
   Value* As(Value* v, DType dt) {
     if (v->type().dtype() == dt) return v;
@@ -302,12 +307,7 @@ class LossScaler : public StepBuilder {
   }
 
   // `next` where the step is kept, `old` where it is skipped.
-  Value* Keep(Value* next, Value* old) {
-    if (!ok_) return next;
-    Node* n = g_.AddNode("Where", {ok_, next, old}, 1);
-    n->output(0)->set_type(old->type());
-    return n->output(0);
-  }
+  Value* Keep(Value* next, Value* old) { return ok_ ? Op("Where", ok_, next, old, old->type()) : next; }
 
   // A dynamic scale's state: the scale and the count of finite steps in a
   // row, with their values after the step (GradScaler's update: on a
@@ -321,11 +321,7 @@ class LossScaler : public StepBuilder {
     Value* counted = Op("Add", good, Scalar(dt, 1, "one"), scalar());
     Value* grow = Op("Less", counted, Scalar(dt, o_.loss_scale_growth_interval, "growth_interval"),
                      Type::Tensor(DType::kBool, Shape::Static({})));
-    auto where = [&](Value* c, Value* a, Value* b) {
-      Node* n = g_.AddNode("Where", {c, a, b}, 1);
-      n->output(0)->set_type(scalar());
-      return n->output(0);
-    };
+    auto where = [&](Value* c, Value* a, Value* b) { return Op("Where", c, a, b, scalar()); };
     // grow is "fewer than the interval": keep counting, else double and restart.
     Value* kept_scale = where(grow, scale_, Op("Mul", scale_, Scalar(dt, 2, "growth_factor"), scalar()));
     Value* kept_good = where(grow, counted, zero);
@@ -364,6 +360,12 @@ std::vector<Updater::State> RunningStatistics(Graph& g) {
   return out;
 }
 
+// Removes graph input `v` (which has no uses left).
+void RemoveGraphInput(Graph& g, const Value* v) {
+  const std::vector<Value*>& ins = g.inputs();
+  g.RemoveInput(static_cast<int>(std::find(ins.begin(), ins.end(), v) - ins.begin()));
+}
+
 // Turns each constant of `constants` into a graph input of the same name
 // whose initial value is the constant's data (appended to the inputs in
 // this order).
@@ -378,8 +380,7 @@ void MakeVariables(Graph& g, const std::vector<Value*>& constants) {
     Value* in = g.AddInput(name, stand_in->type());
     in->set_initial(std::move(data));
     stand_in->ReplaceAllUsesWith(in);
-    const std::vector<Value*>& ins = g.inputs();
-    g.RemoveInput(static_cast<int>(std::find(ins.begin(), ins.end(), stand_in) - ins.begin()));
+    RemoveGraphInput(g, stand_in);
   }
 }
 
@@ -412,10 +413,7 @@ absl::StatusOr<std::vector<Value*>> FoldAroundParams(Graph& g, const std::vector
     h.input->ReplaceAllUsesWith(c);
     back.push_back(c);
   }
-  for (Held& h : held) {
-    const std::vector<Value*>& ins = g.inputs();
-    g.RemoveInput(static_cast<int>(std::find(ins.begin(), ins.end(), h.input) - ins.begin()));
-  }
+  for (Held& h : held) RemoveGraphInput(g, h.input);
   KILN_RETURN_IF_ERROR(InferShapesWithLoops(g).status());
   return back;
 }

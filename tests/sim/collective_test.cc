@@ -30,6 +30,10 @@ constexpr int64_t kBytes = 8 * 30 * 4096;
 
 double Latency(const Machine& m) { return UsToCycles(m, m.chip_links().latency_us()); }
 
+// One AllReduce of kBytes among 8 chips on a full mesh (m's links): a
+// reduce-scatter and an all-gather round of a chunk each.
+double FullMeshCycles(const Machine& m) { return 2 * (Latency(m) + (kBytes / 8) / ChipLinkBytesPerCycle(m)); }
+
 std::unique_ptr<Device> NewDevice(const Machine& m) {
   auto d = Device::Create(m);
   EXPECT_TRUE(d.ok()) << d.status();
@@ -40,13 +44,19 @@ std::function<absl::Status(Device&)> Nothing() {
   return [](Device&) { return absl::OkStatus(); };
 }
 
+// Two collectives of kBytes among 8 chips on stream `s`, "grads" then "moments".
+void EnqueueGradsAndMoments(Device& dev, StreamId s) {
+  ASSERT_TRUE(dev.AllReduce(s, "grads", kBytes, 8, Nothing()).ok());
+  ASSERT_TRUE(dev.AllReduce(s, "moments", kBytes, 8, Nothing()).ok());
+}
+
 TEST(CollectiveTest, FullMeshTakesOneRoundPerPhase) {
   // 8 chips and 7 links: each chip reaches all its peers at once, so the
   // reduce-scatter and the all-gather are one exchange of a chunk each.
   Machine m = DefaultMachine();
   ASSERT_EQ(m.chip_links().count(), 7);
   EXPECT_DOUBLE_EQ(ChipLinkBytesPerCycle(m), 30.0);
-  const double expected = 2 * (Latency(m) + (kBytes / 8) / ChipLinkBytesPerCycle(m));
+  const double expected = FullMeshCycles(m);
   EXPECT_DOUBLE_EQ(expected, 2 * (1000 + 4096));
   auto c = AllReduceCycles(m, kBytes, 8);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -134,7 +144,7 @@ TEST(CollectiveTest, OneChipCostsNothingAndStillRunsFn) {
 
 TEST(CollectiveTest, TwoCollectivesOnTwoStreamsSerializeOnTheLinks) {
   Machine m = DefaultMachine();
-  const double one = 2 * (Latency(m) + (kBytes / 8) / ChipLinkBytesPerCycle(m));
+  const double one = FullMeshCycles(m);
   auto dev = NewDevice(m);
   ASSERT_TRUE(dev);
   StreamId s0 = dev->CreateStream(), s1 = dev->CreateStream();
@@ -154,7 +164,7 @@ TEST(CollectiveTest, TwoCollectivesOnTwoStreamsSerializeOnTheLinks) {
 
 TEST(CollectiveTest, CollectiveOverlapsAKernelOnAnotherStream) {
   Machine m = DefaultMachine();
-  const double collective = 2 * (Latency(m) + (kBytes / 8) / ChipLinkBytesPerCycle(m));
+  const double collective = FullMeshCycles(m);
   const double kernel = m.core().cube_latency_cycles() + 8 * 8 * 8;
   auto dev = NewDevice(m);
   ASSERT_TRUE(dev);
@@ -293,12 +303,11 @@ TEST(CollectiveTest, BadArgumentsAreRefused) {
 
 TEST(CollectiveTest, TraceHasAChipLinksTrackWithOneSlicePerCollective) {
   Machine m = DefaultMachine();
-  const double one = 2 * (Latency(m) + (kBytes / 8) / ChipLinkBytesPerCycle(m));
+  const double one = FullMeshCycles(m);
   auto dev = NewDevice(m);
   ASSERT_TRUE(dev);
   StreamId s = dev->CreateStream();
-  ASSERT_TRUE(dev->AllReduce(s, "grads", kBytes, 8, Nothing()).ok());
-  ASSERT_TRUE(dev->AllReduce(s, "moments", kBytes, 8, Nothing()).ok());
+  EnqueueGradsAndMoments(*dev, s);
   RunOptions o;
   o.trace = true;
   auto r = dev->Run(o);
@@ -327,12 +336,11 @@ TEST(CollectiveTest, TraceHasAChipLinksTrackWithOneSlicePerCollective) {
 
 TEST(CollectiveTest, ReportNamesTheCollectives) {
   Machine m = DefaultMachine();
-  const double one = 2 * (Latency(m) + (kBytes / 8) / ChipLinkBytesPerCycle(m));
+  const double one = FullMeshCycles(m);
   auto dev = NewDevice(m);
   ASSERT_TRUE(dev);
   StreamId s = dev->CreateStream();
-  ASSERT_TRUE(dev->AllReduce(s, "grads", kBytes, 8, Nothing()).ok());
-  ASSERT_TRUE(dev->AllReduce(s, "moments", kBytes, 8, Nothing()).ok());
+  EnqueueGradsAndMoments(*dev, s);
   auto r = dev->Run();
   ASSERT_TRUE(r.ok()) << r.status();
   std::string text = ReportText(*r, m);

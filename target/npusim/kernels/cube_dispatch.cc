@@ -132,18 +132,19 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
   // what it reads from the group is read by nothing else (no other node, no
   // graph output), or the group would end with two results and run as its
   // members one by one.
-  for (const Value* in : candidate.inputs()) {
-    if (!in || !in->producer()) continue;
-    if (std::find(group.begin(), group.end(), in->producer()) != group.end() && in->uses().size() != 1) return false;
-  }
+  auto from_group = [&](const Value* v) {
+    return v->producer() && std::find(group.begin(), group.end(), v->producer()) != group.end();
+  };
+  for (const Value* in : candidate.inputs())
+    if (in && from_group(in) && in->uses().size() != 1) return false;
   if (op == "Mul") {
     // alpha: a scale of the product by a constant scalar, first. A scalar
     // known only at run time (the 1/S that unscales a gradient) is not one.
     if (epilogue != 0) return false;
-    for (const Value* in : candidate.inputs()) {
-      if (!in || (in->producer() && std::find(group.begin(), group.end(), in->producer()) != group.end())) continue;
-      if (!in->is_constant() && in->type().shape().is_static() && in->type().shape().NumElements() == 1) return false;
-    }
+    for (const Value* in : candidate.inputs())
+      if (in && !from_group(in) && !in->is_constant() && in->type().shape().is_static() &&
+          in->type().shape().NumElements() == 1)
+        return false;
     return true;
   }
   if (op == "Add") return count("Add") < 2 && count("Relu") == 0;  // a bias, a residual
