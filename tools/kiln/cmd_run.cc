@@ -194,16 +194,20 @@ int RunArtifact(const std::string& path) {
   const runtime::NpusimExecutable* npu = (*gear)->npusim();
   const std::string gear_label = (*gear)->gear_label();
   if (!gear_label.empty() && isatty(2)) std::cerr << "kiln: gear " << gear_label << "\n";
-  if (npu && isatty(2)) std::cerr << "kiln: simulating " << ran.npusim().tasks_size() << " tasks x " << options.batches
-                                  << " batch" << (options.batches > 1 ? "es" : "") << " on " << npu->machine().name()
-                                  << "...\n";
-  absl::StatusOr<std::vector<Tensor>> outputs;
-  if (npu && steps > 1) {
-    // The loop runs on the device: its steps are batches that pass the
-    // variables on in device memory.
+  // On npusim the loop runs on the device: its steps are batches that pass
+  // the variables on in device memory.
+  const bool device_loop = npu && steps > 1;
+  if (device_loop) {
     options.batches = steps;
     options.feeds = *feeds;
     options.after_step = PrintSteps(steps, out_names, *feeds);
+  }
+  if (npu && isatty(2)) std::cerr << "kiln: simulating " << ran.npusim().tasks_size() << " tasks x " << options.batches
+                                  << (device_loop ? " step" : " batch")
+                                  << (options.batches > 1 ? (device_loop ? "s" : "es") : "") << " on "
+                                  << npu->machine().name() << "...\n";
+  absl::StatusOr<std::vector<Tensor>> outputs;
+  if (device_loop) {
     outputs = (*loaded)->Run(*std::move(inputs), options);
   } else {
     outputs = runtime::RunSteps(
