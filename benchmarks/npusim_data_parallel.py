@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from npusim_models import exported, feed, run
+from npusim_models import exported, feed, max_gradient_error, run
 
 STRATEGIES = ("single", "ddp", "per-tensor", "search")
 
@@ -95,14 +95,7 @@ def check(kiln, d, name, inputs, params, step1, art, chips, tmp):
         ref = os.path.join(tmp, f"{name}_shard{c}_out")
         run([kiln, "run", step1, *args, "--output-dir", ref])
         want = [w + np.load(os.path.join(ref, f)).astype(np.float64) / chips for w, f in zip(want, files)]
-    # A gradient that is zero but for rounding (a conv bias under a
-    # training-mode BatchNorm) is measured against a thousandth of the
-    # model's largest gradient.
-    largest = max(float(np.max(np.abs(w))) for w in want)
-    err = 0.0
-    for w, f in zip(want, files):
-        got = np.load(os.path.join(out, f)).astype(np.float64)
-        err = max(err, float(np.max(np.abs(got - w))) / max(float(np.max(np.abs(w))), 1e-3 * largest))
+    err = max_gradient_error(want, [np.load(os.path.join(out, f)) for f in files])
     return err, time.time() - t0
 
 

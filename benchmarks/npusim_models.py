@@ -57,6 +57,19 @@ def max_rel_error(d, out):
     return err
 
 
+def max_gradient_error(wants, gots):
+    """The largest max |got - want| / max |want| over pairs of gradients. A gradient that is zero but for
+    rounding (a conv bias under a training-mode BatchNorm, which subtracts the batch mean) is measured
+    against a thousandth of the largest gradient instead."""
+    wants = [np.asarray(w, dtype=np.float64) for w in wants]
+    largest = max(float(np.max(np.abs(w))) for w in wants)
+    err = 0.0
+    for want, got in zip(wants, gots):
+        scale = max(float(np.max(np.abs(want))), 1e-3 * largest)
+        err = max(err, float(np.max(np.abs(np.asarray(got, dtype=np.float64) - want))) / scale)
+    return err
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)

@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-from npusim_models import exported, feed, run
+from npusim_models import exported, feed, max_gradient_error, run
 
 
 def simulate(kiln, graph, args, tmp, tag):
@@ -52,16 +52,9 @@ def main():
                  "--params=" + ",".join(params), "-o", step])
             f_cycles, f_tasks, _ = simulate(kiln, fwd, args, tmp, name + "_fwd")
             s_cycles, s_tasks, out = simulate(kiln, step, args, tmp, name + "_step")
-            # A gradient that is zero but for rounding (a conv bias under a
-            # training-mode BatchNorm, which subtracts the batch mean) is
-            # measured against a thousandth of the model's largest gradient instead.
-            wants = [np.load(os.path.join(d, f"grad_{i}.npy")).astype(np.float64) for i in range(len(params))]
-            largest = max(float(np.max(np.abs(w))) for w in wants)
-            err = 0.0
-            for p, want in zip(params, wants):
-                got = np.load(os.path.join(out, re.sub(r"[^A-Za-z0-9_.-]", "_", p) + ".grad.npy"))
-                scale = max(float(np.max(np.abs(want))), 1e-3 * largest)
-                err = max(err, float(np.max(np.abs(got - want))) / scale)
+            err = max_gradient_error(
+                [np.load(os.path.join(d, f"grad_{i}.npy")) for i in range(len(params))],
+                [np.load(os.path.join(out, re.sub(r"[^A-Za-z0-9_.-]", "_", p) + ".grad.npy")) for p in params])
             print(f"| {name} | {len(params)} | {f_tasks} | {f_cycles:,} | {s_tasks} | {s_cycles:,} | "
                   f"{s_cycles / f_cycles:.2f}x | {err:.1e} |", flush=True)
 
