@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cstdint>
+#include <limits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -111,7 +113,11 @@ It AttrAt(It first, It last, absl::string_view name) {
 void Node::SetAttr(std::string name, Attribute a) {
   if (!a.graphs().empty()) {
     holds_graphs_ = true;
-    if (owner_) owner_->nested_holders_.insert(this);
+    if (owner_) {
+      owner_->nested_holders_.insert(this);
+      for (const auto& g : a.graphs())
+        if (g) owner_->RaiseSuffixBound(g->suffix_bound_);
+    }
   }
   auto it = AttrAt(attrs_.begin(), attrs_.end(), name);
   if (it != attrs_.end() && it->first == name) {
@@ -213,6 +219,36 @@ void Graph::DropExternalUses() {
   }
 }
 
+namespace {
+
+// One past the number that `name` ends in after its last '.' (0 when it does
+// not end in one); the largest bound for a number too long to compare.
+uint64_t SuffixBound(absl::string_view name) {
+  size_t dot = name.rfind('.');
+  if (dot == absl::string_view::npos || dot + 1 == name.size()) return 0;
+  absl::string_view digits = name.substr(dot + 1);
+  if (digits.size() > 18) return std::numeric_limits<uint64_t>::max();
+  uint64_t n = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n + 1;
+}
+
+}  // namespace
+
+void Graph::RaiseSuffixBound(uint64_t bound) {
+  // Each graph's bound covers its nested graphs', so the walk up stops at
+  // the first graph that already covers `bound`.
+  for (Graph* g = this; g && g->suffix_bound_ < bound; g = g->parent_) g->suffix_bound_ = bound;
+}
+
+void Graph::set_parent(Graph* p) {
+  parent_ = p;
+  if (p) p->RaiseSuffixBound(suffix_bound_);
+}
+
 Graph* Graph::Root() {
   Graph* g = this;
   while (g->parent_) g = g->parent_;
@@ -230,6 +266,7 @@ Value* Graph::NewValue(std::string name, Value::Kind kind) {
   last_value_ = v;
   if (kind == Value::Kind::kConstant) LinkConstant(v);
   by_name_[v->name_] = v;
+  RaiseSuffixBound(SuffixBound(v->name_));
   return v;
 }
 
@@ -434,8 +471,12 @@ bool Graph::NameInRootNest(absl::string_view name) const {
 std::string Graph::UniqueName(absl::string_view hint) {
   Graph* root = Root();
   for (;;) {
+    // No name in the nest ends in a number at or past the root's bound: a
+    // counter there needs no search (the common case once generated names
+    // outnumber the model's own).
+    bool fresh = root->next_name_ >= root->suffix_bound_;
     std::string name = absl::StrCat(hint, ".", root->next_name_++);
-    if (!NameInUse(name) && !root->NameInNest(name)) return name;
+    if (fresh || (!NameInUse(name) && !root->NameInNest(name))) return name;
   }
 }
 

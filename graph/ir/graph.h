@@ -250,7 +250,7 @@ class Graph {
   void set_name(std::string n) { name_ = std::move(n); }
   // The graph enclosing this one (for subgraphs), and the node holding it.
   Graph* parent() const { return parent_; }
-  void set_parent(Graph* p) { parent_ = p; }
+  void set_parent(Graph* p);
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
@@ -349,6 +349,9 @@ class Graph {
   void DropExternalUses();
   // Whether this graph or a graph nested in it holds a value named `name`.
   bool NameInNest(absl::string_view name) const;
+  // Raises suffix_bound_ here and in every enclosing graph to at least
+  // `bound`.
+  void RaiseSuffixBound(uint64_t bound);
 
   std::string name_;
   Graph* parent_ = nullptr;
@@ -377,6 +380,11 @@ class Graph {
   // lives as long as the value): a value's entry is erased before it is.
   absl::flat_hash_map<absl::string_view, Value*> by_name_;
   uint64_t next_name_ = 0;
+  // Every name held in this graph or a graph nested in it that ends in "."
+  // and decimal digits ends in a number below this bound (a bound only:
+  // erasing a value does not lower it). UniqueName's counter at or past the
+  // root's bound makes a fresh name without searching the nest.
+  uint64_t suffix_bound_ = 0;
 };
 
 // A set of nodes and values kept as a stamp in each object instead of a

@@ -73,6 +73,27 @@ TEST(GraphNames, UniqueNameAvoidsNamesOfNestedGraphs) {
   EXPECT_FALSE(root.NameInUse("v.1"));
 }
 
+// UniqueName stops searching the nest once the root's counter passes every
+// number a name of the nest ends in; graphs built apart and attached later
+// raise that bound, and a number too long to compare keeps the search on.
+TEST(GraphNames, UniqueNameSkipsNamesOfGraphsAttachedLater) {
+  Graph root;
+  Value* c = root.AddInput("c", Type::Tensor(DType::kBool, Shape::Static({})));
+  EXPECT_EQ(root.UniqueName("v"), "v.0");
+  EXPECT_EQ(root.UniqueName("v"), "v.1");
+  // Built with no parent: its names reach the root only when attached.
+  std::unique_ptr<Graph> apart = Body(nullptr, "apart", {"v.2", "v.3"});
+  Node* n = root.AddNode("If", {c}, std::vector<std::string>{"r"});
+  n->SetAttr("then_branch", Attribute::GraphValue(std::move(apart)));
+  n->SetAttr("else_branch", Attribute::GraphValue(Body(&root, "else", {"w.0"})));
+  EXPECT_EQ(root.UniqueName("v"), "v.4");
+
+  Graph other;
+  other.AddInput("x.12345678901234567890123", F32({1}));
+  other.AddInput("x.0", F32({1}));
+  EXPECT_EQ(other.UniqueName("x"), "x.1");
+}
+
 TEST(GraphNames, ClonedNestKeepsNestedNamesInUse) {
   Graph root;
   Value* c = root.AddInput("c", Type::Tensor(DType::kBool, Shape::Static({})));
