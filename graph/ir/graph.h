@@ -239,6 +239,28 @@ class alignas(64) Node {
   std::string name_;
 };
 
+// Called by a walk over a node list with the node it will visit next:
+// asks for the node after that one (in the walk's direction), and for the
+// operands and results of the next, while the walk works on the current
+// node. On a graph larger than the caches a walk is otherwise a chain of
+// memory latencies, several per node (the node, then each value it reads);
+// this keeps a few of them in flight at once.
+inline void PrefetchOperands(const Node* n) {
+  for (const Value* v : n->inputs())
+    if (v) __builtin_prefetch(v);
+  for (const Value* v : n->outputs()) __builtin_prefetch(v);
+}
+inline void PrefetchAhead(const Node* next) {
+  if (!next) return;
+  if (const Node* after = next->next()) __builtin_prefetch(after);
+  PrefetchOperands(next);
+}
+inline void PrefetchBehind(const Node* prev) {
+  if (!prev) return;
+  if (const Node* before = prev->prev()) __builtin_prefetch(before);
+  PrefetchOperands(prev);
+}
+
 class Graph {
  public:
   explicit Graph(std::string name = "main", Graph* parent = nullptr);
@@ -288,12 +310,9 @@ class Graph {
     struct Iter {
       Node* n;
       Node* operator*() const { return n; }
-      // Fetches the node after the next one while the loop works on the
-      // next: on a graph larger than the caches, a walk is otherwise a
-      // chain of memory latencies, one per node.
       Iter& operator++() {
         n = n->next_;
-        if (n && n->next_) __builtin_prefetch(n->next_);
+        if (n) PrefetchAhead(n->next_);
         return *this;
       }
       bool operator!=(const Iter& o) const { return n != o.n; }
