@@ -239,17 +239,18 @@ class alignas(64) Node {
   std::string name_;
 };
 
+// Asks for the values `n` reads and writes (their first lines).
+inline void PrefetchOperands(const Node* n) {
+  for (const Value* v : n->inputs())
+    if (v) __builtin_prefetch(v);
+  for (const Value* v : n->outputs()) __builtin_prefetch(v);
+}
 // Called by a walk over a node list with the node it will visit next:
 // asks for the node after that one (in the walk's direction), and for the
 // operands and results of the next, while the walk works on the current
 // node. On a graph larger than the caches a walk is otherwise a chain of
 // memory latencies, several per node (the node, then each value it reads);
 // this keeps a few of them in flight at once.
-inline void PrefetchOperands(const Node* n) {
-  for (const Value* v : n->inputs())
-    if (v) __builtin_prefetch(v);
-  for (const Value* v : n->outputs()) __builtin_prefetch(v);
-}
 inline void PrefetchAhead(const Node* next) {
   if (!next) return;
   if (const Node* after = next->next()) __builtin_prefetch(after);
