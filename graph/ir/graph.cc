@@ -187,6 +187,7 @@ Graph::Graph(std::string name, Graph* parent) : name_(std::move(name)), parent_(
 
 Graph::~Graph() {
   DropExternalUses();
+  order_.clear();  // no upkeep while every node goes
   // Last to first: a node's nested graphs go with it.
   while (last_node_) {
     Node* n = last_node_;
@@ -299,13 +300,85 @@ void Graph::LinkNode(Node* n, Node* before) {
   (after ? after->next_ : first_node_) = n;
   (before ? before->prev_ : last_node_) = n;
   ++num_nodes_;
+  PlaceInOrder(n, before);
 }
 
 void Graph::UnlinkNode(Node* n) {
+  DropFromOrder(n);
   (n->prev_ ? n->prev_->next_ : first_node_) = n->next_;
   (n->next_ ? n->next_->prev_ : last_node_) = n->prev_;
   n->prev_ = n->next_ = nullptr;
   --num_nodes_;
+}
+
+void Graph::PlaceInOrder(Node* n, Node* before) {
+  if (!before) {
+    if (order_.size() >= UINT32_MAX) return;  // too many for a position: left out
+    n->order_pos_ = static_cast<uint32_t>(order_.size());
+    order_.push_back(n);
+    return;
+  }
+  size_t p = before->order_pos_;
+  if (p < order_.size() && p > 0 && !order_[p - 1]) {
+    order_[p - 1] = n;
+    n->order_pos_ = static_cast<uint32_t>(p - 1);
+    --order_holes_;
+    return;
+  }
+  if (++order_missing_ > num_nodes_ / 8 + 16) RebuildOrder();
+}
+
+void Graph::DropFromOrder(Node* n) {
+  size_t p = n->order_pos_;
+  n->order_pos_ = UINT32_MAX;
+  if (p >= order_.size()) {
+    if (order_missing_ > 0) --order_missing_;
+    return;
+  }
+  order_[p] = nullptr;
+  if (++order_holes_ > num_nodes_ / 2 + 64) CompactOrder();
+}
+
+void Graph::RebuildOrder() {
+  order_.clear();
+  for (Node* n = first_node_; n; n = n->next_) {
+    if (order_.size() >= UINT32_MAX) {
+      n->order_pos_ = UINT32_MAX;
+      continue;
+    }
+    n->order_pos_ = static_cast<uint32_t>(order_.size());
+    order_.push_back(n);
+  }
+  order_holes_ = order_missing_ = 0;
+}
+
+bool Graph::WalkOrderIsConsistent() const {
+  size_t placed = 0, holes = 0, last = 0;
+  bool first = true;
+  for (const Node* n = first_node_; n; n = n->next_) {
+    size_t p = n->order_pos_;
+    if (p == UINT32_MAX) continue;
+    if (p >= order_.size() || order_[p] != n || (!first && p <= last)) return false;
+    first = false;
+    last = p;
+    ++placed;
+  }
+  for (const Node* n : order_) holes += n == nullptr;
+  return placed + holes == order_.size() && holes == order_holes_ && num_nodes_ - placed == order_missing_;
+}
+
+void Graph::CompactOrder() {
+  size_t out = 0;
+  for (size_t i = 0; i < order_.size(); ++i) {
+    Node* n = order_[i];
+    if (!n) continue;
+    if (i + kPrefetchNodes < order_.size() && order_[i + kPrefetchNodes])
+      __builtin_prefetch(order_[i + kPrefetchNodes]);
+    n->order_pos_ = static_cast<uint32_t>(out);
+    order_[out++] = n;
+  }
+  order_.resize(out);
+  order_holes_ = 0;
 }
 
 Value* Graph::AddInput(std::string name, Type type) {

@@ -224,6 +224,9 @@ class alignas(64) Node {
   std::string op_;
   // Whether an attribute was ever given graphs (subgraphs() is empty if not).
   bool holds_graphs_ = false;
+  // Where this node sits in the owner's walk order (Graph::order_);
+  // UINT32_MAX when it is not in it.
+  uint32_t order_pos_ = UINT32_MAX;
   // The stamp of the last ScratchMarks that marked this node.
   mutable uint64_t mark_ = 0;
   // Operands and results are stored in the node itself up to the counts
@@ -239,27 +242,16 @@ class alignas(64) Node {
   std::string name_;
 };
 
-// Asks for the values `n` reads and writes (their first lines).
-inline void PrefetchOperands(const Node* n) {
+// Asks for the first two lines of `p` (what walks read of a node or value).
+[[gnu::always_inline]] inline void PrefetchLines(const void* p) {
+  __builtin_prefetch(p);
+  __builtin_prefetch(static_cast<const char*>(p) + 64);
+}
+// Asks for the values `n` reads and writes.
+[[gnu::always_inline]] inline void PrefetchOperands(const Node* n) {
   for (const Value* v : n->inputs())
-    if (v) __builtin_prefetch(v);
-  for (const Value* v : n->outputs()) __builtin_prefetch(v);
-}
-// Called by a walk over a node list with the node it will visit next:
-// asks for the node after that one (in the walk's direction), and for the
-// operands and results of the next, while the walk works on the current
-// node. On a graph larger than the caches a walk is otherwise a chain of
-// memory latencies, several per node (the node, then each value it reads);
-// this keeps a few of them in flight at once.
-inline void PrefetchAhead(const Node* next) {
-  if (!next) return;
-  if (const Node* after = next->next()) __builtin_prefetch(after);
-  PrefetchOperands(next);
-}
-inline void PrefetchBehind(const Node* prev) {
-  if (!prev) return;
-  if (const Node* before = prev->prev()) __builtin_prefetch(before);
-  PrefetchOperands(prev);
+    if (v) PrefetchLines(v);
+  for (const Value* v : n->outputs()) PrefetchLines(v);
 }
 
 class Graph {
@@ -311,26 +303,68 @@ class Graph {
     struct Iter {
       Node* n;
       Node* operator*() const { return n; }
+      const Graph* g;
       Iter& operator++() {
         n = n->next_;
-        if (n) PrefetchAhead(n->next_);
+        if (n) g->PrefetchAhead(n->next_);
         return *this;
       }
       bool operator!=(const Iter& o) const { return n != o.n; }
       bool operator==(const Iter& o) const { return n == o.n; }
     };
-    explicit NodeRange(Node* first) : first_(first) {}
-    Iter begin() const { return {first_}; }
-    Iter end() const { return {nullptr}; }
+    explicit NodeRange(const Graph* g) : g_(g) {}
+    Iter begin() const { return {g_->first_node_, g_}; }
+    Iter end() const { return {nullptr, g_}; }
    private:
-    Node* first_;
+    const Graph* g_;
   };
-  NodeRange nodes() const { return NodeRange(first_node_); }
+  NodeRange nodes() const { return NodeRange(this); }
   Node* first_node() const { return first_node_; }
   Node* last_node() const { return last_node_; }
   // False when no node of this graph was ever given a graph attribute: no
   // node holds a nested graph, and walks looking for them can be skipped.
   bool may_hold_graphs() const { return !nested_holders_.empty(); }
+  // Called by a walk over the node list with the node it will visit next
+  // (null at the end): asks for the nodes a few places further on and for
+  // the operands and results of the nearer ones, while the walk works on
+  // the current node. A walk over a list waits on each node's load before
+  // it knows the next one; on a graph larger than the caches that is a
+  // memory latency per node, and one per value it reads. The walk order
+  // (order_) knows the nodes ahead without loading the ones between.
+  [[gnu::always_inline]] void PrefetchAhead(const Node* next) const {
+    if (!next) return;
+    size_t p = next->order_pos_;
+    if (p >= order_.size()) {
+      if (const Node* after = next->next_) PrefetchLines(after);
+      PrefetchOperands(next);
+      return;
+    }
+    if (const Node* far = OrderAt(p + kPrefetchNodes, 1)) PrefetchLines(far);
+    if (const Node* near = OrderAt(p + kPrefetchOperands, 1)) PrefetchOperands(near);
+  }
+  // The same for a walk from the last node to the first.
+  [[gnu::always_inline]] void PrefetchBehind(const Node* prev) const {
+    if (!prev) return;
+    size_t p = prev->order_pos_;
+    if (p >= order_.size()) {
+      if (const Node* before = prev->prev_) PrefetchLines(before);
+      PrefetchOperands(prev);
+      return;
+    }
+    if (const Node* far = OrderAt(p - kPrefetchNodes, -1)) PrefetchLines(far);
+    if (const Node* near = OrderAt(p - kPrefetchOperands, -1)) PrefetchOperands(near);
+  }
+  // Whether the walk order holds only nodes of this graph's list, each at
+  // the position it records and in list order (a check for tests: walks
+  // read the order only to prefetch).
+  bool WalkOrderIsConsistent() const;
+  // The node at walk-order position p, or past a hole the next one in
+  // direction `step` (a few at most); null off either end.
+  [[gnu::always_inline]] const Node* OrderAt(size_t p, int step) const {
+    for (int k = 0; k < 3 && p < order_.size(); ++k, p += step)
+      if (const Node* n = order_[p]) return n;
+    return nullptr;
+  }
   // Snapshot of the node list, safe to iterate while erasing.
   std::vector<Node*> NodeList() const;
   size_t num_nodes() const { return num_nodes_; }
@@ -365,6 +399,11 @@ class Graph {
   void LinkConstant(Value* v);
   void LinkNode(Node* n, Node* before);
   void UnlinkNode(Node* n);
+  // Walk order upkeep (order_).
+  void PlaceInOrder(Node* n, Node* before);
+  void DropFromOrder(Node* n);
+  void RebuildOrder();
+  void CompactOrder();
   Graph* Root();
   void DropExternalUses();
   // Whether this graph or a graph nested in it holds a value named `name`.
@@ -387,6 +426,20 @@ class Graph {
   Node* first_node_ = nullptr;
   Node* last_node_ = nullptr;
   size_t num_nodes_ = 0;
+  // The walk order: the nodes in list order as an array, which walks read
+  // only to prefetch (PrefetchAhead), so it may be out of step with the
+  // list without harm. order_[n->order_pos_] == n for a node in it; an
+  // erased node leaves a hole (null), closed up once the holes outnumber
+  // half the nodes; a node linked in the middle of the list takes the hole
+  // just before its successor when there is one, or else stays out of the
+  // array until it is rebuilt from the list (once an eighth of the nodes
+  // are out). Appending keeps it exact, so a graph built in order and then
+  // only erased from never rebuilds it.
+  static constexpr size_t kPrefetchNodes = 8;
+  static constexpr size_t kPrefetchOperands = 4;
+  std::vector<Node*> order_;
+  size_t order_holes_ = 0;
+  size_t order_missing_ = 0;
   Value* first_value_ = nullptr;
   Value* last_value_ = nullptr;
   Value* first_constant_ = nullptr;

@@ -85,7 +85,7 @@ class CommonSubexpressions {
     // Straight through the list: only the node visited is ever erased.
     for (Node* n = g.first_node(), *next = nullptr; n; n = next) {
       next = n->next();
-      PrefetchAhead(next);
+      g.PrefetchAhead(next);
       if (std::vector<Graph*> subs = n->subgraphs(); !subs.empty()) {
         for (Graph* s : subs) ProcessGraph(*s);
         continue;

@@ -32,7 +32,7 @@ class DeadCodeEliminator {
     for (const Value* v : g.outputs()) MarkProducer(v);
     for (Node* n = g.last_node(), *prev = nullptr; n; n = prev) {
       prev = n->prev();
-      PrefetchBehind(prev);
+      g.PrefetchBehind(prev);
       if (live_.Contains(n)) {
         for (Graph* s : n->subgraphs()) Sweep(*s);
         for (const Value* v : n->inputs()) MarkProducer(v);

@@ -196,7 +196,7 @@ bool FoldBatchNorms(Graph& graph, PassStatistics* stats) {
   // and nodes before it, so the next node is read first.
   for (Node *n = graph.first_node(), *last = graph.last_node(), *next = nullptr; n; n = next) {
     next = n == last ? nullptr : n->next();
-    PrefetchAhead(next);
+    graph.PrefetchAhead(next);
     for (Graph* sub : n->subgraphs()) changed |= FoldBatchNorms(*sub, stats);
     if (n->op() != "BatchNormalization" || !n->domain().empty()) continue;
     std::string into = FoldBatchNormIntoProducer(n);

@@ -156,7 +156,7 @@ class ConstantFolder {
     // Straight through the list: a fold erases only the node folded.
     for (Node* n = g.first_node(), *next = nullptr; n; n = next) {
       next = n->next();
-      PrefetchAhead(next);
+      g.PrefetchAhead(next);
       for (Graph* s : n->subgraphs()) FoldGraph(*s);
       if (!TryFold(g, n)) Refine(n);
     }

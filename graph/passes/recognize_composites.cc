@@ -44,7 +44,7 @@ bool RecognizeComposites(Graph& graph, PassStatistics* stats) {
   // and nodes before it, so the next node is read first.
   for (Node *n = graph.first_node(), *last = graph.last_node(), *next = nullptr; n; n = next) {
     next = n == last ? nullptr : n->next();
-    PrefetchAhead(next);
+    graph.PrefetchAhead(next);
     for (Graph* sub : n->subgraphs()) changed |= RecognizeComposites(*sub, stats);
     if (!n->domain().empty()) continue;
     auto it = by_op.find(n->op());

@@ -48,7 +48,7 @@ bool SimplifyGraph(Graph& graph, PassStatistics* stats) {
   // and nodes before it, so the next node is read first.
   for (Node *n = graph.first_node(), *last = graph.last_node(), *next = nullptr; n; n = next) {
     next = n == last ? nullptr : n->next();
-    PrefetchAhead(next);
+    graph.PrefetchAhead(next);
     for (Graph* sub : n->subgraphs()) changed |= SimplifyGraph(*sub, stats);
     if (!n->domain().empty()) continue;
     auto it = by_op.find(n->op());
