@@ -187,7 +187,8 @@ Graph::Graph(std::string name, Graph* parent) : name_(std::move(name)), parent_(
 
 Graph::~Graph() {
   DropExternalUses();
-  order_.clear();  // no upkeep while every node goes
+  order_.clear();  // no upkeep while everything goes
+  constants_.clear();
   // Last to first: a node's nested graphs go with it.
   while (last_node_) {
     Node* n = last_node_;
@@ -273,10 +274,34 @@ Value* Graph::NewValue(std::string name, Value::Kind kind) {
 
 // Appends `v` to the list of constants.
 void Graph::LinkConstant(Value* v) {
-  v->prev_constant_ = last_constant_;
-  (last_constant_ ? last_constant_->next_constant_ : first_constant_) = v;
-  last_constant_ = v;
-  ++num_constants_;
+  if (constants_.size() >= UINT32_MAX) CompactConstants();
+  v->constant_pos_ = static_cast<uint32_t>(constants_.size());
+  constants_.push_back(v);
+}
+
+void Graph::UnlinkConstant(Value* v) {
+  size_t p = v->constant_pos_;
+  v->constant_pos_ = UINT32_MAX;
+  if (p >= constants_.size()) return;  // the graph is going
+  constants_[p] = nullptr;
+  ++constant_holes_;
+  if (p == constants_begin_)
+    while (constants_begin_ < constants_.size() && !constants_[constants_begin_]) ++constants_begin_;
+  if (constant_holes_ > num_constants() / 2 + 64) CompactConstants();
+}
+
+void Graph::CompactConstants() {
+  size_t out = 0;
+  for (size_t i = 0; i < constants_.size(); ++i) {
+    Value* c = constants_[i];
+    if (!c) continue;
+    if (i + kPrefetchNodes < constants_.size() && constants_[i + kPrefetchNodes])
+      __builtin_prefetch(reinterpret_cast<const char*>(constants_[i + kPrefetchNodes]) + 64);
+    c->constant_pos_ = static_cast<uint32_t>(out);
+    constants_[out++] = c;
+  }
+  constants_.resize(out);
+  constants_begin_ = constant_holes_ = 0;
 }
 
 // Unlinks `v` from the value list and destroys it (its name stays in
@@ -285,9 +310,7 @@ void Graph::DestroyValue(Value* v) {
   (v->prev_ ? v->prev_->next_ : first_value_) = v->next_;
   (v->next_ ? v->next_->prev_ : last_value_) = v->prev_;
   if (v->kind_ == Value::Kind::kConstant) {
-    (v->prev_constant_ ? v->prev_constant_->next_constant_ : first_constant_) = v->next_constant_;
-    (v->next_constant_ ? v->next_constant_->prev_constant_ : last_constant_) = v->prev_constant_;
-    --num_constants_;
+    UnlinkConstant(v);
   }
   value_slab_.Delete(v);
 }
@@ -506,8 +529,9 @@ std::vector<Node*> Graph::NodeList() const {
 
 std::vector<Value*> Graph::Constants() const {
   std::vector<Value*> out;
-  out.reserve(num_constants_);
-  for (Value* v = first_constant_; v; v = v->next_constant_) out.push_back(v);
+  out.reserve(num_constants());
+  for (Value* v : constants_)
+    if (v) out.push_back(v);
   return out;
 }
 
@@ -576,7 +600,8 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
   };
   // Recreate values in creation order so names and order are preserved.
   map.reserve(by_name_.size());
-  for (const Value* v = first_constant_; v; v = v->next_constant_) {
+  for (const Value* v : constants_) {
+    if (!v) continue;
     Value* c = g->NewValue(v->name_, Value::Kind::kConstant);
     c->type_ = v->type_;
     c->constant_ = v->constant_;

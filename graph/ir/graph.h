@@ -126,9 +126,6 @@ class alignas(64) Value {
 
   absl::Span<const Use> uses() const { return uses_; }
   bool has_uses() const { return !uses_.empty(); }
-  // The next constant of the owner (creation order; null after the last): a
-  // walk that erases the constant it stands on reads next_constant() first.
-  Value* next_constant() const { return next_constant_; }
   // Redirects every use (node inputs and graph outputs) to `other`.
   void ReplaceAllUsesWith(Value* other);
 
@@ -138,18 +135,17 @@ class alignas(64) Value {
   friend class ScratchMarks;
   // What walks over values read comes first, in the first two lines (a
   // slot is line-aligned): the type and kind, the producer, the uses, and
-  // the next constant beside them, so that a walk over the constants that
-  // asks each whether it is used reads one line of each.
+  // the constant's place beside them, so that a walk over the constants
+  // that asks each whether it is used reads one line of each.
   Type type_;
   Kind kind_ = Kind::kInput;
   int producer_index_ = 0;
   Node* producer_ = nullptr;
-  // The next neighbour in the owner's list of constants (creation order),
-  // so that walks over constants skip every other value.
-  Value* next_constant_ = nullptr;
+  // Where a constant sits in its owner's array of constants
+  // (Graph::constants_); UINT32_MAX for other values.
+  uint32_t constant_pos_ = UINT32_MAX;
   // Most values have one use: it is stored in the value itself.
   absl::InlinedVector<Use, 1> uses_;
-  Value* prev_constant_ = nullptr;
   // Neighbours in the owner's list of values (creation order).
   Value* prev_ = nullptr;
   Value* next_ = nullptr;
@@ -370,9 +366,13 @@ class Graph {
   size_t num_nodes() const { return num_nodes_; }
   // Every constant, in creation order.
   std::vector<Value*> Constants() const;
-  // The first constant (null when none); Value::next_constant() goes on.
-  Value* first_constant() const { return first_constant_; }
-  size_t num_constants() const { return num_constants_; }
+  // The first constant (null when none), and the one after constant `c` of
+  // this graph (creation order; null after the last), asking for the lines
+  // of a few constants further on: a walk that erases the constant it
+  // stands on reads the next one first.
+  Value* first_constant() const { return ConstantFrom(constants_begin_); }
+  Value* NextConstant(const Value* c) const { return ConstantFrom(size_t{c->constant_pos_} + 1); }
+  size_t num_constants() const { return constants_.size() - constant_holes_; }
   // Every value owned by this graph, in creation order.
   std::vector<Value*> Values() const;
 
@@ -397,6 +397,21 @@ class Graph {
   Value* NewValue(std::string name, Value::Kind kind);
   void DestroyValue(Value* v);
   void LinkConstant(Value* v);
+  void UnlinkConstant(Value* v);
+  void CompactConstants();
+  // The first constant at position `i` or after it.
+  [[gnu::always_inline]] Value* ConstantFrom(size_t i) const {
+    while (i < constants_.size() && !constants_[i]) ++i;
+    if (i >= constants_.size()) return nullptr;
+    // The lines of a value that walks over constants read: the uses, and
+    // the tensor.
+    if (i + kPrefetchNodes < constants_.size())
+      if (const Value* ahead = constants_[i + kPrefetchNodes]) {
+        __builtin_prefetch(reinterpret_cast<const char*>(ahead) + 64);
+        __builtin_prefetch(reinterpret_cast<const char*>(ahead) + 192);
+      }
+    return constants_[i];
+  }
   void LinkNode(Node* n, Node* before);
   void UnlinkNode(Node* n);
   // Walk order upkeep (order_).
@@ -442,9 +457,14 @@ class Graph {
   size_t order_missing_ = 0;
   Value* first_value_ = nullptr;
   Value* last_value_ = nullptr;
-  Value* first_constant_ = nullptr;
-  Value* last_constant_ = nullptr;
-  size_t num_constants_ = 0;
+  // The constants in creation order (a constant is only ever appended):
+  // an erased one leaves a hole (null), closed up once the holes outnumber
+  // half the constants; constants_begin_ is at or before the first that is
+  // not a hole. An array rather than a list, so that a walk over the
+  // constants knows the ones ahead of it without loading those between.
+  std::vector<Value*> constants_;
+  size_t constants_begin_ = 0;
+  size_t constant_holes_ = 0;
   // Nodes of this graph that were given a graph attribute (a superset of
   // those holding subgraphs now), so that name lookups can search nested
   // graphs without walking every node.

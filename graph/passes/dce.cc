@@ -46,7 +46,7 @@ class DeadCodeEliminator {
     }
     // Constants first to last, reading the next one before erasing.
     for (Value* c = g.first_constant(), *next = nullptr; c; c = next) {
-      next = c->next_constant();
+      next = g.NextConstant(c);
       if (c->has_uses()) continue;
       g.EraseValue(c);
       ++report.constants_removed;

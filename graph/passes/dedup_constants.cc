@@ -28,7 +28,7 @@ class ConstantDeduplicator {
     size_t mark = pushed_.size();
     // Reads the next constant before erasing the one it stands on.
     for (Value* c = g.first_constant(), *next = nullptr; c; c = next) {
-      next = c->next_constant();
+      next = g.NextConstant(c);
       const Tensor& t = c->constant();
       if (!t.defined()) continue;
       uint64_t h = t.Hash();

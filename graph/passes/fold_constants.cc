@@ -168,7 +168,7 @@ class ConstantFolder {
   void EraseUnusedCreated(Graph& g) {
     if (report.constants_folded == 0) return;
     for (Value* c = g.first_constant(), *next = nullptr; c; c = next) {
-      next = c->next_constant();
+      next = g.NextConstant(c);
       if (!c->has_uses() && refined_.Contains(c)) g.EraseValue(c);
     }
     if (g.may_hold_graphs())

@@ -52,7 +52,7 @@ absl::StatusOr<std::vector<Value*>> FindParams(Graph& g, Value* loss, const std:
     return params;
   }
   absl::flat_hash_set<const Value*> reaches = Ancestors(g, loss);
-  for (Value* c = g.first_constant(); c; c = c->next_constant()) {
+  for (Value* c = g.first_constant(); c; c = g.NextConstant(c)) {
     if (!reaches.contains(c) || !c->type().is_tensor() || !IsFloat(c->type().dtype()) ||
         c->type().shape().rank() < 1)
       continue;

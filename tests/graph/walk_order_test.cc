@@ -5,11 +5,14 @@
 // of the graph, each at the position the node records and in list order,
 // whatever sequence of appends, insertions in the middle, moves and
 // erasures the graph goes through; a walk that prefetches through it sees
-// every node once, in list order.
+// every node once, in list order. Constants sit in an array of their own
+// with holes where erased ones were: a walk over them sees the live ones
+// in creation order, however many were erased (and the holes closed up).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "graph/ir/graph.h"
@@ -109,6 +112,59 @@ TEST(WalkOrder, ClonesAndPipelinesKeepIt) {
   EXPECT_EQ(g.num_nodes(), 1u);  // the last Mul: its output is the graph's
   Model c = m.Clone();
   EXPECT_TRUE(c.graph->WalkOrderIsConsistent());
+}
+
+TEST(ConstantOrder, WalksSeeTheLiveConstantsInCreationOrder) {
+  Graph g;
+  Value* x = g.AddInput("x", F32());
+  std::mt19937 rng(11);
+  std::vector<Value*> expected;  // the live constants, in creation order
+  auto check = [&](int step) {
+    std::vector<Value*> walked;
+    for (Value* c = g.first_constant(); c; c = g.NextConstant(c)) walked.push_back(c);
+    ASSERT_EQ(walked, expected) << "after step " << step;
+    ASSERT_EQ(g.Constants(), expected) << "after step " << step;
+    ASSERT_EQ(g.num_constants(), expected.size()) << "after step " << step;
+  };
+  int name = 0;
+  for (int step = 0; step < 6000; ++step) {
+    switch (rng() % 3) {
+      case 0:
+        expected.push_back(g.AddConstant("c" + std::to_string(name++), Tensor::Scalar<float>(1.0f)));
+        break;
+      case 1: {
+        // A node's output becomes a constant at the end of the list.
+        Node* n = g.AddNode("Relu", {x}, 1);
+        Value* out = n->output(0);
+        g.EraseNodeKeepingConstants(n, {Tensor::Scalar<float>(2.0f)});
+        expected.push_back(out);
+        break;
+      }
+      case 2:
+        if (expected.empty()) break;
+        // Mostly from the front, as walks that erase as they go do.
+        size_t i = rng() % 4 ? 0 : rng() % expected.size();
+        g.EraseValue(expected[i]);
+        expected.erase(expected.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+    }
+    check(step);
+  }
+  // Erasing while walking: every other constant.
+  bool erase = true;
+  for (Value* c = g.first_constant(), *next = nullptr; c; c = next, erase = !erase) {
+    next = g.NextConstant(c);
+    if (!erase) continue;
+    expected.erase(std::find(expected.begin(), expected.end(), c));
+    g.EraseValue(c);
+  }
+  check(-1);
+  Model m;
+  m.graph = g.Clone();
+  std::vector<std::string> names, cloned;
+  for (Value* c : expected) names.push_back(c->name());
+  for (Value* c : m.graph->Constants()) cloned.push_back(c->name());
+  EXPECT_EQ(cloned, names);
 }
 
 }  // namespace

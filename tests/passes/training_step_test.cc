@@ -42,7 +42,7 @@ Model MakeModel(const std::string& body, uint32_t seed = 1) {
     for (double& x : data.span<double>()) x = positive ? pos(rng) : any(rng);
     return data;
   };
-  for (Value* c = g.first_constant(); c; c = c->next_constant())
+  for (Value* c = g.first_constant(); c; c = g.NextConstant(c))
     if (!c->constant().defined()) c->set_constant(fill(c->type(), c->name().rfind("pos", 0) == 0));
   {
     PassManager pm;
