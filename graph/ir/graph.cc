@@ -272,7 +272,24 @@ Value* Graph::NewValue(std::string name, Value::Kind kind) {
   return v;
 }
 
-// Appends `v` to the list of constants.
+// Closes up the holes (nulls) of an array of objects that record their
+// positions in it (`pos`), keeping their order; `line` is the offset of the
+// line holding `pos`, asked for a few objects ahead.
+template <typename T>
+static void CloseUpHoles(std::vector<T*>& v, uint32_t T::*pos, size_t line) {
+  constexpr size_t kAhead = 8;
+  size_t out = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    T* x = v[i];
+    if (!x) continue;
+    if (i + kAhead < v.size() && v[i + kAhead]) __builtin_prefetch(reinterpret_cast<const char*>(v[i + kAhead]) + line);
+    x->*pos = static_cast<uint32_t>(out);
+    v[out++] = x;
+  }
+  v.resize(out);
+}
+
+// Appends `v` to the array of constants.
 void Graph::LinkConstant(Value* v) {
   if (constants_.size() >= UINT32_MAX) CompactConstants();
   v->constant_pos_ = static_cast<uint32_t>(constants_.size());
@@ -291,16 +308,7 @@ void Graph::UnlinkConstant(Value* v) {
 }
 
 void Graph::CompactConstants() {
-  size_t out = 0;
-  for (size_t i = 0; i < constants_.size(); ++i) {
-    Value* c = constants_[i];
-    if (!c) continue;
-    if (i + kPrefetchNodes < constants_.size() && constants_[i + kPrefetchNodes])
-      __builtin_prefetch(reinterpret_cast<const char*>(constants_[i + kPrefetchNodes]) + 64);
-    c->constant_pos_ = static_cast<uint32_t>(out);
-    constants_[out++] = c;
-  }
-  constants_.resize(out);
+  CloseUpHoles(constants_, &Value::constant_pos_, 64);  // the second line
   constants_begin_ = constant_holes_ = 0;
 }
 
@@ -391,16 +399,7 @@ bool Graph::WalkOrderIsConsistent() const {
 }
 
 void Graph::CompactOrder() {
-  size_t out = 0;
-  for (size_t i = 0; i < order_.size(); ++i) {
-    Node* n = order_[i];
-    if (!n) continue;
-    if (i + kPrefetchNodes < order_.size() && order_[i + kPrefetchNodes])
-      __builtin_prefetch(order_[i + kPrefetchNodes]);
-    n->order_pos_ = static_cast<uint32_t>(out);
-    order_[out++] = n;
-  }
-  order_.resize(out);
+  CloseUpHoles(order_, &Node::order_pos_, 0);
   order_holes_ = 0;
 }
 
