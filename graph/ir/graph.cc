@@ -372,15 +372,11 @@ void Graph::DropFromOrder(Node* n) {
 
 void Graph::RebuildOrder() {
   order_.clear();
-  for (Node* n = first_node_; n; n = n->next_) {
-    if (order_.size() >= UINT32_MAX) {
-      n->order_pos_ = UINT32_MAX;
-      continue;
-    }
-    n->order_pos_ = static_cast<uint32_t>(order_.size());
-    order_.push_back(n);
-  }
   order_holes_ = order_missing_ = 0;
+  for (Node* n = first_node_; n; n = n->next_) {
+    n->order_pos_ = UINT32_MAX;
+    PlaceInOrder(n, nullptr);
+  }
 }
 
 bool Graph::WalkOrderIsConsistent() const {
