@@ -515,20 +515,16 @@ absl::StatusOr<TrainingStepReport> AppendTrainingStep(Graph& g, const TrainingOp
   for (const Updater::State& s : scaler.DynamicState()) shared.push_back(s);
   for (size_t i = 0; i < params.size(); ++i) AddNamedOutput(g, next[i], params[i]->name() + ".next");
   std::vector<Value*> variables = params;
-  for (size_t i = 0; i < params.size(); ++i) {
-    for (const Updater::State& s : state[i]) {
+  // Each piece of state is an output NAME.next and a variable.
+  auto expose = [&](const std::vector<Updater::State>& states) {
+    for (const Updater::State& s : states) {
       AddNamedOutput(g, s.next, s.value->name() + ".next");
       variables.push_back(s.value);
     }
-  }
-  for (const Updater::State& s : RunningStatistics(g)) {
-    AddNamedOutput(g, s.next, s.value->name() + ".next");
-    variables.push_back(s.value);
-  }
-  for (const Updater::State& s : shared) {
-    AddNamedOutput(g, s.next, s.value->name() + ".next");
-    variables.push_back(s.value);
-  }
+  };
+  for (size_t i = 0; i < params.size(); ++i) expose(state[i]);
+  expose(RunningStatistics(g));
+  expose(shared);
   if (options.state_as_inputs) MakeVariables(g, variables);
   report.nodes_added = static_cast<int64_t>(g.num_nodes() - before);
   return report;
