@@ -272,6 +272,13 @@ Value* Graph::NewValue(std::string name, Value::Kind kind) {
   return v;
 }
 
+void Graph::RenameValue(Value* v, std::string name) {
+  by_name_.erase(v->name_);
+  v->name_ = std::move(name);
+  by_name_[v->name_] = v;
+  RaiseSuffixBound(SuffixBound(v->name_));
+}
+
 // Closes up the holes (nulls) of an array of objects that record their
 // positions in it (`pos`), keeping their order; `line` is the offset of the
 // line holding `pos`, asked for a few objects ahead.

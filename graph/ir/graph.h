@@ -152,7 +152,8 @@ class alignas(64) Value {
   Graph* owner_ = nullptr;
   // The stamp of the last ScratchMarks that marked this value.
   mutable uint64_t mark_ = 0;
-  // Never changes once the value exists: the owner's name table refers to it.
+  // The owner's name table refers to it: it changes only through
+  // Graph::RenameValue, which keeps the table in step.
   std::string name_;
   Tensor constant_;  // a constant's data, or an input's initial value
   // Uses are added and removed in O(1): each user records where its use sits
@@ -385,6 +386,9 @@ class Graph {
   bool NameInRootNest(absl::string_view name) const;
   // A fresh "HINT.N" held by no value anywhere in the nest of the root graph.
   std::string UniqueName(absl::string_view hint);
+  // Gives `v`, a value of this graph, the name `name`, which no value in the
+  // nest of the root graph may hold (UniqueName gives one).
+  void RenameValue(Value* v, std::string name);
   // Looks a value up by name here and in enclosing graphs.
   Value* Lookup(absl::string_view name) const;
 

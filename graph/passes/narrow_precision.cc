@@ -121,10 +121,18 @@ Value* CastToNarrow(Graph& g, Value* v, DType narrow, Node* before) {
 }
 
 // `y` (f32) becomes the narrow type; a Cast inserted before `before` (at
-// the end when null) gives its users the f32 value they read.
+// the end when null) gives its users the f32 value they read. An output of
+// the model keeps its name: the Cast back takes it, and y a fresh one.
 void NarrowWithCastBack(Graph& g, Value* y, DType narrow, Node* before) {
   Type wide = y->type();
-  Node* back = g.AddNode("Cast", {y}, {g.UniqueName(absl::StrCat(y->name(), ".f32"))}, "", before);
+  std::string back_name;
+  if (IsRootGraphOutput(y)) {
+    back_name = y->name();
+    g.RenameValue(y, g.UniqueName(absl::StrCat(back_name, ".", DTypeName(narrow))));
+  } else {
+    back_name = g.UniqueName(absl::StrCat(y->name(), ".f32"));
+  }
+  Node* back = g.AddNode("Cast", {y}, {std::move(back_name)}, "", before);
   back->SetAttr("to", Attribute::Int(DTypeToOnnx(DType::kF32)));
   back->output(0)->set_type(wide);
   y->ReplaceAllUsesWith(back->output(0));
