@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -233,6 +234,35 @@ TEST(FragmentLayout, GeneratedSourceSpellsTheEmulatedFormulas) {
             std::string::npos);
   EXPECT_NE(k2->source.find("(wn * 64 + ni * 8 + lane / 16 * 8 + lane % 8, ks * 32 + lane / 8 % 2 * 16)"),
             std::string::npos);
+}
+
+
+// Shared memory addresses are the shared window's: the dynamic buffer does
+// not start at 0 (a block's reserved shared memory comes first on sm_80 and
+// later), so every operand read of the stage tiles (ldmatrix, lds32) adds
+// the buffer's base, as the cp.async writes do, in every operand form.
+TEST(FragmentLayout, OperandReadsAddTheSharedBase) {
+  const std::regex read(R"((ldmatrix_x[24](_trans)?\([^,]+, |lds32\()([^)]*))");
+  for (const char* in : {"f16", "f32"}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        testing::GemmSpec s;
+        s.in = s.out = in;
+        s.trans_a = ta, s.trans_b = tb;
+        if (std::string(in) == "f32") s.bk = 16;
+        auto k = EmitCudaKernel(testing::ParseVerified(testing::GemmText(s)), CudaArch{80, false});
+        ASSERT_TRUE(k.ok()) << k.status();
+        int reads = 0;
+        for (std::sregex_iterator it(k->source.begin(), k->source.end(), read), e; it != e; ++it) {
+          // The prelude's own definitions name their parameter `addr`.
+          if ((*it)[3].str().rfind("addr", 0) == 0) continue;
+          ++reads;
+          EXPECT_EQ((*it)[3].str().rfind("smem_base + ", 0), 0u) << in << " trans " << ta << tb << ": " << (*it)[0];
+        }
+        EXPECT_GT(reads, 0) << in << " trans " << ta << tb;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -473,19 +473,19 @@ std::string EmitWarpMma(const Gemm& g) {
   absl::StrAppend(&s, "#pragma unroll\n        for (int mi = 0; mi < ", mi_n, "; ++mi) {\n");
   if (!g.a.mn_major) {
     absl::StrAppend(&s, "          // rows m0 + lane % 16, the 16-byte half lane / 16 of this K step\n",
-                    "          kiln::ldmatrix_x4(a[mi], as + ",
+                    "          kiln::ldmatrix_x4(a[mi], smem_base + as + ",
                     la.Offset(absl::StrCat(a_row0, " + mi * 16 + lane % 16"), "ks * 32 + lane / 16 * 16"), ");\n");
     if (tf32) absl::StrAppend(&s, "          for (int r = 0; r < 4; ++r) a[mi][r] = kiln::to_tf32(a[mi][r]);\n");
   } else if (!tf32) {
     absl::StrAppend(&s, "          // stored [k][m]: matrix j = lane / 8 is m + 8*(j%2), k + 8*(j/2), transposed\n",
-                    "          kiln::ldmatrix_x4_trans(a[mi], as + ",
+                    "          kiln::ldmatrix_x4_trans(a[mi], smem_base + as + ",
                     la.Offset("ks * 16 + lane / 16 * 8 + lane % 8",
                               absl::StrCat("(", a_row0, " + mi * 16 + lane / 8 % 2 * 8) * 2")),
                     ");\n");
   } else {
     absl::StrAppend(&s, "          // stored [k][m], 32-bit: register r at row gid + 8*(r%2), column tig + 4*(r/2)\n",
                     "#pragma unroll\n          for (int r = 0; r < 4; ++r)\n",
-                    "            a[mi][r] = kiln::to_tf32(kiln::lds32(as + ",
+                    "            a[mi][r] = kiln::to_tf32(kiln::lds32(smem_base + as + ",
                     la.Offset("ks * 8 + tig + r / 2 * 4", absl::StrCat("(", a_row0, " + mi * 16 + gid + r % 2 * 8) * 4")),
                     "));\n");
   }
@@ -509,13 +509,13 @@ std::string EmitWarpMma(const Gemm& g) {
     }
     const std::string trans = g.b.mn_major ? "_trans" : "";
     absl::StrAppend(&s, "#pragma unroll\n        for (int ni = 0; ni + 1 < ", ni_n, "; ni += 2) {\n");
-    absl::StrAppend(&s, "          uint32_t r[4];\n          kiln::ldmatrix_x4", trans, "(r, bs + ", lb.Offset(line4, byte4),
+    absl::StrAppend(&s, "          uint32_t r[4];\n          kiln::ldmatrix_x4", trans, "(r, smem_base + bs + ", lb.Offset(line4, byte4),
                     ");\n");
     absl::StrAppend(&s, "          b[ni][0] = r[0]; b[ni][1] = r[1]; b[ni + 1][0] = r[2]; b[ni + 1][1] = r[3];\n");
     absl::StrAppend(&s, "        }\n");
     if (ni_n % 2 == 1) {
       absl::StrAppend(&s, "        {\n          const int ni = ", ni_n - 1, ";\n          kiln::ldmatrix_x2", trans,
-                      "(b[ni], bs + ", lb.Offset(line2, byte2), ");\n        }\n");
+                      "(b[ni], smem_base + bs + ", lb.Offset(line2, byte2), ");\n        }\n");
     }
     if (tf32) {
       absl::StrAppend(&s, "#pragma unroll\n        for (int ni = 0; ni < ", ni_n,
@@ -525,7 +525,7 @@ std::string EmitWarpMma(const Gemm& g) {
     absl::StrAppend(&s, "        // stored [k][n], 32-bit: register r at row tig + 4*r, column gid\n",
                     "#pragma unroll\n        for (int ni = 0; ni < ", ni_n, "; ++ni)\n",
                     "#pragma unroll\n          for (int r = 0; r < 2; ++r)\n",
-                    "            b[ni][r] = kiln::to_tf32(kiln::lds32(bs + ",
+                    "            b[ni][r] = kiln::to_tf32(kiln::lds32(smem_base + bs + ",
                     lb.Offset("ks * 8 + tig + r * 4", absl::StrCat("(", b_col0, " + ni * 8 + gid) * 4")), "));\n");
   }
   absl::StrAppend(&s, "#pragma unroll\n        for (int mi = 0; mi < ", mi_n, "; ++mi)\n",
