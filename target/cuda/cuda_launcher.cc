@@ -87,7 +87,11 @@ typedef struct kiln_tensor_info {
  * failure, with the reason in err. With the environment variable
  * KILN_CUDA_SM set to a compute capability below the device's (such as 80
  * on a Hopper GPU), the kernels' variants are those a device of that
- * capability would run: the mma.sync code instead of wgmma and TMA. */
+ * capability would run: the mma.sync code instead of wgmma and TMA. With
+ * KILN_CUDA_DUMP_DIR naming a directory, every run writes the whole arena
+ * after each task to DIR/task_<index>.bin (the stream synchronized first,
+ * so a kernel that faults is named): the device memory a host emulation of
+ * the package can be compared with, task by task. */
 kiln_model* kiln_model_load(const char* package_dir, char* err, size_t err_len);
 
 /* Runs the model once. 0 on success; otherwise non-zero with the reason in err. */
@@ -182,7 +186,9 @@ struct TmaDesc {
   CUtensorMapSwizzle swizzle;
 };
 struct KernelDesc { const char* name; int first_variant; int num_variants; };
-struct LaunchDesc { int kernel; int first_arg; int num_args; int workspace; int zero_workspace; };
+// zero_args: bit i set when argument i is zeroed before the launch (the
+// kernel adds split-K partial sums into it).
+struct LaunchDesc { int kernel; int first_arg; int num_args; int workspace; int zero_workspace; unsigned zero_args; };
 enum { KILN_TASK_KERNEL = 0, KILN_TASK_HOST = 1 };
 struct TaskDesc {
   int kind;
@@ -230,6 +236,7 @@ struct kiln_model {
     std::vector<CUtensorMap> maps;  // 64-byte aligned, passed by value
   };
   std::vector<LaunchMaps> launch_maps;
+  std::string dump_dir;  // KILN_CUDA_DUMP_DIR: the arena after each task
 };
 
 namespace {
@@ -341,6 +348,7 @@ bool LoadImpl(kiln_model* m, std::string* error) {
     }
   }
 
+  if (const char* dump = std::getenv("KILN_CUDA_DUMP_DIR")) m->dump_dir = dump;
   if (kNumTmaMaps > 0 && m->variant_sm / 10 == 9) FindTensorMapEncoder(m);
   // Each kernel's variant: the highest that fits the device and has code for it.
   m->variant.assign(kNumKernels, -1);
@@ -475,6 +483,23 @@ bool RunHostTask(kiln_model* m, const TaskDesc& t, std::string* error) {
   return true;
 }
 
+// KILN_CUDA_DUMP_DIR: waits for task `ti` and writes the arena to
+// DIR/task_<ti>.bin.
+bool DumpArena(kiln_model* m, int ti, std::string* error) {
+  const std::string what = std::string("task ") + std::to_string(ti) + " (" + kTasks[ti].node + ")";
+  if (!Ok(cudaStreamSynchronize(m->stream), what, error)) return false;
+  std::vector<char> bytes(static_cast<size_t>(kArenaBytes));
+  if (kArenaBytes > 0 && !Ok(cudaMemcpy(bytes.data(), m->arena, bytes.size(), cudaMemcpyDeviceToHost),
+                             "copying the arena after " + what, error))
+    return false;
+  const std::string path = m->dump_dir + "/task_" + std::to_string(ti) + ".bin";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  bool ok = f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if (f && std::fclose(f) != 0) ok = false;
+  if (!ok) *error = "cannot write " + path;
+  return ok;
+}
+
 bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std::string* error) {
   for (int i = 0; i < kNumInputs; ++i) {
     const ValueDesc& d = kValues[kInputs[i]];
@@ -487,6 +512,7 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
   std::vector<void*> params;
   for (int ti = 0; ti < kNumTasks; ++ti) {
     const TaskDesc& t = kTasks[ti];
+    if (ti > 0 && !m->dump_dir.empty() && !DumpArena(m, ti - 1, error)) return false;
     if (t.kind == KILN_TASK_HOST) {
       if (!RunHostTask(m, t, error)) return false;
       continue;
@@ -504,6 +530,12 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
       for (int a = 0; a < l.num_args; ++a) {
         pointers[a] = BufferPtr(m, kArgs[l.first_arg + a]);
         params[a] = &pointers[a];
+        if ((l.zero_args >> a & 1u) &&
+            !Ok(cudaMemsetAsync(pointers[a], 0, kBuffers[kArgs[l.first_arg + a]].bytes, m->stream),
+                std::string("zeroing argument ") + std::to_string(a) + " of " + kKernels[l.kernel].name + " for " +
+                    t.node,
+                error))
+          return false;
       }
       if (v.num_tma > 0) {
         if (m->launch_maps.size() <= static_cast<size_t>(li)) m->launch_maps.resize(li + 1);
@@ -532,6 +564,7 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
         return false;
     }
   }
+  if (kNumTasks > 0 && !m->dump_dir.empty() && !DumpArena(m, kNumTasks - 1, error)) return false;
   for (int i = 0; i < kNumOutputs; ++i) {
     const ValueDesc& d = kValues[kOutputs[i]];
     if (m->bound[kBuffers[d.buffer].root] == outputs[i]) continue;
@@ -763,8 +796,11 @@ std::string ModelSource(const CudaPackage& p) {
                       t.launches.size(), ", -1, 0, 0, 0},\n");
       for (const PackageTask::Launch& l : t.launches) {
         const PackageKernel& k = p.kernels[l.kernel];
+        unsigned zero_args = 0;
+        for (int a : k.zero_args) zero_args |= 1u << a;
         absl::StrAppend(&launches, "    {", l.kernel, ", ", args.size(), ", ", l.args.size(), ", ", l.workspace, ", ",
-                        k.zero_workspace ? 1 : 0, "},  // ", CommentText(t.node), ": ", k.name, "\n");
+                        k.zero_workspace ? 1 : 0, ", ", zero_args, "u},  // ", CommentText(t.node), ": ", k.name,
+                        "\n");
         args.insert(args.end(), l.args.begin(), l.args.end());
         ++num_launches;
       }
@@ -776,7 +812,7 @@ std::string ModelSource(const CudaPackage& p) {
     }
     ++num_tasks;
   }
-  absl::StrAppend(&launches, "    {0, 0, 0, -1, 0}};\n\n");
+  absl::StrAppend(&launches, "    {0, 0, 0, -1, 0, 0u}};\n\n");
   absl::StrAppend(&tasks, "    {0, \"\", 0, 0, -1, 0, 0, 0}};\n\n");
   auto int_table = [](const char* name, const std::vector<int>& v) {
     std::string r = absl::StrCat("static const int ", name, "[] = {");

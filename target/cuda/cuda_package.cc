@@ -502,6 +502,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
         pk.variants = ck.variants;
         pk.workspace_bytes = ck.workspace_bytes;
         pk.zero_workspace = ck.zero_workspace;
+        pk.zero_args = ck.zero_args;
         pk.tile_ir = std::move(k->tile_ir);
         task.plan = ck.plan;
         PackageTask::Launch l;

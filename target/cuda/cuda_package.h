@@ -79,6 +79,9 @@ struct PackageKernel {
   std::vector<CudaVariant> variants;
   int64_t workspace_bytes = 0;
   bool zero_workspace = false;
+  // Arguments (indices) the kernel adds into, zeroed before each launch
+  // (split-K partial sums; the workspace has zero_workspace).
+  std::vector<int> zero_args;
   // A kernel of the shared backend: the tile kernel it was generated from
   // (its text form), so the package's meaning can be checked on the host.
   std::string tile_ir;

@@ -716,6 +716,25 @@ absl::StatusOr<CudaPackage> CompileOnnx(const std::string& path, target::Compile
   return target::cuda::BuildCudaPackage(*m, *t, options);
 }
 
+// A split-K GEMM adds its slices' partial sums into its output: the launch
+// zeroes the output first, every run (the arena holds earlier tasks' values;
+// the tile IR's meaning starts the sum at zero).
+TEST(CudaPackage, SplitKOutputsAreZeroedBeforeEachLaunch) {
+  auto m = cuda_test::ParseKir(R"(graph @main(%p: f32[1,4,16,16], %v: f32[1,4,16,32]) {
+  %y = MatMul(%p, %v) : f32[1,4,16,32]
+  return %y
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(cuda_test::Optimize(*m, *cuda_test::CudaTarget()).ok());
+  auto p = cuda_test::Package(*m);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  ASSERT_TRUE(absl::StrContains(p->tasks[0].plan, "split-K")) << p->tasks[0].plan;
+  EXPECT_EQ(p->kernels[0].zero_args, std::vector<int>{2});
+  EXPECT_TRUE(absl::StrContains(p->Files()["model.cc"], absl::StrCat("{0, 0, 3, -1, 0, 4u},  // y: ", p->kernels[0].name)))
+      << p->Files()["model.cc"];
+}
+
 TEST(CudaPackage, FilesOfAPackage) {
   auto p = CompileOnnx(TinyCnn());
   ASSERT_TRUE(p.ok()) << p.status();
