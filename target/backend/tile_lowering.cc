@@ -237,14 +237,19 @@ struct OwnNumbers {
   const char* target;
   int max_group, max_stages, groups_at_peak;
   double global_latency_cycles;
+  int64_t max_group_accumulators;
 };
 constexpr OwnNumbers kOwnNumbers[] = {
-    // One cube per AI core; L1 double-buffered; HBM latency of the SystemC model.
-    {"npusim", 1, 2, 1, 500},
+    // One cube per AI core; L1 double-buffered; HBM latency of the SystemC
+    // model; the accumulator scope's capacity is the only bound on a group's
+    // accumulators.
+    {"npusim", 1, 2, 1, 500, 0},
     // 8 warps per block; cp.async pipelines of up to 4 stages; an SM's four
     // TensorCores each serve one warp scheduler, so a block needs 4 warps
-    // to reach the SM's MMA rate.
-    {"cuda", 8, 4, 4, 600},
+    // to reach the SM's MMA rate. A warp's accumulators live in its
+    // threads' registers (255 at most per thread, operand fragments and
+    // addresses beside them): 64x64 f32 per warp, 128 registers per thread.
+    {"cuda", 8, 4, 4, 600, 64 * 64},
 };
 
 }  // namespace
@@ -286,6 +291,7 @@ TileCostFigures FiguresOf(const TargetDescription& d) {
     f.max_stages = own.max_stages;
     f.groups_at_peak = own.groups_at_peak;
     f.global_latency_cycles = own.global_latency_cycles;
+    f.max_group_accumulators = own.max_group_accumulators;
   }
   f.target.max_group = f.max_group;
   return f;
@@ -608,6 +614,9 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
   if (t->bm % t->gm || t->bn % t->gn || t->bk % t->tk) return bad("the block tile is not in whole group tiles");
   const int64_t groups = (t->bm / t->gm) * (t->bn / t->gn);
   if (groups > f.max_group) return bad(absl::StrCat(groups, " groups, the target runs ", f.max_group));
+  if (f.max_group_accumulators > 0 && t->gm * t->gn > f.max_group_accumulators)
+    return bad(absl::StrCat("a ", t->gm, "x", t->gn, " group tile holds more than ", f.max_group_accumulators,
+                            " accumulators"));
   if (t->stages < 1 || t->stages > f.max_stages) return bad(absl::StrCat(t->stages, " stages"));
   if (t->operand_stages < 1 || t->operand_stages > 2 || (t->tk == t->bk && t->operand_stages != 1)) {
     return bad("operand stages");

@@ -86,6 +86,7 @@ struct TileCostFigures {
   int max_group = 1;               // groups (warps) per unit the lowering may use
   int max_stages = 2;              // pipeline depth of the stage scope the target supports
   int groups_at_peak = 1;          // groups a unit needs at work to reach its MMA rate (an SM: 4 warps)
+  int64_t max_group_accumulators = 0;  // accumulator elements one group may hold (a warp's registers); 0: no bound
   // A chip-wide cache in front of global memory (a memory level with no
   // scope: a GPU's L2); 0: none. Blocks of one wave that read the same
   // tiles then fetch them from global memory once.
