@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -90,12 +91,31 @@ struct HostOps {
   void (*release)(void*, void*);
 };
 
+// A buffer a task wrote: its bytes in the emulation's arena and their
+// element type (undefined for a strided copy's destination, which holds
+// moved bytes).
+struct WrittenBuffer {
+  int buffer;
+  DType dtype;
+  const unsigned char* data;
+  int64_t bytes;
+};
+
+// Hooks into Emulate, task by task: `before` may replace the arena (with a
+// GPU's arena after the previous task, say), `after` sees what the task
+// wrote.
+struct EmulationHooks {
+  std::function<absl::Status(size_t task, std::vector<unsigned char>& arena)> before;
+  std::function<void(size_t task, const std::vector<WrittenBuffer>& written)> after;
+};
+
 // Runs `p` on the host: strided copies as the launcher's copy kernels do,
 // kernels of the shared backend through the tile IR interpreter (their
 // arguments bound to the launch's buffers), host tasks through the
 // reference host ops.
 inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPackage& p,
-                                                   const std::vector<Tensor>& inputs) {
+                                                   const std::vector<Tensor>& inputs,
+                                                   const EmulationHooks* hooks = nullptr) {
   using target::cuda::PackageBuffer;
   using target::cuda::PackageTask;
   std::vector<unsigned char> arena(static_cast<size_t>(p.arena_bytes) + 1, 0xcd);
@@ -108,8 +128,20 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     std::memcpy(ptr(p.values[p.inputs[i]].buffer), inputs[i].raw(), inputs[i].nbytes());
   const auto* ops = static_cast<const HostOps*>(runtime::ReferenceHostOps());
   void* graph = nullptr;
-  for (const PackageTask& t : p.tasks) {
-    if (t.kind == PackageTask::Kind::kView) continue;
+  std::vector<WrittenBuffer> written;
+  for (size_t ti = 0; ti < p.tasks.size(); ++ti) {
+    const PackageTask& t = p.tasks[ti];
+    if (hooks && hooks->before) {
+      if (absl::Status s = hooks->before(ti, arena); !s.ok()) return s;
+    }
+    written.clear();
+    auto done = [&] {
+      if (hooks && hooks->after) hooks->after(ti, written);
+    };
+    if (t.kind == PackageTask::Kind::kView) {
+      done();
+      continue;
+    }
     if (t.kind == PackageTask::Kind::kKernel) {
       for (const PackageTask::Launch& l : t.launches) {
         const target::cuda::PackageKernel& k = p.kernels[l.kernel];
@@ -129,6 +161,8 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
             const auto role = tk->args[i].role;
             if (role == target::tile::TileArg::Role::kOut || role == target::tile::TileArg::Role::kWorkspace)
               std::memcpy(ptr(l.args[i]), args[i].raw(), args[i].nbytes());
+            if (role == target::tile::TileArg::Role::kOut)
+              written.push_back({l.args[i], args[i].dtype(), ptr(l.args[i]), static_cast<int64_t>(args[i].nbytes())});
           }
           continue;
         }
@@ -156,7 +190,9 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
           }
           std::memcpy(dst + d * es, src + s * es, static_cast<size_t>(es));
         }
+        written.push_back({l.args[0], DType::kUndefined, dst, p.buffers[l.args[0]].bytes});
       }
+      done();
       continue;
     }
     char err[1024] = "";
@@ -185,8 +221,12 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
       return absl::InternalError(absl::StrCat(t.node, ": ", err));
     for (size_t i = 0; i < t.host_outputs.size(); ++i) {
       const target::cuda::PackageValue& v = p.values[t.host_outputs[i]];
-      if (v.buffer >= 0) std::memcpy(ptr(v.buffer), data[t.host_inputs.size() + i].data(), data[t.host_inputs.size() + i].size());
+      if (v.buffer < 0) continue;
+      const std::vector<unsigned char>& d = data[t.host_inputs.size() + i];
+      std::memcpy(ptr(v.buffer), d.data(), d.size());
+      written.push_back({v.buffer, v.dtype, ptr(v.buffer), static_cast<int64_t>(d.size())});
     }
+    done();
   }
   if (graph) ops->release(nullptr, graph);
   std::vector<Tensor> out;
