@@ -12,12 +12,14 @@ Toolkit (nvcc), after building kiln (build/tools/kiln/kiln):
    architecture: sm_90a on Hopper), built with nvcc, loaded with ctypes and
    run in place on device memory (kiln_model_run_device); cuBLAS is
    torch.matmul on the same tensors. Prints TFLOPS and kiln/cuBLAS.
-2. Models: ResNet-50 and the BERT-style encoder of scripts/export_models.py
-   (exported into the work directory unless --models names an export),
-   compiled at fp32 and fp16, run with `kiln run DIR --repeat=N` (latency
-   with the model's host input and output copies); PyTorch eager and
-   torch.compile on the same module and input shapes, inputs on the device.
-   Prints latencies and kiln's ratio to each.
+2. Models: those --names picks from scripts/export_models.py's set
+   (default ResNet-50 and the BERT-style encoder; exported into the work
+   directory unless --models names an export), compiled at fp32 and fp16,
+   run with `kiln run DIR --repeat=N` (latency with the model's host input
+   and output copies); PyTorch eager and torch.compile on the same module and
+   input shapes, inputs on the device. Prints latencies and kiln's ratio to
+   each. On Hopper each package also runs its sm_80 (mma.sync) variants
+   (KILN_CUDA_SM=80): latency and agreement.
 3. Agreement: each kiln model's outputs against PyTorch's (expected_*.npy of
    the export): fp32 within 1e-4 and fp16 within 1e-2 relative to the
    largest reference magnitude; each GEMM against torch.matmul within 1e-2.
@@ -41,10 +43,14 @@ def fail(msg):
     sys.exit(1)
 
 
+class StepFailed(Exception):
+    """One measurement could not be taken; the others go on."""
+
+
 def run(cmd, **kw):
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
     if r.returncode != 0:
-        fail(f"{' '.join(cmd)} failed:\n{r.stdout[-4000:]}")
+        raise StepFailed(f"{' '.join(cmd)} failed:\n{r.stdout[-4000:]}")
     return r.stdout
 
 
@@ -92,15 +98,15 @@ class Package:
         self.err = ctypes.create_string_buffer(2048)
         self.model = lib.kiln_model_load(directory.encode(), self.err, len(self.err))
         if not self.model:
-            fail(f"loading {directory}: {self.err.value.decode()}")
+            raise StepFailed(f"loading {directory}: {self.err.value.decode()}")
         if lib.kiln_model_num_host_tasks(self.model):
-            fail(f"{directory} has host tasks; a GEMM package should run entirely on the GPU")
+            raise StepFailed(f"{directory} has host tasks; a GEMM package should run entirely on the GPU")
 
     def run_device(self, inputs, outputs):
         ins = (ctypes.c_void_p * len(inputs))(*[t.data_ptr() for t in inputs])
         outs = (ctypes.c_void_p * len(outputs))(*[t.data_ptr() for t in outputs])
         if self.lib.kiln_model_run_device(self.model, ins, outs, self.err, len(self.err)) != 0:
-            fail(f"kiln_model_run_device: {self.err.value.decode()}")
+            raise StepFailed(f"kiln_model_run_device: {self.err.value.decode()}")
 
 
 def time_cuda(torch, fn, warmup, iters):
@@ -138,39 +144,47 @@ def gemm_sweep(torch, args, kiln, nvcc, arch, rows):
     extra = f" {'mma.sync/cuBLAS':>16}" if hopper else ""
     print(f"{'size':>6} {'dtype':>5} {'kiln TFLOPS':>12} {'cuBLAS TFLOPS':>14} {'kiln/cuBLAS':>12} {'max rel err':>12}"
           f"{extra}")
+
+    def one(n, dt):
+        tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+        d = os.path.join(args.work, f"gemm_{n}_{dt}")
+        os.makedirs(d, exist_ok=True)
+        gemm_onnx(os.path.join(d, "gemm.onnx"), n, dt)
+        compile_package(kiln, os.path.join(d, "gemm.onnx"), os.path.join(d, "pkg"), "fp32", arch, nvcc)
+        pkg = Package(os.path.join(d, "pkg"))
+        a = torch.randn(n, n, device="cuda").to(tdt)
+        b = torch.randn(n, n, device="cuda").to(tdt)
+        y = torch.empty(n, n, device="cuda", dtype=tdt)
+        iters = max(5, min(100, int(2e12 / (2 * n ** 3))))
+        ms_kiln = time_cuda(torch, lambda: pkg.run_device([a, b], [y]), 3, iters)
+        ms_ref = time_cuda(torch, lambda: torch.matmul(a, b), 3, iters)
+        ref = torch.matmul(a.float(), b.float())
+        pkg.run_device([a, b], [y])
+        rel = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+        tk, tr = 2 * n ** 3 / ms_kiln / 1e9, 2 * n ** 3 / ms_ref / 1e9
+        ok = "" if rel <= 1e-2 else "  DISAGREES"
+        extra = ""
+        if hopper:
+            os.environ["KILN_CUDA_SM"] = "80"
+            try:
+                sm80 = Package(os.path.join(d, "pkg"))
+            finally:
+                del os.environ["KILN_CUDA_SM"]
+            ms_sm80 = time_cuda(torch, lambda: sm80.run_device([a, b], [y]), 3, iters)
+            rel80 = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+            extra = f" {(2 * n ** 3 / ms_sm80 / 1e9) / tr:>16.2f}"
+            if rel80 > 1e-2:
+                ok += "  (mma.sync path DISAGREES)"
+        print(f"{n:>6} {dt:>5} {tk:>12.1f} {tr:>14.1f} {tk / tr:>12.2f} {rel:>12.2e}{extra}{ok}")
+        rows.append(("gemm", n, dt, tk, tr, rel))
+
     for n in args.sizes:
         for dt in ("fp16", "bf16"):
-            tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
-            d = os.path.join(args.work, f"gemm_{n}_{dt}")
-            os.makedirs(d, exist_ok=True)
-            gemm_onnx(os.path.join(d, "gemm.onnx"), n, dt)
-            compile_package(kiln, os.path.join(d, "gemm.onnx"), os.path.join(d, "pkg"), "fp32", arch, nvcc)
-            pkg = Package(os.path.join(d, "pkg"))
-            a = torch.randn(n, n, device="cuda").to(tdt)
-            b = torch.randn(n, n, device="cuda").to(tdt)
-            y = torch.empty(n, n, device="cuda", dtype=tdt)
-            iters = max(5, min(100, int(2e12 / (2 * n ** 3))))
-            ms_kiln = time_cuda(torch, lambda: pkg.run_device([a, b], [y]), 3, iters)
-            ms_ref = time_cuda(torch, lambda: torch.matmul(a, b), 3, iters)
-            ref = torch.matmul(a.float(), b.float())
-            pkg.run_device([a, b], [y])
-            rel = ((y.float() - ref).abs().max() / ref.abs().max()).item()
-            tk, tr = 2 * n ** 3 / ms_kiln / 1e9, 2 * n ** 3 / ms_ref / 1e9
-            ok = "" if rel <= 1e-2 else "  DISAGREES"
-            extra = ""
-            if hopper:
-                os.environ["KILN_CUDA_SM"] = "80"
-                try:
-                    sm80 = Package(os.path.join(d, "pkg"))
-                finally:
-                    del os.environ["KILN_CUDA_SM"]
-                ms_sm80 = time_cuda(torch, lambda: sm80.run_device([a, b], [y]), 3, iters)
-                rel80 = ((y.float() - ref).abs().max() / ref.abs().max()).item()
-                extra = f" {(2 * n ** 3 / ms_sm80 / 1e9) / tr:>16.2f}"
-                if rel80 > 1e-2:
-                    ok += "  (mma.sync path DISAGREES)"
-            print(f"{n:>6} {dt:>5} {tk:>12.1f} {tr:>14.1f} {tk / tr:>12.2f} {rel:>12.2e}{extra}{ok}")
-            rows.append(("gemm", n, dt, tk, tr, rel))
+            try:
+                one(n, dt)
+            except StepFailed as e:
+                print(f"{n:>6} {dt:>5} FAILED: {e}")
+                rows.append(("gemm", n, dt, 0.0, 0.0, float("inf")))
 
 
 def load_export_module():
@@ -184,14 +198,22 @@ def model_latency(torch, args, kiln, nvcc, arch, rows):
     import numpy as np
     exp = load_export_module()
     models_dir = args.models or os.path.join(args.work, "models")
-    names = ["resnet50", "bert_encoder"]
-    for name in names:
+    names = []
+    for name in args.names:
         if not os.path.exists(os.path.join(models_dir, name, "model.onnx")):
             print(f"exporting {name} into {models_dir} ...", flush=True)
-            run([sys.executable, os.path.join(ROOT, "scripts/export_models.py"), models_dir, name])
+            try:
+                run([sys.executable, os.path.join(ROOT, "scripts/export_models.py"), models_dir, name])
+            except StepFailed as e:
+                print(f"{name}: export FAILED: {e}")
+                rows.append(("model", name, "export", 0.0, 0.0, 0.0, float("inf")))
+                continue
+        names.append(name)
     print(f"\n== Models: kiln vs PyTorch eager and torch.compile, {torch.cuda.get_device_name()} ==")
+    hopper = arch == "sm_90a"
+    extra = f" {'sm80 ms':>8} {'sm80 err':>9}" if hopper else ""
     print(f"{'model':>13} {'prec':>5} {'kiln ms':>9} {'eager ms':>9} {'compile ms':>11} {'eager/kiln':>11} "
-          f"{'compile/kiln':>13} {'rel err':>9} {'host tasks':>10}")
+          f"{'compile/kiln':>13} {'rel err':>9} {'host tasks':>10}{extra}")
     for name in names:
         src = os.path.join(models_dir, name)
         with open(os.path.join(src, "inputs.txt")) as f:
@@ -205,19 +227,32 @@ def model_latency(torch, args, kiln, nvcc, arch, rows):
                 m.running_var.uniform_(0.5, 1.5)
         host_inputs = [np.load(os.path.join(src, f"input_{i}.npy")) for i in range(len(input_names))]
         expected = np.load(os.path.join(src, "expected_0.npy"))
-        for precision, tol in (("fp32", 1e-4), ("fp16", 1e-2)):
+
+        def one(precision, tol):
             d = os.path.join(args.work, f"{name}_{precision}")
             placement = compile_package(kiln, os.path.join(src, "model.onnx"), d, precision, arch, nvcc)
             host_tasks = placement.count("  ->  host:")
-            out_dir = os.path.join(d, "out")
-            cmd = [kiln, "run", d, f"--output-dir={out_dir}", f"--repeat={args.iters}"]
-            for i, n in enumerate(input_names):
-                cmd += ["--input", f"{n}={os.path.join(src, f'input_{i}.npy')}"]
-            text = run(cmd)
-            line = [l for l in text.splitlines() if l.startswith("latency:")][0]
-            ms_kiln = float(line.split("median ")[1].split(" ms")[0])
-            got = np.load(os.path.join(out_dir, "output_0.npy")).astype(np.float64)
-            rel = float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-30))
+
+            def kiln_run(env_sm=None):
+                out_dir = os.path.join(d, "out" if env_sm is None else f"out_sm{env_sm}")
+                cmd = [kiln, "run", d, f"--output-dir={out_dir}", f"--repeat={args.iters}"]
+                for i, n in enumerate(input_names):
+                    cmd += ["--input", f"{n}={os.path.join(src, f'input_{i}.npy')}"]
+                env = dict(os.environ)
+                if env_sm is not None:
+                    env["KILN_CUDA_SM"] = str(env_sm)
+                text = run(cmd, env=env)
+                line = [l for l in text.splitlines() if l.startswith("latency:")][0]
+                got = np.load(os.path.join(out_dir, "output_0.npy")).astype(np.float64)
+                return (float(line.split("median ")[1].split(" ms")[0]),
+                        float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-30)))
+
+            ms_kiln, rel = kiln_run()
+            extra = ""
+            if hopper:
+                ms80, rel80 = kiln_run(80)
+                extra = f" {ms80:>8.3f} {rel80:>9.1e}"
+                rows.append(("model", name, precision + "/sm80", ms80, 0.0, 0.0, rel80))
             # PyTorch at the same precision, inputs on the device.
             dt = torch.float16 if precision == "fp16" else torch.float32
             mod = module.to("cuda").to(dt) if precision == "fp16" else module.to("cuda").float()
@@ -225,12 +260,21 @@ def model_latency(torch, args, kiln, nvcc, arch, rows):
             tin = [t.to(dt) if t.is_floating_point() else t for t in tin]
             with torch.no_grad():
                 ms_eager = time_cuda(torch, lambda: mod(*tin), 5, args.iters)
-                compiled = torch.compile(mod)
-                ms_compiled = time_cuda(torch, lambda: compiled(*tin), 5, args.iters)
+                ms_compiled = float("nan")
+                if not args.skip_torch_compile:
+                    compiled = torch.compile(mod)
+                    ms_compiled = time_cuda(torch, lambda: compiled(*tin), 5, args.iters)
             ok = "" if rel <= tol else f"  DISAGREES (tolerance {tol})"
             print(f"{name:>13} {precision:>5} {ms_kiln:>9.3f} {ms_eager:>9.3f} {ms_compiled:>11.3f} "
-                  f"{ms_eager / ms_kiln:>11.2f} {ms_compiled / ms_kiln:>13.2f} {rel:>9.1e} {host_tasks:>10}{ok}")
+                  f"{ms_eager / ms_kiln:>11.2f} {ms_compiled / ms_kiln:>13.2f} {rel:>9.1e} {host_tasks:>10}{extra}{ok}")
             rows.append(("model", name, precision, ms_kiln, ms_eager, ms_compiled, rel))
+
+        for precision, tol in (("fp32", 1e-4), ("fp16", 1e-2)):
+            try:
+                one(precision, tol)
+            except StepFailed as e:
+                print(f"{name:>13} {precision:>5} FAILED: {e}")
+                rows.append(("model", name, precision, 0.0, 0.0, 0.0, float("inf")))
             module = module.float().cpu()
 
 
@@ -241,10 +285,14 @@ def main():
     p.add_argument("--models", default="", help="a directory of exported models (default: export into --work)")
     p.add_argument("--sizes", default="1024,2048,4096,8192", help="GEMM sizes (M = N = K)")
     p.add_argument("--iters", type=int, default=50, help="timed runs per model")
+    p.add_argument("--names", default="resnet50,bert_encoder",
+                   help="exported models to compile and time (scripts/export_models.py's names)")
+    p.add_argument("--skip-torch-compile", action="store_true", help="time PyTorch eager only")
     p.add_argument("--skip-gemm", action="store_true")
     p.add_argument("--skip-models", action="store_true")
     args = p.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    args.names = [n for n in args.names.split(",") if n]
     try:
         import torch
     except ImportError as e:
@@ -267,7 +315,7 @@ def main():
     if not args.skip_models:
         model_latency(torch, args, os.path.abspath(args.kiln), nvcc, arch, rows)
     bad = [r for r in rows if (r[0] == "gemm" and r[5] > 1e-2) or
-           (r[0] == "model" and r[6] > (1e-4 if r[2] == "fp32" else 1e-2))]
+           (r[0] == "model" and r[6] > (1e-4 if r[2].startswith("fp32") else 1e-2))]
     print(f"\n{len(rows)} measurements, {len(bad)} outside their tolerance")
     return 1 if bad else 0
 
