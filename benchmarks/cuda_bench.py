@@ -21,8 +21,9 @@ Toolkit (nvcc), after building kiln (build/tools/kiln/kiln):
    each. On Hopper each package also runs its sm_80 (mma.sync) variants
    (KILN_CUDA_SM=80): latency and agreement.
 3. Agreement: each kiln model's outputs against PyTorch's (expected_*.npy of
-   the export): fp32 within 1e-4 and fp16 within 1e-2 relative to the
-   largest reference magnitude; each GEMM against torch.matmul within 1e-2.
+   the export): fp32 (tf32 matrix products) within 2e-3 and fp16 within 1e-2
+   relative to the largest reference magnitude; each GEMM against
+   torch.matmul within 1e-2.
 
 Exits 1 with one line when there is no GPU, no nvcc or no kiln binary.
 """
@@ -36,6 +37,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# fp32 matrix products run on TensorCores in tf32 (10-bit mantissa, f32
+# accumulation), as cuBLAS does with TF32 enabled: agreement within 2e-3.
+FP32_TOLERANCE = 2e-3
 
 
 def fail(msg):
@@ -258,7 +262,9 @@ def model_latency(torch, args, kiln, nvcc, arch, rows):
             mod = module.to("cuda").to(dt) if precision == "fp16" else module.to("cuda").float()
             tin = [torch.from_numpy(x).to("cuda") for x in host_inputs]
             tin = [t.to(dt) if t.is_floating_point() else t for t in tin]
-            with torch.no_grad():
+            # Tensors the modules make in forward (a causal mask, positions)
+            # go to the GPU too.
+            with torch.no_grad(), torch.device("cuda"):
                 ms_eager = time_cuda(torch, lambda: mod(*tin), 5, args.iters)
                 ms_compiled = float("nan")
                 if not args.skip_torch_compile:
@@ -269,10 +275,10 @@ def model_latency(torch, args, kiln, nvcc, arch, rows):
                   f"{ms_eager / ms_kiln:>11.2f} {ms_compiled / ms_kiln:>13.2f} {rel:>9.1e} {host_tasks:>10}{extra}{ok}")
             rows.append(("model", name, precision, ms_kiln, ms_eager, ms_compiled, rel))
 
-        for precision, tol in (("fp32", 1e-4), ("fp16", 1e-2)):
+        for precision, tol in (("fp32", FP32_TOLERANCE), ("fp16", 1e-2)):
             try:
                 one(precision, tol)
-            except StepFailed as e:
+            except (StepFailed, RuntimeError) as e:
                 print(f"{name:>13} {precision:>5} FAILED: {e}")
                 rows.append(("model", name, precision, 0.0, 0.0, 0.0, float("inf")))
             module = module.float().cpu()
@@ -315,7 +321,7 @@ def main():
     if not args.skip_models:
         model_latency(torch, args, os.path.abspath(args.kiln), nvcc, arch, rows)
     bad = [r for r in rows if (r[0] == "gemm" and r[5] > 1e-2) or
-           (r[0] == "model" and r[6] > (1e-4 if r[2].startswith("fp32") else 1e-2))]
+           (r[0] == "model" and r[6] > (FP32_TOLERANCE if r[2].startswith("fp32") else 1e-2))]
     print(f"\n{len(rows)} measurements, {len(bad)} outside their tolerance")
     return 1 if bad else 0
 
