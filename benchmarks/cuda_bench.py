@@ -262,9 +262,7 @@ def model_latency(torch, args, kiln, nvcc, arch, rows):
             mod = module.to("cuda").to(dt) if precision == "fp16" else module.to("cuda").float()
             tin = [torch.from_numpy(x).to("cuda") for x in host_inputs]
             tin = [t.to(dt) if t.is_floating_point() else t for t in tin]
-            # Tensors the modules make in forward (a causal mask, positions)
-            # go to the GPU too.
-            with torch.no_grad(), torch.device("cuda"):
+            with torch.no_grad():
                 ms_eager = time_cuda(torch, lambda: mod(*tin), 5, args.iters)
                 ms_compiled = float("nan")
                 if not args.skip_torch_compile:

@@ -63,7 +63,7 @@ class SelfAttention(nn.Module):
         v = v.view(b, t, self.h, d // self.h).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) / (d // self.h) ** 0.5
         if self.causal:
-            mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+            mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device))
             att = att.masked_fill(~mask, float("-inf"))
         att = F.softmax(att, dim=-1)
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
@@ -85,7 +85,7 @@ class BertEncoder(nn.Module):
                 fc1=nn.Linear(d, 4 * d), fc2=nn.Linear(4 * d, d), ln2=nn.LayerNorm(d))))
 
     def forward(self, ids):
-        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        pos = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
         x = self.ln0(self.tok(ids) + self.pos(pos))
         for l in self.layers:
             x = l["ln1"](x + l["att"](x))
