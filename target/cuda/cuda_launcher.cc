@@ -188,7 +188,7 @@ struct TmaDesc {
 struct KernelDesc { const char* name; int first_variant; int num_variants; };
 // zero_args: bit i set when argument i is zeroed before the launch (the
 // kernel adds split-K partial sums into it).
-struct LaunchDesc { int kernel; int first_arg; int num_args; int workspace; int zero_workspace; unsigned zero_args; };
+struct LaunchDesc { int kernel; int first_arg; int num_args; unsigned zero_args; };
 enum { KILN_TASK_KERNEL = 0, KILN_TASK_HOST = 1 };
 struct TaskDesc {
   int kind;
@@ -521,10 +521,6 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
       const LaunchDesc& l = kLaunches[li];
       const VariantDesc& v = kVariants[m->variant[l.kernel]];
       if (v.grid[0] == 0 || v.grid[1] == 0 || v.grid[2] == 0) continue;  // nothing to compute
-      if (l.workspace >= 0 && l.zero_workspace &&
-          !Ok(cudaMemsetAsync(BufferPtr(m, l.workspace), 0, kBuffers[l.workspace].bytes, m->stream),
-              std::string("workspace of ") + t.node, error))
-        return false;
       pointers.resize(l.num_args);
       params.resize(l.num_args);
       for (int a = 0; a < l.num_args; ++a) {
@@ -798,9 +794,8 @@ std::string ModelSource(const CudaPackage& p) {
         const PackageKernel& k = p.kernels[l.kernel];
         unsigned zero_args = 0;
         for (int a : k.zero_args) zero_args |= 1u << a;
-        absl::StrAppend(&launches, "    {", l.kernel, ", ", args.size(), ", ", l.args.size(), ", ", l.workspace, ", ",
-                        k.zero_workspace ? 1 : 0, ", ", zero_args, "u},  // ", CommentText(t.node), ": ", k.name,
-                        "\n");
+        absl::StrAppend(&launches, "    {", l.kernel, ", ", args.size(), ", ", l.args.size(), ", ",
+                        zero_args, "u},  // ", CommentText(t.node), ": ", k.name, "\n");
         args.insert(args.end(), l.args.begin(), l.args.end());
         ++num_launches;
       }
@@ -812,7 +807,7 @@ std::string ModelSource(const CudaPackage& p) {
     }
     ++num_tasks;
   }
-  absl::StrAppend(&launches, "    {0, 0, 0, -1, 0, 0u}};\n\n");
+  absl::StrAppend(&launches, "    {0, 0, 0, 0u}};\n\n");
   absl::StrAppend(&tasks, "    {0, \"\", 0, 0, -1, 0, 0, 0}};\n\n");
   auto int_table = [](const char* name, const std::vector<int>& v) {
     std::string r = absl::StrCat("static const int ", name, "[] = {");

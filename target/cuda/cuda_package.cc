@@ -501,7 +501,6 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
         pk.matrix = ck.matrix;
         pk.variants = ck.variants;
         pk.workspace_bytes = ck.workspace_bytes;
-        pk.zero_workspace = ck.zero_workspace;
         pk.zero_args = ck.zero_args;
         pk.tile_ir = std::move(k->tile_ir);
         task.plan = ck.plan;

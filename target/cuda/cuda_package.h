@@ -78,9 +78,8 @@ struct PackageKernel {
   bool copy = false;    // a strided-copy kernel of cuda_copy_kernel.h
   std::vector<CudaVariant> variants;
   int64_t workspace_bytes = 0;
-  bool zero_workspace = false;
   // Arguments (indices) the kernel adds into, zeroed before each launch
-  // (split-K partial sums; the workspace has zero_workspace).
+  // (split-K partial sums, in an output or the workspace).
   std::vector<int> zero_args;
   // A kernel of the shared backend: the tile kernel it was generated from
   // (its text form), so the package's meaning can be checked on the host.

@@ -731,7 +731,7 @@ TEST(CudaPackage, SplitKOutputsAreZeroedBeforeEachLaunch) {
   ASSERT_EQ(p->kernels.size(), 1u);
   ASSERT_TRUE(absl::StrContains(p->tasks[0].plan, "split-K")) << p->tasks[0].plan;
   EXPECT_EQ(p->kernels[0].zero_args, std::vector<int>{2});
-  EXPECT_TRUE(absl::StrContains(p->Files()["model.cc"], absl::StrCat("{0, 0, 3, -1, 0, 4u},  // y: ", p->kernels[0].name)))
+  EXPECT_TRUE(absl::StrContains(p->Files()["model.cc"], absl::StrCat("{0, 0, 3, 4u},  // y: ", p->kernels[0].name)))
       << p->Files()["model.cc"];
 }
 

@@ -71,12 +71,10 @@ struct CudaKernel {
   std::vector<CudaVariant> variants;
   bool matrix = false;             // runs on TensorCores (mma.sync / wgmma)
   // The kernel's parameters are pointers to the tile kernel's arguments, in
-  // order; a workspace argument needs this many bytes of device memory,
-  // zeroed before the launch when zero_workspace (split-K partial sums).
+  // order; a workspace argument needs this many bytes of device memory.
   int64_t workspace_bytes = 0;
-  bool zero_workspace = false;
-  // Arguments (indices) the launcher zeroes before each launch: outputs
-  // that split-K blocks add their partial sums into.
+  // Arguments (indices) the launcher zeroes before each launch: the outputs
+  // and workspaces that split-K blocks add their partial sums into.
   std::vector<int> zero_args;
   std::string plan;                // one line for --explain-placement
 };

@@ -967,7 +967,6 @@ absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& a
           int64_t n = Bytes(a.dtype);
           for (int64_t d : a.shape) n *= d;
           out.workspace_bytes += n;
-          out.zero_workspace = true;
         }
       }
     }
