@@ -606,12 +606,12 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
     if (!v) continue;
     Value* c = g->NewValue(v->name_, Value::Kind::kConstant);
     c->type_ = v->type_;
-    c->constant_ = v->constant_;
+    c->SetData(v->constant_);
     map[v] = c;
   }
   for (Value* in : inputs_) {
     map[in] = g->AddInput(in->name_, in->type_);
-    map[in]->constant_ = in->constant_;
+    map[in]->SetData(in->constant_);
   }
   for (const Node* n = first_node_; n; n = n->next_) {
     std::vector<Value*> ins;

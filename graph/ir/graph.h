@@ -116,13 +116,16 @@ class alignas(64) Value {
   // The data of a constant. A constant parsed from text whose bytes were
   // elided has a type but an undefined tensor.
   const Tensor& constant() const { return constant_; }
-  void set_constant(Tensor t) { constant_ = std::move(t); }
+  void set_constant(Tensor t) { SetData(std::move(t)); }
   // A graph input's initial value: what a run that does not give the input
   // reads (a variable, such as a training step's parameter and optimizer
   // state, carried from step to step); undefined for an input that every
   // run must give. Its type is the input's.
   const Tensor& initial() const { return constant_; }
-  void set_initial(Tensor t) { constant_ = std::move(t); }
+  void set_initial(Tensor t) { SetData(std::move(t)); }
+  // Whether constant() (or initial()) is defined, answered from the value's
+  // first line: walks that ask it of every operand do not load the tensor.
+  bool has_data() const { return has_data_; }
 
   absl::Span<const Use> uses() const { return uses_; }
   bool has_uses() const { return !uses_.empty(); }
@@ -139,6 +142,7 @@ class alignas(64) Value {
   // that asks each whether it is used reads one line of each.
   Type type_;
   Kind kind_ = Kind::kInput;
+  bool has_data_ = false;  // constant_.defined()
   int producer_index_ = 0;
   Node* producer_ = nullptr;
   // Where a constant sits in its owner's array of constants
@@ -161,6 +165,10 @@ class alignas(64) Value {
   void AddUse(const Use& u);
   void RemoveUse(const Use& u);
   static uint32_t& UseSlot(const Use& u);
+  void SetData(Tensor t) {
+    constant_ = std::move(t);
+    has_data_ = constant_.defined();
+  }
 };
 
 class alignas(64) Node {

@@ -38,14 +38,14 @@ bool IsOp(const Node& n, absl::string_view op) {
 
 // The truth of a one-element constant, if `v` is one.
 std::optional<bool> ConstantTruth(const Value* v) {
-  if (!v || !v->is_constant() || !v->constant().defined()) return std::nullopt;
+  if (!v || !v->is_constant() || !v->has_data()) return std::nullopt;
   const Tensor& t = v->constant();
   if (t.numel() != 1 || t.dtype() == DType::kString) return std::nullopt;
   return t.GetDouble(0) != 0;
 }
 
 std::optional<int64_t> ConstantInt(const Value* v) {
-  if (!v || !v->is_constant() || !v->constant().defined()) return std::nullopt;
+  if (!v || !v->is_constant() || !v->has_data()) return std::nullopt;
   const Tensor& t = v->constant();
   if (t.numel() != 1 || !IsInteger(t.dtype())) return std::nullopt;
   return t.GetInt(0);

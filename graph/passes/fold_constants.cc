@@ -38,7 +38,7 @@ bool IsOp(const Node& n, absl::string_view op) {
   return n.op() == op && (n.domain().empty() || n.domain() == "ai.onnx");
 }
 
-bool IsKnownConstant(const Value* v) { return v && v->is_constant() && v->constant().defined(); }
+bool IsKnownConstant(const Value* v) { return v && v->is_constant() && v->has_data(); }
 
 // Ops whose reference kernels return a view of their input's storage: their
 // folds create no elements, so the size limit does not apply to them.

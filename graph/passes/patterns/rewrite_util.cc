@@ -18,7 +18,7 @@
 namespace kiln::patterns {
 
 const Tensor* ConstantData(const Value* v) {
-  if (!v || !v->is_constant() || !v->constant().defined()) return nullptr;
+  if (!v || !v->is_constant() || !v->has_data()) return nullptr;
   return &v->constant();
 }
 
