@@ -4,10 +4,12 @@
 // node visible from it computes the same values, so its outputs are replaced
 // by the earlier node's and it is removed.
 //
-// Nodes are looked up in a hash table keyed by op, domain, attributes and the
-// identities of their inputs; a constant's identity is its contents (two
-// constants with the same dtype, dims and bytes are the same input). The
-// table is scoped like the values it names: a node of a nested graph may be
+// A node is looked for among the earlier readers of one of its inputs (a
+// duplicate reads every input the node reads), or in a hash table keyed by
+// op, domain, attributes and inputs when that input has many readers or
+// every input is a constant; a constant's identity is its contents (two
+// constants with the same dtype, dims and bytes are the same input). Only
+// nodes visible from the node match: a node of a nested graph may be
 // merged into a node of an enclosing graph that comes before the node
 // holding the nested graph, never the other way round. The two inputs of
 // Add, Mul, And, Or, Xor, Equal and the bitwise ops match in either order.
@@ -20,11 +22,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/rewrite_helpers.h"
@@ -72,44 +72,102 @@ bool IsCommutativePair(const Node& n) {
          op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor";
 }
 
+// A constant with data is identified by its contents; every other input
+// (a graph input, a node output, a constant whose bytes were elided) by
+// itself.
+bool ByContents(const Value* v) { return v && v->is_constant() && v->has_data(); }
+
+bool SameInput(const Value* a, const Value* b) {
+  if (a == b) return true;
+  return ByContents(a) && ByContents(b) && a->constant().Equals(b->constant());
+}
+
+uint64_t InputKey(const Value* v) {
+  if (!v) return 0;
+  return ByContents(v) ? v->constant().Hash() : reinterpret_cast<uintptr_t>(v);
+}
+
+// Whether `a` and `b` compute the same thing (the caller has excluded
+// random ops and nodes holding graphs).
+bool Same(const Node& a, const Node& b) {
+  if (a.op() != b.op() || a.domain() != b.domain() || a.num_outputs() != b.num_outputs() ||
+      a.num_inputs() != b.num_inputs() || a.attrs().size() != b.attrs().size())
+    return false;
+  auto ia = a.attrs().begin();
+  for (auto ib = b.attrs().begin(); ib != b.attrs().end(); ++ia, ++ib)
+    if (ia->first != ib->first || !(ia->second == ib->second)) return false;
+  bool in_order = true;
+  for (int i = 0; i < a.num_inputs() && in_order; ++i) in_order = SameInput(a.input(i), b.input(i));
+  if (in_order) return true;
+  return IsCommutativePair(a) && SameInput(a.input(0), b.input(1)) && SameInput(a.input(1), b.input(0));
+}
+
+// A hash consistent with Same.
+uint64_t NodeHash(const Node& n) {
+  uint64_t h = absl::HashOf(n.op(), n.domain(), n.num_outputs(), n.num_inputs());
+  if (IsCommutativePair(n)) {
+    uint64_t k0 = InputKey(n.input(0)), k1 = InputKey(n.input(1));
+    h = Mix(Mix(h, std::min(k0, k1)), std::max(k0, k1));
+  } else {
+    for (const Value* v : n.inputs()) h = Mix(h, InputKey(v));
+  }
+  for (const auto& [name, a] : n.attrs()) h = absl::HashOf(h, name, AttrHash(a));
+  return h;
+}
+
+// The input every node computing the same thing as `n` also reads, and
+// which is identified by itself: the one at the lowest address (null when
+// every input is a constant with data, or there is none). Nodes with the
+// same inputs have the same anchor.
+const Value* Anchor(const Node& n) {
+  const Value* anchor = nullptr;
+  for (const Value* v : n.inputs())
+    if (v && !ByContents(v) && (!anchor || std::less<const Value*>()(v, anchor))) anchor = v;
+  return anchor;
+}
+
+// Looks for an earlier node computing the same thing among the readers of
+// the node's anchor, which it must read too: no table for most nodes, and
+// the search reads nodes near the one visited. An anchor read by more than
+// kScanLimit nodes is searched through a hash table instead, which then
+// holds every entered reader anchored at it (so a value that gains readers
+// as nodes merge never makes the search quadratic). Nodes without an anchor
+// (only constant inputs, or none) always go through the table. A table
+// entry stays until the pass ends; entries not visible from the node
+// looked up (nodes of a nested graph the walk has left, or of a sibling)
+// are skipped.
 class CommonSubexpressions {
  public:
-  explicit CommonSubexpressions() = default;
-
   void ProcessGraph(Graph& g) {
-    size_t mark = entries_.size();
-    if (mark == 0) {
-      entries_.reserve(g.num_nodes());
-      heads_.reserve(g.num_nodes());
-    }
     // Straight through the list: only the node visited is ever erased.
     for (Node* n = g.first_node(), *next = nullptr; n; n = next) {
       next = n->next();
       g.PrefetchAhead(next);
-      if (std::vector<Graph*> subs = n->subgraphs(); !subs.empty()) {
-        for (Graph* s : subs) ProcessGraph(*s);
-        continue;
+      if (n->may_hold_graphs()) {
+        if (std::vector<Graph*> subs = n->subgraphs(); !subs.empty()) {
+          for (Graph* s : subs) ProcessGraph(*s);
+          continue;
+        }
       }
       if (IsNondeterministicOp(*n) || n->num_outputs() == 0) continue;
-      Ids ids = InputIds(*n);
-      uint64_t h = NodeHash(*n, ids);
-      auto head = heads_.find(h);
-      const Entry* match = nullptr;
-      for (int k = head == heads_.end() ? -1 : head->second; k >= 0; k = entries_[k].next)
-        if (Same(*entries_[k].node, InputIds(*entries_[k].node), *n, ids)) {
-          match = &entries_[k];
-          break;
-        }
-      if (!match) {
-        int next = head == heads_.end() ? -1 : head->second;
-        entries_.push_back({n, h, next});
-        heads_[h] = static_cast<int>(entries_.size() - 1);
+      const Value* anchor = Anchor(*n);
+      Node* keep = nullptr;
+      uint64_t hash = 0;
+      bool tabled = !anchor || UseTable(anchor);
+      if (tabled) {
+        hash = NodeHash(*n);
+        keep = FindInTable(*n, hash, g);
+      } else {
+        keep = FindAmongReaders(*n, anchor, g);
+      }
+      if (!keep) {
+        entered_.Insert(n);
+        if (tabled) Enter(n, hash);
         continue;
       }
       bool interface = false;
       for (const Value* o : n->outputs()) interface |= IsRootGraphOutput(o);
       if (interface) continue;
-      Node* keep = match->node;
       for (int i = 0; i < n->num_outputs(); ++i) {
         Value* from = n->output(i);
         Value* to = keep->output(i);
@@ -120,86 +178,69 @@ class CommonSubexpressions {
       g.EraseNode(n);
       ++removed;
     }
-    // Leaving the scope: forget its nodes, newest first (all at once when
-    // leaving the outermost graph).
-    if (mark == 0) {
-      entries_.clear();
-      heads_.clear();
-      return;
-    }
-    while (entries_.size() > mark) {
-      const Entry& e = entries_.back();
-      if (e.next < 0) heads_.erase(e.hash);
-      else heads_[e.hash] = e.next;
-      entries_.pop_back();
-    }
   }
 
   int64_t removed = 0;
 
  private:
-  using Ids = absl::InlinedVector<const Value*, 4>;
-  // A node in scope. Entries with the same hash form a chain through `next`
-  // (the previous one with that hash, or -1), newest first from heads_; at
-  // most one entry of a chain matches a node (a later match was merged).
-  // The input identities of an entry's node are computed again when its hash
-  // matches (they do not change while it is in scope: its users come after
-  // it), which keeps an entry to 24 bytes.
-  struct Entry {
-    Node* node;
-    uint64_t hash;
-    int next;
-  };
+  static constexpr size_t kScanLimit = 16;
 
-  // The identity of an input: the value itself, or for a constant the first
-  // constant seen with the same contents.
-  const Value* Identity(const Value* v) {
-    if (!v || !v->is_constant() || !v->constant().defined()) return v;
-    auto it = canon_.find(v);
-    if (it != canon_.end()) return it->second;
-    const Tensor& t = v->constant();
-    std::vector<const Value*>& same_hash = by_content_[t.Hash()];
-    const Value* rep = v;
-    for (const Value* c : same_hash)
-      if (c->constant().Equals(t)) {
-        rep = c;
-        break;
-      }
-    if (rep == v) same_hash.push_back(v);
-    canon_[v] = rep;
-    return rep;
+  // Whether `m`, an entered node, can stand for a node of `g`: it belongs to
+  // g or to a graph enclosing it (entered nodes of an enclosing graph all
+  // come before the node holding g).
+  static bool Visible(const Node& m, const Graph& g) {
+    for (const Graph* a = &g; a; a = a->parent())
+      if (m.owner() == a) return true;
+    return false;
   }
 
-  Ids InputIds(const Node& n) {
-    Ids ids;
-    ids.reserve(n.num_inputs());
-    for (const Value* v : n.inputs()) ids.push_back(Identity(v));
-    // Only whether two nodes match depends on this order, not what is kept.
-    if (IsCommutativePair(n) && std::less<const Value*>()(ids[1], ids[0])) std::swap(ids[0], ids[1]);
-    return ids;
+  Node* FindAmongReaders(const Node& n, const Value* anchor, const Graph& g) const {
+    for (const Use& u : anchor->uses()) {
+      Node* m = u.user;
+      if (m && m != &n && entered_.Contains(m) && Same(*m, n) && Visible(*m, g)) return m;
+    }
+    return nullptr;
   }
 
-  static uint64_t NodeHash(const Node& n, const Ids& ids) {
-    uint64_t h = absl::HashOf(n.op(), n.domain(), n.num_outputs(), ids.size());
-    for (const Value* v : ids) h = Mix(h, reinterpret_cast<uintptr_t>(v));
-    for (const auto& [name, a] : n.attrs()) h = absl::HashOf(h, name, AttrHash(a));
-    return h;
+  Node* FindInTable(const Node& n, uint64_t hash, const Graph& g) const {
+    auto head = heads_.find(hash);
+    if (head == heads_.end()) return nullptr;
+    for (int k = head->second; k >= 0; k = entries_[k].next) {
+      Node* m = entries_[k].node;
+      if (Same(*m, n) && Visible(*m, g)) return m;
+    }
+    return nullptr;
   }
 
-  static bool Same(const Node& a, const Ids& a_ids, const Node& b, const Ids& b_ids) {
-    if (a.op() != b.op() || a.domain() != b.domain() || a.num_outputs() != b.num_outputs() || a_ids != b_ids)
-      return false;
-    if (a.attrs().size() != b.attrs().size()) return false;
-    auto ia = a.attrs().begin();
-    for (auto ib = b.attrs().begin(); ib != b.attrs().end(); ++ia, ++ib)
-      if (ia->first != ib->first || !(ia->second == ib->second)) return false;
+  void Enter(Node* n, uint64_t hash) {
+    auto [head, fresh] = heads_.try_emplace(hash, -1);
+    entries_.push_back({n, head->second});
+    head->second = static_cast<int>(entries_.size() - 1);
+  }
+
+  // Whether the nodes anchored at `anchor` are looked up in the table; the
+  // first time its readers outnumber kScanLimit, the entered ones move in.
+  bool UseTable(const Value* anchor) {
+    if (tabled_anchors_.Contains(anchor)) return true;
+    if (anchor->uses().size() <= kScanLimit) return false;
+    tabled_anchors_.Insert(anchor);
+    for (const Use& u : anchor->uses())
+      if (Node* m = u.user; m && entered_.Contains(m) && Anchor(*m) == anchor) Enter(m, NodeHash(*m));
     return true;
   }
 
-  std::vector<Entry> entries_;  // the nodes in scope, in visiting order
+  // An entered node. Entries with the same hash form a chain through `next`
+  // (the previous one with that hash, or -1), newest first from heads_.
+  struct Entry {
+    Node* node;
+    int next;
+  };
+  std::vector<Entry> entries_;
   absl::flat_hash_map<uint64_t, int> heads_;
-  absl::flat_hash_map<const Value*, const Value*> canon_;
-  absl::flat_hash_map<uint64_t, std::vector<const Value*>> by_content_;
+  // Nodes kept and looked up against (a reader of an anchor that is not
+  // tabled is found through the anchor's uses).
+  ScratchMarks entered_;
+  ScratchMarks tabled_anchors_;
 };
 
 }  // namespace
