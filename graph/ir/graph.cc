@@ -62,6 +62,7 @@ void Value::ReplaceAllUsesWith(Value* other) {
   for (const Use& u : uses) {
     if (u.user) {
       u.user->inputs_[u.index] = other;  // Value is a friend of Node
+      u.user->types_current_ = false;
     } else {
       u.graph->outputs_[u.index] = other;
     }
@@ -85,6 +86,7 @@ void Node::SetInput(int i, Value* v) {
   if (inputs_[i]) inputs_[i]->RemoveUse({this, i, nullptr});
   inputs_[i] = v;
   if (v) v->AddUse({this, i, nullptr});
+  types_current_ = false;
 }
 
 void Node::AddInput(Value* v) { SetInput(num_inputs(), v); }
@@ -97,6 +99,7 @@ void Node::RemoveTrailingInputs(int new_count) {
     inputs_.resize(new_count);
     use_slots_.resize(new_count);
   }
+  types_current_ = false;
 }
 
 namespace {
@@ -111,6 +114,7 @@ It AttrAt(It first, It last, absl::string_view name) {
 }  // namespace
 
 void Node::SetAttr(std::string name, Attribute a) {
+  types_current_ = false;
   if (!a.graphs().empty()) {
     holds_graphs_ = true;
     if (owner_) {
@@ -133,6 +137,7 @@ const Attribute* Node::attr(absl::string_view name) const {
 }
 
 void Node::RemoveAttr(absl::string_view name) {
+  types_current_ = false;
   auto it = AttrAt(attrs_.begin(), attrs_.end(), name);
   if (it != attrs_.end() && it->first == name) attrs_.erase(it);
 }

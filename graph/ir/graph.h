@@ -106,7 +106,11 @@ class alignas(64) Value {
   Kind kind() const { return kind_; }
   const std::string& name() const { return name_; }
   const Type& type() const { return type_; }
-  void set_type(Type t) { type_ = std::move(t); }
+  // Clears the types-current mark of the producer and the users.
+  void set_type(Type t) {
+    type_ = std::move(t);
+    TypeOrDataChanged();
+  }
   Graph* owner() const { return owner_; }
 
   Node* producer() const { return producer_; }
@@ -168,7 +172,9 @@ class alignas(64) Value {
   void SetData(Tensor t) {
     constant_ = std::move(t);
     has_data_ = constant_.defined();
+    TypeOrDataChanged();
   }
+  inline void TypeOrDataChanged();
 };
 
 class alignas(64) Node {
@@ -216,6 +222,14 @@ class alignas(64) Node {
   Node* next() const { return next_; }
   Node* prev() const { return prev_; }
 
+  // Whether the output types are what shape inference last made them and
+  // nothing inference reads has changed since: shape inference marks a
+  // node after inferring it (MarkTypesCurrent), and setting an input, an
+  // attribute, the type or data of an input, or the type of an output
+  // clears the mark. A node holding graphs is never marked.
+  bool types_current() const { return types_current_; }
+  void MarkTypesCurrent() { types_current_ = !holds_graphs_; }
+
  private:
   friend class Graph;
   friend class Value;
@@ -229,6 +243,7 @@ class alignas(64) Node {
   std::string op_;
   // Whether an attribute was ever given graphs (subgraphs() is empty if not).
   bool holds_graphs_ = false;
+  bool types_current_ = false;
   // Where this node sits in the owner's walk order (Graph::order_);
   // UINT32_MAX when it is not in it.
   uint32_t order_pos_ = UINT32_MAX;
@@ -246,6 +261,12 @@ class alignas(64) Node {
   Attrs attrs_;
   std::string name_;
 };
+
+void Value::TypeOrDataChanged() {
+  if (producer_) producer_->types_current_ = false;
+  for (const Use& u : uses_)
+    if (u.user) u.user->types_current_ = false;
+}
 
 // Asks for the first two lines of `p` (what walks read of a node or value).
 [[gnu::always_inline]] inline void PrefetchLines(const void* p) {

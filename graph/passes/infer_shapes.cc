@@ -19,6 +19,11 @@
 // their declared types), counted as "loop-fixpoint-capped". Symbolic dims
 // pass through as the ops' rules give them (`batch` stays `batch`).
 //
+// A node that was inferred before and whose inputs, their types and data,
+// attributes and output types have not changed since is not inferred again
+// (Node::types_current): a run after a pass that changed a few nodes infers
+// those and what their changes reach.
+//
 //===----------------------------------------------------------------------===//
 #include "graph/passes/infer_shapes.h"
 
@@ -100,6 +105,9 @@ class LoopAwareInference {
 
  private:
   absl::Status InferOneNode(Node* n) {
+    // Inferred before, and nothing it reads has changed since: inferring it
+    // again would give the types its outputs hold.
+    if (n->types_current()) return absl::OkStatus();
     Graph* body = BodyOf(*n);
     bool default_domain = n->domain().empty() || n->domain() == "ai.onnx";
     if (body && default_domain && n->op() == "Loop") {
@@ -124,6 +132,7 @@ class LoopAwareInference {
       if (fixpoint_depth_ == 0 && *merged != out->type()) ++report.types_refined;
       out->set_type(*std::move(merged));
     }
+    n->MarkTypesCurrent();
     return absl::OkStatus();
   }
 
