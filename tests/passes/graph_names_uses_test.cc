@@ -5,7 +5,8 @@
 // use lists stay exact when uses are added, removed and redirected in any
 // order (removal finds a use through the slot its user records), and when
 // a node is erased keeping its folded outputs as constants. A new
-// ScratchMarks starts empty whatever earlier ones marked.
+// ScratchMarks starts empty whatever earlier ones marked. Changes to what
+// shape inference reads clear the types-current mark of the nodes reading it.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/ir/graph.h"
 #include "graph/ir/parser.h"
+#include "graph/passes/infer_shapes.h"
 #include "graph/passes/pass_manager.h"
 #include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
@@ -261,6 +263,70 @@ TEST(ScratchMarks, StartEmptyAndHoldWhatWasInserted) {
   // A clone's objects start unmarked.
   std::unique_ptr<Graph> c = g.Clone();
   EXPECT_FALSE(fresh.Contains(c->last_node()));
+}
+
+// Shape inference marks what it inferred; every change to what inference
+// reads clears the mark of the nodes that read it, so a later run infers
+// them again and what their new types reach.
+TEST(TypesCurrent, ChangesToWhatInferenceReadsClearTheMark) {
+  Graph g;
+  Value* x = g.AddInput("x", Type::Tensor(DType::kF32, Shape()));
+  Value* y = g.AddInput("y", F32({2, 3}));
+  Node* relu = g.AddNode("Relu", {x}, 1);
+  Node* neg = g.AddNode("Neg", {relu->output(0)}, 1);
+  Node* add = g.AddNode("Add", {neg->output(0), y}, 1);
+  g.AddOutput(add->output(0));
+  ASSERT_TRUE(InferShapesWithLoops(g).ok());
+  for (Node* n : {relu, neg, add}) EXPECT_TRUE(n->types_current()) << n->op();
+  EXPECT_FALSE(add->output(0)->type().shape().ranked());
+
+  // The type of an input: its readers, not the nodes past them.
+  x->set_type(F32({2, 3}));
+  EXPECT_FALSE(relu->types_current());
+  EXPECT_TRUE(neg->types_current());
+  // Inference then reaches every node the new type reaches.
+  ASSERT_TRUE(InferShapesWithLoops(g).ok());
+  EXPECT_EQ(add->output(0)->type(), F32({2, 3}));
+  for (Node* n : {relu, neg, add}) EXPECT_TRUE(n->types_current()) << n->op();
+
+  // An output's type: its producer and its readers.
+  neg->output(0)->set_type(F32({2, 3}));
+  EXPECT_FALSE(neg->types_current());
+  EXPECT_FALSE(add->types_current());
+  EXPECT_TRUE(relu->types_current());
+  ASSERT_TRUE(InferShapesWithLoops(g).ok());
+
+  // Inputs set, redirected or dropped; attributes set or removed.
+  neg->SetInput(0, x);
+  EXPECT_FALSE(neg->types_current());
+  ASSERT_TRUE(InferShapesWithLoops(g).ok());
+  neg->output(0)->ReplaceAllUsesWith(relu->output(0));
+  EXPECT_FALSE(add->types_current());
+  ASSERT_TRUE(InferShapesWithLoops(g).ok());
+  relu->SetAttr("note", Attribute::Int(1));
+  EXPECT_FALSE(relu->types_current());
+  ASSERT_TRUE(InferShapesWithLoops(g).ok());
+  relu->RemoveAttr("note");
+  EXPECT_FALSE(relu->types_current());
+  ASSERT_TRUE(InferShapesWithLoops(g).ok());
+  // A constant's data: its readers.
+  Value* c = g.AddConstant("c", Tensor::Scalar<float>(1.0f));
+  Node* mul = g.AddNode("Mul", {y, c}, 1);
+  ASSERT_TRUE(InferShapesWithLoops(g).ok());
+  EXPECT_TRUE(mul->types_current());
+  c->set_constant(Tensor::Scalar<float>(2.0f));
+  EXPECT_FALSE(mul->types_current());
+  neg->RemoveTrailingInputs(0);
+  EXPECT_FALSE(neg->types_current());
+
+  // A node holding a graph is never marked; a clone's nodes start unmarked.
+  Node* holder = g.AddNode("If", {y}, 1);
+  holder->SetAttr("then_branch", Attribute::GraphValue(std::make_unique<Graph>("t", &g)));
+  holder->MarkTypesCurrent();
+  EXPECT_FALSE(holder->types_current());
+  relu->MarkTypesCurrent();
+  std::unique_ptr<Graph> copy = g.Clone();
+  for (Node* n : copy->nodes()) EXPECT_FALSE(n->types_current());
 }
 
 }  // namespace
