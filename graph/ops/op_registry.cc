@@ -66,14 +66,17 @@ OpDefBuilder OpRegistry::Register(std::string name, std::string domain) {
   def->name = name;
   def->domain = domain;
   OpDef* raw = def.get();
+  if (domain.empty()) default_domain_[name] = raw;
   defs_[{std::move(domain), std::move(name)}] = std::move(def);
   return OpDefBuilder(raw);
 }
 
 const OpDef* OpRegistry::Find(absl::string_view domain, absl::string_view name) const {
-  std::string d(domain);
-  if (d == "ai.onnx") d.clear();
-  auto it = defs_.find({d, std::string(name)});
+  if (domain.empty() || domain == "ai.onnx") {
+    auto it = default_domain_.find(name);
+    return it == default_domain_.end() ? nullptr : it->second;
+  }
+  auto it = defs_.find({std::string(domain), std::string(name)});
   return it == defs_.end() ? nullptr : it->second.get();
 }
 

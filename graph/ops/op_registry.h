@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -208,6 +209,9 @@ class OpRegistry {
 
  private:
   std::map<std::pair<std::string, std::string>, std::unique_ptr<OpDef>> defs_;
+  // The ops of the default domain by name: what nearly every lookup asks
+  // for, found without building a key.
+  absl::flat_hash_map<std::string, const OpDef*> default_domain_;
 };
 
 // The first def.min_inputs inputs of a node are required, except those marked
