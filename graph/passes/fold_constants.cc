@@ -268,22 +268,27 @@ class ConstantFolder {
   // Re-infers a node whose inputs changed in this run (or whose nested
   // graphs may have), keeping what it already declares.
   void Refine(Node* n) {
-    bool touched = !n->subgraphs().empty();
+    bool touched = n->may_hold_graphs() && !n->subgraphs().empty();
     for (const Value* v : n->inputs()) touched |= v && refined_.Contains(v);
     if (!touched) return;
     const OpDef* def = OpRegistry::Global().Find(*n);
     if (!def) return;
     auto inferred = InferNode(*def, *n);
     if (!inferred.ok()) return;
+    bool merged_all = true;
     for (int i = 0; i < n->num_outputs() && i < static_cast<int>(inferred->size()); ++i) {
       Value* out = n->output(i);
       if ((*inferred)[i] == out->type()) continue;
       auto merged = MergeTypes(out->type(), (*inferred)[i]);
+      merged_all &= merged.ok();
       if (merged.ok() && *merged != out->type()) {
         out->set_type(*std::move(merged));
         refined_.Insert(out);
       }
     }
+    // What infer-shapes would have made of it (it reports the merges that
+    // failed).
+    if (merged_all) n->MarkTypesCurrent();
   }
 
   int64_t max_elements_;
