@@ -500,6 +500,55 @@ bool DumpArena(kiln_model* m, int ti, std::string* error) {
   return ok;
 }
 
+// Launches the kernels of task `t` (pointers and params are scratch kept
+// across tasks).
+bool RunKernelTask(kiln_model* m, const TaskDesc& t, std::vector<void*>& pointers, std::vector<void*>& params,
+                   std::string* error) {
+  for (int li = t.first_launch; li < t.first_launch + t.num_launches; ++li) {
+    const LaunchDesc& l = kLaunches[li];
+    const VariantDesc& v = kVariants[m->variant[l.kernel]];
+    if (v.grid[0] == 0 || v.grid[1] == 0 || v.grid[2] == 0) continue;  // nothing to compute
+    pointers.resize(l.num_args);
+    params.resize(l.num_args);
+    for (int a = 0; a < l.num_args; ++a) {
+      pointers[a] = BufferPtr(m, kArgs[l.first_arg + a]);
+      params[a] = &pointers[a];
+      if ((l.zero_args >> a & 1u) &&
+          !Ok(cudaMemsetAsync(pointers[a], 0, kBuffers[kArgs[l.first_arg + a]].bytes, m->stream),
+              std::string("zeroing argument ") + std::to_string(a) + " of " + kKernels[l.kernel].name + " for " +
+                  t.node,
+              error))
+        return false;
+    }
+    if (v.num_tma > 0) {
+      if (m->launch_maps.size() <= static_cast<size_t>(li)) m->launch_maps.resize(li + 1);
+      kiln_model::LaunchMaps& lm = m->launch_maps[li];
+      if (lm.maps.size() != static_cast<size_t>(v.num_tma)) {
+        lm.maps.resize(v.num_tma);
+        lm.bases.assign(v.num_tma, nullptr);
+      }
+      for (int j = 0; j < v.num_tma; ++j) {
+        const TmaDesc& d = kTmaMaps[v.first_tma + j];
+        if (lm.bases[j] != pointers[d.arg]) {
+          lm.bases[j] = nullptr;
+          if (!EncodeTensorMap(m, d, pointers[d.arg], &lm.maps[j],
+                               std::string("the tensor map of argument ") + std::to_string(d.arg) + " of " +
+                                   kKernels[l.kernel].name + " for " + t.node,
+                               error))
+            return false;
+          lm.bases[j] = pointers[d.arg];
+        }
+        params.push_back(&lm.maps[j]);
+      }
+    }
+    if (!Ok(cudaLaunchKernel(kiln_kernel_functions[v.function], dim3(v.grid[0], v.grid[1], v.grid[2]),
+                             dim3(v.block), params.data(), static_cast<size_t>(v.shared_bytes), m->stream),
+            std::string("launching ") + kKernels[l.kernel].name + " for " + t.node, error))
+      return false;
+  }
+  return true;
+}
+
 bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std::string* error) {
   for (int i = 0; i < kNumInputs; ++i) {
     const ValueDesc& d = kValues[kInputs[i]];
@@ -512,55 +561,10 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
   std::vector<void*> params;
   for (int ti = 0; ti < kNumTasks; ++ti) {
     const TaskDesc& t = kTasks[ti];
-    if (ti > 0 && !m->dump_dir.empty() && !DumpArena(m, ti - 1, error)) return false;
-    if (t.kind == KILN_TASK_HOST) {
-      if (!RunHostTask(m, t, error)) return false;
-      continue;
-    }
-    for (int li = t.first_launch; li < t.first_launch + t.num_launches; ++li) {
-      const LaunchDesc& l = kLaunches[li];
-      const VariantDesc& v = kVariants[m->variant[l.kernel]];
-      if (v.grid[0] == 0 || v.grid[1] == 0 || v.grid[2] == 0) continue;  // nothing to compute
-      pointers.resize(l.num_args);
-      params.resize(l.num_args);
-      for (int a = 0; a < l.num_args; ++a) {
-        pointers[a] = BufferPtr(m, kArgs[l.first_arg + a]);
-        params[a] = &pointers[a];
-        if ((l.zero_args >> a & 1u) &&
-            !Ok(cudaMemsetAsync(pointers[a], 0, kBuffers[kArgs[l.first_arg + a]].bytes, m->stream),
-                std::string("zeroing argument ") + std::to_string(a) + " of " + kKernels[l.kernel].name + " for " +
-                    t.node,
-                error))
-          return false;
-      }
-      if (v.num_tma > 0) {
-        if (m->launch_maps.size() <= static_cast<size_t>(li)) m->launch_maps.resize(li + 1);
-        kiln_model::LaunchMaps& lm = m->launch_maps[li];
-        if (lm.maps.size() != static_cast<size_t>(v.num_tma)) {
-          lm.maps.resize(v.num_tma);
-          lm.bases.assign(v.num_tma, nullptr);
-        }
-        for (int j = 0; j < v.num_tma; ++j) {
-          const TmaDesc& d = kTmaMaps[v.first_tma + j];
-          if (lm.bases[j] != pointers[d.arg]) {
-            lm.bases[j] = nullptr;
-            if (!EncodeTensorMap(m, d, pointers[d.arg], &lm.maps[j],
-                                 std::string("the tensor map of argument ") + std::to_string(d.arg) + " of " +
-                                     kKernels[l.kernel].name + " for " + t.node,
-                                 error))
-              return false;
-            lm.bases[j] = pointers[d.arg];
-          }
-          params.push_back(&lm.maps[j]);
-        }
-      }
-      if (!Ok(cudaLaunchKernel(kiln_kernel_functions[v.function], dim3(v.grid[0], v.grid[1], v.grid[2]),
-                               dim3(v.block), params.data(), static_cast<size_t>(v.shared_bytes), m->stream),
-              std::string("launching ") + kKernels[l.kernel].name + " for " + t.node, error))
-        return false;
-    }
+    const bool ran =
+        t.kind == KILN_TASK_HOST ? RunHostTask(m, t, error) : RunKernelTask(m, t, pointers, params, error);
+    if (!ran || (!m->dump_dir.empty() && !DumpArena(m, ti, error))) return false;
   }
-  if (kNumTasks > 0 && !m->dump_dir.empty() && !DumpArena(m, kNumTasks - 1, error)) return false;
   for (int i = 0; i < kNumOutputs; ++i) {
     const ValueDesc& d = kValues[kOutputs[i]];
     if (m->bound[kBuffers[d.buffer].root] == outputs[i]) continue;
