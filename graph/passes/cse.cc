@@ -213,7 +213,7 @@ class CommonSubexpressions {
   }
 
   void Enter(Node* n, uint64_t hash) {
-    auto [head, fresh] = heads_.try_emplace(hash, -1);
+    auto head = heads_.try_emplace(hash, -1).first;
     entries_.push_back({n, head->second});
     head->second = static_cast<int>(entries_.size() - 1);
   }
