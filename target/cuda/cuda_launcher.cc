@@ -186,9 +186,10 @@ struct TmaDesc {
   CUtensorMapSwizzle swizzle;
 };
 struct KernelDesc { const char* name; int first_variant; int num_variants; };
-// zero_args: bit i set when argument i is zeroed before the launch (the
-// kernel adds split-K partial sums into it).
-struct LaunchDesc { int kernel; int first_arg; int num_args; unsigned zero_args; };
+// kZeroArgs[first_zero .. first_zero + num_zero): the arguments (indices
+// into this launch's) zeroed before the launch (the kernel adds split-K
+// partial sums into them).
+struct LaunchDesc { int kernel; int first_arg; int num_args; int first_zero; int num_zero; };
 enum { KILN_TASK_KERNEL = 0, KILN_TASK_HOST = 1 };
 struct TaskDesc {
   int kind;
@@ -513,8 +514,10 @@ bool RunKernelTask(kiln_model* m, const TaskDesc& t, std::vector<void*>& pointer
     for (int a = 0; a < l.num_args; ++a) {
       pointers[a] = BufferPtr(m, kArgs[l.first_arg + a]);
       params[a] = &pointers[a];
-      if ((l.zero_args >> a & 1u) &&
-          !Ok(cudaMemsetAsync(pointers[a], 0, kBuffers[kArgs[l.first_arg + a]].bytes, m->stream),
+    }
+    for (int z = l.first_zero; z < l.first_zero + l.num_zero; ++z) {
+      const int a = kZeroArgs[z];
+      if (!Ok(cudaMemsetAsync(pointers[a], 0, kBuffers[kArgs[l.first_arg + a]].bytes, m->stream),
               std::string("zeroing argument ") + std::to_string(a) + " of " + kKernels[l.kernel].name + " for " +
                   t.node,
               error))
@@ -781,7 +784,7 @@ std::string ModelSource(const CudaPackage& p) {
                     "},\n");
   absl::StrAppend(&s, "    {\"\", 0, 0}};\n\n");
 
-  std::vector<int> args;
+  std::vector<int> args, zero_args;
   std::string launches = "static const LaunchDesc kLaunches[] = {\n";
   std::string tasks = "static const TaskDesc kTasks[] = {\n";
   std::vector<int> host_io;
@@ -796,11 +799,11 @@ std::string ModelSource(const CudaPackage& p) {
                       t.launches.size(), ", -1, 0, 0, 0},\n");
       for (const PackageTask::Launch& l : t.launches) {
         const PackageKernel& k = p.kernels[l.kernel];
-        unsigned zero_args = 0;
-        for (int a : k.zero_args) zero_args |= 1u << a;
         absl::StrAppend(&launches, "    {", l.kernel, ", ", args.size(), ", ", l.args.size(), ", ",
-                        zero_args, "u},  // ", CommentText(t.node), ": ", k.name, "\n");
+                        zero_args.size(), ", ", k.zero_args.size(), "},  // ", CommentText(t.node), ": ", k.name,
+                        "\n");
         args.insert(args.end(), l.args.begin(), l.args.end());
+        zero_args.insert(zero_args.end(), k.zero_args.begin(), k.zero_args.end());
         ++num_launches;
       }
     } else {
@@ -811,14 +814,14 @@ std::string ModelSource(const CudaPackage& p) {
     }
     ++num_tasks;
   }
-  absl::StrAppend(&launches, "    {0, 0, 0, 0u}};\n\n");
+  absl::StrAppend(&launches, "    {0, 0, 0, 0, 0}};\n\n");
   absl::StrAppend(&tasks, "    {0, \"\", 0, 0, -1, 0, 0, 0}};\n\n");
   auto int_table = [](const char* name, const std::vector<int>& v) {
     std::string r = absl::StrCat("static const int ", name, "[] = {");
     for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&r, i % 16 == 0 ? "\n    " : " ", v[i], ",");
     return r + "\n    0};\n";
   };
-  absl::StrAppend(&s, int_table("kArgs", args), "\n", launches);
+  absl::StrAppend(&s, int_table("kArgs", args), int_table("kZeroArgs", zero_args), "\n", launches);
 
   std::vector<int64_t> dims;
   std::string values = "static const ValueDesc kValues[] = {\n";
