@@ -136,7 +136,7 @@ struct Executor::Impl {
     }
     outer.push_back(&env);
     auto lookup = [&](const Value* v) -> const Tensor* {
-      if (v->is_constant()) return v->constant().defined() ? &v->constant() : nullptr;
+      if (v->is_constant()) return v->constant_data();
       for (auto it = outer.rbegin(); it != outer.rend(); ++it) {
         auto f = (*it)->find(v);
         if (f != (*it)->end()) return &f->second;
@@ -229,7 +229,7 @@ absl::StatusOr<std::vector<Tensor>> Executor::RunNode(const Node& node,
   std::vector<const Tensor*> ins;
   for (Value* v : node.inputs()) {
     if (!v) ins.push_back(nullptr);
-    else if (v->is_constant()) ins.push_back(v->constant().defined() ? &v->constant() : nullptr);
+    else if (v->is_constant()) ins.push_back(v->constant_data());
     else ins.push_back(&env[v]);
     if (v && !ins.back())
       return absl::InvalidArgumentError(absl::StrCat("node '", node.name(), "': input '", v->name(), "' has no value"));

@@ -130,6 +130,10 @@ class alignas(64) Value {
   // Whether constant() (or initial()) is defined, answered from the value's
   // first line: walks that ask it of every operand do not load the tensor.
   bool has_data() const { return has_data_; }
+  // The data of a constant that holds data; null for every other value (a
+  // graph input, a node output, a constant whose bytes were elided). What
+  // folding, simplification and kernel selection mean by "a known constant".
+  const Tensor* constant_data() const { return kind_ == Kind::kConstant && has_data_ ? &constant_ : nullptr; }
 
   absl::Span<const Use> uses() const { return uses_; }
   bool has_uses() const { return !uses_.empty(); }
@@ -267,6 +271,9 @@ void Value::TypeOrDataChanged() {
   for (const Use& u : uses_)
     if (u.user) u.user->types_current_ = false;
 }
+
+// constant_data() of `v`, or null for a null `v` (an omitted optional input).
+inline const Tensor* ConstantData(const Value* v) { return v ? v->constant_data() : nullptr; }
 
 // Asks for the first two lines of `p` (what walks read of a node or value).
 [[gnu::always_inline]] inline void PrefetchLines(const void* p) {

@@ -361,8 +361,8 @@ absl::Status Loop(KernelContext& ctx) {
 OpCost LoopCost(const Node& n) {
   double trips = 1;
   Value* m = n.input(0);
-  if (m && m->is_constant() && m->constant().defined() && m->constant().numel() == 1)
-    trips = static_cast<double>(std::max<int64_t>(m->constant().GetInt(0), 0));
+  if (const Tensor* t = ConstantData(m); t && t->numel() == 1)
+    trips = static_cast<double>(std::max<int64_t>(t->GetInt(0), 0));
   return Scaled(GraphCost(SubgraphAttr(n, "body")), trips);
 }
 

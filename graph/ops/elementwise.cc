@@ -1114,7 +1114,7 @@ void AppendUnitDims(Node* node, int index, int count) {
   Graph& g = *node->owner();
   Value* v = node->input(index);
   int rank = KnownRank(v);
-  if (v->is_constant() && v->has_data()) {
+  if (v->constant_data()) {
     Dims dims = v->constant().dims();
     dims.insert(dims.end(), count, 1);
     Value* c = g.AddConstant(g.UniqueName(v->name()), v->constant().Reshaped(dims));

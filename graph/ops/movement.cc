@@ -383,7 +383,7 @@ absl::Status UpgradeSplit(Graph& g, Node* node, int64_t opset) {
   if (opset < 2 && node->input(1)) {
     // Split-1 takes `split` as an optional input of the data's float type.
     Value* s = node->input(1);
-    if (!s->is_constant() || !s->constant().defined())
+    if (!s->constant_data())
       return InvalidArgument("Split-1 with a non-constant 'split' input is not supported");
     std::vector<int64_t> v = ToInt64Vector(s->constant());
     node->SetInput(1, g.AddConstant(g.UniqueName("split"), Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())})));

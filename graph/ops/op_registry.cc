@@ -99,7 +99,7 @@ absl::StatusOr<std::vector<Type>> InferNode(const OpDef& def, const Node& node) 
   std::vector<const Tensor*> values;
   for (Value* v : node.inputs()) {
     types.push_back(v ? &v->type() : nullptr);
-    values.push_back(v && v->is_constant() && v->has_data() ? &v->constant() : nullptr);
+    values.push_back(ConstantData(v));
   }
   InferContext ctx(node, std::move(types), std::move(values));
   KILN_RETURN_IF_ERROR(CheckRequiredInputs(def, node));

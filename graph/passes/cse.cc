@@ -75,7 +75,7 @@ bool IsCommutativePair(const Node& n) {
 // A constant with data is identified by its contents; every other input
 // (a graph input, a node output, a constant whose bytes were elided) by
 // itself.
-bool ByContents(const Value* v) { return v && v->is_constant() && v->has_data(); }
+bool ByContents(const Value* v) { return ConstantData(v) != nullptr; }
 
 bool SameInput(const Value* a, const Value* b) {
   if (a == b) return true;

@@ -38,17 +38,15 @@ bool IsOp(const Node& n, absl::string_view op) {
 
 // The truth of a one-element constant, if `v` is one.
 std::optional<bool> ConstantTruth(const Value* v) {
-  if (!v || !v->is_constant() || !v->has_data()) return std::nullopt;
-  const Tensor& t = v->constant();
-  if (t.numel() != 1 || t.dtype() == DType::kString) return std::nullopt;
-  return t.GetDouble(0) != 0;
+  const Tensor* t = ConstantData(v);
+  if (!t || t->numel() != 1 || t->dtype() == DType::kString) return std::nullopt;
+  return t->GetDouble(0) != 0;
 }
 
 std::optional<int64_t> ConstantInt(const Value* v) {
-  if (!v || !v->is_constant() || !v->has_data()) return std::nullopt;
-  const Tensor& t = v->constant();
-  if (t.numel() != 1 || !IsInteger(t.dtype())) return std::nullopt;
-  return t.GetInt(0);
+  const Tensor* t = ConstantData(v);
+  if (!t || t->numel() != 1 || !IsInteger(t->dtype())) return std::nullopt;
+  return t->GetInt(0);
 }
 
 class DeadBranchEliminator {
@@ -172,7 +170,7 @@ class DeadBranchEliminator {
       Value* init = n->input(2 + i);
       if (!init) return false;
       if (IsRootGraphOutput(n->output(i))) {
-        if (!init->is_constant() || !init->constant().defined()) return false;
+        if (!init->constant_data()) return false;
         tensors[i] = init->constant();  // a constant under the output's name
       } else {
         values[i] = init;

@@ -30,7 +30,6 @@ namespace kiln {
 namespace {
 
 using patterns::CanReplace;
-using patterns::ConstantData;
 using patterns::KnownRank;
 using patterns::ReplaceNode;
 using patterns::SingleUser;

@@ -38,8 +38,6 @@ bool IsOp(const Node& n, absl::string_view op) {
   return n.op() == op && (n.domain().empty() || n.domain() == "ai.onnx");
 }
 
-bool IsKnownConstant(const Value* v) { return v && v->is_constant() && v->has_data(); }
-
 // Ops whose reference kernels return a view of their input's storage: their
 // folds create no elements, so the size limit does not apply to them.
 bool IsViewOp(const Node& n) {
@@ -48,7 +46,7 @@ bool IsViewOp(const Node& n) {
 
 bool SharesInputStorage(const Node& n, const Tensor& t) {
   for (const Value* v : n.inputs())
-    if (IsKnownConstant(v) && v->constant().SharesStorageWith(t)) return true;
+    if (const Tensor* c = ConstantData(v); c && c->SharesStorageWith(t)) return true;
   return false;
 }
 
@@ -84,10 +82,9 @@ std::optional<Tensor> StaticDimsTensor(const DimVector& dims, Dims tensor_dims) 
 
 // The single integer of a one-element integer constant.
 std::optional<int64_t> ScalarInt(const Value* v) {
-  if (!IsKnownConstant(v)) return std::nullopt;
-  const Tensor& t = v->constant();
-  if (t.numel() != 1 || !IsInteger(t.dtype())) return std::nullopt;
-  return t.GetInt(0);
+  const Tensor* t = ConstantData(v);
+  if (!t || t->numel() != 1 || !IsInteger(t->dtype())) return std::nullopt;
+  return t->GetInt(0);
 }
 
 // Outputs that follow from static dims alone: Shape, Size, and Gather or
@@ -108,7 +105,7 @@ std::optional<Tensor> FoldFromShapes(const Node& n) {
   if (IsOp(n, "Gather")) {
     std::optional<DimVector> entries = ShapeEntries(n.input(0));
     const Value* idx = n.input(1);
-    if (!entries || !IsKnownConstant(idx) || !IsInteger(idx->constant().dtype())) return std::nullopt;
+    if (!entries || !ConstantData(idx) || !IsInteger(idx->constant().dtype())) return std::nullopt;
     int64_t axis = n.GetInt("axis", 0);
     if (axis != 0 && axis != -1) return std::nullopt;
     const Tensor& it = idx->constant();
@@ -181,7 +178,7 @@ class ConstantFolder {
  private:
   bool AllInputsConstant(const Node& n) const {
     for (const Value* v : n.inputs())
-      if (v && !IsKnownConstant(v)) return false;
+      if (v && !v->constant_data()) return false;
     return true;
   }
 
@@ -192,7 +189,8 @@ class ConstantFolder {
     if (IsOp(n, "Loop")) {
       std::optional<int64_t> trips = n.input(0) ? ScalarInt(n.input(0)) : std::nullopt;
       const Value* cond = n.input(1);
-      bool never = IsKnownConstant(cond) && cond->constant().numel() == 1 && cond->constant().GetDouble(0) == 0;
+      const Tensor* c = ConstantData(cond);
+      bool never = c && c->numel() == 1 && c->GetDouble(0) == 0;
       if (!never && (!trips || *trips > kMaxFoldedLoopTrips)) return false;
     }
     return true;

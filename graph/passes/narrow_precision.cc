@@ -187,7 +187,7 @@ bool SinkInto(Graph& g, Node* n, DType narrow, Converted& converted) {
     if (!v || !v->type().is_tensor() || !IsFloat(v->type().dtype())) continue;
     if (!IsF32(v)) sink = false;
     else if (Widened(v, narrow)) any_cast = true;
-    else if (!v->is_constant() || !v->has_data() || !NarrowHolds(v->constant(), narrow)) sink = false;
+    else if (!v->constant_data() || !NarrowHolds(v->constant(), narrow)) sink = false;
   }
   for (const Value* y : n->outputs()) any_out |= IsF32(y);
   const bool lookup = n->op() == "Gather" && n->input(0) && n->input(0)->is_constant();
@@ -248,7 +248,7 @@ void NarrowMatrixOp(Graph& g, Node* n, Node* next, DType narrow, Converted& conv
       v->set_type(Type::Tensor(narrow, v->type().shape()));
       continue;
     }
-    if (v->is_constant() && v->has_data()) n->SetInput(i, NarrowConstant(g, v, narrow, converted));
+    if (v->constant_data()) n->SetInput(i, NarrowConstant(g, v, narrow, converted));
     else n->SetInput(i, CastToNarrow(g, v, narrow, n));
   }
   NarrowWithCastBack(g, n->output(0), narrow, next);
@@ -288,7 +288,7 @@ bool CastStandsAlone(const Value* v, const OpLists& lists) {
 double CastElements(const Node& n, const OpLists& lists, DType narrow) {
   double elems = 0;
   for (const Value* v : n.inputs()) {
-    if (!v || (v->is_constant() && v->has_data()) || Widened(v, narrow) || !CastStandsAlone(v, lists))
+    if (!v || v->constant_data() || Widened(v, narrow) || !CastStandsAlone(v, lists))
       continue;
     if (!v->type().shape().is_static()) return -1;
     elems += static_cast<double>(v->type().shape().NumElements());

@@ -33,10 +33,10 @@ int64_t Numel(const std::vector<int64_t>& dims) {
 
 absl::StatusOr<std::vector<int64_t>> ConstInts(const Node& n, int input) {
   const Value* v = n.input(input);
-  if (!v || !v->is_constant() || !v->constant().defined())
-    return absl::FailedPreconditionError(absl::StrCat("input ", input, " of ", n.op(), " is not a constant"));
+  const Tensor* t = ConstantData(v);
+  if (!t) return absl::FailedPreconditionError(absl::StrCat("input ", input, " of ", n.op(), " is not a constant"));
   std::vector<int64_t> r;
-  for (int64_t i = 0; i < v->constant().numel(); ++i) r.push_back(v->constant().GetInt(i));
+  for (int64_t i = 0; i < t->numel(); ++i) r.push_back(t->GetInt(i));
   return r;
 }
 

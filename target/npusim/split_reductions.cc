@@ -21,9 +21,9 @@ std::vector<bool> Reduced(const Node& n, const Dims& x) {
   std::vector<int64_t> axes;
   if (n.op() == "ReduceSum") {
     if (n.num_inputs() > 1 && n.input(1)) {
-      if (!n.input(1)->is_constant() || !n.input(1)->constant().defined()) return {};
-      const Tensor& a = n.input(1)->constant();
-      for (int64_t i = 0; i < a.numel(); ++i) axes.push_back(static_cast<int64_t>(a.GetDouble(i)));
+      const Tensor* a = n.input(1)->constant_data();
+      if (!a) return {};
+      for (int64_t i = 0; i < a->numel(); ++i) axes.push_back(static_cast<int64_t>(a->GetDouble(i)));
     }
     if (axes.empty() && n.GetInt("noop_with_empty_axes", 0) != 0) return {};
   } else {

@@ -7,6 +7,7 @@
 // a node is erased keeping its folded outputs as constants. A new
 // ScratchMarks starts empty whatever earlier ones marked. Changes to what
 // shape inference reads clear the types-current mark of the nodes reading it.
+// constant_data() is the data of constants that hold data and of nothing else.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -237,6 +238,30 @@ TEST(GraphUses, ErasingANodeKeepsItsFoldedOutputsAsConstants) {
   ExpectUsesExact(g, a);
   ExpectUsesExact(g, b);
   EXPECT_TRUE(VerifyGraph(g).ok());
+  // Folded outputs hold data; the node outputs that stay do not.
+  EXPECT_EQ(a->constant_data(), &a->constant());
+  EXPECT_EQ(user->output(0)->constant_data(), nullptr);
+}
+
+// constant_data(): the data of a constant that holds data, null for every
+// other value (an input with or without an initial value, a node output, a
+// constant whose bytes were elided, an omitted input).
+TEST(GraphValues, ConstantDataIsDataOfConstantsOnly) {
+  Graph g;
+  Value* x = g.AddInput("x", F32({1}));
+  Value* var = g.AddInput("var", F32({1}));
+  var->set_initial(Tensor::FromVector<float>({2}, {1}));
+  Value* c = g.AddConstant("c", Tensor::Scalar<float>(1.0f));
+  Value* elided = g.AddElidedConstant("elided", F32({4}));
+  Value* y = g.AddNode("Add", {x, c}, 1)->output(0);
+  EXPECT_EQ(c->constant_data(), &c->constant());
+  EXPECT_EQ(ConstantData(c), &c->constant());
+  for (const Value* v : {x, var, elided, y}) EXPECT_EQ(v->constant_data(), nullptr) << v->name();
+  EXPECT_TRUE(var->has_data());
+  EXPECT_EQ(ConstantData(nullptr), nullptr);
+  // Giving the elided constant bytes makes it one that holds data.
+  elided->set_constant(Tensor::FromVector<float>({1, 2, 3, 4}, {4}));
+  EXPECT_EQ(elided->constant_data(), &elided->constant());
 }
 
 TEST(ScratchMarks, StartEmptyAndHoldWhatWasInserted) {

@@ -141,7 +141,7 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
           continue;
         }
         Value* b;
-        if (v->is_constant() && v->has_data() && v->constant().numel() <= kInlineConstantElements) {
+        if (v->constant_data() && v->constant().numel() <= kInlineConstantElements) {
           b = body.AddConstant(names.Fresh(body, v->name()), v->constant());
           if (v->owner() == &g) inlined.push_back(v);
         } else {

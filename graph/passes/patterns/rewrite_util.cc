@@ -17,11 +17,6 @@
 
 namespace kiln::patterns {
 
-const Tensor* ConstantData(const Value* v) {
-  if (!v || !v->is_constant() || !v->has_data()) return nullptr;
-  return &v->constant();
-}
-
 namespace {
 
 bool IsNondeterministic(const Node& n) {

@@ -23,8 +23,7 @@ namespace kiln::patterns {
 
 //===--- Reading the graph ------------------------------------------------===//
 
-// The data of `v` when it is a constant with defined data, else null.
-const Tensor* ConstantData(const Value* v);
+// (kiln::ConstantData, in graph.h: the data of a constant holding data.)
 
 // The data of `v` when it is a constant, or the result of evaluating the
 // nodes that produce it when every one of them has only constant inputs

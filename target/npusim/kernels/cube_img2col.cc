@@ -641,7 +641,7 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
     return absl::UnimplementedError("img2col reads f16 or bf16 images");
   for (const Value* v : {x, w, bias})
     if (v && v->type().dtype() != dt) return absl::UnimplementedError("Conv operand dtypes differ");
-  if (!ops.w->is_constant() || !ops.w->constant().defined())
+  if (!ops.w->constant_data())
     return absl::UnimplementedError("img2col needs constant weights (laid out as fractals at compile time)");
   const std::vector<int64_t> dx = x->type().shape().StaticDims(), dw = w->type().shape().StaticDims(),
                              dy = y->type().shape().StaticDims();

@@ -70,7 +70,7 @@ int64_t Align(int64_t v, int64_t a) { return RoundUp(v, a); }
 bool FractalCandidate(const GemmSpec& s, bool a) {
   const int arg = a ? s.a_arg : s.b_arg;
   const Value* v = arg >= 0 && arg < static_cast<int>(s.arg_values.size()) ? s.arg_values[arg] : nullptr;
-  if (!v || !v->is_constant() || !v->constant().defined() || sim::DTypeSize(s.dtype) < 2) return false;
+  if (!ConstantData(v) || sim::DTypeSize(s.dtype) < 2) return false;
   if (a ? s.lda : s.ldb) return false;  // a strided view
   const std::vector<int64_t>& strides = a ? s.a_batch_stride : s.b_batch_stride;
   if (!std::all_of(strides.begin(), strides.end(), [](int64_t d) { return d == 0; })) return false;

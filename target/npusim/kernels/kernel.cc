@@ -41,8 +41,9 @@ std::string KasmByteArgLine(absl::string_view name, const Value& v) {
 }
 
 std::optional<double> ConstScalar(const Value* v) {
-  if (!v || !v->is_constant() || !v->constant().defined() || v->constant().numel() != 1) return std::nullopt;
-  return v->constant().GetDouble(0);
+  const Tensor* t = ConstantData(v);
+  if (!t || t->numel() != 1) return std::nullopt;
+  return t->GetDouble(0);
 }
 
 std::vector<const Value*> LaunchValues(const Node& node, const GeneratedKernel& k, size_t* first_output) {
