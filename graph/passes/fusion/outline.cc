@@ -79,19 +79,10 @@ int64_t BytesSaved(const Graph& body, const absl::flat_hash_set<const Node*>& co
 OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& names, int* body_count) {
   OutlineReport report;
   if (partition.groups.empty()) return report;
-  absl::flat_hash_map<const Node*, int> pos;
-  {
-    int i = 0;
-    for (Node* n : g.nodes()) pos[n] = i++;
-  }
   absl::flat_hash_map<const Node*, int> owner;
-  std::vector<Node*> originals;  // owned and duplicated
-  for (size_t k = 0; k < partition.groups.size(); ++k) {
-    for (const Member& m : partition.groups[k].members) {
+  for (size_t k = 0; k < partition.groups.size(); ++k)
+    for (const Member& m : partition.groups[k].members)
       if (!m.duplicate) owner[m.node] = static_cast<int>(k);
-      originals.push_back(m.node);
-    }
-  }
 
   // Values some group reads from outside itself: a group's copy of another
   // group's member may read that group's results, which no outer node shows.
@@ -187,10 +178,16 @@ OutlineReport OutlineGroups(Graph& g, const Partition& partition, NameTable& nam
   for (Pending& p : pending)
     for (size_t i = 0; i < p.leaving.size(); ++i) p.leaving[i]->ReplaceAllUsesWith(p.placeholder->output(i));
 
-  // 2. Members and unread originals, last first.
-  std::sort(originals.begin(), originals.end());
-  originals.erase(std::unique(originals.begin(), originals.end()), originals.end());
-  std::sort(originals.begin(), originals.end(), [&](const Node* a, const Node* b) { return pos[a] > pos[b]; });
+  // 2. Members and unread originals (owned and duplicated), last first:
+  // marked, then collected by a walk from the graph's last node.
+  std::vector<Node*> originals;
+  {
+    ScratchMarks marked;
+    for (const Group& group : partition.groups)
+      for (const Member& m : group.members) marked.Insert(m.node);
+    for (Node* n = g.last_node(); n; n = n->prev())
+      if (marked.Contains(n)) originals.push_back(n);
+  }
   absl::flat_hash_set<const Node*> erased;
   for (Node* n : originals) {
     bool used = false;
