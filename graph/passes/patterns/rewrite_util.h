@@ -23,8 +23,6 @@ namespace kiln::patterns {
 
 //===--- Reading the graph ------------------------------------------------===//
 
-// (kiln::ConstantData, in graph.h: the data of a constant holding data.)
-
 // The data of `v` when it is a constant, or the result of evaluating the
 // nodes that produce it when every one of them has only constant inputs
 // (at most `max_depth` nodes deep, no random or control-flow ops, results of
