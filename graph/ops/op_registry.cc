@@ -28,12 +28,12 @@ static std::string Label(const Node& n) {
   return absl::StrCat("node '", n.name(), "' (", n.QualifiedOp(), ")");
 }
 
-InferContext::InferContext(const Node& node, std::vector<const Type*> input_types,
-                           std::vector<const Tensor*> input_values)
-    : node_(node),
-      input_types_(std::move(input_types)),
-      input_values_(std::move(input_values)),
-      outputs_(node.num_outputs()) {}
+InferContext::InferContext(const Node& node) : node_(node), outputs_(node.num_outputs()) {
+  for (const Value* v : node.inputs()) {
+    input_types_.push_back(v ? &v->type() : nullptr);
+    input_values_.push_back(ConstantData(v));
+  }
+}
 
 std::string InferContext::NodeLabel() const { return Label(node_); }
 
@@ -95,13 +95,7 @@ absl::Status CheckRequiredInputs(const OpDef& def, const Node& node) {
 }
 
 absl::StatusOr<std::vector<Type>> InferNode(const OpDef& def, const Node& node) {
-  std::vector<const Type*> types;
-  std::vector<const Tensor*> values;
-  for (Value* v : node.inputs()) {
-    types.push_back(v ? &v->type() : nullptr);
-    values.push_back(ConstantData(v));
-  }
-  InferContext ctx(node, std::move(types), std::move(values));
+  InferContext ctx(node);
   KILN_RETURN_IF_ERROR(CheckRequiredInputs(def, node));
   if (def.infer) {
     absl::Status s = def.infer(ctx);

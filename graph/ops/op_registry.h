@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -56,8 +57,11 @@ absl::string_view OpClassName(OpClass c);
 // for shape-carrying inputs such as Reshape's `shape`.
 class InferContext {
  public:
-  InferContext(const Node& node, std::vector<const Type*> input_types,
-               std::vector<const Tensor*> input_values);
+  // Reads the types of the node's inputs and the data of those that are
+  // constants holding data. The operands are kept in the context itself up
+  // to the count nearly every op has, so inferring a node allocates only
+  // its results.
+  explicit InferContext(const Node& node);
 
   const Node& node() const { return node_; }
   int num_inputs() const { return static_cast<int>(input_types_.size()); }
@@ -82,8 +86,8 @@ class InferContext {
 
  private:
   const Node& node_;
-  std::vector<const Type*> input_types_;
-  std::vector<const Tensor*> input_values_;
+  absl::InlinedVector<const Type*, 4> input_types_;
+  absl::InlinedVector<const Tensor*, 4> input_values_;
   std::vector<Type> outputs_;
 };
 
