@@ -32,21 +32,11 @@
 namespace kiln {
 namespace {
 
-bool IsOp(const Node& n, absl::string_view op) {
-  return n.op() == op && (n.domain().empty() || n.domain() == "ai.onnx");
-}
-
 // The truth of a one-element constant, if `v` is one.
 std::optional<bool> ConstantTruth(const Value* v) {
   const Tensor* t = ConstantData(v);
   if (!t || t->numel() != 1 || t->dtype() == DType::kString) return std::nullopt;
   return t->GetDouble(0) != 0;
-}
-
-std::optional<int64_t> ConstantInt(const Value* v) {
-  const Tensor* t = ConstantData(v);
-  if (!t || t->numel() != 1 || !IsInteger(t->dtype())) return std::nullopt;
-  return t->GetInt(0);
 }
 
 class DeadBranchEliminator {

@@ -34,10 +34,6 @@
 namespace kiln {
 namespace {
 
-bool IsOp(const Node& n, absl::string_view op) {
-  return n.op() == op && (n.domain().empty() || n.domain() == "ai.onnx");
-}
-
 // Ops whose reference kernels return a view of their input's storage: their
 // folds create no elements, so the size limit does not apply to them.
 bool IsViewOp(const Node& n) {
@@ -80,13 +76,6 @@ std::optional<Tensor> StaticDimsTensor(const DimVector& dims, Dims tensor_dims) 
   return t;
 }
 
-// The single integer of a one-element integer constant.
-std::optional<int64_t> ScalarInt(const Value* v) {
-  const Tensor* t = ConstantData(v);
-  if (!t || t->numel() != 1 || !IsInteger(t->dtype())) return std::nullopt;
-  return t->GetInt(0);
-}
-
 // Outputs that follow from static dims alone: Shape, Size, and Gather or
 // Slice of a Shape that select only static entries.
 std::optional<Tensor> FoldFromShapes(const Node& n) {
@@ -122,9 +111,9 @@ std::optional<Tensor> FoldFromShapes(const Node& n) {
   if (IsOp(n, "Slice")) {
     std::optional<DimVector> entries = ShapeEntries(n.input(0));
     if (!entries) return std::nullopt;
-    std::optional<int64_t> start = ScalarInt(n.input(1)), end = ScalarInt(n.input(2));
-    std::optional<int64_t> axis = n.input(3) ? ScalarInt(n.input(3)) : std::optional<int64_t>(0);
-    std::optional<int64_t> step = n.input(4) ? ScalarInt(n.input(4)) : std::optional<int64_t>(1);
+    std::optional<int64_t> start = ConstantInt(n.input(1)), end = ConstantInt(n.input(2));
+    std::optional<int64_t> axis = n.input(3) ? ConstantInt(n.input(3)) : std::optional<int64_t>(0);
+    std::optional<int64_t> step = n.input(4) ? ConstantInt(n.input(4)) : std::optional<int64_t>(1);
     if (!start || !end || !axis || !step || (*axis != 0 && *axis != -1) || *step == 0) return std::nullopt;
     int64_t len = static_cast<int64_t>(entries->size());
     int64_t s = *start, e = *end;
@@ -187,7 +176,7 @@ class ConstantFolder {
     for (const Graph* s : n.subgraphs())
       if (HasNondeterministicOp(*s)) return false;
     if (IsOp(n, "Loop")) {
-      std::optional<int64_t> trips = n.input(0) ? ScalarInt(n.input(0)) : std::nullopt;
+      std::optional<int64_t> trips = n.input(0) ? ConstantInt(n.input(0)) : std::nullopt;
       const Value* cond = n.input(1);
       const Tensor* c = ConstantData(cond);
       bool never = c && c->numel() == 1 && c->GetDouble(0) == 0;

@@ -1,7 +1,8 @@
 //===- rewrite_helpers.h - Helpers the graph passes share ------*- C++ -*-===//
 //
 // Small pieces that several passes need when they replace values: whether a
-// node is one of a list of ops, which ops are views, whether a value is an
+// node is a given op or one of a list of ops, the integer a one-element
+// constant holds, which ops are views, whether a value is an
 // output of the main graph (whose name is the model's interface and must
 // survive a rewrite), which ops are nondeterministic, a
 // table of every value name of a graph nest (a nested graph may not redefine
@@ -13,6 +14,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,19 @@
 #include "graph/ir/graph.h"
 
 namespace kiln {
+
+// Whether `n` is the op `op` of the default domain (written "" or
+// "ai.onnx").
+inline bool IsOp(const Node& n, absl::string_view op) {
+  return n.op() == op && (n.domain().empty() || n.domain() == "ai.onnx");
+}
+
+// The single integer of a one-element integer constant, if `v` is one.
+inline std::optional<int64_t> ConstantInt(const Value* v) {
+  const Tensor* t = ConstantData(v);
+  if (!t || t->numel() != 1 || !IsInteger(t->dtype())) return std::nullopt;
+  return t->GetInt(0);
+}
 
 // Whether `n` is an op of the default domain named in `ops`.
 inline bool IsOneOf(const Node& n, absl::Span<const char* const> ops) {
