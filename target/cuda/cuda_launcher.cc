@@ -238,6 +238,12 @@ struct kiln_model {
   };
   std::vector<LaunchMaps> launch_maps;
   std::string dump_dir;  // KILN_CUDA_DUMP_DIR: the arena after each task
+  // KILN_CUDA_PROFILE: a CUDA event before each task and after the last;
+  // per task, the milliseconds summed over runs; written at free.
+  std::string profile_path;
+  std::vector<cudaEvent_t> profile_events;
+  std::vector<double> profile_ms;
+  int profile_runs = 0;
 };
 
 namespace {
@@ -350,6 +356,13 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   }
 
   if (const char* dump = std::getenv("KILN_CUDA_DUMP_DIR")) m->dump_dir = dump;
+  if (const char* profile = std::getenv("KILN_CUDA_PROFILE")) {
+    m->profile_path = profile;
+    m->profile_events.assign(kNumTasks + 1, nullptr);
+    m->profile_ms.assign(kNumTasks, 0.0);
+    for (cudaEvent_t& e : m->profile_events)
+      if (!Ok(cudaEventCreate(&e), "creating the profile's events", error)) return false;
+  }
   if (kNumTmaMaps > 0 && m->variant_sm / 10 == 9) FindTensorMapEncoder(m);
   // Each kernel's variant: the highest that fits the device and has code for it.
   m->variant.assign(kNumKernels, -1);
@@ -501,6 +514,29 @@ bool DumpArena(kiln_model* m, int ti, std::string* error) {
   return ok;
 }
 
+// KILN_CUDA_PROFILE: one line per task, the mean microseconds of a run
+// from the task's start to the next task's (its launches and copies,
+// stream gaps included), its node and its kernels.
+void WriteProfile(const kiln_model* m) {
+  FILE* f = std::fopen(m->profile_path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "kiln: cannot write the profile %s\n", m->profile_path.c_str());
+    return;
+  }
+  std::fprintf(f, "# task\tmicroseconds\tnode\tkernels (mean of %d runs on %s)\n", m->profile_runs,
+               m->device_name.c_str());
+  for (int ti = 0; ti < kNumTasks; ++ti) {
+    const TaskDesc& t = kTasks[ti];
+    std::string kernels = t.kind == KILN_TASK_HOST ? "(host)" : "";
+    for (int li = t.first_launch; t.kind != KILN_TASK_HOST && li < t.first_launch + t.num_launches; ++li) {
+      if (!kernels.empty()) kernels += ",";
+      kernels += kKernels[kLaunches[li].kernel].name;
+    }
+    std::fprintf(f, "%d\t%.2f\t%s\t%s\n", ti, 1000.0 * m->profile_ms[ti] / m->profile_runs, t.node, kernels.c_str());
+  }
+  std::fclose(f);
+}
+
 // Launches the kernels of task `t` (pointers and params are scratch kept
 // across tasks).
 bool RunKernelTask(kiln_model* m, const TaskDesc& t, std::vector<void*>& pointers, std::vector<void*>& params,
@@ -562,11 +598,27 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
   }
   std::vector<void*> pointers;
   std::vector<void*> params;
+  const bool profile = !m->profile_events.empty();
   for (int ti = 0; ti < kNumTasks; ++ti) {
     const TaskDesc& t = kTasks[ti];
+    if (profile && !Ok(cudaEventRecord(m->profile_events[ti], m->stream), "recording a profile event", error))
+      return false;
     const bool ran =
         t.kind == KILN_TASK_HOST ? RunHostTask(m, t, error) : RunKernelTask(m, t, pointers, params, error);
     if (!ran || (!m->dump_dir.empty() && !DumpArena(m, ti, error))) return false;
+  }
+  if (profile) {
+    if (!Ok(cudaEventRecord(m->profile_events[kNumTasks], m->stream), "recording a profile event", error) ||
+        !Ok(cudaEventSynchronize(m->profile_events[kNumTasks]), "profiling the run", error))
+      return false;
+    for (int ti = 0; ti < kNumTasks; ++ti) {
+      float ms = 0;
+      if (!Ok(cudaEventElapsedTime(&ms, m->profile_events[ti], m->profile_events[ti + 1]), "reading a profile event",
+              error))
+        return false;
+      m->profile_ms[ti] += ms;
+    }
+    ++m->profile_runs;
   }
   for (int i = 0; i < kNumOutputs; ++i) {
     const ValueDesc& d = kValues[kOutputs[i]];
@@ -635,6 +687,9 @@ int kiln_model_run_device(kiln_model* m, const void* const* inputs, void* const*
 
 void kiln_model_free(kiln_model* m) {
   if (!m) return;
+  if (!m->profile_path.empty() && m->profile_runs > 0) WriteProfile(m);
+  for (cudaEvent_t e : m->profile_events)
+    if (e) (void)cudaEventDestroy(e);
   if (m->host_graph && m->host_ops) m->host_ops->release(m->host_user, m->host_graph);
   if (m->stream) (void)cudaStreamDestroy(m->stream);
   if (m->arena) (void)cudaFree(m->arena);
