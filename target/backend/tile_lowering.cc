@@ -238,18 +238,29 @@ struct OwnNumbers {
   int max_group, max_stages, groups_at_peak;
   double global_latency_cycles;
   int64_t max_group_accumulators;
+  double stage_sync_cycles;
+  int max_resident_blocks;
+  int64_t max_gather_per_group;
+  int64_t max_stage_per_group;
 };
 constexpr OwnNumbers kOwnNumbers[] = {
     // One cube per AI core; L1 double-buffered; HBM latency of the SystemC
     // model; the accumulator scope's capacity is the only bound on a group's
-    // accumulators.
-    {"npusim", 1, 2, 1, 500, 0},
+    // accumulators; a stage's flag waits are not charged.
+    {"npusim", 1, 2, 1, 500, 0, 0, 1, 0, 0},
     // 8 warps per block; cp.async pipelines of up to 4 stages; an SM's four
     // TensorCores each serve one warp scheduler, so a block needs 4 warps
     // to reach the SM's MMA rate. A warp's accumulators live in its
     // threads' registers (255 at most per thread, operand fragments and
     // addresses beside them): 64x64 f32 per warp, 128 registers per thread.
-    {"cuda", 8, 4, 4, 600, 64 * 64},
+    // A stage's barrier (the slot's mbarrier wait, the hand-back) costs
+    // about 100 cycles, fitted with the latency to H100 GEMM timings of 38
+    // tilings. An SM runs up to 32 blocks at once. A stage's A and B tiles
+    // hold at most 3072 elements per warp, and an im2col B tile 512: the
+    // threads issue those copies (and compute each gathered element's
+    // address) themselves, and deeper per-warp stages measured up to 3x
+    // slower on ResNet's convolutions (benchmarks/RESULTS.md, cuda target).
+    {"cuda", 8, 4, 4, 600, 64 * 64, 100, 32, 512, 3072},
 };
 
 }  // namespace
@@ -292,6 +303,10 @@ TileCostFigures FiguresOf(const TargetDescription& d) {
     f.groups_at_peak = own.groups_at_peak;
     f.global_latency_cycles = own.global_latency_cycles;
     f.max_group_accumulators = own.max_group_accumulators;
+    f.stage_sync_cycles = own.stage_sync_cycles;
+    f.max_resident_blocks = own.max_resident_blocks;
+    f.max_gather_per_group = own.max_gather_per_group;
+    f.max_stage_per_group = own.max_stage_per_group;
   }
   f.target.max_group = f.max_group;
   return f;
@@ -623,6 +638,14 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
   }
   const int64_t kt = CeilDiv(p.K, t->bk);
   if (t->split_k < 1 || kt % t->split_k || (t->split_k > 1 && !SplitKAllowed(p))) return bad("split-K");
+  if (f.max_stage_per_group > 0 && (t->bm + t->bn) * t->bk > f.max_stage_per_group * groups) {
+    return bad(absl::StrCat("a stage of ", (t->bm + t->bn) * t->bk, " elements, ", f.max_stage_per_group,
+                            " per group at most"));
+  }
+  if (p.im2col && f.max_gather_per_group > 0 && t->bk * t->bn > f.max_gather_per_group * groups) {
+    return bad(absl::StrCat("an im2col stage of ", t->bk * t->bn, " gathered elements, ", f.max_gather_per_group,
+                            " per group at most"));
+  }
   const int64_t in = static_cast<int64_t>(DTypeSize(p.input)), acc = static_cast<int64_t>(DTypeSize(p.accumulator));
   int64_t vector_bytes = 0;
   for (const EpilogueStep& e : p.epilogue) {
@@ -644,34 +667,61 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
     }
   }
 
-  // Blocks and waves.
+  // Blocks, how many of them a unit runs together (as many as its scopes
+  // hold, each scope's capacity being the unit's, up to the target's
+  // resident limit), and waves of units x resident blocks.
   const int64_t mt = CeilDiv(p.M, t->bm), nt = CeilDiv(p.N, t->bn), batch = Product(p.batch);
   const int64_t kps = kt / t->split_k;
   const int64_t blocks = batch * mt * nt * t->split_k;
+  int64_t resident = std::max(f.max_resident_blocks, 1);
+  for (const auto& [scope, bytes] : usage) {
+    const int64_t cap = Capacity(f, scope);
+    if (cap > 0 && bytes > 0) resident = std::min(resident, cap / bytes);
+  }
+  const int64_t together = std::max<int64_t>(1, std::min(resident, CeilDiv(blocks, f.compute_units)));
   const int64_t active = std::min<int64_t>(blocks, f.compute_units);
-  const int64_t waves = CeilDiv(blocks, f.compute_units);
+  const int64_t in_flight = std::min<int64_t>(blocks, f.compute_units * together);
+  const int64_t waves = CeilDiv(blocks, f.compute_units * together);
 
-  // One unit's pipeline, per stage of bk: the stage load (its share of the
-  // global bandwidth, or the cache's), the operand loads of all its groups,
-  // the MMA; overlapped as far as the stages in flight allow.
+  // One unit's pipeline, per round (each of its blocks one stage of bk):
+  // the stage loads (its share of the global bandwidth, or the cache's),
+  // the operand loads of all its groups, the MMAs; overlapped as far as the
+  // stages in flight allow. A unit reaches its MMA rate with groups_at_peak
+  // groups at work.
   const double share = f.cache_bytes > 0 && f.cache_bytes_per_cycle > 0
                            ? f.cache_bytes_per_cycle
                            : f.global_bytes_per_cycle / static_cast<double>(active);
   const double load_bw = std::min(f.stage_bytes_per_cycle, share);
-  // A unit reaches its MMA rate with groups_at_peak groups at work.
-  const double macs = (f.MacsPerCycle(p.input) > 0 ? f.MacsPerCycle(p.input) : 1) *
-                      std::min(1.0, static_cast<double>(groups) / std::max(f.groups_at_peak, 1));
-  const double load = static_cast<double>((t->bm + t->bn) * t->bk * in) / load_bw +
-                      (t->stages == 1 ? f.global_latency_cycles : 0);
+  const double peak = f.MacsPerCycle(p.input) > 0 ? f.MacsPerCycle(p.input) : 1;
+  auto rate = [&](int64_t working_groups) {
+    return peak * std::min(1.0, static_cast<double>(working_groups) / std::max(f.groups_at_peak, 1));
+  };
+  const double n_together = static_cast<double>(together);
+  const double transfer = static_cast<double>((t->bm + t->bn) * t->bk * in) / load_bw;
   const double operand = static_cast<double>(groups * (t->gm + t->gn) * t->bk * in) / f.operand_bytes_per_cycle;
-  const double mma_time = static_cast<double>(t->bm * t->bn * t->bk) / macs;
-  const double inner = t->operand_stages > 1 ? std::max(operand, mma_time) : operand + mma_time;
-  const double stage = t->stages > 1 ? std::max(load, inner) : load + inner;
+  const double block_macs = static_cast<double>(t->bm * t->bn * t->bk);
+  const double mma_time = n_together * block_macs / rate(together * groups);
+  // One group's operand loads overlap its own MMAs only when the operand
+  // scope is double-buffered, but with several groups at work one group's
+  // loads overlap another's MMAs.
+  auto inner = [&](double mma, double opnd, int64_t working_groups) {
+    return t->operand_stages > 1 || working_groups > 1 ? std::max(opnd, mma) : opnd + mma;
+  };
+  const double unit_inner = inner(mma_time, n_together * operand, together * groups);
+  // One block's own chain: with S stages a slot is refilled S - 1 stages
+  // before it is read, so the load's latency hides only behind those S - 1
+  // stages; each stage also waits for its slot and hands it back
+  // (stage_sync_cycles).
+  const double block_inner = inner(block_macs / rate(groups), operand, groups) + f.stage_sync_cycles;
+  const double chain = t->stages > 1 ? std::max(block_inner, (f.global_latency_cycles + transfer) / (t->stages - 1))
+                                     : f.global_latency_cycles + transfer + block_inner;
+  const double load = n_together * transfer;
+  const double stage = std::max({unit_inner + f.stage_sync_cycles, load, chain});
   const double tile_elems = static_cast<double>(t->bm * t->bn);
-  const double epilogue = tile_elems * static_cast<double>(acc * static_cast<int64_t>(p.epilogue.size() + 1)) /
-                              f.vector_bytes_per_cycle +
-                          tile_elems * static_cast<double>(DTypeSize(p.output)) / f.stage_bytes_per_cycle;
-  const double tile = f.global_latency_cycles + load + static_cast<double>(kps) * stage + epilogue;
+  const double epilogue = n_together * (tile_elems * static_cast<double>(acc * static_cast<int64_t>(
+                                                         p.epilogue.size() + 1)) / f.vector_bytes_per_cycle +
+                                        tile_elems * static_cast<double>(DTypeSize(p.output)) / f.stage_bytes_per_cycle);
+  const double tile = f.global_latency_cycles + transfer + static_cast<double>(kps) * stage + epilogue;
   const double unit = static_cast<double>(waves) * tile;
 
   // The chip's global traffic: every block's A and B panels (the blocks of
@@ -681,11 +731,23 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
   const double panel_k = static_cast<double>(kps * t->bk * in);
   double ab = static_cast<double>(blocks) * static_cast<double>(rows + cols) * panel_k;
   if (f.cache_bytes > 0) {
-    const int64_t wave_n = std::min<int64_t>(nt, CeilDiv(active, t->split_k));
-    const int64_t wave_m = std::min<int64_t>(mt * batch, CeilDiv(active, nt * t->split_k) + 1);
-    const double wave_bytes = static_cast<double>(wave_m * rows + wave_n * cols) * panel_k * t->split_k;
-    if (wave_bytes <= static_cast<double>(f.cache_bytes)) {
-      ab = std::min(ab, wave_bytes * static_cast<double>(blocks) / static_cast<double>(active));
+    // The blocks of a wave: whole (slice, batch item) grids when one grid
+    // has fewer tiles than the wave has blocks, else kGemmRasterRows tile
+    // rows by as many tile columns as the wave reaches. They walk K
+    // together, so the cache needs only their stages in flight to read each
+    // of their panels from global memory once per wave.
+    const int64_t grid = mt * nt;
+    int64_t panels = 0;  // A rows and B columns the wave reads
+    if (in_flight >= grid) {
+      panels = CeilDiv(in_flight, grid) * (mt * rows + nt * cols);
+    } else {
+      const int64_t wave_m = std::min(mt, kGemmRasterRows);
+      panels = wave_m * rows + std::min(nt, CeilDiv(in_flight, wave_m)) * cols;
+    }
+    const double window = static_cast<double>(panels * t->bk * in * t->stages);
+    if (window <= static_cast<double>(f.cache_bytes)) {
+      ab = std::min(ab, static_cast<double>(panels) * panel_k * static_cast<double>(blocks) /
+                            static_cast<double>(in_flight));
     }
   }
   double bytes = ab + static_cast<double>(batch * p.M * p.N) * static_cast<double>(DTypeSize(p.output)) *
@@ -697,9 +759,10 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
   t->compute_cycles = static_cast<double>(waves * kps) * mma_time;
   t->estimated_cycles = std::max(unit, t->global_cycles + f.global_latency_cycles);
 
-  const double busiest = std::max({mma_time, load, operand});
+  const double busiest = std::max({mma_time, load, n_together * operand});
   if (t->global_cycles + f.global_latency_cycles >= unit) t->bound = "global memory";
   else if (epilogue > static_cast<double>(kps) * stage) t->bound = "epilogue";
+  else if (chain > std::max(unit_inner, load)) t->bound = "pipeline latency";
   else if (busiest == mma_time) t->bound = "matrix";
   else if (busiest == load) t->bound = load_bw < f.stage_bytes_per_cycle ? "global memory" : "stage bandwidth";
   else t->bound = "operand bandwidth";

@@ -87,6 +87,13 @@ struct TileCostFigures {
   int max_stages = 2;              // pipeline depth of the stage scope the target supports
   int groups_at_peak = 1;          // groups a unit needs at work to reach its MMA rate (an SM: 4 warps)
   int64_t max_group_accumulators = 0;  // accumulator elements one group may hold (a warp's registers); 0: no bound
+  double stage_sync_cycles = 0;    // a pipeline stage's wait for its slot and hand-back (barriers)
+  int max_resident_blocks = 1;     // blocks one unit runs at a time (capacities allowing): an SM's 32
+  // Elements of an im2col stage tile per group at most (0: no bound): a
+  // GPU's threads gather them one by one, each with its own index math.
+  int64_t max_gather_per_group = 0;
+  // Elements of a stage's A and B tiles per group at most (0: no bound).
+  int64_t max_stage_per_group = 0;
   // A chip-wide cache in front of global memory (a memory level with no
   // scope: a GPU's L2); 0: none. Blocks of one wave that read the same
   // tiles then fetch them from global memory once.
@@ -152,6 +159,12 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input);
 // a target whose matrix kernels come from this lowering tells fusion-group
 // formation a matrix op may take.
 bool GemmEpilogueTakes(const Node& n);
+
+// The order a target's GEMM kernels visit their block tiles in, and what
+// the cost model assumes of the blocks running together: down groups of
+// this many tile rows (row fastest), then across the tile columns, so the
+// blocks of a wave share their A and B panels in a chip-wide cache.
+inline constexpr int64_t kGemmRasterRows = 8;
 
 // A GEMM tiling and what the cost model says of it.
 struct GemmTiling {

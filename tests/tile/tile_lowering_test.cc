@@ -3,7 +3,8 @@
 // FiguresOf on the npusim description, the cost model's properties in its
 // own terms (bigger tiles move fewer global bytes, a tiling that overflows
 // a scope is rejected, a large square GEMM is matrix-bound, split-K for a
-// skinny K-heavy GEMM on many units), GemmProblemOf on MatMul/Gemm/fusion
+// skinny K-heavy GEMM on many units; on the cuda figures, stages hiding a
+// load's latency and the bounds on a group's stage tiles), GemmProblemOf on MatMul/Gemm/fusion
 // groups, and the kernels LowerGemm and LowerVectorNode make of small
 // graphs parsed from .kir text.
 //
@@ -121,6 +122,70 @@ TEST(TileCostModel, SkinnyKHeavyGemmSplitsK) {
   auto e = ChooseGemmTiling(p, f);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->split_k, 1);
+}
+
+// The cuda description's figures (target/cuda/cuda_target.cc): an H100's
+// 132 SMs, shared memory and register scopes, a 50 MiB L2.
+TargetDescription CudaLike() {
+  TargetDescription d;
+  d.name = "cuda";
+  d.memory = {{"HBM3", int64_t{80} << 30, 64, "global"}, {"L2", 50 << 20, 64, ""},
+              {"smem", 227 << 10, 128, "stage"},          {"regs.a", 32 << 10, 128, "operand_a"},
+              {"regs.b", 32 << 10, 128, "operand_b"},     {"regs.acc", 128 << 10, 128, "accumulator"},
+              {"regs.vector", 64 << 10, 512, "vector"}};
+  d.mma = {{16, 8, 16, DType::kF16, DType::kF32, 1893}, {16, 8, 8, DType::kF32, DType::kF32, 946}};
+  d.compute_units = 132;
+  d.clock_ghz = 1.98;
+  d.global_bytes_per_second = 3.35e12;
+  d.vector_bytes_per_cycle = 512;
+  return d;
+}
+
+GemmTiling Staged(GemmTiling t, int stages) {
+  t.stages = stages;
+  return t;
+}
+
+TEST(TileCostModel, StagesInFlightHideTheLoadLatency) {
+  // 128x256x32 tiles: one stage's MMAs (about 550 cycles) do not cover a
+  // load's 600-cycle latency, so two stages wait on it and three do not.
+  TileCostFigures f = FiguresOf(CudaLike());
+  GemmProblem p = Square(4096, DType::kF16);
+  GemmTiling two = Staged(Tiling(128, 256, 32, 64, 64, 32), 2), three = Staged(Tiling(128, 256, 32, 64, 64, 32), 3);
+  ASSERT_TRUE(EstimateGemm(p, f, &two).ok());
+  ASSERT_TRUE(EstimateGemm(p, f, &three).ok());
+  EXPECT_EQ(two.bound, "pipeline latency") << two.Describe();
+  EXPECT_LT(three.estimated_cycles, 0.8 * two.estimated_cycles) << three.Describe() << " vs " << two.Describe();
+}
+
+TEST(TileCostModel, LargeGemmOnCudaTakesDeepStages) {
+  // Measured on an H100 (benchmarks/RESULTS.md): 128x256 or 256x128 tiles
+  // with 64 or more of K in flight per stage beyond the one being read.
+  auto t = ChooseGemmTiling(Square(8192, DType::kF16), FiguresOf(CudaLike()));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->bm * t->bn, 256 * 128) << t->Describe();
+  EXPECT_GE(t->bk * (t->stages - 1), 64) << t->Describe();
+  EXPECT_EQ(t->split_k, 1);
+}
+
+TEST(TileCostModel, StageTilesPerGroupAreBounded) {
+  TileCostFigures f = FiguresOf(CudaLike());
+  GemmProblem p = Square(512, DType::kF16);
+  GemmTiling deep = Staged(Tiling(16, 16, 256, 16, 16, 256), 2);  // 8192 elements for one warp
+  absl::Status s = EstimateGemm(p, f, &deep);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("per group at most"));
+  GemmTiling shallow = Staged(Tiling(16, 16, 64, 16, 16, 64), 2);
+  EXPECT_TRUE(EstimateGemm(p, f, &shallow).ok());
+  // An im2col operand is gathered element by element: a tighter bound.
+  p.im2col.emplace();
+  s = EstimateGemm(p, f, &shallow);
+  EXPECT_THAT(s.message(), HasSubstr("gathered elements"));
+  GemmTiling gather = Staged(Tiling(16, 16, 32, 16, 16, 32), 2);
+  EXPECT_TRUE(EstimateGemm(p, f, &gather).ok());
+  // npusim's cube loads whole tiles: neither bound.
+  GemmTiling npu = Staged(Tiling(16, 16, 256, 16, 16, 256), 2);
+  EXPECT_TRUE(EstimateGemm(p, FiguresOf(NpusimLike()), &npu).ok());
 }
 
 // Parses `kir` and returns its model (the graph's nodes are what the tests lower).

@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/substitute.h"
+#include "target/backend/tile_lowering.h"
 #include "target/cuda/codegen/codegen_util.h"
 
 namespace kiln::target::cuda::internal {
@@ -342,7 +343,7 @@ std::string TypeOf(DType t) { return *CType(t); }
 // The rasterized block order, split-K slice, batch indices, warp indices.
 std::string EmitPrologue(const Gemm& g, bool hopper) {
   std::string s;
-  const int64_t group_m = std::min<int64_t>(8, g.mt);
+  const int64_t group_m = std::min(tile::kGemmRasterRows, g.mt);
   absl::StrAppend(&s, "  // Block rasterization: consecutive blocks walk down groups of ", group_m,
                   " tile rows, so blocks in flight together reuse each other's A and B tiles in L2.\n");
   absl::StrAppend(&s, "  constexpr int kTilesM = ", g.mt, ", kTilesN = ", g.nt, ", kGroupM = ", group_m, ";\n");
