@@ -762,7 +762,7 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
   const double busiest = std::max({mma_time, load, n_together * operand});
   if (t->global_cycles + f.global_latency_cycles >= unit) t->bound = "global memory";
   else if (epilogue > static_cast<double>(kps) * stage) t->bound = "epilogue";
-  else if (chain > std::max(unit_inner, load)) t->bound = "pipeline latency";
+  else if (chain > std::max(unit_inner + f.stage_sync_cycles, load)) t->bound = "pipeline latency";
   else if (busiest == mma_time) t->bound = "matrix";
   else if (busiest == load) t->bound = load_bw < f.stage_bytes_per_cycle ? "global memory" : "stage bandwidth";
   else t->bound = "operand bandwidth";
