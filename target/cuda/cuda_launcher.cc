@@ -527,10 +527,14 @@ void WriteProfile(const kiln_model* m) {
                m->device_name.c_str());
   for (int ti = 0; ti < kNumTasks; ++ti) {
     const TaskDesc& t = kTasks[ti];
-    std::string kernels = t.kind == KILN_TASK_HOST ? "(host)" : "";
-    for (int li = t.first_launch; t.kind != KILN_TASK_HOST && li < t.first_launch + t.num_launches; ++li) {
-      if (!kernels.empty()) kernels += ",";
-      kernels += kKernels[kLaunches[li].kernel].name;
+    std::string kernels;
+    if (t.kind == KILN_TASK_HOST) {
+      kernels = "(host)";
+    } else {
+      for (int li = t.first_launch; li < t.first_launch + t.num_launches; ++li) {
+        if (!kernels.empty()) kernels += ",";
+        kernels += kKernels[kLaunches[li].kernel].name;
+      }
     }
     std::fprintf(f, "%d\t%.2f\t%s\t%s\n", ti, 1000.0 * m->profile_ms[ti] / m->profile_runs, t.node, kernels.c_str());
   }
