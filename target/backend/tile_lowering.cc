@@ -711,17 +711,21 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
   // One block's own chain: with S stages a slot is refilled S - 1 stages
   // before it is read, so the load's latency hides only behind those S - 1
   // stages; each stage also waits for its slot and hands it back
-  // (stage_sync_cycles).
+  // (stage_sync_cycles). With no more K steps than S - 1 the prologue
+  // issues every load and no slot is refilled: past the first load's
+  // latency (charged once per tile below) no step waits for one.
+  const double latency_and_transfer = f.global_latency_cycles + transfer;
   const double block_inner = inner(block_macs / rate(groups), operand, groups) + f.stage_sync_cycles;
-  const double chain = t->stages > 1 ? std::max(block_inner, (f.global_latency_cycles + transfer) / (t->stages - 1))
-                                     : f.global_latency_cycles + transfer + block_inner;
+  const double chain = t->stages == 1        ? latency_and_transfer + block_inner
+                       : kps > t->stages - 1 ? std::max(block_inner, latency_and_transfer / (t->stages - 1))
+                                             : block_inner;
   const double load = n_together * transfer;
   const double stage = std::max({unit_inner + f.stage_sync_cycles, load, chain});
   const double tile_elems = static_cast<double>(t->bm * t->bn);
   const double epilogue = n_together * (tile_elems * static_cast<double>(acc * static_cast<int64_t>(
                                                          p.epilogue.size() + 1)) / f.vector_bytes_per_cycle +
                                         tile_elems * static_cast<double>(DTypeSize(p.output)) / f.stage_bytes_per_cycle);
-  const double tile = f.global_latency_cycles + transfer + static_cast<double>(kps) * stage + epilogue;
+  const double tile = latency_and_transfer + static_cast<double>(kps) * stage + epilogue;
   const double unit = static_cast<double>(waves) * tile;
 
   // The chip's global traffic: every block's A and B panels (the blocks of

@@ -168,6 +168,26 @@ TEST(TileCostModel, LargeGemmOnCudaTakesDeepStages) {
   EXPECT_EQ(t->split_k, 1);
 }
 
+TEST(TileCostModel, StagesBeyondTheKStepsBuyNothing) {
+  // A 16x384x128 GEMM (a GPT-2 block's projection at sequence 16) in
+  // 16x8x128 tiles has one K step: the prologue issues its only load, so a
+  // pipeline deeper than two stages hides no more latency and only takes
+  // buffer space; the choice takes no more stages than it can fill.
+  TileCostFigures f = FiguresOf(CudaLike());
+  GemmProblem p = Square(128, DType::kF16);
+  p.M = 16, p.N = 384;
+  p.args = {TileArg{"A", DType::kF16, {16, 128}, TileArg::Role::kIn},
+            TileArg{"B", DType::kF16, {128, 384}, TileArg::Role::kIn},
+            TileArg{"Y", DType::kF32, {16, 384}, TileArg::Role::kOut}};
+  GemmTiling two = Staged(Tiling(16, 8, 128, 16, 8, 128), 2), four = Staged(Tiling(16, 8, 128, 16, 8, 128), 4);
+  ASSERT_TRUE(EstimateGemm(p, f, &two).ok());
+  ASSERT_TRUE(EstimateGemm(p, f, &four).ok());
+  EXPECT_LE(two.estimated_cycles, four.estimated_cycles) << two.Describe() << " vs " << four.Describe();
+  auto t = ChooseGemmTiling(p, f);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_LE(t->stages, (p.K + t->bk - 1) / t->bk / t->split_k + 1) << t->Describe();
+}
+
 TEST(TileCostModel, StageTilesPerGroupAreBounded) {
   TileCostFigures f = FiguresOf(CudaLike());
   GemmProblem p = Square(512, DType::kF16);
