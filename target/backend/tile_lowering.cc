@@ -235,19 +235,13 @@ namespace {
 // global latency, by target.
 struct OwnNumbers {
   const char* target;
-  int max_group, max_stages, groups_at_peak;
-  double global_latency_cycles;
-  int64_t max_group_accumulators;
-  double stage_sync_cycles;
-  int max_resident_blocks;
-  int64_t max_gather_per_group;
-  int64_t max_stage_per_group;
+  TileTuning tuning;
 };
-constexpr OwnNumbers kOwnNumbers[] = {
+const OwnNumbers kOwnNumbers[] = {
     // One cube per AI core; L1 double-buffered; HBM latency of the SystemC
     // model; the accumulator scope's capacity is the only bound on a group's
     // accumulators; a stage's flag waits are not charged.
-    {"npusim", 1, 2, 1, 500, 0, 0, 1, 0, 0},
+    {"npusim", {.max_group = 1, .max_stages = 2, .groups_at_peak = 1, .global_latency_cycles = 500}},
     // 8 warps per block; cp.async pipelines of up to 4 stages; an SM's four
     // TensorCores each serve one warp scheduler, so a block needs 4 warps
     // to reach the SM's MMA rate. A warp's accumulators live in its
@@ -260,7 +254,16 @@ constexpr OwnNumbers kOwnNumbers[] = {
     // threads issue those copies (and compute each gathered element's
     // address) themselves, and deeper per-warp stages measured up to 3x
     // slower on ResNet's convolutions (benchmarks/RESULTS.md, cuda target).
-    {"cuda", 8, 4, 4, 600, 64 * 64, 100, 32, 512, 3072},
+    {"cuda",
+     {.max_group = 8,
+      .max_stages = 4,
+      .groups_at_peak = 4,
+      .global_latency_cycles = 600,
+      .max_group_accumulators = 64 * 64,
+      .stage_sync_cycles = 100,
+      .max_resident_blocks = 32,
+      .max_gather_per_group = 512,
+      .max_stage_per_group = 3072}},
 };
 
 }  // namespace
@@ -296,18 +299,8 @@ TileCostFigures FiguresOf(const TargetDescription& d) {
       it->second = std::max(it->second, m.macs_per_cycle);
     }
   }
-  for (const OwnNumbers& own : kOwnNumbers) {
-    if (d.name != own.target) continue;
-    f.max_group = own.max_group;
-    f.max_stages = own.max_stages;
-    f.groups_at_peak = own.groups_at_peak;
-    f.global_latency_cycles = own.global_latency_cycles;
-    f.max_group_accumulators = own.max_group_accumulators;
-    f.stage_sync_cycles = own.stage_sync_cycles;
-    f.max_resident_blocks = own.max_resident_blocks;
-    f.max_gather_per_group = own.max_gather_per_group;
-    f.max_stage_per_group = own.max_stage_per_group;
-  }
+  for (const OwnNumbers& own : kOwnNumbers)
+    if (d.name == own.target) static_cast<TileTuning&>(f) = own.tuning;
   f.target.max_group = f.max_group;
   return f;
 }

@@ -72,20 +72,13 @@ namespace kiln::target::tile {
 
 // The figures of a target the cost model uses, from its TargetDescription
 // (and, for scopes a description does not name, the target's own numbers).
-struct TileCostFigures {
-  TileTarget target;               // scope capacities and MMA shapes (for Verify)
-  int compute_units = 1;           // AI cores, SMs
-  double clock_ghz = 1;
-  double global_bytes_per_cycle = 1200;   // chip-wide, shared by the units
-  double global_latency_cycles = 500;
-  double stage_bytes_per_cycle = 256;     // global -> stage, per unit
-  double operand_bytes_per_cycle = 512;   // stage -> operand, per unit
-  double vector_bytes_per_cycle = 256;    // per unit
-  // MACs per cycle per unit by matrix input dtype (f16, bf16, f32 (tf32 on a GPU), i8).
-  std::vector<std::pair<DType, double>> macs_per_cycle;
+// What a target description does not say and the cost model needs: each
+// target's own numbers (kOwnNumbers in tile_lowering.cc), defaults here.
+struct TileTuning {
   int max_group = 1;               // groups (warps) per unit the lowering may use
   int max_stages = 2;              // pipeline depth of the stage scope the target supports
   int groups_at_peak = 1;          // groups a unit needs at work to reach its MMA rate (an SM: 4 warps)
+  double global_latency_cycles = 500;
   int64_t max_group_accumulators = 0;  // accumulator elements one group may hold (a warp's registers); 0: no bound
   double stage_sync_cycles = 0;    // a pipeline stage's wait for its slot and hand-back (barriers)
   int max_resident_blocks = 1;     // blocks one unit runs at a time (capacities allowing): an SM's 32
@@ -94,6 +87,18 @@ struct TileCostFigures {
   int64_t max_gather_per_group = 0;
   // Elements of a stage's A and B tiles per group at most (0: no bound).
   int64_t max_stage_per_group = 0;
+};
+
+struct TileCostFigures : TileTuning {
+  TileTarget target;               // scope capacities and MMA shapes (for Verify)
+  int compute_units = 1;           // AI cores, SMs
+  double clock_ghz = 1;
+  double global_bytes_per_cycle = 1200;   // chip-wide, shared by the units
+  double stage_bytes_per_cycle = 256;     // global -> stage, per unit
+  double operand_bytes_per_cycle = 512;   // stage -> operand, per unit
+  double vector_bytes_per_cycle = 256;    // per unit
+  // MACs per cycle per unit by matrix input dtype (f16, bf16, f32 (tf32 on a GPU), i8).
+  std::vector<std::pair<DType, double>> macs_per_cycle;
   // A chip-wide cache in front of global memory (a memory level with no
   // scope: a GPU's L2); 0: none. Blocks of one wave that read the same
   // tiles then fetch them from global memory once.
