@@ -32,13 +32,6 @@
 namespace kiln {
 namespace {
 
-// The truth of a one-element constant, if `v` is one.
-std::optional<bool> ConstantTruth(const Value* v) {
-  const Tensor* t = ConstantData(v);
-  if (!t || t->numel() != 1 || t->dtype() == DType::kString) return std::nullopt;
-  return t->GetDouble(0) != 0;
-}
-
 class DeadBranchEliminator {
  public:
   explicit DeadBranchEliminator(Graph& root) : names_(root) {}

@@ -177,9 +177,7 @@ class ConstantFolder {
       if (HasNondeterministicOp(*s)) return false;
     if (IsOp(n, "Loop")) {
       std::optional<int64_t> trips = n.input(0) ? ConstantInt(n.input(0)) : std::nullopt;
-      const Value* cond = n.input(1);
-      const Tensor* c = ConstantData(cond);
-      bool never = c && c->numel() == 1 && c->GetDouble(0) == 0;
+      const bool never = ConstantTruth(n.input(1)) == false;
       if (!never && (!trips || *trips > kMaxFoldedLoopTrips)) return false;
     }
     return true;

@@ -39,6 +39,13 @@ inline std::optional<int64_t> ConstantInt(const Value* v) {
   return t->GetInt(0);
 }
 
+// The truth of a one-element constant (non-zero is true), if `v` is one.
+inline std::optional<bool> ConstantTruth(const Value* v) {
+  const Tensor* t = ConstantData(v);
+  if (!t || t->numel() != 1 || t->dtype() == DType::kString) return std::nullopt;
+  return t->GetDouble(0) != 0;
+}
+
 // Whether `n` is an op of the default domain named in `ops`.
 inline bool IsOneOf(const Node& n, absl::Span<const char* const> ops) {
   return n.domain().empty() && std::any_of(ops.begin(), ops.end(), [&](const char* s) { return n.op() == s; });
