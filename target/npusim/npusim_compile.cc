@@ -441,6 +441,36 @@ absl::StatusOr<std::string> NpusimTileIr(const Node& node, const Target& target,
   return k->tile_ir;
 }
 
+namespace {
+
+// The artifact's graph carries a constant's bytes only where they are read
+// from it: by the host (an AICPU task, a nested graph, a graph output) or
+// into device memory when the model loads (a CONSTANT buffer, found by
+// name). A top-level constant that nothing reads any more (a weight that
+// precision narrowing replaced) is dropped, and one that only AI-core
+// kernels read, each through a copy of its own (a matrix operand's fractal
+// re-layout), travels elided; otherwise every weight would be stored two
+// or three times.
+void DropHostlessConstants(Graph& g, const artifact::NpusimModule& module,
+                           const absl::flat_hash_set<const Node*>& kernel_nodes) {
+  absl::flat_hash_set<absl::string_view> loaded;
+  for (const Buffer& b : module.buffers())
+    if (b.kind() == Buffer::CONSTANT) loaded.insert(b.name());
+  for (Value *c = g.first_constant(), *next = nullptr; c; c = next) {
+    next = g.NextConstant(c);
+    if (!c->constant_data() || loaded.contains(c->name())) continue;
+    if (!c->has_uses()) {
+      g.EraseValue(c);
+      continue;
+    }
+    const auto uses = c->uses();
+    if (std::all_of(uses.begin(), uses.end(), [&](const Use& u) { return u.user && kernel_nodes.contains(u.user); }))
+      c->set_constant(Tensor());
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Target& target,
                                                     const CompileOptions& options) {
   KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options));
@@ -539,6 +569,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   absl::flat_hash_map<int, int> first_read;
   std::vector<int> collectives;
   int replicas = 0;
+  absl::flat_hash_set<const Node*> kernel_nodes;  // the nodes that run as AI-core kernels
   int node_index = -1;
   for (Node* n : g.nodes()) {
     ++node_index;
@@ -634,6 +665,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
 
     if (engine != "aicpu") {
       GeneratedKernel& k = *kernel;
+      kernel_nodes.insert(n);
       artifact::KernelTask* kt = task->mutable_kernel();
       size_t first_output = 0;
       std::vector<const Value*> args = npusim::LaunchValues(*n, k, &first_output);
@@ -684,6 +716,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
                                             first_read, buffers));
   buffers.Plan(module->tasks_size());
 
+  DropHostlessConstants(g, *module, kernel_nodes);
   BlobStore blobs;
   a.set_graph_kir(PrintModel(model, PrintOptions(), &blobs));
   a.set_constants(SerializeBlobStore(blobs));

@@ -1033,6 +1033,36 @@ TEST(NpusimCompile, Fp32ConvTakesItsReluAndLeavesTheResidualToTheVectorUnit) {
   ExpectMatchesReference(m, {Random({1, 16, 12, 12}, 3)});
 }
 
+// The artifact stores each weight once: a convolution's weights travel as
+// the fractal copy its kernel loads, not also row-major (and, under fp16,
+// not also as the f32 originals narrowing replaced). The compiled graph
+// keeps their types, elided; the run still matches the reference.
+TEST(NpusimCompile, WeightsAreStoredOnce) {
+  for (target::Precision precision : {target::Precision::kFp32, target::Precision::kFp16}) {
+    Model m;
+    Graph& g = *m.graph;
+    Value* c1 = Conv3x3(g, g.AddInput("x", F32({1, 16, 12, 12})), 32, 16, 1, "c1")->output(0);
+    Value* r1 = g.AddNode("Relu", {c1}, {"r1"})->output(0);
+    g.AddOutput(Conv3x3(g, r1, 32, 32, 2, "c2")->output(0));
+    ASSERT_TRUE(InferShapes(g).ok());
+    auto a = CompileNarrow(m, precision);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(TasksPlanning(*a, "W as fractals"), 2);
+    auto compiled = CompiledGraph(*a);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    int64_t carried = 0;
+    int elided = 0;
+    for (const Value* c = compiled->graph->first_constant(); c; c = compiled->graph->NextConstant(c)) {
+      if (const Tensor* t = c->constant_data()) carried += static_cast<int64_t>(t->nbytes());
+      elided += !c->has_data();
+    }
+    const int64_t weights = (32 * 16 + 32 * 32) * 9 * (precision == target::Precision::kFp16 ? 2 : 4);
+    EXPECT_LE(carried, weights + 1024) << "precision " << static_cast<int>(precision);
+    EXPECT_EQ(elided, 2);
+    ExpectSimWithinRange(*a, m, {Random({1, 16, 12, 12}, 5)}, 1e-2);
+  }
+}
+
 TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
   auto a = Compile(Mlp());
   ASSERT_TRUE(a.ok());
