@@ -70,8 +70,6 @@
 
 namespace kiln::target::tile {
 
-// The figures of a target the cost model uses, from its TargetDescription
-// (and, for scopes a description does not name, the target's own numbers).
 // What a target description does not say and the cost model needs: each
 // target's own numbers (kOwnNumbers in tile_lowering.cc), defaults here.
 struct TileTuning {
@@ -89,6 +87,8 @@ struct TileTuning {
   int64_t max_stage_per_group = 0;
 };
 
+// The figures of a target the cost model uses, from its TargetDescription
+// (and, for scopes a description does not name, the target's own numbers).
 struct TileCostFigures : TileTuning {
   TileTarget target;               // scope capacities and MMA shapes (for Verify)
   int compute_units = 1;           // AI cores, SMs
