@@ -272,16 +272,48 @@ Value* Graph::NewValue(std::string name, Value::Kind kind) {
   (last_value_ ? last_value_->next_ : first_value_) = v;
   last_value_ = v;
   if (kind == Value::Kind::kConstant) LinkConstant(v);
-  by_name_[v->name_] = v;
+  ++num_values_;
+  IndexName(v);
   RaiseSuffixBound(SuffixBound(v->name_));
   return v;
 }
 
 void Graph::RenameValue(Value* v, std::string name) {
-  by_name_.erase(v->name_);
+  UnindexName(v);
   v->name_ = std::move(name);
-  by_name_[v->name_] = v;
+  IndexName(v);
   RaiseSuffixBound(SuffixBound(v->name_));
+}
+
+const absl::flat_hash_map<absl::string_view, Value*>& Graph::NameIndex() const {
+  index_updates_ = 0;
+  if (!names_indexed_) {
+    by_name_.reserve(num_values_);
+    // Creation order: of two values holding one name (which the verifier
+    // refuses), the later one is found, as when the index was kept all along.
+    for (Value* v = first_value_; v; v = v->next_) by_name_[v->name_] = v;
+    names_indexed_ = true;
+  }
+  return by_name_;
+}
+
+void Graph::IndexName(Value* v) {
+  if (!names_indexed_) return;
+  by_name_[v->name_] = v;
+  NoteIndexUpdate();
+}
+
+void Graph::UnindexName(Value* v) {
+  if (!names_indexed_) return;
+  by_name_.erase(v->name_);
+  NoteIndexUpdate();
+}
+
+void Graph::NoteIndexUpdate() {
+  if (++index_updates_ <= by_name_.size() / 2 + 64) return;
+  by_name_ = {};
+  names_indexed_ = false;
+  index_updates_ = 0;
 }
 
 // Closes up the holes (nulls) of an array of objects that record their
@@ -324,9 +356,10 @@ void Graph::CompactConstants() {
   constants_begin_ = constant_holes_ = 0;
 }
 
-// Unlinks `v` from the value list and destroys it (its name stays in
-// by_name_: callers erase it first).
+// Unlinks `v` from the value list and destroys it (its name stays in the
+// index: callers unindex it first).
 void Graph::DestroyValue(Value* v) {
+  --num_values_;
   (v->prev_ ? v->prev_->next_ : first_value_) = v->next_;
   (v->next_ ? v->next_->prev_ : last_value_) = v->prev_;
   if (v->kind_ == Value::Kind::kConstant) {
@@ -463,7 +496,7 @@ void Graph::RemoveInput(int i) {
   Value* v = inputs_[i];
   assert(!v->has_uses() && "removing a graph input that is still used");
   inputs_.erase(inputs_.begin() + i);
-  by_name_.erase(v->name_);
+  UnindexName(v);
   DestroyValue(v);
 }
 
@@ -506,7 +539,7 @@ void Graph::EraseNodeKeepingConstants(Node* n, absl::Span<const Tensor> data) {
       continue;
     }
     assert(!o->has_uses() && "erasing a node whose outputs are still used");
-    by_name_.erase(o->name_);
+    UnindexName(o);
     DestroyValue(o);
   }
   n->RemoveTrailingInputs(0);
@@ -517,7 +550,7 @@ void Graph::EraseNodeKeepingConstants(Node* n, absl::Span<const Tensor> data) {
 
 void Graph::EraseValue(Value* v) {
   assert(!v->has_uses() && v->kind_ == Value::Kind::kConstant && "erasing a used or non-constant value");
-  by_name_.erase(v->name_);
+  UnindexName(v);
   DestroyValue(v);
 }
 
@@ -544,13 +577,13 @@ std::vector<Value*> Graph::Constants() const {
 
 std::vector<Value*> Graph::Values() const {
   std::vector<Value*> out;
-  out.reserve(by_name_.size());
+  out.reserve(num_values_);
   for (Value* v = first_value_; v; v = v->next_) out.push_back(v);
   return out;
 }
 
 bool Graph::NameInNest(absl::string_view name) const {
-  if (by_name_.contains(name)) return true;
+  if (NameIndex().contains(name)) return true;
   // Through the graph attributes themselves: UniqueName asks this for every
   // name it makes, so no list of subgraphs is built per holder.
   for (const Node* n : nested_holders_)
@@ -586,8 +619,9 @@ std::string Graph::UniqueName(absl::string_view hint) {
 
 Value* Graph::Lookup(absl::string_view name) const {
   for (const Graph* g = this; g; g = g->parent_) {
-    auto it = g->by_name_.find(name);
-    if (it != g->by_name_.end()) return it->second;
+    const auto& index = g->NameIndex();
+    auto it = index.find(name);
+    if (it != index.end()) return it->second;
   }
   return nullptr;
 }
@@ -606,7 +640,7 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
     return v;
   };
   // Recreate values in creation order so names and order are preserved.
-  map.reserve(by_name_.size());
+  map.reserve(num_values_);
   for (const Value* v : constants_) {
     if (!v) continue;
     Value* c = g->NewValue(v->name_, Value::Kind::kConstant);

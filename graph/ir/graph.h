@@ -509,9 +509,25 @@ class Graph {
   // those holding subgraphs now), so that name lookups can search nested
   // graphs without walking every node.
   absl::flat_hash_set<const Node*> nested_holders_;
-  // Keys are the values' own names (Value::name_, which never changes and
-  // lives as long as the value): a value's entry is erased before it is.
-  absl::flat_hash_map<absl::string_view, Value*> by_name_;
+  // The name index, built on the first look-up by name: keys are the
+  // values' own names (Value::name_, which changes only through RenameValue
+  // and lives as long as the value), and a value's entry is erased before it
+  // is. While it exists every value created, renamed or destroyed updates
+  // it; once the updates since the last look-up outnumber half its entries
+  // (a pass creating and erasing many values while nothing asks for names)
+  // it is dropped, and the next look-up builds it again from the value
+  // list. Rebuilding costs no more than the updates it saved, so each
+  // operation stays O(1) amortized, and passes that never look names up
+  // do no hashing for them.
+  mutable absl::flat_hash_map<absl::string_view, Value*> by_name_;
+  mutable bool names_indexed_ = false;
+  mutable size_t index_updates_ = 0;
+  size_t num_values_ = 0;
+  // The index, built if it is not there (look-ups call it).
+  const absl::flat_hash_map<absl::string_view, Value*>& NameIndex() const;
+  void IndexName(Value* v);
+  void UnindexName(Value* v);
+  void NoteIndexUpdate();
   uint64_t next_name_ = 0;
   // Every name held in this graph or a graph nested in it that ends in "."
   // and decimal digits ends in a number below this bound (a bound only:

@@ -8,6 +8,8 @@
 // ScratchMarks starts empty whatever earlier ones marked. Changes to what
 // shape inference reads clear the types-current mark of the nodes reading it.
 // constant_data() is the data of constants that hold data and of nothing else.
+// Look-ups by name find exactly the live values whether the name index was
+// kept all along, dropped during a run of edits with no look-ups, or rebuilt.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -206,6 +208,57 @@ TEST(GraphUses, StayExactUnderRandomEdits) {
   ExpectUsesExact(g, x);
   ExpectUsesExact(g, y);
   EXPECT_FALSE(last->output(0)->has_uses());
+}
+
+// Every name of `g`'s values, and of values erased from it, looks up as it
+// should: live names to their values, erased ones to nothing.
+void ExpectLookups(const Graph& g, const std::vector<std::string>& gone) {
+  for (const Value* v : g.Values()) EXPECT_EQ(g.Lookup(v->name()), v) << v->name();
+  for (const std::string& n : gone) EXPECT_EQ(g.Lookup(n), nullptr) << n;
+}
+
+TEST(GraphNames, LookupsStayExactWhileTheIndexIsDroppedAndRebuilt) {
+  Graph g;
+  Value* x = g.AddInput("x", F32({4}));
+  std::vector<Node*> nodes;
+  std::vector<Value*> consts;
+  for (int i = 0; i < 600; ++i) {
+    consts.push_back(g.AddConstant(absl::StrCat("k", i), Tensor::Scalar<float>(static_cast<float>(i))));
+    nodes.push_back(g.AddNode("Add", {i ? nodes.back()->output(0) : x, consts.back()},
+                              std::vector<std::string>{absl::StrCat("a", i)}));
+  }
+  g.AddOutput(nodes.back()->output(0));
+  // The first look-up builds the index.
+  ExpectLookups(g, {});
+  // A run of edits with no look-ups in between outgrows the upkeep the
+  // index is worth, so it is dropped along the way; the next look-up
+  // rebuilds it from the values that are left.
+  std::vector<std::string> gone;
+  for (int i = 599; i >= 200; --i) {
+    gone.push_back(nodes[i]->output(0)->name());
+    gone.push_back(consts[i]->name());
+    g.SetOutput(0, nodes[i - 1]->output(0));
+    g.EraseNode(nodes[i]);
+    g.EraseValue(consts[i]);
+  }
+  g.RenameValue(consts[0], "renamed");
+  gone.push_back("k0");
+  Value* fresh = g.AddConstant("fresh", Tensor::Scalar<float>(7.0f));
+  ExpectLookups(g, gone);
+  EXPECT_EQ(g.Lookup("fresh"), fresh);
+  EXPECT_EQ(g.Lookup("renamed"), consts[0]);
+  // Kept up to date while look-ups come between the edits.
+  g.RenameValue(fresh, "fresher");
+  EXPECT_EQ(g.Lookup("fresh"), nullptr);
+  EXPECT_EQ(g.Lookup("fresher"), fresh);
+  g.EraseValue(fresh);
+  EXPECT_EQ(g.Lookup("fresher"), nullptr);
+  EXPECT_FALSE(g.NameInUse("fresher"));
+  EXPECT_TRUE(g.NameInUse("a0"));
+  // A nested graph finds the values of the graph enclosing it.
+  Graph body("body", &g);
+  EXPECT_EQ(body.Lookup("a1"), nodes[1]->output(0));
+  EXPECT_EQ(g.Values().size(), 1u + 200u + 200u);
 }
 
 TEST(GraphUses, ErasingANodeKeepsItsFoldedOutputsAsConstants) {
