@@ -61,8 +61,12 @@ const std::vector<PassInfo>& RegisteredPasses() {
 
 const std::vector<PipelineInfo>& RegisteredPipelines() {
   static const std::vector<PipelineInfo> pipelines = {
+      // Constants are merged first as well as after folding: exports carry
+      // many copies of the same small constants (scalars, axes, shape
+      // pieces), and every walk of the fixpoint group then reads one of
+      // each instead of every copy.
       {"default", "the optimizer every target runs",
-       "infer-shapes,fixpoint(fold-constants,infer-shapes,simplify,eliminate-dead-branches,cse,dce),"
+       "dedup-constants,infer-shapes,fixpoint(fold-constants,infer-shapes,simplify,eliminate-dead-branches,cse,dce),"
        "fold-batchnorm,dedup-constants,recognize-composites,dce"},
       {"cleanup", "folding and dead-code removal only",
        "infer-shapes,fixpoint(fold-constants,infer-shapes,cse,dce)"},
