@@ -25,6 +25,7 @@ struct PassManager::PassRecord {
   std::unique_ptr<Pass> pass;
   int runs = 0;
   int changed = 0;
+  int skipped = 0;
   double seconds = 0;
 };
 
@@ -113,29 +114,47 @@ absl::Status PassManager::Parse(absl::string_view spec, std::vector<Item>* items
 }
 
 absl::StatusOr<bool> PassManager::RunPass(PassRecord& rec, Model& model) {
+  std::string name(rec.pass->name());
+  // A pass that last found nothing to change, with no pass having changed
+  // the graph since, would find nothing again: it is skipped.
+  auto clean = clean_at_.find(name);
+  if (clean != clean_at_.end() && clean->second == changes_) {
+    ++rec.skipped;
+    PrintAfter(name, /*changed=*/false, model);
+    return false;
+  }
   auto start = std::chrono::steady_clock::now();
   absl::StatusOr<bool> changed = rec.pass->Run(*model.graph);
   rec.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++rec.runs;
-  std::string name(rec.pass->name());
   if (!changed.ok()) {
     // Errors that name their pass already ("gears: ...") are not named twice.
     absl::string_view msg = changed.status().message();
     if (absl::StartsWith(msg, name + ": ")) msg.remove_prefix(name.size() + 2);
     return absl::Status(changed.status().code(), absl::StrCat("pass ", name, ": ", msg));
   }
-  if (*changed) ++rec.changed;
+  if (*changed) {
+    ++rec.changed;
+    ++changes_;
+    clean_at_.erase(name);
+  } else {
+    clean_at_[name] = changes_;
+  }
   if (options_.verify_each) {
     absl::Status v = VerifyModel(model);
     if (!v.ok()) return Internal("the graph is invalid after pass ", name, ": ", v.message());
   }
+  PrintAfter(name, *changed, model);
+  return *changed;
+}
+
+void PassManager::PrintAfter(const std::string& name, bool changed, const Model& model) {
   bool print = options_.print_after_all ||
                std::find(options_.print_after.begin(), options_.print_after.end(), name) != options_.print_after.end();
   if (print) {
-    dump() << "// ----- IR after " << name << (*changed ? "" : " (unchanged)") << " ----- //\n"
+    dump() << "// ----- IR after " << name << (changed ? "" : " (unchanged)") << " ----- //\n"
            << PrintModel(model) << "\n";
   }
-  return *changed;
 }
 
 absl::StatusOr<bool> PassManager::RunItems(std::vector<Item>& items, Model& model) {
@@ -181,19 +200,23 @@ absl::StatusOr<bool> PassManager::Run(Model& model) {
     return absl::InvalidArgumentError(absl::StrCat("--print-after: no pass named '", name, "' runs in this pipeline (",
                                                    names.empty() ? "it is empty" : absl::StrJoin(names, ", "), ")"));
   }
+  // What earlier runs found says nothing about this model.
+  changes_ = 0;
+  clean_at_.clear();
   return RunItems(items_, model);
 }
 
 std::string PassManager::TimingReport() const {
   double total = 0;
   for (const auto& r : records_) total += r->seconds;
-  std::string out = absl::StrFormat("%-28s %6s %8s %11s %7s\n", "pass", "runs", "changed", "time (ms)", "share");
+  std::string out =
+      absl::StrFormat("%-28s %6s %8s %8s %11s %7s\n", "pass", "runs", "changed", "skipped", "time (ms)", "share");
   for (const auto& r : records_) {
-    if (r->runs == 0) continue;
-    out += absl::StrFormat("%-28s %6d %8d %11.3f %6.1f%%\n", std::string(r->pass->name()), r->runs, r->changed,
-                           r->seconds * 1e3, total > 0 ? 100 * r->seconds / total : 0.0);
+    if (r->runs == 0 && r->skipped == 0) continue;
+    out += absl::StrFormat("%-28s %6d %8d %8d %11.3f %6.1f%%\n", std::string(r->pass->name()), r->runs, r->changed,
+                           r->skipped, r->seconds * 1e3, total > 0 ? 100 * r->seconds / total : 0.0);
   }
-  out += absl::StrFormat("%-28s %6s %8s %11.3f %6.1f%%\n", "total", "", "", total * 1e3, 100.0);
+  out += absl::StrFormat("%-28s %6s %8s %8s %11.3f %6.1f%%\n", "total", "", "", "", total * 1e3, 100.0);
   return out;
 }
 

@@ -6,7 +6,12 @@
 //   item     := PASS-NAME | PIPELINE-NAME | 'fixpoint' ['<' N '>'] '(' pipeline ')'
 //
 // A fixpoint group repeats its pipeline until no pass in it changes the graph,
-// at most N times (default 16); hitting the cap is reported, not fatal. With
+// at most N times (default 16); hitting the cap is reported, not fatal. A
+// pass whose last run changed nothing is skipped while no pass has changed
+// the graph since (passes of one name share their options, and a pass that
+// found nothing on a graph finds nothing on the same graph again): the last
+// round of a fixpoint group runs only the passes that something changed the
+// graph after. The time table counts skipped runs apart. With
 // verify_each, the verifier runs after every pass and a failure names the
 // pass. print_after dumps the graph after the named passes; time_passes and
 // stats collect a table of time and counters per pass.
@@ -14,11 +19,13 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/ir/graph.h"
@@ -58,12 +65,17 @@ class PassManager {
   absl::Status Parse(absl::string_view spec, std::vector<Item>* items, int depth);
   absl::StatusOr<bool> RunItems(std::vector<Item>& items, Model& model);
   absl::StatusOr<bool> RunPass(PassRecord& rec, Model& model);
+  void PrintAfter(const std::string& name, bool changed, const Model& model);
   std::ostream& dump() const;
 
   PassOptions pass_options_;
   PassManagerOptions options_;
   std::vector<Item> items_;
   std::vector<std::unique_ptr<PassRecord>> records_;
+  // How many pass runs have changed the graph, and for each pass name the
+  // count when its last run changed nothing (absent after one that did).
+  uint64_t changes_ = 0;
+  absl::flat_hash_map<std::string, uint64_t> clean_at_;
 };
 
 }  // namespace kiln
