@@ -508,6 +508,7 @@ Node* Graph::AddNode(absl::string_view op, absl::Span<Value* const> inputs,
   raw->op_ = std::string(op);
   raw->domain_ = Intern(domain).text;
   raw->owner_ = this;
+  ++op_counts_[raw->op_];
   LinkNode(raw, before);
   for (Value* v : inputs) raw->AddInput(v);
   for (size_t i = 0; i < output_names.size(); ++i) {
@@ -544,6 +545,7 @@ void Graph::EraseNodeKeepingConstants(Node* n, absl::Span<const Tensor> data) {
   }
   n->RemoveTrailingInputs(0);
   if (!nested_holders_.empty()) nested_holders_.erase(n);
+  if (auto it = op_counts_.find(n->op_); it != op_counts_.end() && --it->second == 0) op_counts_.erase(it);
   UnlinkNode(n);
   node_slab_.Delete(n);
 }
@@ -591,6 +593,17 @@ bool Graph::NameInNest(absl::string_view name) const {
       if (a.kind() != AttrKind::kGraph && a.kind() != AttrKind::kGraphs) continue;
       for (const auto& s : a.graphs())
         if (s && s->NameInNest(name)) return true;
+    }
+  return false;
+}
+
+bool Graph::NestMayHoldOp(absl::string_view op) const {
+  if (op_counts_.contains(op)) return true;
+  for (const Node* n : nested_holders_)
+    for (const auto& [attr, a] : n->attrs()) {
+      if (a.kind() != AttrKind::kGraph && a.kind() != AttrKind::kGraphs) continue;
+      for (const auto& s : a.graphs())
+        if (s && s->NestMayHoldOp(op)) return true;
     }
   return false;
 }

@@ -354,6 +354,11 @@ class Graph {
   NodeRange nodes() const { return NodeRange(this); }
   Node* first_node() const { return first_node_; }
   Node* last_node() const { return last_node_; }
+  // Whether a node with op `op` (in any domain) may be in this graph or a
+  // graph nested in it: false means there is none, so a pass that looks
+  // only at such nodes has nothing to do. Answered from a count of the
+  // nodes of each op that every graph keeps, without walking the nodes.
+  bool NestMayHoldOp(absl::string_view op) const;
   // False when no node of this graph was ever given a graph attribute: no
   // node holds a nested graph, and walks looking for them can be skipped.
   bool may_hold_graphs() const { return !nested_holders_.empty(); }
@@ -509,6 +514,9 @@ class Graph {
   // those holding subgraphs now), so that name lookups can search nested
   // graphs without walking every node.
   absl::flat_hash_set<const Node*> nested_holders_;
+  // How many nodes of this graph have each op (any domain); an op whose
+  // last node goes is dropped.
+  absl::flat_hash_map<std::string, uint32_t> op_counts_;
   // The name index, built on the first look-up by name: keys are the
   // values' own names (Value::name_, which changes only through RenameValue
   // and lives as long as the value), and a value's entry is erased before it

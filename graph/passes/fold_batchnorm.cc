@@ -214,7 +214,10 @@ namespace {
 class FoldBatchNormPass : public Pass {
  public:
   absl::string_view name() const override { return "fold-batchnorm"; }
-  absl::StatusOr<bool> Run(Graph& graph) override { return FoldBatchNorms(graph, &stats()); }
+  absl::StatusOr<bool> Run(Graph& graph) override {
+    if (!graph.NestMayHoldOp("BatchNormalization")) return false;  // nothing to walk for
+    return FoldBatchNorms(graph, &stats());
+  }
 };
 
 }  // namespace

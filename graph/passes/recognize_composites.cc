@@ -61,10 +61,21 @@ bool RecognizeComposites(Graph& graph, PassStatistics* stats) {
 
 namespace {
 
+// Whether some recognizer may apply: the graph holds an op one of them needs.
+bool AnyRecognizerMayApply(const Graph& graph) {
+  for (const CompositeRecognizer& r : patterns::CompositeRecognizers())
+    for (const char* op : r.needs)
+      if (op && graph.NestMayHoldOp(op)) return true;
+  return false;
+}
+
 class RecognizeCompositesPass : public Pass {
  public:
   absl::string_view name() const override { return "recognize-composites"; }
-  absl::StatusOr<bool> Run(Graph& graph) override { return RecognizeComposites(graph, &stats()); }
+  absl::StatusOr<bool> Run(Graph& graph) override {
+    if (!AnyRecognizerMayApply(graph)) return false;  // nothing to walk for
+    return RecognizeComposites(graph, &stats());
+  }
 };
 
 }  // namespace

@@ -10,6 +10,8 @@
 // constant_data() is the data of constants that hold data and of nothing else.
 // Look-ups by name find exactly the live values whether the name index was
 // kept all along, dropped during a run of edits with no look-ups, or rebuilt.
+// NestMayHoldOp sees the ops of nested graphs and forgets an op whose last
+// node is erased.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -259,6 +261,48 @@ TEST(GraphNames, LookupsStayExactWhileTheIndexIsDroppedAndRebuilt) {
   Graph body("body", &g);
   EXPECT_EQ(body.Lookup("a1"), nodes[1]->output(0));
   EXPECT_EQ(g.Values().size(), 1u + 200u + 200u);
+}
+
+TEST(GraphOps, NestMayHoldOpSeesNestedGraphsAndErasures) {
+  Graph root;
+  Value* c = root.AddInput("c", Type::Tensor(DType::kBool, Shape::Static({})));
+  Value* x = root.AddInput("x", F32({4}));
+  Node* relu = root.AddNode("Relu", {x}, 1);
+  Node* relu2 = root.AddNode("Relu", {relu->output(0)}, 1);
+  Node* neg = root.AddNode("Neg", {x}, 1, "com.example");  // any domain counts
+  root.AddOutput(relu2->output(0));
+  EXPECT_TRUE(root.NestMayHoldOp("Relu"));
+  EXPECT_TRUE(root.NestMayHoldOp("Neg"));
+  EXPECT_FALSE(root.NestMayHoldOp("BatchNormalization"));
+  // A Sqrt two levels down, in an If inside the else branch.
+  Node* n = root.AddNode("If", {c}, std::vector<std::string>{"r"});
+  std::unique_ptr<Graph> else_g = Body(&root, "else", {"e0"});
+  Node* inner = else_g->AddNode("If", {c}, std::vector<std::string>{"inner_r"});
+  std::unique_ptr<Graph> deep = Body(else_g.get(), "t2", {"d0"});
+  Node* sqrt = deep->AddNode("Sqrt", {deep->Lookup("d0")}, 1);
+  Graph* deep_raw = deep.get();
+  inner->SetAttr("then_branch", Attribute::GraphValue(std::move(deep)));
+  inner->SetAttr("else_branch", Attribute::GraphValue(Body(else_g.get(), "e2", {"e1"})));
+  n->SetAttr("then_branch", Attribute::GraphValue(Body(&root, "then", {"t0", "t1"})));
+  n->SetAttr("else_branch", Attribute::GraphValue(std::move(else_g)));
+  EXPECT_TRUE(root.NestMayHoldOp("Sqrt"));
+  EXPECT_FALSE(root.NestMayHoldOp("Exp"));
+  // Counts go down with erasures: the op is gone with its last node.
+  deep_raw->EraseNode(sqrt);
+  EXPECT_FALSE(root.NestMayHoldOp("Sqrt"));
+  root.EraseNode(neg);
+  EXPECT_TRUE(root.NestMayHoldOp("Neg"));  // the then branch's Neg is left
+  root.SetOutput(0, relu->output(0));
+  root.EraseNode(relu2);
+  EXPECT_TRUE(root.NestMayHoldOp("Relu"));
+  root.SetOutput(0, x);
+  root.EraseNode(relu);
+  EXPECT_FALSE(root.NestMayHoldOp("Relu"));
+  // A clone counts its own nodes.
+  std::unique_ptr<Graph> copy = root.Clone();
+  EXPECT_TRUE(copy->NestMayHoldOp("If"));
+  EXPECT_TRUE(copy->NestMayHoldOp("Neg"));  // the then branch's Neg
+  EXPECT_FALSE(copy->NestMayHoldOp("Relu"));
 }
 
 TEST(GraphUses, ErasingANodeKeepsItsFoldedOutputsAsConstants) {

@@ -755,15 +755,16 @@ Node* RecognizeAttention(Node* root) {
 
 const std::vector<CompositeRecognizer>& CompositeRecognizers() {
   static const std::vector<CompositeRecognizer> recognizers = {
-      {"layernorm-recognized", "Add", RecognizeLayerNorm},
-      {"layernorm-recognized", "Mul", RecognizeLayerNorm},
-      {"layernorm-recognized", "Div", RecognizeLayerNorm},
-      {"gelu-recognized", "Mul", RecognizeGelu},
-      {"gelu-recognized", "Div", RecognizeGelu},
-      {"softmax-recognized", "Div", RecognizeSoftmax},
-      {"logsoftmax-recognized", "Log", RecognizeLogSoftmax},
-      {"logsoftmax-recognized", "Sub", RecognizeLogSoftmax},
-      {"attention-recognized", "MatMul", RecognizeAttention},
+      {"layernorm-recognized", "Add", RecognizeLayerNorm, {"ReduceMean"}},
+      {"layernorm-recognized", "Mul", RecognizeLayerNorm, {"ReduceMean"}},
+      {"layernorm-recognized", "Div", RecognizeLayerNorm, {"ReduceMean"}},
+      {"gelu-recognized", "Mul", RecognizeGelu, {"Erf", "Tanh"}},
+      {"gelu-recognized", "Div", RecognizeGelu, {"Erf", "Tanh"}},
+      {"softmax-recognized", "Div", RecognizeSoftmax, {"Exp"}},
+      {"logsoftmax-recognized", "Log", RecognizeLogSoftmax, {"Log"}},
+      {"logsoftmax-recognized", "Sub", RecognizeLogSoftmax, {"Log"}},
+      // A Softmax op, or one recognized from Exp earlier in the same sweep.
+      {"attention-recognized", "MatMul", RecognizeAttention, {"Softmax", "Exp"}},
   };
   return recognizers;
 }

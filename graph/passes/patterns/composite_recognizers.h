@@ -38,6 +38,9 @@ struct CompositeRecognizer {
   const char* counter;  // statistic counted when it applies ("layernorm-recognized")
   const char* op;       // the root op (default domain) it looks at
   RecognizeFn apply;
+  // Ops of which every subgraph it recognizes holds at least one (null
+  // past the last): where the graph has none of them, it cannot apply.
+  const char* needs[2];
 };
 
 // Every recognizer, in the order recognize-composites tries them.
