@@ -584,28 +584,24 @@ std::vector<Value*> Graph::Values() const {
   return out;
 }
 
-bool Graph::NameInNest(absl::string_view name) const {
-  if (NameIndex().contains(name)) return true;
-  // Through the graph attributes themselves: UniqueName asks this for every
-  // name it makes, so no list of subgraphs is built per holder.
+bool Graph::AnyNestedGraph(absl::FunctionRef<bool(const Graph&)> pred) const {
+  // Through the graph attributes themselves: UniqueName asks NameInNest for
+  // every name it makes, so no list of subgraphs is built per holder.
   for (const Node* n : nested_holders_)
     for (const auto& [attr, a] : n->attrs()) {
       if (a.kind() != AttrKind::kGraph && a.kind() != AttrKind::kGraphs) continue;
       for (const auto& s : a.graphs())
-        if (s && s->NameInNest(name)) return true;
+        if (s && pred(*s)) return true;
     }
   return false;
 }
 
+bool Graph::NameInNest(absl::string_view name) const {
+  return NameIndex().contains(name) || AnyNestedGraph([&](const Graph& s) { return s.NameInNest(name); });
+}
+
 bool Graph::NestMayHoldOp(absl::string_view op) const {
-  if (op_counts_.contains(op)) return true;
-  for (const Node* n : nested_holders_)
-    for (const auto& [attr, a] : n->attrs()) {
-      if (a.kind() != AttrKind::kGraph && a.kind() != AttrKind::kGraphs) continue;
-      for (const auto& s : a.graphs())
-        if (s && s->NestMayHoldOp(op)) return true;
-    }
-  return false;
+  return op_counts_.contains(op) || AnyNestedGraph([&](const Graph& s) { return s.NestMayHoldOp(op); });
 }
 
 bool Graph::NameInUse(absl::string_view name) const {

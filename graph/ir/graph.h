@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "graph/ir/attribute.h"
 #include "graph/ir/tensor.h"
@@ -468,6 +469,9 @@ class Graph {
   void DropExternalUses();
   // Whether this graph or a graph nested in it holds a value named `name`.
   bool NameInNest(absl::string_view name) const;
+  // Whether `pred` holds for a graph nested directly in this one (held by
+  // an attribute of one of its nodes).
+  bool AnyNestedGraph(absl::FunctionRef<bool(const Graph&)> pred) const;
   // Raises suffix_bound_ here and in every enclosing graph to at least
   // `bound`.
   void RaiseSuffixBound(uint64_t bound);
