@@ -14,10 +14,10 @@
 //===----------------------------------------------------------------------===//
 #include "graph/passes/recognize_composites.h"
 
-#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "graph/passes/patterns/composite_recognizers.h"
 
 namespace kiln {
@@ -25,9 +25,9 @@ namespace {
 
 using patterns::CompositeRecognizer;
 
-const std::map<std::string, std::vector<const CompositeRecognizer*>>& RecognizersByOp() {
+const absl::flat_hash_map<std::string, std::vector<const CompositeRecognizer*>>& RecognizersByOp() {
   static const auto* by_op = [] {
-    auto* m = new std::map<std::string, std::vector<const CompositeRecognizer*>>;
+    auto* m = new absl::flat_hash_map<std::string, std::vector<const CompositeRecognizer*>>;
     for (const CompositeRecognizer& r : patterns::CompositeRecognizers()) (*m)[r.op].push_back(&r);
     return m;
   }();

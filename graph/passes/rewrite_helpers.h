@@ -66,8 +66,11 @@ inline bool IsRootGraphOutput(const Value* v) {
 // Ops whose outputs differ between runs with the same inputs (random ops,
 // Dropout in training mode).
 inline bool IsNondeterministicOp(const Node& n) {
+  // Compared as string_views, which compare lengths first: most ops differ
+  // from every name below in length, and cse and folding ask this of every
+  // node.
+  absl::string_view op = n.op();
   if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
-  const std::string& op = n.op();
   if (op == "Dropout") {
     // Random only in training mode (input 2), unless that is a constant false.
     const Value* training = n.input(2);

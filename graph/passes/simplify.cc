@@ -13,10 +13,10 @@
 //===----------------------------------------------------------------------===//
 #include "graph/passes/simplify.h"
 
-#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "graph/passes/patterns/algebraic.h"
 
 namespace kiln {
@@ -25,10 +25,10 @@ namespace {
 using patterns::AlgebraicPattern;
 using patterns::RewriteResult;
 
-// Patterns by op, in table order.
-const std::map<std::string, std::vector<const AlgebraicPattern*>>& PatternsByOp() {
+// Patterns by op (each op's in table order).
+const absl::flat_hash_map<std::string, std::vector<const AlgebraicPattern*>>& PatternsByOp() {
   static const auto* by_op = [] {
-    auto* m = new std::map<std::string, std::vector<const AlgebraicPattern*>>;
+    auto* m = new absl::flat_hash_map<std::string, std::vector<const AlgebraicPattern*>>;
     for (const AlgebraicPattern& p : patterns::AlgebraicPatterns()) (*m)[p.op].push_back(&p);
     return m;
   }();
