@@ -145,26 +145,29 @@ class alignas(64) Value {
   friend class Graph;
   friend class Node;
   friend class ScratchMarks;
-  // What walks over values read comes first, in the first two lines (a
-  // slot is line-aligned): the type and kind, the producer, the uses, and
-  // the constant's place beside them, so that a walk over the constants
-  // that asks each whether it is used reads one line of each.
-  Type type_;
+  // What walks over values read comes first (a slot is line-aligned).
+  // The first line holds all of it but the type: the producer, the kind,
+  // the constant's place, the uses and the mark, so that walks asking who
+  // produces or reads a value, whether it is a constant and whether it is
+  // marked (dead-code elimination, CSE, the folder's refinement marks, the
+  // walks over constants) read one line of each. The type fills the second
+  // line (its shape) and spills into the third (a sequence's element).
+  Node* producer_ = nullptr;
+  int producer_index_ = 0;
   Kind kind_ = Kind::kInput;
   bool has_data_ = false;  // constant_.defined()
-  int producer_index_ = 0;
-  Node* producer_ = nullptr;
   // Where a constant sits in its owner's array of constants
   // (Graph::constants_); UINT32_MAX for other values.
   uint32_t constant_pos_ = UINT32_MAX;
   // Most values have one use: it is stored in the value itself.
   absl::InlinedVector<Use, 1> uses_;
+  // The stamp of the last ScratchMarks that marked this value.
+  mutable uint64_t mark_ = 0;
+  Type type_;
   // Neighbours in the owner's list of values (creation order).
   Value* prev_ = nullptr;
   Value* next_ = nullptr;
   Graph* owner_ = nullptr;
-  // The stamp of the last ScratchMarks that marked this value.
-  mutable uint64_t mark_ = 0;
   // The owner's name table refers to it: it changes only through
   // Graph::RenameValue, which keeps the table in step.
   std::string name_;
@@ -266,6 +269,9 @@ class alignas(64) Node {
   Attrs attrs_;
   std::string name_;
 };
+
+// The lines walks read of a value (see its fields).
+static_assert(sizeof(Value) == 256 && alignof(Value) == 64);
 
 void Value::TypeOrDataChanged() {
   if (producer_) producer_->types_current_ = false;
@@ -449,12 +455,12 @@ class Graph {
   [[gnu::always_inline]] Value* ConstantFrom(size_t i) const {
     while (i < constants_.size() && !constants_[i]) ++i;
     if (i >= constants_.size()) return nullptr;
-    // The lines of a value that walks over constants read: the uses, and
-    // the tensor.
+    // The lines of a value that walks over constants read: the first (the
+    // uses and the mark), and the tensor's.
     if (i + kPrefetchNodes < constants_.size())
       if (const Value* ahead = constants_[i + kPrefetchNodes]) {
-        __builtin_prefetch(reinterpret_cast<const char*>(ahead) + 64);
-        __builtin_prefetch(reinterpret_cast<const char*>(ahead) + 192);
+        __builtin_prefetch(ahead);
+        __builtin_prefetch(&ahead->constant_);
       }
     return constants_[i];
   }
