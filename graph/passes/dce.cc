@@ -4,20 +4,19 @@
 // and a constant is dead if nothing uses it; dead nodes and constants are
 // removed, in nested graphs too.
 //
-// Liveness flows backwards from the outputs of the top graph: a live node
-// makes the producers of its inputs live, and every output of its nested
-// graphs (the body of a live Loop yields all its values), which in turn may
-// be values of enclosing graphs. A node used only inside the nested graph of
-// a dead node is dead. Graph inputs are never removed: they are the
-// interface of the graph (or, for a body, its positional signature).
-//
 // Every user of a node comes after it (a later node of its graph, or a node
 // nested in a later one), so one sweep of each graph from its last node to
-// its first decides each node when it reaches it: a node nothing live has
-// marked by then is dead and is erased there, its users being gone already;
-// a live node marks its producers and has its nested graphs swept the same
-// way. A node that still has uses is never erased (on a graph whose order
-// does not verify, liveness may come too late, and such a node stays).
+// its first decides each node when it reaches it: the dead users of its
+// outputs are erased by then (with their nested graphs, whose uses of
+// enclosing values go with them), so a node whose outputs have no uses left
+// is dead and is erased there, and one with a use is live (a use by a
+// surviving node or by an output of the graph) and has its nested graphs
+// swept the same way. A node used only inside the nested graph of a dead
+// node is therefore dead. The sweep reads each node and value and writes
+// nothing but the erasures: no liveness marks. Graph inputs are never
+// removed: they are the interface of the graph (or, for a body, its
+// positional signature). A node that still has uses is never erased (on a
+// graph whose order does not verify, a user may come before it).
 //
 //===----------------------------------------------------------------------===//
 #include "graph/passes/dce.h"
@@ -27,20 +26,17 @@ namespace {
 
 class DeadCodeEliminator {
  public:
-  // Sweeps `g`, whose outputs are live.
   void Sweep(Graph& g) {
-    for (const Value* v : g.outputs()) MarkProducer(v);
     for (Node* n = g.last_node(), *prev = nullptr; n; n = prev) {
       prev = n->prev();
       g.PrefetchBehind(prev);
-      if (live_.Contains(n)) {
-        for (Graph* s : n->subgraphs()) Sweep(*s);
-        for (const Value* v : n->inputs()) MarkProducer(v);
-        continue;
-      }
       bool used = false;
       for (const Value* o : n->outputs()) used |= o->has_uses();
-      if (used) continue;
+      if (used) {
+        if (n->may_hold_graphs())
+          for (Graph* s : n->subgraphs()) Sweep(*s);
+        continue;
+      }
       g.EraseNode(n);
       ++report.nodes_removed;
     }
@@ -54,13 +50,6 @@ class DeadCodeEliminator {
   }
 
   DceReport report;
-
- private:
-  void MarkProducer(const Value* v) {
-    if (v && v->producer()) live_.Insert(v->producer());
-  }
-
-  ScratchMarks live_;
 };
 
 }  // namespace
