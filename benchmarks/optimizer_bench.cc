@@ -30,12 +30,19 @@
 //   build/benchmarks/optimizer_bench --benchmark_filter='Pass/.*/pytorch'
 //   build/benchmarks/optimizer_bench --benchmark_filter=Scaling
 //
+// With KILN_BENCH_TIMING set, every timed run also prints the pass
+// manager's --time-passes table to stderr (time per pass within the
+// pipeline):
+//
+//   KILN_BENCH_TIMING=1 build/benchmarks/optimizer_bench --benchmark_filter=Pipeline/default/chain/100000/
+//
 //===----------------------------------------------------------------------===//
 #include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -213,6 +220,7 @@ void Measure(benchmark::State& state, Generator gen, const std::string& before, 
   int n = static_cast<int>(state.range(0));
   int64_t nodes_before = 0, nodes_after = 0, peak = 0, total = 0, heap = 0, graph_heap = 0;
   double timed_ns = 0;
+  const bool print_timing = std::getenv("KILN_BENCH_TIMING") != nullptr;
   for (auto _ : state) {
     state.PauseTiming();
     int64_t empty_heap = HeapInUse();
@@ -231,6 +239,7 @@ void Measure(benchmark::State& state, Generator gen, const std::string& before, 
     auto changed = pm.Run(m);
     timed_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     state.PauseTiming();
+    if (print_timing) std::fprintf(stderr, "%s\n", pm.TimingReport().c_str());
     if (!changed.ok()) {
       state.SkipWithError(std::string(changed.status().message()).c_str());
       break;
