@@ -352,7 +352,7 @@ void Graph::UnlinkConstant(Value* v) {
 }
 
 void Graph::CompactConstants() {
-  CloseUpHoles(constants_, &Value::constant_pos_, 64);  // the second line
+  CloseUpHoles(constants_, &Value::constant_pos_, 0);  // the first line
   constants_begin_ = constant_holes_ = 0;
 }
 
