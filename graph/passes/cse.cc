@@ -171,16 +171,23 @@ class CommonSubexpressions {
       for (int i = 0; i < n->num_outputs(); ++i) {
         Value* from = n->output(i);
         Value* to = keep->output(i);
+        if (from->type() != to->type()) ++report.types_differed;
         auto merged = MergeTypes(to->type(), from->type());
         if (merged.ok()) to->set_type(*std::move(merged));
         if (from->has_uses()) from->ReplaceAllUsesWith(to);
       }
+      // A constant read only by `n` (the kept node reads an equal one) is
+      // left unused: dead-code elimination has work.
+      for (const Value* v : n->inputs())
+        if (v && v->is_constant() &&
+            std::all_of(v->uses().begin(), v->uses().end(), [&](const Use& u) { return u.user == n; }))
+          ++report.constants_left_unused;
       g.EraseNode(n);
-      ++removed;
+      ++report.nodes_removed;
     }
   }
 
-  int64_t removed = 0;
+  CseReport report;
 
  private:
   static constexpr size_t kScanLimit = 16;
@@ -245,10 +252,10 @@ class CommonSubexpressions {
 
 }  // namespace
 
-int64_t EliminateCommonSubexpressions(Graph& g) {
+CseReport EliminateCommonSubexpressions(Graph& g) {
   CommonSubexpressions cse;
   cse.ProcessGraph(g);
-  return cse.removed;
+  return cse.report;
 }
 
 namespace {
@@ -256,10 +263,21 @@ namespace {
 class CsePass : public Pass {
  public:
   absl::string_view name() const override { return "cse"; }
+  // Merging duplicates and erasing never changes an op, attribute or
+  // input into one that matches another node, but merges by other passes
+  // (dedup-constants) may leave two nodes reading one constant.
+  ChangeKinds woken_by() const override { return kChangeOther | kChangeMerged; }
   absl::StatusOr<bool> Run(Graph& graph) override {
-    int64_t removed = EliminateCommonSubexpressions(graph);
-    if (removed) stats().Add("nodes-removed", removed);
-    return removed > 0;
+    CseReport r = EliminateCommonSubexpressions(graph);
+    if (r.nodes_removed) stats().Add("nodes-removed", r.nodes_removed);
+    // Nodes are visited in order and a merged node's readers come after
+    // it, so one run leaves no duplicate. A merge of values whose types
+    // differed changes what some readers read (shape inference has work),
+    // and one that leaves a constant unused gives dead-code elimination
+    // work: neither is a plain merge.
+    NoteChange(r.types_differed || r.constants_left_unused ? kChangeOther : kChangeMerged);
+    NoteSettled();
+    return r.nodes_removed > 0;
   }
 };
 

@@ -65,10 +65,15 @@ namespace {
 class DcePass : public Pass {
  public:
   absl::string_view name() const override { return "dce"; }
+  // Merges leave nothing unused (Pass::kChangeMerged).
+  ChangeKinds woken_by() const override { return kChangeOther | kChangeErased; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     DceReport r = EliminateDeadCode(graph);
     if (r.nodes_removed) stats().Add("nodes-removed", r.nodes_removed);
     if (r.constants_removed) stats().Add("constants-removed", r.constants_removed);
+    // One sweep erases every dead node (users before producers).
+    NoteChange(kChangeErased);
+    NoteSettled();
     return r.nodes_removed > 0 || r.constants_removed > 0;
   }
 };

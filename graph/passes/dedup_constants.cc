@@ -79,10 +79,16 @@ namespace {
 class DedupConstantsPass : public Pass {
  public:
   absl::string_view name() const override { return "dedup-constants"; }
+  // Only a change of another kind (folding) makes new constants.
+  ChangeKinds woken_by() const override { return kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     DedupReport r = DeduplicateConstants(graph);
     if (r.constants_merged) stats().Add("constants-merged", r.constants_merged);
     if (r.bytes_saved) stats().Add("bytes-saved", r.bytes_saved);
+    // Constants of one dtype, dims and bytes have one type; every
+    // duplicate is merged in one run.
+    NoteChange(kChangeMerged);
+    NoteSettled();
     return r.constants_merged > 0;
   }
 };

@@ -296,6 +296,9 @@ namespace {
 class FoldConstantsPass : public Pass {
  public:
   absl::string_view name() const override { return "fold-constants"; }
+  // Erasing what nothing reads makes no input constant, and a merged value
+  // is a constant exactly when the value it replaced was.
+  ChangeKinds woken_by() const override { return kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     FoldReport r = FoldConstants(graph, options().fold_max_elements);
     if (r.constants_folded) stats().Add("constants-folded", r.constants_folded);

@@ -294,11 +294,17 @@ namespace {
 class InferShapesPass : public Pass {
  public:
   absl::string_view name() const override { return "infer-shapes"; }
+  // Erasing what nothing reads, and merging values of one type and data,
+  // leave every inference rule's inputs as they were.
+  ChangeKinds woken_by() const override { return kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     KILN_ASSIGN_OR_RETURN(InferShapesReport report, InferShapesWithLoops(graph));
     if (report.loops_capped) stats().Add("loop-fixpoint-capped", report.loops_capped);
     if (report.body_iterations) stats().Add("loop-body-inferences", report.body_iterations);
     if (report.types_refined) stats().Add("types-refined", report.types_refined);
+    // Inference in order reaches every type it can refine in one run; a
+    // capped loop body may still move.
+    if (!report.loops_capped) NoteSettled();
     return report.changed;
   }
 };

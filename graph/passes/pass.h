@@ -114,6 +114,25 @@ class PassStatistics {
   std::map<std::string, int64_t> counters_;
 };
 
+// Kinds of change a pass run makes, as bits. The pass manager reruns a pass
+// only after changes of the kinds that can give it something to do
+// (Pass::woken_by), so a fixpoint group's last round skips the passes that
+// the previous round's changes cannot affect.
+enum ChangeKind : uint8_t {
+  // Removed only nodes and constants that nothing read.
+  kChangeErased = 1,
+  // Redirected every use of values to other values the graph already had,
+  // each holding the same data with the same type and being a constant
+  // exactly when the replaced value was (merged duplicates), and removed
+  // the replaced values, leaving nothing else unused.
+  kChangeMerged = 2,
+  // Any other change: new nodes or constants, rewired inputs, changed types
+  // or attributes.
+  kChangeOther = 4,
+};
+using ChangeKinds = uint8_t;
+inline constexpr ChangeKinds kAnyChange = kChangeErased | kChangeMerged | kChangeOther;
+
 class Pass {
  public:
   virtual ~Pass() = default;
@@ -121,15 +140,41 @@ class Pass {
   virtual absl::string_view name() const = 0;
   // Runs on `graph`; returns whether it changed anything.
   virtual absl::StatusOr<bool> Run(Graph& graph) = 0;
+  // The kinds of change, made by any pass, after which this pass may find
+  // something to do on a graph where it last found nothing. A pass says
+  // less than kAnyChange only where its definition proves the others
+  // inert: erasing what nothing reads never makes a node foldable, and
+  // merging duplicates of one type never changes a type.
+  virtual ChangeKinds woken_by() const { return kAnyChange; }
 
   void set_options(const PassOptions* options) { options_ = options; }
   const PassOptions& options() const { return *options_; }
   PassStatistics& stats() { return stats_; }
 
+  // What the last Run said of its changes (for the pass manager, which
+  // calls ClearRunNotes before each run): the kinds noted (none noted by a
+  // run that changed the graph means kChangeOther), and whether a second
+  // run straight after it would find nothing.
+  ChangeKinds noted_changes() const { return noted_changes_; }
+  bool settled() const { return settled_; }
+  void ClearRunNotes() {
+    noted_changes_ = 0;
+    settled_ = false;
+  }
+
+ protected:
+  // Called by Run: the kinds of change it made.
+  void NoteChange(ChangeKinds kinds) { noted_changes_ |= kinds; }
+  // Called by Run: it left nothing for itself to do, so its own changes
+  // do not make it run again.
+  void NoteSettled() { settled_ = true; }
+
  private:
   static const PassOptions& DefaultOptions();
   const PassOptions* options_ = &DefaultOptions();
   PassStatistics stats_;
+  ChangeKinds noted_changes_ = 0;
+  bool settled_ = false;
 };
 
 inline const PassOptions& Pass::DefaultOptions() {

@@ -115,14 +115,22 @@ absl::Status PassManager::Parse(absl::string_view spec, std::vector<Item>* items
 
 absl::StatusOr<bool> PassManager::RunPass(PassRecord& rec, Model& model) {
   std::string name(rec.pass->name());
-  // A pass that last found nothing to change, with no pass having changed
-  // the graph since, would find nothing again: it is skipped.
+  // A pass that last found nothing to change, with no pass having made a
+  // change since that could give it work, would find nothing again: it is
+  // skipped.
   auto clean = clean_at_.find(name);
-  if (clean != clean_at_.end() && clean->second == changes_) {
-    ++rec.skipped;
-    PrintAfter(name, /*changed=*/false, model);
-    return false;
+  if (clean != clean_at_.end()) {
+    const ChangeKinds woken_by = rec.pass->woken_by();
+    bool woken = false;
+    for (size_t k = 0; k < changes_.size(); ++k)
+      woken |= (woken_by >> k & 1) && clean->second[k] != changes_[k];
+    if (!woken) {
+      ++rec.skipped;
+      PrintAfter(name, /*changed=*/false, model);
+      return false;
+    }
   }
+  rec.pass->ClearRunNotes();
   auto start = std::chrono::steady_clock::now();
   absl::StatusOr<bool> changed = rec.pass->Run(*model.graph);
   rec.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -135,8 +143,13 @@ absl::StatusOr<bool> PassManager::RunPass(PassRecord& rec, Model& model) {
   }
   if (*changed) {
     ++rec.changed;
-    ++changes_;
-    clean_at_.erase(name);
+    ChangeKinds kinds = rec.pass->noted_changes();
+    if (!kinds) kinds = kChangeOther;
+    for (size_t k = 0; k < changes_.size(); ++k) changes_[k] += kinds >> k & 1;
+    if (rec.pass->settled())
+      clean_at_[name] = changes_;
+    else
+      clean_at_.erase(name);
   } else {
     clean_at_[name] = changes_;
   }
@@ -201,7 +214,7 @@ absl::StatusOr<bool> PassManager::Run(Model& model) {
                                                    names.empty() ? "it is empty" : absl::StrJoin(names, ", "), ")"));
   }
   // What earlier runs found says nothing about this model.
-  changes_ = 0;
+  changes_ = {};
   clean_at_.clear();
   return RunItems(items_, model);
 }

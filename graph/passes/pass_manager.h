@@ -7,11 +7,16 @@
 //
 // A fixpoint group repeats its pipeline until no pass in it changes the graph,
 // at most N times (default 16); hitting the cap is reported, not fatal. A
-// pass whose last run changed nothing is skipped while no pass has changed
-// the graph since (passes of one name share their options, and a pass that
-// found nothing on a graph finds nothing on the same graph again): the last
-// round of a fixpoint group runs only the passes that something changed the
-// graph after. The time table counts skipped runs apart. With
+// pass whose last run changed nothing is skipped while no pass has made a
+// change of a kind that can give it work (Pass::woken_by; passes of one
+// name share their options, and a pass that found nothing on a graph finds
+// nothing on the same graph again). A run that changed the graph and
+// settled (left nothing for a second run of itself) counts as finding
+// nothing after its own changes. So the last round of a fixpoint group runs
+// only the passes that a change of the previous round can affect: after a
+// round whose only changes were cse's merges and dce's erasures, folding
+// and shape inference do not walk the graph again. The time table counts
+// skipped runs apart. With
 // verify_each, the verifier runs after every pass and a failure names the
 // pass. print_after dumps the graph after the named passes; time_passes and
 // stats collect a table of time and counters per pass.
@@ -19,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -72,10 +78,13 @@ class PassManager {
   PassManagerOptions options_;
   std::vector<Item> items_;
   std::vector<std::unique_ptr<PassRecord>> records_;
-  // How many pass runs have changed the graph, and for each pass name the
-  // count when its last run changed nothing (absent after one that did).
-  uint64_t changes_ = 0;
-  absl::flat_hash_map<std::string, uint64_t> clean_at_;
+  // How many pass runs have made a change of each kind (ChangeKind bit i
+  // counts in changes_[i]), and for each pass name those counts when it
+  // last found nothing to do, or finished settled (absent after a run that
+  // changed the graph without settling).
+  using ChangeCounts = std::array<uint64_t, 3>;
+  ChangeCounts changes_{};
+  absl::flat_hash_map<std::string, ChangeCounts> clean_at_;
 };
 
 }  // namespace kiln

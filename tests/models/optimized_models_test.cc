@@ -14,6 +14,7 @@
 #include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
 #include "tests/models/exported_model.h"
+#include "tests/passes/group_settles.h"
 #include "tools/conformance/conformance.h"
 
 namespace kiln {
@@ -100,6 +101,12 @@ TEST_P(OptimizedModel, DefaultPipelineKeepsOutputsAndLeavesNoShapePlumbing) {
   std::vector<std::string> left;
   Leftovers(*model->graph, &left);
   EXPECT_TRUE(left.empty()) << left.size() << " nodes survive, the first: " << left[0];
+}
+
+TEST_P(OptimizedModel, FixpointGroupLeavesNothingToDo) {
+  auto exported = LoadExportedModel(GetParam());
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ(CheckGroupSettles(exported->model, GetParam()), 6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Exported, OptimizedModel,

@@ -32,6 +32,7 @@
 #include "graph/passes/pass_manager.h"
 #include "graph/verifier/verifier.h"
 #include "gtest/gtest.h"
+#include "tests/passes/group_settles.h"
 #include "tests/passes/pipeline_conformance.h"
 #include "tools/conformance/conformance.h"
 
@@ -372,6 +373,22 @@ TEST(KirTestsTest, PassesKeepWhatTheTestGraphsCompute) {
   EXPECT_GE(checked, 10);
 }
 
+//===--- What a fixpoint group skips has nothing to do ---------------------===//
+
+TEST(FixpointGroupTest, SkippedPassesHaveNothingToDo) {
+  int graphs = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(RepoRoot()) / "tests" / "passes")) {
+    if (entry.path().extension() != ".kir") continue;
+    std::ifstream in(entry.path());
+    std::stringstream buf;
+    buf << in.rdbuf();
+    auto model = ParseModel(buf.str(), entry.path().filename().string());
+    if (!model.ok()) continue;  // a parser error test
+    graphs += CheckGroupSettles(*model, entry.path().filename().string()) > 0;
+  }
+  EXPECT_GE(graphs, 40);
+}
+
 //===--- Scaling ----------------------------------------------------------===//
 
 // A chain of `n` nodes over one input with a constant-only side chain every
@@ -404,6 +421,11 @@ Model BigModel(int n) {
   }
   g.AddOutput(cur);
   return m;
+}
+
+TEST(FixpointGroupTest, SkippedPassesHaveNothingToDoOnAGeneratedGraph) {
+  Model m = BigModel(3000);
+  EXPECT_EQ(CheckGroupSettles(m, "BigModel(3000)"), 6);
 }
 
 TEST(PassScalingTest, HundredThousandNodes) {
