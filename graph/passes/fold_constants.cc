@@ -300,6 +300,10 @@ class FoldConstantsPass : public Pass {
   // is a constant exactly when the value it replaced was.
   ChangeKinds woken_by() const override { return kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
+    // Nodes are visited in order and the types after a fold are refined on
+    // the way, so one run folds every node it can; a graph holding nested
+    // graphs is not claimed settled (bodies are folded as a whole).
+    if (!graph.may_hold_graphs()) NoteSettled();
     FoldReport r = FoldConstants(graph, options().fold_max_elements);
     if (r.constants_folded) stats().Add("constants-folded", r.constants_folded);
     if (r.nodes_removed) stats().Add("nodes-removed", r.nodes_removed);

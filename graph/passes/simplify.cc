@@ -40,7 +40,7 @@ constexpr int kMaxRewritesPerNode = 8;
 
 }  // namespace
 
-bool SimplifyGraph(Graph& graph, PassStatistics* stats) {
+bool SimplifyGraph(Graph& graph, PassStatistics* stats, ChangeKinds* kinds) {
   const auto& by_op = PatternsByOp();
   bool changed = false;
   // Straight through the list, up to the node that was last when the sweep
@@ -49,7 +49,7 @@ bool SimplifyGraph(Graph& graph, PassStatistics* stats) {
   for (Node *n = graph.first_node(), *last = graph.last_node(), *next = nullptr; n; n = next) {
     next = n == last ? nullptr : n->next();
     graph.PrefetchAhead(next);
-    for (Graph* sub : n->subgraphs()) changed |= SimplifyGraph(*sub, stats);
+    for (Graph* sub : n->subgraphs()) changed |= SimplifyGraph(*sub, stats, kinds);
     if (!n->domain().empty()) continue;
     auto it = by_op.find(n->op());
     if (it == by_op.end()) continue;
@@ -61,7 +61,8 @@ bool SimplifyGraph(Graph& graph, PassStatistics* stats) {
         if (r == RewriteResult::kNoMatch) continue;
         if (stats) stats->Add(p->counter);
         changed = applied = true;
-        erased = r == RewriteResult::kErased;
+        erased = r == RewriteResult::kErased || r == RewriteResult::kForwarded;
+        if (kinds) *kinds |= r == RewriteResult::kForwarded ? kChangeMerged : kChangeOther;
         break;
       }
       if (!applied) break;
@@ -75,7 +76,16 @@ namespace {
 class SimplifyPass : public Pass {
  public:
   absl::string_view name() const override { return "simplify"; }
-  absl::StatusOr<bool> Run(Graph& graph) override { return SimplifyGraph(graph, &stats()); }
+  absl::StatusOr<bool> Run(Graph& graph) override {
+    ChangeKinds kinds = 0;
+    bool changed = SimplifyGraph(graph, &stats(), &kinds);
+    // Removing x*1, x+0, Identity and the like merges the node's output
+    // into x; other rewrites are changes of any kind. Not settled: a
+    // removal can leave an earlier value with one reader, which some
+    // patterns ask for.
+    NoteChange(kinds);
+    return changed;
+  }
 };
 
 }  // namespace

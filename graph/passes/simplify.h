@@ -17,7 +17,8 @@ namespace kiln {
 // Applies the algebraic patterns to every node of `graph` and the graphs
 // nested in it, in node order; returns whether anything changed. Counts go
 // to `stats` (one counter per pattern) when it is not null.
-bool SimplifyGraph(Graph& graph, PassStatistics* stats);
+// `kinds`, when not null, gets the kinds of change made (Pass::NoteChange).
+bool SimplifyGraph(Graph& graph, PassStatistics* stats, ChangeKinds* kinds = nullptr);
 
 std::unique_ptr<Pass> CreateSimplifyPass();
 

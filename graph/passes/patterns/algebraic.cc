@@ -17,6 +17,7 @@
 
 #include "graph/ir/tensor.h"
 #include "graph/passes/patterns/rewrite_util.h"
+#include "graph/passes/rewrite_helpers.h"
 
 namespace kiln::patterns {
 namespace {
@@ -26,8 +27,13 @@ constexpr int64_t kHugeIndex = int64_t{1} << 62;
 
 RewriteResult ReplaceWith(Node* n, Value* x) {
   if (!x || n->num_outputs() != 1 || !CanReplace(n->output(0), x)) return RewriteResult::kNoMatch;
+  // Not a plain merge: a constant for a node's output (folding may now
+  // reach its readers), another type (inference may refine them), or an
+  // interface output renamed onto another node.
+  const Value* out = n->output(0);
+  bool merge = !x->is_constant() && x->type() == out->type() && !IsRootGraphOutput(out);
   ReplaceNode(n, {x});
-  return RewriteResult::kErased;
+  return merge ? RewriteResult::kForwarded : RewriteResult::kErased;
 }
 
 // Erases `v` when nothing uses it any more (a constant, or the node making it).

@@ -24,6 +24,10 @@ enum class RewriteResult {
   kNoMatch,    // nothing changed
   kRewritten,  // the node was changed in place and still exists
   kErased,     // the node was replaced and erased
+  // The node's one output was replaced by a value the graph already had,
+  // of the same type and not a constant (the same data: a merge), and the
+  // node was erased with what that left unused.
+  kForwarded,
 };
 
 using RewriteFn = RewriteResult (*)(Node* node);
