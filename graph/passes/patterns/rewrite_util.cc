@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
+#include "graph/passes/rewrite_helpers.h"
 
 namespace kiln::patterns {
 
@@ -153,22 +154,10 @@ bool HasSubgraphs(const Node* n) {
   return false;
 }
 
-namespace {
-
-bool IsTopLevelOutputUse(const Use& u) { return !u.user && u.graph && u.graph->parent() == nullptr; }
-
-bool IsTopLevelOutput(const Value* v) {
-  for (const Use& u : v->uses())
-    if (IsTopLevelOutputUse(u)) return true;
-  return false;
-}
-
-}  // namespace
-
 bool CanReplace(const Value* from, const Value* to) {
   if (from == to) return false;
   if (!to) return !from->has_uses();
-  if (!IsTopLevelOutput(from)) return true;
+  if (!IsRootGraphOutput(from)) return true;
   Node* p = to->producer();
   return p && to->owner() == from->owner() && p->num_outputs() == 1 && !HasSubgraphs(p) && !IsGraphOutput(to);
 }
@@ -181,7 +170,7 @@ std::vector<Value*> ReplaceNode(Node* node, const std::vector<Value*>& with) {
     Value* from = node->output(i);
     Value* to = result[i];
     if (!to) continue;
-    if (IsTopLevelOutput(from)) renames.emplace_back(i, from->name());
+    if (IsRootGraphOutput(from)) renames.emplace_back(i, from->name());
     from->ReplaceAllUsesWith(to);
   }
   EraseWithDeadInputs(node);
