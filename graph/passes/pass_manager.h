@@ -25,6 +25,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -82,7 +83,7 @@ class PassManager {
   // counts in changes_[i]), and for each pass name those counts when it
   // last found nothing to do, or finished settled (absent after a run that
   // changed the graph without settling).
-  using ChangeCounts = std::array<uint64_t, 3>;
+  using ChangeCounts = std::array<uint64_t, std::bit_width(unsigned{kAnyChange})>;
   ChangeCounts changes_{};
   absl::flat_hash_map<std::string, ChangeCounts> clean_at_;
 };
