@@ -75,7 +75,7 @@ void Value::ReplaceAllUsesWith(Value* other) {
 //===----------------------------------------------------------------------===//
 
 std::string Node::QualifiedOp() const {
-  return domain_->empty() ? op_ : absl::StrCat(*domain_, ".", op_);
+  return domain_->empty() ? *op_ : absl::StrCat(*domain_, ".", *op_);
 }
 
 void Node::SetInput(int i, Value* v) {
@@ -505,10 +505,10 @@ Node* Graph::AddNode(absl::string_view op, absl::Span<Value* const> inputs,
                      Node* before) {
   assert((!before || before->owner_ == this) && "inserting before a node of another graph");
   Node* raw = node_slab_.New();
-  raw->op_ = std::string(op);
+  raw->op_ = Intern(op).text;
   raw->domain_ = Intern(domain).text;
   raw->owner_ = this;
-  ++op_counts_[raw->op_];
+  ++op_counts_[*raw->op_];
   LinkNode(raw, before);
   for (Value* v : inputs) raw->AddInput(v);
   for (size_t i = 0; i < output_names.size(); ++i) {
@@ -545,7 +545,7 @@ void Graph::EraseNodeKeepingConstants(Node* n, absl::Span<const Tensor> data) {
   }
   n->RemoveTrailingInputs(0);
   if (!nested_holders_.empty()) nested_holders_.erase(n);
-  if (auto it = op_counts_.find(n->op_); it != op_counts_.end() && --it->second == 0) op_counts_.erase(it);
+  if (auto it = op_counts_.find(*n->op_); it != op_counts_.end() && --it->second == 0) op_counts_.erase(it);
   UnlinkNode(n);
   node_slab_.Delete(n);
 }
@@ -666,7 +666,7 @@ std::unique_ptr<Graph> Graph::Clone(Graph* parent) const {
     for (Value* v : n->inputs_) ins.push_back(remap(v));
     std::vector<std::string> names;
     for (Value* o : n->outputs_) names.push_back(o->name_);
-    Node* c = g->AddNode(n->op_, std::move(ins), std::move(names), *n->domain_);
+    Node* c = g->AddNode(*n->op_, std::move(ins), std::move(names), *n->domain_);
     c->name_ = n->name_;
     for (const auto& [k, a] : n->attrs_) c->SetAttr(k, a.Clone(g.get()));
     for (size_t i = 0; i < n->outputs_.size(); ++i) {

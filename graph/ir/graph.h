@@ -71,10 +71,15 @@ class Slab {
   }
 
  private:
-  union Slot {
+  // Slots start on a 128-byte boundary: this core fetches lines in
+  // aligned pairs, and the first two lines of an object (what walks read)
+  // then come as one pair instead of straddling two.
+  static constexpr size_t kSlotAlign = alignof(T) > 128 ? alignof(T) : 128;
+  union alignas(kSlotAlign) Slot {
     Slot* next_free;
     alignas(T) unsigned char bytes[sizeof(T)];
   };
+  static_assert(sizeof(T) % 128 == 0, "a slot would not keep the next one on a 128-byte boundary");
   static constexpr size_t kFirstChunk = 8;
   static constexpr size_t kMaxChunk = 1024;
   void Grow() {
@@ -185,9 +190,9 @@ class alignas(64) Value {
   inline void TypeOrDataChanged();
 };
 
-class alignas(64) Node {
+class alignas(128) Node {
  public:
-  const std::string& op() const { return op_; }
+  const std::string& op() const { return *op_; }
   const std::string& domain() const { return *domain_; }
   // "Conv", or "com.microsoft.FusedMatMul" for another domain.
   std::string QualifiedOp() const;
@@ -242,13 +247,16 @@ class alignas(64) Node {
   friend class Graph;
   friend class Value;
   friend class ScratchMarks;
-  // What walks over nodes read comes first: the first two cache lines hold
-  // the links, the op, whether it may hold graphs, the mark, the operands
-  // and results (a slot is line-aligned).
+  // What walks over nodes read comes first: the first two cache lines (one
+  // 128-byte pair, see Slab) hold the links, the op, whether it may hold
+  // graphs, the mark, the results, the operands and where each operand's
+  // use sits, so that a walk, and unlinking a node's uses when it is erased
+  // or rewired, reads no other line of it.
   // Neighbours in the owner's node list (execution order).
   Node* prev_ = nullptr;
   Node* next_ = nullptr;
-  std::string op_;
+  // Interned (the ops are few): one word instead of a string.
+  const std::string* op_ = nullptr;
   // Whether an attribute was ever given graphs (subgraphs() is empty if not).
   bool holds_graphs_ = false;
   bool types_current_ = false;
@@ -259,19 +267,20 @@ class alignas(64) Node {
   mutable uint64_t mark_ = 0;
   // Operands and results are stored in the node itself up to the counts
   // nearly every op has, so a walk reads no other heap block for them.
-  absl::InlinedVector<Value*, 3> inputs_;
   absl::InlinedVector<Value*, 2> outputs_;
-  // Interned: the domains are few, and most nodes have the empty one.
-  const std::string* domain_ = nullptr;
+  absl::InlinedVector<Value*, 3> inputs_;
   // use_slots_[i]: where this node's use of inputs_[i] sits in its uses().
   absl::InlinedVector<uint32_t, 4> use_slots_;
+  // Interned: the domains are few, and most nodes have the empty one.
+  const std::string* domain_ = nullptr;
   Graph* owner_ = nullptr;
   Attrs attrs_;
   std::string name_;
 };
 
-// The lines walks read of a value (see its fields).
+// The lines walks read of a value or node (see their fields).
 static_assert(sizeof(Value) == 256 && alignof(Value) == 64);
+static_assert(sizeof(Node) == 256 && alignof(Node) == 128);
 
 void Value::TypeOrDataChanged() {
   if (producer_) producer_->types_current_ = false;
