@@ -38,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -201,6 +202,12 @@ const GeneratorInfo kGenerators[] = {{"chain", Chain}, {"diamond", Diamond}, {"p
 
 //===--- Running ----------------------------------------------------------===//
 
+int64_t MinorFaults() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
 int64_t HeapInUse() {
   struct mallinfo2 mi = mallinfo2();
   return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
@@ -218,7 +225,7 @@ void RunPipeline(Model& m, const std::string& spec) {
 // `before` (untimed).
 void Measure(benchmark::State& state, Generator gen, const std::string& before, const std::string& pipeline) {
   int n = static_cast<int>(state.range(0));
-  int64_t nodes_before = 0, nodes_after = 0, peak = 0, total = 0, heap = 0, graph_heap = 0;
+  int64_t nodes_before = 0, nodes_after = 0, peak = 0, total = 0, heap = 0, graph_heap = 0, faults = 0;
   double timed_ns = 0;
   const bool print_timing = std::getenv("KILN_BENCH_TIMING") != nullptr;
   for (auto _ : state) {
@@ -235,9 +242,11 @@ void Measure(benchmark::State& state, Generator gen, const std::string& before, 
     int64_t heap0 = HeapInUse();
     graph_heap = heap0 - empty_heap;
     state.ResumeTiming();
+    int64_t faults0 = MinorFaults();
     auto start = std::chrono::steady_clock::now();
     auto changed = pm.Run(m);
     timed_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    faults = MinorFaults() - faults0;
     state.PauseTiming();
     if (print_timing) std::fprintf(stderr, "%s\n", pm.TimingReport().c_str());
     if (!changed.ok()) {
@@ -259,6 +268,7 @@ void Measure(benchmark::State& state, Generator gen, const std::string& before, 
   state.counters["alloc_MiB"] = static_cast<double>(total) / kMiB;
   state.counters["heap_MiB"] = static_cast<double>(heap) / kMiB;
   state.counters["graph_MiB"] = static_cast<double>(graph_heap) / kMiB;
+  state.counters["faults"] = static_cast<double>(faults);
   if (state.iterations() > 0)
     state.counters["us_per_node"] = timed_ns / 1e3 / static_cast<double>(state.iterations()) / n;
 }
@@ -305,6 +315,19 @@ void RegisterAll() {
                                            [gen](benchmark::State& s) { Measure(s, gen.make, "", "default"); });
     for (int64_t n : {5000, 7500, 10000, 12500, 15000, 20000, 30000, 50000, 100000}) b->Arg(n);
     WithMin(b)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+  }
+  // KILN_BENCH_PIPELINE=SPEC (and KILN_BENCH_BEFORE=SPEC, run untimed
+  // first) adds Custom/GRAPH/N: any pipeline on the generated graphs.
+  if (const char* spec = std::getenv("KILN_BENCH_PIPELINE")) {
+    const char* before_env = std::getenv("KILN_BENCH_BEFORE");
+    std::string pipeline = spec, before = before_env ? before_env : "";
+    for (const GeneratorInfo& gen : kGenerators) {
+      auto* b = benchmark::RegisterBenchmark(
+          absl::StrCat("Custom/", gen.name).c_str(),
+          [gen, pipeline, before](benchmark::State& s) { Measure(s, gen.make, before, pipeline); });
+      for (int64_t n : sizes) b->Arg(n);
+      WithMin(b)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+    }
   }
   // A pass alone can take microseconds while building its graph and
   // running what precedes it (untimed) takes milliseconds: a minimum
