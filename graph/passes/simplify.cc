@@ -40,22 +40,33 @@ constexpr int kMaxRewritesPerNode = 8;
 
 }  // namespace
 
-bool SimplifyGraph(Graph& graph, PassStatistics* stats, ChangeKinds* kinds) {
+bool SimplifyGraph(Graph& graph, PassStatistics* stats, ChangeKinds* kinds, bool* settled) {
   const auto& by_op = PatternsByOp();
   bool changed = false;
+  // A sweep settles when each rewrite forwarded a node that had readers and
+  // erased nothing else: the value forwarded gains readers and loses none,
+  // and no node is added, so no node swept earlier meets anything new (the
+  // patterns ask of a node's inputs their producers, types and data, which
+  // a later node's rewrite does not change, and at most that a value have
+  // one reader or none, which more readers never makes true). The node
+  // count tells whether a rewrite erased or added more than its node,
+  // here or, through a nested graph, in this one.
+  const size_t nodes_before = graph.num_nodes();
+  size_t forwarded = 0;
   // Straight through the list, up to the node that was last when the sweep
   // began: rewrites insert only before the node visited and erase only it
   // and nodes before it, so the next node is read first.
   for (Node *n = graph.first_node(), *last = graph.last_node(), *next = nullptr; n; n = next) {
     next = n == last ? nullptr : n->next();
     graph.PrefetchAhead(next);
-    for (Graph* sub : n->subgraphs()) changed |= SimplifyGraph(*sub, stats, kinds);
+    for (Graph* sub : n->subgraphs()) changed |= SimplifyGraph(*sub, stats, kinds, settled);
     if (!n->domain().empty()) continue;
     auto it = by_op.find(n->op());
     if (it == by_op.end()) continue;
     bool erased = false;
     for (int round = 0; round < kMaxRewritesPerNode && !erased; ++round) {
       bool applied = false;
+      const bool read = n->num_outputs() == 1 && n->output(0)->has_uses();
       for (const AlgebraicPattern* p : it->second) {
         RewriteResult r = p->apply(n);
         if (r == RewriteResult::kNoMatch) continue;
@@ -63,29 +74,53 @@ bool SimplifyGraph(Graph& graph, PassStatistics* stats, ChangeKinds* kinds) {
         changed = applied = true;
         erased = r == RewriteResult::kErased || r == RewriteResult::kForwarded;
         if (kinds) *kinds |= r == RewriteResult::kForwarded ? kChangeMerged : kChangeOther;
+        if (r == RewriteResult::kForwarded && read)
+          ++forwarded;
+        else if (settled)
+          *settled = false;
         break;
       }
       if (!applied) break;
     }
   }
+  if (settled && graph.num_nodes() + forwarded != nodes_before) *settled = false;
   return changed;
 }
 
 namespace {
 
+// Whether `graph` holds a node that a pattern asking for use counts looks
+// at (or may, in a nested graph).
+bool HoldsUseCountPatternOp(const Graph& graph) {
+  for (const AlgebraicPattern& p : patterns::AlgebraicPatterns())
+    if (p.reads_use_counts && graph.NestMayHoldOp(p.op)) return true;
+  return false;
+}
+
 class SimplifyPass : public Pass {
  public:
   absl::string_view name() const override { return "simplify"; }
+  // Patterns ask of a node its inputs' producers, types and data, which
+  // merging and erasing elsewhere leave alone; the few that ask how many
+  // readers a value has are woken by those too, while the graph of the last
+  // run holds their ops (erasing and merging add no node).
+  ChangeKinds woken_by() const override { return reads_use_counts_ ? kAnyChange : kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
+    reads_use_counts_ = true;
     ChangeKinds kinds = 0;
-    bool changed = SimplifyGraph(graph, &stats(), &kinds);
+    bool settled = true;
+    bool changed = SimplifyGraph(graph, &stats(), &kinds, &settled);
     // Removing x*1, x+0, Identity and the like merges the node's output
-    // into x; other rewrites are changes of any kind. Not settled: a
-    // removal can leave an earlier value with one reader, which some
-    // patterns ask for.
+    // into x; other rewrites are changes of any kind. Settled when only
+    // such removals happened (see SimplifyGraph).
     NoteChange(kinds);
+    if (settled) NoteSettled();
+    reads_use_counts_ = HoldsUseCountPatternOp(graph);
     return changed;
   }
+
+ private:
+  bool reads_use_counts_ = true;
 };
 
 }  // namespace

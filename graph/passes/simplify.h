@@ -18,7 +18,10 @@ namespace kiln {
 // nested in it, in node order; returns whether anything changed. Counts go
 // to `stats` (one counter per pattern) when it is not null.
 // `kinds`, when not null, gets the kinds of change made (Pass::NoteChange).
-bool SimplifyGraph(Graph& graph, PassStatistics* stats, ChangeKinds* kinds = nullptr);
+// `settled`, when not null, is cleared unless a second sweep straight after
+// is known to find nothing: every rewrite of this one handed a used node's
+// readers a value of the same type (kForwarded) and erased that node alone.
+bool SimplifyGraph(Graph& graph, PassStatistics* stats, ChangeKinds* kinds = nullptr, bool* settled = nullptr);
 
 std::unique_ptr<Pass> CreateSimplifyPass();
 

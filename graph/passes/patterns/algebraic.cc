@@ -454,14 +454,14 @@ RewriteResult SwapTransposedMatMul(Node* n) {
 const std::vector<AlgebraicPattern>& AlgebraicPatterns() {
   static const std::vector<AlgebraicPattern> patterns = {
       {"identity-removed", "Identity", RemoveIdentity},
-      {"dropout-removed", "Dropout", RemoveInferenceDropout},
+      {"dropout-removed", "Dropout", RemoveInferenceDropout, /*reads_use_counts=*/true},
       {"mul-by-one-removed", "Mul", RemoveMulByOne},
       {"add-zero-removed", "Add", RemoveAddZero},
       {"sub-zero-removed", "Sub", RemoveSubZero},
       {"div-by-one-removed", "Div", RemoveDivByOne},
       {"transposes-composed", "Transpose", ComposeTransposes},
       {"identity-transpose-removed", "Transpose", RemoveIdentityTranspose},
-      {"transposed-matmul-swapped", "Transpose", SwapTransposedMatMul},
+      {"transposed-matmul-swapped", "Transpose", SwapTransposedMatMul, /*reads_use_counts=*/true},
       {"reshapes-collapsed", "Reshape", CollapseReshapes},
       {"same-shape-reshape-removed", "Reshape", RemoveSameShapeReshape},
       {"same-shape-flatten-removed", "Flatten", RemoveSameShapeReshape},

@@ -36,6 +36,9 @@ struct AlgebraicPattern {
   const char* counter;  // statistic counted when it applies ("identity-removed")
   const char* op;       // the op (default domain) it looks at
   RewriteFn apply;
+  // Whether it asks how many readers a value has: erasing or merging
+  // readers elsewhere can then make it apply where it did not.
+  bool reads_use_counts = false;
 };
 
 // Every algebraic pattern, in the order the simplify pass tries them.
