@@ -106,12 +106,18 @@ struct PassOptions {
 // Named counters a pass reports ("nodes-removed", "constants-folded").
 class PassStatistics {
  public:
-  void Add(absl::string_view counter, int64_t n = 1) { counters_[std::string(counter)] += n; }
-  const std::map<std::string, int64_t>& counters() const { return counters_; }
+  // A counter already there is found without building its name.
+  void Add(absl::string_view counter, int64_t n = 1) {
+    if (auto it = counters_.find(counter); it != counters_.end())
+      it->second += n;
+    else
+      counters_.emplace(std::string(counter), n);
+  }
+  const std::map<std::string, int64_t, std::less<>>& counters() const { return counters_; }
   void Clear() { counters_.clear(); }
 
  private:
-  std::map<std::string, int64_t> counters_;
+  std::map<std::string, int64_t, std::less<>> counters_;
 };
 
 // Kinds of change a pass run makes, as bits. The pass manager reruns a pass

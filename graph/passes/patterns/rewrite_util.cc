@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/rewrite_helpers.h"
@@ -186,17 +187,46 @@ std::vector<Value*> ReplaceNode(Node* node, const std::vector<Value*>& with) {
   return result;
 }
 
+namespace {
+
+// A set of pointers that stays in place (a linear scan) while small, as
+// nearly every node's operands are, and hashes once it grows.
+template <typename T>
+class SmallPtrSet {
+ public:
+  // Whether `p` was not in the set (and now is).
+  bool Insert(const T* p) {
+    if (!hashed_.empty()) return hashed_.insert(p).second;
+    if (std::find(small_.begin(), small_.end(), p) != small_.end()) return false;
+    if (small_.size() < kSmall) {
+      small_.push_back(p);
+      return true;
+    }
+    hashed_.insert(small_.begin(), small_.end());
+    return hashed_.insert(p).second;
+  }
+
+ private:
+  static constexpr size_t kSmall = 8;
+  absl::InlinedVector<const T*, kSmall> small_;
+  absl::flat_hash_set<const T*> hashed_;
+};
+
+}  // namespace
+
 void EraseWithDeadInputs(Node* n) {
-  std::vector<Node*> work{n};
-  absl::flat_hash_set<const Node*> queued{n};
+  // A node is queued once: when the last reader of its outputs is erased
+  // (by the one node reading them last, which may read several of them).
+  absl::InlinedVector<Node*, 4> work{n};
   while (!work.empty()) {
     Node* m = work.back();
     work.pop_back();
-    std::vector<Value*> inputs;
-    absl::flat_hash_set<const Value*> seen;
+    absl::InlinedVector<Value*, 4> inputs;
+    SmallPtrSet<Value> seen;
     for (Value* v : m->inputs())
-      if (v && seen.insert(v).second) inputs.push_back(v);
+      if (v && seen.Insert(v)) inputs.push_back(v);
     m->owner()->EraseNode(m);
+    SmallPtrSet<Node> queued;
     for (Value* v : inputs) {
       if (v->has_uses()) continue;
       if (v->is_constant()) {
@@ -204,13 +234,11 @@ void EraseWithDeadInputs(Node* n) {
         continue;
       }
       Node* p = v->producer();
-      if (!p || HasSubgraphs(p) || queued.contains(p)) continue;
+      if (!p || HasSubgraphs(p)) continue;
       bool dead = true;
       for (Value* o : p->outputs())
         if (o->has_uses()) dead = false;
-      if (!dead) continue;
-      queued.insert(p);
-      work.push_back(p);
+      if (dead && queued.Insert(p)) work.push_back(p);
     }
   }
 }
