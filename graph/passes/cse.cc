@@ -266,7 +266,7 @@ class CsePass : public Pass {
   // Merging duplicates and erasing never changes an op, attribute or
   // input into one that matches another node, but merges by other passes
   // (dedup-constants) may leave two nodes reading one constant.
-  ChangeKinds woken_by() const override { return kChangeOther | kChangeMerged; }
+  ChangeKinds woken_by(const Graph&) const override { return kChangeOther | kChangeMerged; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     CseReport r = EliminateCommonSubexpressions(graph);
     if (r.nodes_removed) stats().Add("nodes-removed", r.nodes_removed);

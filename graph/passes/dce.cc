@@ -66,7 +66,7 @@ class DcePass : public Pass {
  public:
   absl::string_view name() const override { return "dce"; }
   // Merges leave nothing unused (Pass::kChangeMerged).
-  ChangeKinds woken_by() const override { return kChangeOther | kChangeErased; }
+  ChangeKinds woken_by(const Graph&) const override { return kChangeOther | kChangeErased; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     DceReport r = EliminateDeadCode(graph);
     if (r.nodes_removed) stats().Add("nodes-removed", r.nodes_removed);

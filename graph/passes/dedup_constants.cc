@@ -80,7 +80,7 @@ class DedupConstantsPass : public Pass {
  public:
   absl::string_view name() const override { return "dedup-constants"; }
   // Only a change of another kind (folding) makes new constants.
-  ChangeKinds woken_by() const override { return kChangeOther; }
+  ChangeKinds woken_by(const Graph&) const override { return kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     DedupReport r = DeduplicateConstants(graph);
     if (r.constants_merged) stats().Add("constants-merged", r.constants_merged);

@@ -196,7 +196,7 @@ class EliminateDeadBranchesPass : public Pass {
   absl::string_view name() const override { return "eliminate-dead-branches"; }
   // A condition or trip count becomes constant only by a change of another
   // kind (folding).
-  ChangeKinds woken_by() const override { return kChangeOther; }
+  ChangeKinds woken_by(const Graph&) const override { return kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     DeadBranchReport r = EliminateDeadBranches(graph);
     if (r.ifs_inlined) stats().Add("ifs-inlined", r.ifs_inlined);

@@ -298,7 +298,7 @@ class FoldConstantsPass : public Pass {
   absl::string_view name() const override { return "fold-constants"; }
   // Erasing what nothing reads makes no input constant, and a merged value
   // is a constant exactly when the value it replaced was.
-  ChangeKinds woken_by() const override { return kChangeOther; }
+  ChangeKinds woken_by(const Graph&) const override { return kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     // Nodes are visited in order and the types after a fold are refined on
     // the way, so one run folds every node it can; a graph holding nested

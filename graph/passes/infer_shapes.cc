@@ -296,7 +296,7 @@ class InferShapesPass : public Pass {
   absl::string_view name() const override { return "infer-shapes"; }
   // Erasing what nothing reads, and merging values of one type and data,
   // leave every inference rule's inputs as they were.
-  ChangeKinds woken_by() const override { return kChangeOther; }
+  ChangeKinds woken_by(const Graph&) const override { return kChangeOther; }
   absl::StatusOr<bool> Run(Graph& graph) override {
     KILN_ASSIGN_OR_RETURN(InferShapesReport report, InferShapesWithLoops(graph));
     if (report.loops_capped) stats().Add("loop-fixpoint-capped", report.loops_capped);

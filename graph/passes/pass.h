@@ -150,8 +150,12 @@ class Pass {
   // something to do on a graph where it last found nothing. A pass says
   // less than kAnyChange only where its definition proves the others
   // inert: erasing what nothing reads never makes a node foldable, and
-  // merging duplicates of one type never changes a type.
-  virtual ChangeKinds woken_by() const { return kAnyChange; }
+  // merging duplicates of one type never changes a type. Asked of the
+  // graph as it is when the pass would run again.
+  virtual ChangeKinds woken_by(const Graph& graph) const {
+    (void)graph;
+    return kAnyChange;
+  }
 
   void set_options(const PassOptions* options) { options_ = options; }
   const PassOptions& options() const { return *options_; }

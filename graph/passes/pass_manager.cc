@@ -120,7 +120,7 @@ absl::StatusOr<bool> PassManager::RunPass(PassRecord& rec, Model& model) {
   // skipped.
   auto clean = clean_at_.find(name);
   if (clean != clean_at_.end()) {
-    const ChangeKinds woken_by = rec.pass->woken_by();
+    const ChangeKinds woken_by = rec.pass->woken_by(*model.graph);
     bool woken = false;
     for (size_t k = 0; k < changes_.size(); ++k)
       woken |= (woken_by >> k & 1) && clean->second[k] != changes_[k];

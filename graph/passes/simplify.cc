@@ -102,11 +102,12 @@ class SimplifyPass : public Pass {
   absl::string_view name() const override { return "simplify"; }
   // Patterns ask of a node its inputs' producers, types and data, which
   // merging and erasing elsewhere leave alone; the few that ask how many
-  // readers a value has are woken by those too, while the graph of the last
-  // run holds their ops (erasing and merging add no node).
-  ChangeKinds woken_by() const override { return reads_use_counts_ ? kAnyChange : kChangeOther; }
+  // readers a value has can apply after those too, where the graph holds
+  // their ops.
+  ChangeKinds woken_by(const Graph& graph) const override {
+    return HoldsUseCountPatternOp(graph) ? kAnyChange : kChangeOther;
+  }
   absl::StatusOr<bool> Run(Graph& graph) override {
-    reads_use_counts_ = true;
     ChangeKinds kinds = 0;
     bool settled = true;
     bool changed = SimplifyGraph(graph, &stats(), &kinds, &settled);
@@ -115,12 +116,8 @@ class SimplifyPass : public Pass {
     // such removals happened (see SimplifyGraph).
     NoteChange(kinds);
     if (settled) NoteSettled();
-    reads_use_counts_ = HoldsUseCountPatternOp(graph);
     return changed;
   }
-
- private:
-  bool reads_use_counts_ = true;
 };
 
 }  // namespace
