@@ -30,15 +30,9 @@ RewriteResult ReplaceWith(Node* n, Value* x) {
   // Not a plain merge: a constant for a node's output (folding may now
   // reach its readers), another type (inference may refine them), or an
   // interface output renamed onto another node.
-  Value* out = n->output(0);
-  const bool root = IsRootGraphOutput(out);
-  bool merge = !x->is_constant() && x->type() == out->type() && !root;
-  if (root) {
-    ReplaceNode(n, {x});  // renames x's producer's output to the interface name
-  } else {
-    out->ReplaceAllUsesWith(x);
-    EraseWithDeadInputs(n);
-  }
+  const Value* out = n->output(0);
+  bool merge = !x->is_constant() && x->type() == out->type() && !IsRootGraphOutput(out);
+  ReplaceNode(n, {x});
   return merge ? RewriteResult::kForwarded : RewriteResult::kErased;
 }
 

@@ -163,8 +163,8 @@ bool CanReplace(const Value* from, const Value* to) {
   return p && to->owner() == from->owner() && p->num_outputs() == 1 && !HasSubgraphs(p) && !IsGraphOutput(to);
 }
 
-std::vector<Value*> ReplaceNode(Node* node, const std::vector<Value*>& with) {
-  std::vector<Value*> result(with.begin(), with.end());
+absl::InlinedVector<Value*, 2> ReplaceNode(Node* node, absl::Span<Value* const> with) {
+  absl::InlinedVector<Value*, 2> result(with.begin(), with.end());
   result.resize(node->num_outputs(), nullptr);
   std::vector<std::pair<int, std::string>> renames;
   for (int i = 0; i < node->num_outputs(); ++i) {

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "graph/ir/graph.h"
 #include "graph/ir/tensor.h"
 #include "graph/ir/type.h"
@@ -86,8 +88,9 @@ bool CanReplace(const Value* from, const Value* to);
 // producers that no longer have any use. Top-level graph outputs keep their
 // names (the replacement takes the name, its producer being recreated).
 // Returns the replacement values as they are afterwards. Callers check
-// CanReplace first.
-std::vector<Value*> ReplaceNode(Node* node, const std::vector<Value*>& with);
+// CanReplace first. Allocates nothing for a node of one or two outputs that
+// are not interface outputs (nearly every rewrite).
+absl::InlinedVector<Value*, 2> ReplaceNode(Node* node, absl::Span<Value* const> with);
 
 // Erases `n` (whose outputs must be unused), then every producer of its
 // inputs (and unused constants) that no longer has any use.
