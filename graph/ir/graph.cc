@@ -7,11 +7,69 @@
 #include <cstdint>
 #include <limits>
 
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "graph/ir/interned.h"
 
 namespace kiln {
+
+//===----------------------------------------------------------------------===//
+// Slab chunks
+//===----------------------------------------------------------------------===//
+
+namespace ir_internal {
+namespace {
+
+std::atomic<size_t> g_mapped_chunk_bytes{0};
+
+}  // namespace
+
+void* AllocateChunk(size_t bytes, size_t align, bool* mapped) {
+  *mapped = false;
+#ifdef __linux__
+  if (bytes % kHugeChunkBytes == 0) {
+    // Map one huge page more than asked and unmap the ends, leaving a
+    // mapping that starts on a huge-page boundary.
+    const size_t span = bytes + kHugeChunkBytes;
+    void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw != MAP_FAILED) {
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+      const uintptr_t start = (begin + kHugeChunkBytes - 1) & ~(uintptr_t{kHugeChunkBytes} - 1);
+      if (start > begin) munmap(raw, start - begin);
+      if (const size_t tail = begin + span - (start + bytes); tail > 0)
+        munmap(reinterpret_cast<void*>(start + bytes), tail);
+      void* p = reinterpret_cast<void*>(start);
+      // Only advice: where the system has no huge pages to give, the chunk
+      // is ordinary memory.
+      madvise(p, bytes, MADV_HUGEPAGE);
+      g_mapped_chunk_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      *mapped = true;
+      return p;
+    }
+    // No address space for the mapping: the heap may still serve it.
+  }
+#endif
+  return ::operator new(bytes, std::align_val_t{align});
+}
+
+void FreeChunk(void* p, size_t bytes, size_t align, bool mapped) noexcept {
+#ifdef __linux__
+  if (mapped) {
+    munmap(p, bytes);
+    g_mapped_chunk_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    return;
+  }
+#endif
+  ::operator delete(p, std::align_val_t{align});
+}
+
+size_t MappedChunkBytes() { return g_mapped_chunk_bytes.load(std::memory_order_relaxed); }
+
+}  // namespace ir_internal
 
 //===----------------------------------------------------------------------===//
 // Value

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -39,19 +40,36 @@ class Node;
 
 namespace ir_internal {
 
+// Memory for slab chunks. A chunk of kHugeChunkBytes is mapped on its own,
+// aligned to that size, and asked to be backed by one huge page where the
+// system offers them: a graph of 100k nodes then spans a few dozen TLB
+// entries instead of tens of thousands of 4 KiB pages, which is where a walk
+// over a graph larger than the TLB's reach spent much of its time. Smaller
+// chunks (and a huge one where the mapping fails) come from operator new;
+// `mapped` tells FreeChunk which.
+inline constexpr size_t kHugeChunkBytes = size_t{2} << 20;
+void* AllocateChunk(size_t bytes, size_t align, bool* mapped);
+void FreeChunk(void* p, size_t bytes, size_t align, bool mapped) noexcept;
+// Bytes of huge chunks mapped now, over all graphs (they are not on the
+// heap: memory figures add them).
+size_t MappedChunkBytes();
+
 // Storage for the objects of one kind that a graph creates: chunks of
 // contiguous slots, filled in creation order, so that nodes (or values)
 // created together sit together in memory and a walk over a graph streams
 // through a few chunks instead of chasing separate heap objects. A destroyed
-// object's slot is reused by the next one created. Chunks grow with the
-// graph (a small nested graph takes little) and are freed with the slab;
-// every object must have been destroyed by then.
+// object's slot is reused by the next one created. Chunks double with the
+// graph (a small nested graph takes little) up to kHugeChunkBytes and are
+// freed with the slab; every object must have been destroyed by then.
 template <typename T>
 class Slab {
  public:
   Slab() = default;
   Slab(const Slab&) = delete;
   Slab& operator=(const Slab&) = delete;
+  ~Slab() {
+    for (const Chunk& c : chunks_) FreeChunk(c.slots, c.size * sizeof(Slot), alignof(Slot), c.mapped);
+  }
 
   T* New() {
     Slot* s = free_;
@@ -81,14 +99,23 @@ class Slab {
   };
   static_assert(sizeof(T) % 128 == 0, "a slot would not keep the next one on a 128-byte boundary");
   static constexpr size_t kFirstChunk = 8;
-  static constexpr size_t kMaxChunk = 1024;
+  static constexpr size_t kMaxChunk = kHugeChunkBytes / sizeof(Slot) > kFirstChunk ? kHugeChunkBytes / sizeof(Slot) : kFirstChunk;
+  struct Chunk {
+    Slot* slots;
+    size_t size;
+    bool mapped;
+  };
   void Grow() {
-    chunks_.push_back(std::make_unique<Slot[]>(chunk_size_));
-    next_ = chunks_.back().get();
+    // Recorded before it is allocated, so that neither step can leak it.
+    Chunk& c = chunks_.emplace_back(Chunk{nullptr, 0, false});
+    c.slots = static_cast<Slot*>(AllocateChunk(chunk_size_ * sizeof(Slot), alignof(Slot), &c.mapped));
+    c.size = chunk_size_;
+    Slot* slots = c.slots;
+    next_ = slots;
     end_ = next_ + chunk_size_;
-    if (chunk_size_ < kMaxChunk) chunk_size_ *= 2;
+    if (chunk_size_ < kMaxChunk) chunk_size_ = std::min(chunk_size_ * 2, kMaxChunk);
   }
-  std::vector<std::unique_ptr<Slot[]>> chunks_;
+  std::vector<Chunk> chunks_;
   Slot* next_ = nullptr;  // the next never-used slot of the newest chunk
   Slot* end_ = nullptr;
   Slot* free_ = nullptr;  // slots of destroyed objects
