@@ -43,8 +43,8 @@ namespace ir_internal {
 // Memory for slab chunks. A chunk of kHugeChunkBytes is mapped on its own,
 // aligned to that size, and asked to be backed by one huge page where the
 // system offers them: a graph of 100k nodes then spans a few dozen TLB
-// entries instead of tens of thousands of 4 KiB pages, which is where a walk
-// over a graph larger than the TLB's reach spent much of its time. Smaller
+// entries instead of about 14,000 4 KiB pages (the default pipeline on the
+// 100k generated graphs ran 3-18% faster, benchmarks/RESULTS.md). Smaller
 // chunks (and a huge one where the mapping fails) come from operator new;
 // `mapped` tells FreeChunk which.
 inline constexpr size_t kHugeChunkBytes = size_t{2} << 20;
