@@ -99,7 +99,7 @@ class Slab {
   };
   static_assert(sizeof(T) % 128 == 0, "a slot would not keep the next one on a 128-byte boundary");
   static constexpr size_t kFirstChunk = 8;
-  static constexpr size_t kMaxChunk = kHugeChunkBytes / sizeof(Slot) > kFirstChunk ? kHugeChunkBytes / sizeof(Slot) : kFirstChunk;
+  static constexpr size_t kMaxChunk = std::max(kFirstChunk, kHugeChunkBytes / sizeof(Slot));
   struct Chunk {
     Slot* slots;
     size_t size;
@@ -110,10 +110,9 @@ class Slab {
     Chunk& c = chunks_.emplace_back(Chunk{nullptr, 0, false});
     c.slots = static_cast<Slot*>(AllocateChunk(chunk_size_ * sizeof(Slot), alignof(Slot), &c.mapped));
     c.size = chunk_size_;
-    Slot* slots = c.slots;
-    next_ = slots;
+    next_ = c.slots;
     end_ = next_ + chunk_size_;
-    if (chunk_size_ < kMaxChunk) chunk_size_ = std::min(chunk_size_ * 2, kMaxChunk);
+    chunk_size_ = std::min(chunk_size_ * 2, kMaxChunk);
   }
   std::vector<Chunk> chunks_;
   Slot* next_ = nullptr;  // the next never-used slot of the newest chunk

@@ -152,10 +152,7 @@ class Pass {
   // inert: erasing what nothing reads never makes a node foldable, and
   // merging duplicates of one type never changes a type. Asked of the
   // graph as it is when the pass would run again.
-  virtual ChangeKinds woken_by(const Graph& graph) const {
-    (void)graph;
-    return kAnyChange;
-  }
+  virtual ChangeKinds woken_by(const Graph&) const { return kAnyChange; }
 
   void set_options(const PassOptions* options) { options_ = options; }
   const PassOptions& options() const { return *options_; }
