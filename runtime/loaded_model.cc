@@ -52,9 +52,6 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
   auto m = std::make_unique<LoadedModel>();
   m->path_ = path;
   m->artifact_ = std::move(artifact);
-  if (m->artifact_.target() != "reference" && m->artifact_.target() != "npusim")
-    return absl::UnimplementedError(absl::StrCat(path, ": artifacts of target '", m->artifact_.target(),
-                                                 "' cannot run in this build"));
   if (m->artifact_.gears_size() > 0) {
     BlobStore bundle_blobs;
     if (absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &bundle_blobs); !s.ok())
@@ -84,7 +81,9 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
   auto model = ParseModel(m->artifact_.graph_kir(), path, use_shared ? shared : &blobs);
   if (!model.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": graph: ", model.status().message()));
   m->model_ = *std::move(model);
-  if (m->artifact_.target() == "npusim") {
+  // A module for the simulated NPU runs on the SystemC model; without one
+  // the graph runs on the reference executor.
+  if (m->artifact_.has_npusim()) {
     auto e = NpusimExecutable::Load(m->artifact_, &m->model_);
     if (!e.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.status().message()));
     m->npusim_ = *std::move(e);

@@ -15,14 +15,12 @@
 
 #include "absl/status/statusor.h"
 #include "graph/ir/tensor.h"
+#include "target/api/executable.h"
 
 namespace kiln::runtime {
 
 // Output `output` (NAME.next) feeds input `input` (NAME).
-struct StepFeed {
-  int output = 0;
-  int input = 0;
-};
+using StepFeed = target::StepFeed;
 
 // The feeds of a model with these input and output names, in output order.
 std::vector<StepFeed> StepFeeds(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);

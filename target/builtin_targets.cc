@@ -16,4 +16,13 @@ void RegisterBuiltinTargets(TargetRegistry& r) {
   (void)r.Register("reference", "host reference kernels (the golden model)", CreateReferenceTarget);
 }
 
+absl::StatusOr<std::unique_ptr<Target>> CreateBuiltinTarget(absl::string_view name) {
+  static TargetRegistry* builtins = [] {
+    auto* r = new TargetRegistry();
+    RegisterBuiltinTargets(*r);
+    return r;
+  }();
+  return builtins->Create(name);
+}
+
 }  // namespace kiln::target

@@ -1,27 +1,39 @@
-//===- target.h - The target plugin interface -------------------*- C++ -*-===//
+//===- target.h - The target interface ---------------------------*- C++ -*-===//
 //
-// Every target kiln compiles for — the built-in npusim and cuda targets and
-// third-party plugins — implements this interface and nothing else: a
-// description of the machine (engines, memory hierarchy, MMA shapes,
-// bandwidths, peak rates), a per-node placement query that answers an engine
-// and a reason, and compilation of an optimized model into an artifact.
+// Every target kiln compiles for — the built-in reference, npusim and cuda
+// targets and third-party plugins — implements this interface and nothing
+// else. A target has two halves:
 //
-// This header and target_registry.h are the public API a plugin builds
-// against (see README.md, "Writing a target plugin").
+//   compile: a description of the machine (engines, memory hierarchy, MMA
+//            shapes, bandwidths, peak rates, the tiling figures the shared
+//            backend needs, the settings it takes), a per-node placement
+//            query that answers an engine and a reason, and compilation of
+//            an optimized model into an artifact;
+//   run:     recognizing its own artifacts and loading one into an
+//            Executable (executable.h) that `kiln run`, `kiln conformance`,
+//            training loops and gears drive.
+//
+// The headers of target/api/ include only graph/ir, graph/support and
+// Abseil: they are the public API a plugin builds against (README.md,
+// "Writing a target plugin"), installed under include/kiln/ with the CMake
+// package Kiln (find_package(Kiln); Kiln::target_api).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "graph/ir/graph.h"
-#include "graph/passes/narrow_precision.h"
-#include "graph/passes/pass.h"
+#include "target/api/executable.h"
+#include "target/api/version.h"
 
 namespace kiln::target {
 
@@ -59,6 +71,37 @@ struct MmaShape {
   double macs_per_cycle = 0;  // per compute unit
 };
 
+// What the shared backend's tiling and cost model need beyond the memory
+// levels and MMA shapes: how the target's compute units run groups of work
+// and pipelines. Defaults suit a unit that runs one group at a time with a
+// double-buffered stage.
+struct TilingFigures {
+  int max_group = 1;               // groups (warps) per unit the lowering may use
+  int max_stages = 2;              // pipeline depth of the stage scope the target supports
+  int groups_at_peak = 1;          // groups a unit needs at work to reach its MMA rate (an SM: 4 warps)
+  double global_latency_cycles = 500;
+  int64_t max_group_accumulators = 0;  // accumulator elements one group may hold (a warp's registers); 0: no bound
+  double stage_sync_cycles = 0;    // a pipeline stage's wait for its slot and hand-back (barriers)
+  int max_resident_blocks = 1;     // blocks one unit runs at a time (capacities allowing): an SM's 32
+  // Elements of an im2col stage tile per group at most (0: no bound): a
+  // GPU's threads gather them one by one, each with its own index math.
+  int64_t max_gather_per_group = 0;
+  // Elements of a stage's A and B tiles per group at most (0: no bound).
+  int64_t max_stage_per_group = 0;
+};
+
+// A setting a target takes at compile time (`kiln compile --target=X
+// --NAME=VALUE`; `kiln compile --target=X --help` lists them). kiln refuses
+// a setting the chosen target does not declare, and a value of the wrong
+// type, before the target sees it.
+struct SettingSpec {
+  enum class Type : uint8_t { kString, kFile, kInt, kBool };
+  std::string name;      // "machine": given as --machine=VALUE
+  Type type = Type::kString;
+  std::string value_name;  // "FILE", "ARCH": how the help spells the value
+  std::string help;        // one paragraph; the default included
+};
+
 struct TargetDescription {
   std::string name;
   std::string summary;
@@ -70,9 +113,21 @@ struct TargetDescription {
   double global_bytes_per_second = 0;      // HBM
   double vector_bytes_per_cycle = 0;       // per compute unit
   double host_link_bytes_per_second = 0;   // PCIe, each way
+  TilingFigures tiling;
   // The optimizer pipeline `kiln compile` runs for this target when
   // --passes is left at its default ("" for the default pipeline).
   std::string pipeline;
+  std::vector<SettingSpec> settings;
+  // What `kiln compile` names the artifact when -o is not given: the model's
+  // name with this suffix (".kiln", or ".cuda" for a package directory).
+  std::string artifact_suffix = ".kiln";
+  // The artifacts are .kiln files (target/artifact), which kiln bundles one
+  // per gear (--dynamic-batch, --dynamic-dims).
+  bool bundles_gears = false;
+  // ExplainArtifact says where each task runs after code generation (where
+  // kernels that could not be generated moved to a fallback engine), so
+  // `--explain-placement` prints that instead of the per-node placement.
+  bool explains_artifacts = false;
 };
 
 // Where a node runs, and why.
@@ -93,9 +148,8 @@ inline const char* PrecisionName(Precision p) {
   return "fp32";
 }
 // The type an f32 model's matrix work computes in under `p`, with fp32
-// accumulation: f16, bf16, or f32 itself. Mixed decides op by op
-// (CompileOptions::mixed, whose narrow type is f16 unless it says bf16);
-// f16 here is its default.
+// accumulation: f16, bf16, or f32 itself. Mixed decides op by op (whose
+// narrow type is f16 unless --mixed-type says bf16); f16 here is its default.
 inline DType MatrixDType(Precision p) {
   switch (p) {
     case Precision::kFp16:
@@ -108,43 +162,37 @@ inline DType MatrixDType(Precision p) {
 
 struct CompileOptions {
   Precision precision = Precision::kFp32;
-  // Under kMixed: the narrow type, the op lists' edits and the cost threshold
-  // (`--mixed-type`, `--mixed-allow`, ...; graph/passes/narrow_precision.h).
-  MixedPrecisionOptions mixed;
+  // Narrows a graph the way --precision and the --mixed-* flags ask (kiln's
+  // precision passes): nothing under fp32, every matrix op and the
+  // activations between them under fp16/bf16, op by op under mixed. Whether
+  // anything changed. A target calls it where its lowering wants the narrow
+  // types; kiln sets it (null: the target narrows by `precision` alone).
+  std::function<absl::StatusOr<bool>(Graph&)> narrow;
   // Fusion groups (matrix ops with their epilogues, memory-bound chains):
   // false runs every op as a kernel of its own (`--fusion=false`), to see
   // what fusion buys.
   bool fusion = true;
-  // Target-specific settings (`--machine=FILE` for npusim, `--arch=sm_90a` for cuda).
+  // The target's settings as given (TargetDescription::settings), checked
+  // against its declarations.
   std::vector<std::pair<std::string, std::string>> settings;
+  // Where a warning for the user goes ("inputs with dims unknown at compile
+  // time ..."); null: nowhere.
+  std::function<void(const std::string&)> warn;
+  // kiln's host kernels as a shared library (libkiln_hostops.so) that an
+  // artifact running host tasks outside kiln may carry; empty if unknown.
+  std::string host_ops_library;
+
+  // The value of setting `name`, or `fallback` when it was not given.
+  std::string Setting(absl::string_view name, std::string fallback = "") const {
+    for (const auto& [k, v] : settings)
+      if (k == name) return v;
+    return fallback;
+  }
 };
 
-// Refuses a setting the target does not read (a --machine given to the cuda
-// target would otherwise be ignored): `known` lists the ones it reads.
-inline absl::Status CheckSettings(const CompileOptions& options, const std::vector<std::string>& known,
-                                  const std::string& target) {
-  for (const auto& [key, value] : options.settings) {
-    bool ok = false;
-    for (const std::string& k : known) ok |= k == key;
-    if (ok) continue;
-    std::string takes;
-    for (const std::string& k : known) takes += (takes.empty() ? "--" : ", --") + k;
-    return absl::InvalidArgumentError("--" + key + " is not a setting of target " + target + " (it takes " +
-                                      (takes.empty() ? std::string("no settings") : takes) + ")");
-  }
-  return absl::OkStatus();
-}
-
-// Narrows an optimized graph as `options` ask: nothing under fp32,
-// NarrowMatrixOps under fp16 and bf16, MixPrecision under mixed. Whether
-// anything changed.
-inline absl::StatusOr<bool> NarrowForPrecision(Graph& g, const CompileOptions& options) {
-  switch (options.precision) {
-    case Precision::kFp32: return false;
-    case Precision::kMixed: return MixPrecision(g, options.mixed);
-    default: return NarrowMatrixOps(g, MatrixDType(options.precision));
-  }
-}
+// Refuses a setting `description` does not declare and a value its type
+// does not take, naming the target and the settings it takes.
+absl::Status CheckSettings(const CompileOptions& options, const TargetDescription& description);
 
 class Target {
  public:
@@ -157,6 +205,32 @@ class Target {
   // Compiles an optimized, placed model into the artifact at `output_path`.
   virtual absl::Status Compile(const Model& model, const CompileOptions& options,
                                const std::string& output_path) = 0;
+
+  // The runtime half. Whether `path` holds an artifact of this target (a
+  // cheap look at its first bytes or its layout): `kiln run` offers an
+  // artifact to the target that recognizes it.
+  virtual bool Recognizes(const std::string& path) const { return false; }
+  // Loads an artifact of this target, ready to run.
+  virtual absl::StatusOr<std::unique_ptr<Executable>> Load(const std::string& path) const {
+    return absl::UnimplementedError("target " + description().name + " cannot run its artifacts");
+  }
+  // Whether this machine can run the target's artifacts at all (a GPU
+  // target without a GPU cannot): `kiln conformance` asks before it starts.
+  virtual absl::Status CanRun() const { return absl::OkStatus(); }
+  // The kernel the target generates for `node` when it is tiled by the
+  // target's own program rather than by the shared lowering: its tile IR
+  // text and a note for listings (`kiln tile`). NotFound when the shared
+  // lowering's form is what runs.
+  struct OwnKernel {
+    std::string note;
+    std::string tile_ir;
+  };
+  virtual absl::StatusOr<OwnKernel> OwnTileKernel(const Node& node, const CompileOptions& options) const {
+    return absl::NotFoundError("the shared lowering's kernel");
+  }
+  // Where each task of a compiled artifact runs, and why, after code
+  // generation (TargetDescription::explains_artifacts).
+  virtual absl::StatusOr<std::string> ExplainArtifact(const std::string& path) const { return std::string(); }
 };
 
 }  // namespace kiln::target

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -115,6 +116,29 @@ absl::StatusOr<Artifact> ReadArtifact(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the artifact is truncated or corrupted"));
   if (a.format_version() != kArtifactFormatVersion) return version_error(a.format_version());
   return a;
+}
+
+std::string PeekArtifactTarget(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return "";
+  char head[512];
+  f.read(head, sizeof head);
+  const std::streamsize n = f.gcount();
+  if (n < static_cast<std::streamsize>(sizeof kMagic) || std::memcmp(head, kMagic, sizeof kMagic) != 0) return "";
+  // Fields are written in number order: format_version (1), then target (2).
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(head) + sizeof kMagic,
+                                            static_cast<int>(n - sizeof kMagic));
+  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    const uint32_t field = tag >> 3, wire = tag & 7;
+    uint32_t varint = 0;
+    if (field == 1 && wire == 0 && in.ReadVarint32(&varint)) continue;
+    std::string target;
+    if (field == 2 && wire == 2 && in.ReadVarint32(&varint) && varint <= 256 &&
+        in.ReadString(&target, static_cast<int>(varint)))
+      return target;
+    return "";
+  }
+  return "";
 }
 
 }  // namespace kiln::artifact

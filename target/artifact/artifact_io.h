@@ -20,6 +20,10 @@ absl::Status WriteArtifact(const Artifact& artifact, const std::string& path);
 // version, with a one-line reason.
 absl::StatusOr<Artifact> ReadArtifact(const std::string& path);
 
+// The target an artifact file was compiled for, read from its first bytes
+// alone (no checksum); empty when the file is not a kiln artifact.
+std::string PeekArtifactTarget(const std::string& path);
+
 // "batch=4" or "batch=2, seq=16": a gear of `bundle` by its symbols' values.
 std::string GearLabel(const Artifact& bundle, const Gear& gear);
 

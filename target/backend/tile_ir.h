@@ -238,7 +238,7 @@ struct TileMma {
   DType accumulator = DType::kF32;
 };
 struct TileTarget {
-  std::string name;  // "npusim", "cuda"
+  std::string name;  // the target's
   std::map<Scope, int64_t> capacity;
   std::vector<TileMma> mma;
   int max_group = 1;  // group loops' total iterations per compute unit (warps per block)

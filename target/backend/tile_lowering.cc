@@ -229,45 +229,6 @@ double TileCostFigures::MacsPerCycle(DType input) const {
   return 0;
 }
 
-namespace {
-
-// What a description does not say: groups per unit, stage pipeline depth,
-// global latency, by target.
-struct OwnNumbers {
-  const char* target;
-  TileTuning tuning;
-};
-const OwnNumbers kOwnNumbers[] = {
-    // One cube per AI core; L1 double-buffered; HBM latency of the SystemC
-    // model; the accumulator scope's capacity is the only bound on a group's
-    // accumulators; a stage's flag waits are not charged.
-    {"npusim", {.max_group = 1, .max_stages = 2, .groups_at_peak = 1, .global_latency_cycles = 500}},
-    // 8 warps per block; cp.async pipelines of up to 4 stages; an SM's four
-    // TensorCores each serve one warp scheduler, so a block needs 4 warps
-    // to reach the SM's MMA rate. A warp's accumulators live in its
-    // threads' registers (255 at most per thread, operand fragments and
-    // addresses beside them): 64x64 f32 per warp, 128 registers per thread.
-    // A stage's barrier (the slot's mbarrier wait, the hand-back) costs
-    // about 100 cycles, fitted with the latency to H100 GEMM timings of 38
-    // tilings. An SM runs up to 32 blocks at once. A stage's A and B tiles
-    // hold at most 3072 elements per warp, and an im2col B tile 512: the
-    // threads issue those copies (and compute each gathered element's
-    // address) themselves, and deeper per-warp stages measured up to 3x
-    // slower on ResNet's convolutions (benchmarks/RESULTS.md, cuda target).
-    {"cuda",
-     {.max_group = 8,
-      .max_stages = 4,
-      .groups_at_peak = 4,
-      .global_latency_cycles = 600,
-      .max_group_accumulators = 64 * 64,
-      .stage_sync_cycles = 100,
-      .max_resident_blocks = 32,
-      .max_gather_per_group = 512,
-      .max_stage_per_group = 3072}},
-};
-
-}  // namespace
-
 TileCostFigures FiguresOf(const TargetDescription& d) {
   TileCostFigures f;
   f.target.name = d.name;
@@ -299,8 +260,7 @@ TileCostFigures FiguresOf(const TargetDescription& d) {
       it->second = std::max(it->second, m.macs_per_cycle);
     }
   }
-  for (const OwnNumbers& own : kOwnNumbers)
-    if (d.name == own.target) static_cast<TileTuning&>(f) = own.tuning;
+  static_cast<TileTuning&>(f) = d.tiling;
   f.target.max_group = f.max_group;
   return f;
 }

@@ -70,25 +70,11 @@
 
 namespace kiln::target::tile {
 
-// What a target description does not say and the cost model needs: each
-// target's own numbers (kOwnNumbers in tile_lowering.cc), defaults here.
-struct TileTuning {
-  int max_group = 1;               // groups (warps) per unit the lowering may use
-  int max_stages = 2;              // pipeline depth of the stage scope the target supports
-  int groups_at_peak = 1;          // groups a unit needs at work to reach its MMA rate (an SM: 4 warps)
-  double global_latency_cycles = 500;
-  int64_t max_group_accumulators = 0;  // accumulator elements one group may hold (a warp's registers); 0: no bound
-  double stage_sync_cycles = 0;    // a pipeline stage's wait for its slot and hand-back (barriers)
-  int max_resident_blocks = 1;     // blocks one unit runs at a time (capacities allowing): an SM's 32
-  // Elements of an im2col stage tile per group at most (0: no bound): a
-  // GPU's threads gather them one by one, each with its own index math.
-  int64_t max_gather_per_group = 0;
-  // Elements of a stage's A and B tiles per group at most (0: no bound).
-  int64_t max_stage_per_group = 0;
-};
+// What the cost model needs beyond memory levels and MMA shapes: each
+// target's own figures (TargetDescription::tiling).
+using TileTuning = TilingFigures;
 
-// The figures of a target the cost model uses, from its TargetDescription
-// (and, for scopes a description does not name, the target's own numbers).
+// The figures of a target the cost model uses, from its TargetDescription.
 struct TileCostFigures : TileTuning {
   TileTarget target;               // scope capacities and MMA shapes (for Verify)
   int compute_units = 1;           // AI cores, SMs

@@ -26,6 +26,8 @@
 #include "target/backend/memory_plan.h"
 #include "target/backend/tile_lowering.h"
 #include "target/cuda/cuda_copy_kernel.h"
+#include "target/cuda/cuda_target.h"
+#include "target/precision.h"
 
 namespace kiln::target::cuda {
 namespace {
@@ -268,7 +270,7 @@ class Buffers {
 }  // namespace
 
 absl::StatusOr<CudaBuildOptions> CudaBuildOptionsFrom(const CompileOptions& options) {
-  KILN_RETURN_IF_ERROR(CheckSettings(options, {"arch"}, "cuda"));
+  KILN_RETURN_IF_ERROR(CheckSettings(options, CudaDescription()));
   CudaBuildOptions b;
   std::string arch;
   for (const auto& [k, v] : options.settings)

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "target/cuda/cuda_target.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -27,9 +28,11 @@
 #include "graph/ops/op_registry.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/status.h"
+#include "runtime/cuda_executable.h"
 #include "target/backend/window.h"
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_package.h"
+#include "target/cuda/cuda_runtime.h"
 #include "target/placement/placement.h"
 
 namespace kiln::target {
@@ -69,9 +72,35 @@ TargetDescription MakeDescription() {
   d.global_bytes_per_second = 3.35e12;
   d.vector_bytes_per_cycle = 512;  // 128 fp32 lanes per SM
   d.host_link_bytes_per_second = 64e9;
+  // 8 warps per block; cp.async pipelines of up to 4 stages; an SM's four
+  // TensorCores each serve one warp scheduler, so a block needs 4 warps
+  // to reach the SM's MMA rate. A warp's accumulators live in its
+  // threads' registers (255 at most per thread, operand fragments and
+  // addresses beside them): 64x64 f32 per warp, 128 registers per thread.
+  // A stage's barrier (the slot's mbarrier wait, the hand-back) costs
+  // about 100 cycles, fitted with the latency to H100 GEMM timings of 38
+  // tilings. An SM runs up to 32 blocks at once. A stage's A and B tiles
+  // hold at most 3072 elements per warp, and an im2col B tile 512: the
+  // threads issue those copies (and compute each gathered element's
+  // address) themselves, and deeper per-warp stages measured up to 3x
+  // slower on ResNet's convolutions (benchmarks/RESULTS.md, cuda target).
+  d.tiling = {.max_group = 8,
+              .max_stages = 4,
+              .groups_at_peak = 4,
+              .global_latency_cycles = 600,
+              .max_group_accumulators = 64 * 64,
+              .stage_sync_cycles = 100,
+              .max_resident_blocks = 32,
+              .max_gather_per_group = 512,
+              .max_stage_per_group = 3072};
   // Fusion groups: GEMM epilogues in the TensorCore kernel, memory-bound
   // chains in one SIMT kernel; a group no kernel takes is split back.
   d.pipeline = "default,form-fusion-groups";
+  d.settings = {{"arch", SettingSpec::Type::kString, "ARCH",
+                 "the GPU architectures to build for: sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80 and "
+                 "sm_90a in one package)"}};
+  d.artifact_suffix = ".cuda";
+  d.explains_artifacts = true;
   return d;
 }
 
@@ -166,7 +195,31 @@ class CudaTarget final : public Target {
 
   absl::Status Compile(const Model& model, const CompileOptions& options, const std::string& output_path) override {
     KILN_ASSIGN_OR_RETURN(cuda::CudaPackage package, cuda::BuildCudaPackage(model, *this, options));
-    return cuda::WriteCudaPackage(package, output_path);
+    KILN_RETURN_IF_ERROR(cuda::WriteCudaPackage(package, output_path));
+    // A package with host tasks carries kiln's host-op provider beside its
+    // library, so an application that embeds it needs nothing else.
+    const std::filesystem::path dir(output_path);
+    if (!options.host_ops_library.empty() && std::filesystem::exists(dir / "host_graph.kir")) {
+      std::error_code ec;
+      std::filesystem::copy_file(options.host_ops_library, dir / "libkiln_hostops.so",
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec)
+        return absl::InternalError(absl::StrCat("copying libkiln_hostops.so into ", output_path, ": ", ec.message()));
+    }
+    return absl::OkStatus();
+  }
+
+  bool Recognizes(const std::string& path) const override { return runtime::IsCudaPackage(path); }
+  absl::StatusOr<std::unique_ptr<Executable>> Load(const std::string& path) const override {
+    return LoadCudaPackage(path);
+  }
+  absl::Status CanRun() const override {
+    if (absl::Status s = runtime::ProbeCudaDevice(); !s.ok())
+      return absl::FailedPreconditionError(absl::StrCat("no CUDA device: ", s.message()));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> ExplainArtifact(const std::string& path) const override {
+    return ExplainCudaPackage(path);
   }
 
  private:
@@ -176,6 +229,11 @@ class CudaTarget final : public Target {
 }  // namespace
 
 std::unique_ptr<Target> CreateCudaTarget() { return std::make_unique<CudaTarget>(); }
+
+const TargetDescription& CudaDescription() {
+  static const TargetDescription* d = new TargetDescription(MakeDescription());
+  return *d;
+}
 
 absl::StatusOr<std::string> ExplainCudaPackage(const std::string& dir) {
   std::ifstream f(dir + "/placement.txt", std::ios::binary);

@@ -18,6 +18,8 @@
 namespace kiln::target {
 
 std::unique_ptr<Target> CreateCudaTarget();
+// The cuda target's description (what CreateCudaTarget()->description() gives).
+const TargetDescription& CudaDescription();
 
 // The placement explanation a compiled package directory holds
 // (DIR/placement.txt): what `kiln compile --explain-placement` prints for

@@ -31,6 +31,7 @@
 #include "target/npusim/kernels/vector.h"
 #include "target/npusim/expand_training_batchnorm.h"
 #include "target/npusim/split_reductions.h"
+#include "target/precision.h"
 
 namespace kiln::target {
 namespace {
@@ -40,8 +41,8 @@ using npusim::GeneratedKernel;
 
 constexpr int64_t kAlignment = 512;
 
-absl::StatusOr<sim::Machine> MachineFromOptions(const CompileOptions& options) {
-  KILN_RETURN_IF_ERROR(CheckSettings(options, {"machine", "buckets"}, "npusim"));
+absl::StatusOr<sim::Machine> MachineFromOptions(const CompileOptions& options, const Target& target) {
+  KILN_RETURN_IF_ERROR(CheckSettings(options, target.description()));
   for (const auto& [k, v] : options.settings)
     if (k == "machine" && !v.empty()) return sim::LoadMachine(v);
   return sim::DefaultMachine();
@@ -432,7 +433,7 @@ absl::StatusOr<std::string> NpusimTileIr(const Node& node, const Target& target,
     return absl::NotFoundError(absl::StrCat("npusim runs it on the ", engine.empty() ? "no engine" : engine,
                                             " without a tile form"));
   }
-  KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options));
+  KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options, target));
   // A kernel that cannot be generated is not an error here: compiling
   // splits the group back or moves the node to the AICPU.
   absl::StatusOr<GeneratedKernel> k = Generate(engine, node, machine, options, /*want_tile_ir=*/true);
@@ -473,7 +474,7 @@ void DropHostlessConstants(Graph& g, const artifact::NpusimModule& module,
 
 absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Target& target,
                                                     const CompileOptions& options) {
-  KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options));
+  KILN_ASSIGN_OR_RETURN(sim::Machine machine, MachineFromOptions(options, target));
   Model model = input.Clone();
   Graph& g = *model.graph;
 

@@ -14,8 +14,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "graph/ops/op_registry.h"
 #include "graph/support/status.h"
+#include "runtime/artifact_executable.h"
 #include "target/artifact/artifact_io.h"
 #include "target/npusim/npusim_compile.h"
 #include "target/backend/copy_pieces.h"
@@ -53,9 +55,23 @@ TargetDescription MakeDescription() {
   d.global_bytes_per_second = 1.2e12;
   d.vector_bytes_per_cycle = 256;
   d.host_link_bytes_per_second = 32e9;
+  // One cube per AI core; L1 double-buffered; HBM latency of the SystemC
+  // model; the accumulator scope's capacity is the only bound on a group's
+  // accumulators; a stage's flag waits are not charged.
+  d.tiling = {.max_group = 1, .max_stages = 2, .groups_at_peak = 1, .global_latency_cycles = 500};
   // Fusion groups: MatMul/Gemm epilogues (bias, Relu) run in the cube
   // kernel's FIXP stage; groups no kernel takes are split back.
   d.pipeline = "default,form-fusion-groups";
+  d.settings = {
+      {"machine", SettingSpec::Type::kFile, "FILE",
+       "the machine description (default: ascend910-like; sim/machines/, docs/npu.md)"},
+      {"buckets", SettingSpec::Type::kString, "S",
+       "data-parallel steps (`kiln opt --replicas=N`): how the gradients' AllReduces are grouped into collectives "
+       "on the chip links: search (default: the split points that end the last one soonest, by the compile-time "
+       "estimates), ddp (PyTorch DDP's 25 MiB buckets, the first at 1 MiB), single, per-tensor, or a size in MiB"},
+  };
+  d.bundles_gears = true;
+  d.explains_artifacts = true;
   return d;
 }
 
@@ -152,8 +168,35 @@ class NpusimTarget final : public Target {
 
   absl::Status Compile(const Model& model, const CompileOptions& options,
                        const std::string& output_path) override {
+    // What depends on a symbolic dim of an input falls back to the AICPU
+    // or the host: say so, and how to keep it on the cores.
+    std::vector<std::string> symbolic;
+    for (const Value* in : model.graph->inputs())
+      if (in->type().is_tensor() && in->type().shape().ranked() && !in->type().shape().is_static())
+        symbolic.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
+    if (!symbolic.empty() && options.warn)
+      options.warn(absl::StrCat("inputs with dims unknown at compile time (", absl::StrJoin(symbolic, ", "),
+                                "): what depends on them runs off the cores; --dynamic-batch or --dynamic-dims "
+                                "compiles static gears"));
     KILN_ASSIGN_OR_RETURN(artifact::Artifact a, CompileForNpusim(model, *this, options));
     return artifact::WriteArtifact(a, output_path);
+  }
+
+  bool Recognizes(const std::string& path) const override {
+    return artifact::PeekArtifactTarget(path) == desc_.name;
+  }
+  absl::StatusOr<std::unique_ptr<Executable>> Load(const std::string& path) const override {
+    return runtime::LoadArtifactExecutable(path, desc_.name);
+  }
+  absl::StatusOr<OwnKernel> OwnTileKernel(const Node& node, const CompileOptions& options) const override {
+    // The cube's programs tile f32 models by their own cost model.
+    if (options.precision != Precision::kFp32) return absl::NotFoundError("the shared lowering's kernel");
+    KILN_ASSIGN_OR_RETURN(std::string text, NpusimTileIr(node, *this, options));
+    return OwnKernel{"npusim cube kernel", std::move(text)};
+  }
+  absl::StatusOr<std::string> ExplainArtifact(const std::string& path) const override {
+    KILN_ASSIGN_OR_RETURN(artifact::Artifact a, artifact::ReadArtifact(path));
+    return ExplainNpusimTasks(a);
   }
 
  private:

@@ -4,7 +4,9 @@
 #include "graph/ir/printer.h"
 #include "graph/ops/op_registry.h"
 #include "graph/support/status.h"
+#include "runtime/artifact_executable.h"
 #include "target/artifact/artifact_io.h"
+#include "target/precision.h"
 
 namespace kiln::target {
 namespace {
@@ -15,6 +17,7 @@ class ReferenceTarget final : public Target {
     desc_.name = "reference";
     desc_.summary = "host reference kernels (the golden model)";
     desc_.engines = {{"host", EngineKind::kHost, "kiln's reference kernels on the host CPU"}};
+    desc_.bundles_gears = true;
   }
   const TargetDescription& description() const override { return desc_; }
 
@@ -26,19 +29,26 @@ class ReferenceTarget final : public Target {
 
   absl::Status Compile(const Model& model, const CompileOptions& options,
                        const std::string& output_path) override {
-    KILN_RETURN_IF_ERROR(CheckSettings(options, {}, "reference"));
+    KILN_RETURN_IF_ERROR(CheckSettings(options, desc_));
     // --precision narrows the graph as a device target would, so the host
     // kernels compute what fp16, bf16 or mixed precision give.
     Model narrowed = model.Clone();
     KILN_RETURN_IF_ERROR(NarrowForPrecision(*narrowed.graph, options).status());
     artifact::Artifact a;
     a.set_format_version(artifact::kArtifactFormatVersion);
-    a.set_target("reference");
+    a.set_target(desc_.name);
     artifact::FillSignatures(*model.graph, &a);
     BlobStore blobs;
     a.set_graph_kir(PrintModel(narrowed, PrintOptions(), &blobs));
     a.set_constants(SerializeBlobStore(blobs));
     return artifact::WriteArtifact(a, output_path);
+  }
+
+  bool Recognizes(const std::string& path) const override {
+    return artifact::PeekArtifactTarget(path) == desc_.name;
+  }
+  absl::StatusOr<std::unique_ptr<Executable>> Load(const std::string& path) const override {
+    return runtime::LoadArtifactExecutable(path, desc_.name);
   }
 
  private:

@@ -17,6 +17,7 @@
 #include "graph/exec/executor.h"
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_target.h"
+#include "target/precision.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace kiln {
@@ -613,7 +614,9 @@ TEST(CudaPackage, MixedPrecisionDecidesPerGemm) {
 })");
   target::CompileOptions mixed;
   mixed.precision = target::Precision::kMixed;
-  mixed.mixed.min_macs_per_cast = 100;
+  MixedPrecisionOptions mixed_options;
+  mixed_options.min_macs_per_cast = 100;
+  mixed.narrow = target::NarrowingFor(target::Precision::kMixed, mixed_options);
   CudaPackage p = ExpectEmulationMatches(kir, {Random(DType::kF32, {64, 128}, 3)}, 1e-2, mixed);
   EXPECT_EQ(CountEngine(p, "tensorcore"), 2) << p.Explain();
   const std::string explain = p.Explain();

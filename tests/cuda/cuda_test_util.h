@@ -29,14 +29,14 @@
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/pass_manager.h"
 #include "runtime/cuda_executable.h"
-#include "target/api/target_registry.h"
+#include "target/builtin_targets.h"
 #include "target/backend/tile_interpreter.h"
 #include "target/cuda/cuda_package.h"
 
 namespace kiln::cuda_test {
 
 inline std::unique_ptr<target::Target> CudaTarget() {
-  auto t = target::TargetRegistry::Global().Create("cuda");
+  auto t = target::CreateBuiltinTarget("cuda");
   EXPECT_TRUE(t.ok()) << t.status();
   return *std::move(t);
 }

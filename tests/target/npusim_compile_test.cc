@@ -22,7 +22,7 @@
 #include "graph/verifier/verifier.h"
 #include "runtime/loaded_model.h"
 #include "sim/machine/machine.h"
-#include "target/api/target_registry.h"
+#include "target/builtin_targets.h"
 #include "target/artifact/artifact_io.h"
 #include "target/npusim/npusim_compile.h"
 #include "tests/target/target_test_util.h"
@@ -35,7 +35,7 @@ using testing_util::Random;
 Type F32(std::vector<int64_t> dims) { return Type::Tensor(DType::kF32, Shape::Static(dims)); }
 
 std::unique_ptr<target::Target> Npusim() {
-  auto t = target::TargetRegistry::Global().Create("npusim");
+  auto t = target::CreateBuiltinTarget("npusim");
   EXPECT_TRUE(t.ok()) << t.status();
   return *std::move(t);
 }

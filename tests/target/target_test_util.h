@@ -11,7 +11,7 @@
 #include "graph/ir/tensor.h"
 #include "graph/support/status.h"
 #include "runtime/loaded_model.h"
-#include "target/api/target_registry.h"
+#include "target/builtin_targets.h"
 #include "target/npusim/npusim_compile.h"
 
 namespace kiln::testing_util {
@@ -28,7 +28,7 @@ inline Tensor Random(std::vector<int64_t> dims, uint32_t seed) {
 // `m` (optimized, shapes inferred) compiled for npusim and loaded.
 inline absl::StatusOr<std::unique_ptr<runtime::LoadedModel>> CompileAndLoadNpusim(
     const Model& m, const target::CompileOptions& options = {}, const std::string& name = "test.kiln") {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<target::Target> t, target::TargetRegistry::Global().Create("npusim"));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<target::Target> t, target::CreateBuiltinTarget("npusim"));
   KILN_ASSIGN_OR_RETURN(artifact::Artifact a, target::CompileForNpusim(m, *t, options));
   return runtime::LoadedModel::FromArtifact(std::move(a), name);
 }

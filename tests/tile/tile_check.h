@@ -37,7 +37,7 @@
 #include "graph/exec/executor.h"
 #include "graph/ir/dtype_dispatch.h"
 #include "graph/ir/graph.h"
-#include "target/api/target_registry.h"
+#include "target/builtin_targets.h"
 #include "target/backend/tile_interpreter.h"
 #include "target/backend/tile_lowering.h"
 
@@ -48,7 +48,7 @@ using target::tile::TileKernel;
 
 // The figures of a built-in target ("cuda", "npusim").
 inline TileCostFigures FiguresOfTarget(const std::string& name) {
-  auto t = target::TargetRegistry::Global().Create(name);
+  auto t = target::CreateBuiltinTarget(name);
   if (!t.ok()) return {};
   return target::tile::FiguresOf((*t)->description());
 }

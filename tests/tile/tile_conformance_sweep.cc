@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/tensor_proto.h"
+#include "target/builtin_targets.h"
 #include "graph/passes/pass_manager.h"
 #include "tests/tile/tile_check.h"
 #include "tools/conformance/conformance.h"
@@ -85,7 +86,7 @@ ModelResult CheckModel(const fs::path& dir, const std::vector<tile_check::Config
   }
   // The raw graph, then the graph after the cuda target's pipeline (fused groups).
   Model optimized = model->Clone();
-  auto t = target::TargetRegistry::Global().Create("cuda");
+  auto t = target::CreateBuiltinTarget("cuda");
   PassManager pm;
   const bool have_optimized = t.ok() && pm.AddPipeline((*t)->description().pipeline).ok() && pm.Run(optimized).ok();
   for (const Graph* graph : std::vector<const Graph*>{&g, have_optimized ? optimized.graph.get() : nullptr}) {

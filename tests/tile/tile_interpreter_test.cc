@@ -10,6 +10,7 @@
 // inputs, run on the interpreter and compared with the reference executor.
 //
 //===----------------------------------------------------------------------===//
+#include "target/builtin_targets.h"
 #include "target/backend/tile_interpreter.h"
 
 #include <gmock/gmock.h>
@@ -624,7 +625,7 @@ void ExpectKernelsMatch(const std::string& kir, const std::vector<std::string>& 
   absl::Status inferred = InferShapes(*m->graph);
   ASSERT_TRUE(inferred.ok()) << inferred;
   if (optimize) {
-    auto t = TargetRegistry::Global().Create("cuda");
+    auto t = CreateBuiltinTarget("cuda");
     ASSERT_TRUE(t.ok());
     PassManager pm;
     ASSERT_TRUE(pm.AddPipeline((*t)->description().pipeline).ok());

@@ -20,6 +20,21 @@ std::vector<std::string>& RepeatedInputs() {
   return inputs;
 }
 
+std::string HostOpsLibraryPath() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "lib" / "libkiln_hostops.so";
+    if (std::filesystem::exists(installed, ec)) return installed.string();
+  }
+  return KILN_HOSTOPS_LIBRARY_PATH;
+}
+
+std::vector<std::pair<std::string, std::string>>& TargetSettings() {
+  static std::vector<std::pair<std::string, std::string>> settings;
+  return settings;
+}
+
 int Fail(const absl::Status& status) { return Fail(std::string(status.message())); }
 
 int Fail(const std::string& message) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -15,19 +16,42 @@ namespace kiln::cli {
 // many cycles.
 inline constexpr double kDefaultCycleLimit = 1e10;
 
+// The target `kiln tile KERNEL.tir` verifies against when --target is not given.
+inline constexpr char kDefaultTileTarget[] = "npusim";
+
 // A subcommand: its name, one-line summary, full help text and entry point.
 // `args` are the positional arguments left after flag parsing.
+// `target_settings`: the command compiles for a target and takes that
+// target's settings as flags of their own (--machine=FILE).
 struct Command {
   const char* name;
   const char* summary;
   const char* help;
   int (*run)(const std::vector<std::string>& args);
+  bool target_settings = false;
 };
 
 const std::vector<Command>& Commands();
 
 // Values of the repeatable `--input NAME=FILE` flag, in order.
 std::vector<std::string>& RepeatedInputs();
+
+// The target settings given on the command line (--NAME=VALUE where NAME is
+// a setting some registered target declares), in order.
+std::vector<std::pair<std::string, std::string>>& TargetSettings();
+
+// Registers the built-in targets (through the path plugins take) and kiln's
+// host kernels, then the plugins on KILN_PLUGIN_PATH (one that cannot be
+// added is a warning: kiln goes on without it) and those named by
+// --plugin (`plugins`; one that cannot be added is an error).
+absl::Status SetUpTargets(const std::vector<std::string>& plugins);
+
+// kiln's host kernels as a shared library (libkiln_hostops.so): beside an
+// installed kiln (PREFIX/lib), else where the build made it.
+std::string HostOpsLibraryPath();
+
+// The settings section of `kiln compile --target=NAME --help`.
+std::string TargetSettingsHelp(const std::string& target_name);
 
 // Prints "kiln: error: MESSAGE" on stderr and returns the exit code 1.
 int Fail(const absl::Status& status);

@@ -15,21 +15,14 @@
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
-#include "target/cuda/cuda_target.h"
-#include "target/npusim/npusim_compile.h"
+#include "target/precision.h"
 #include "target/placement/placement.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_DECLARE_FLAG(std::string, target);
 ABSL_DECLARE_FLAG(std::string, o);
-ABSL_DECLARE_FLAG(std::string, machine);
 ABSL_FLAG(std::string, precision, "fp32", "Precision of matrix work: fp32, fp16, bf16 or mixed.");
 ABSL_FLAG(bool, explain_placement, false, "Print each node's engine and why, and a summary per engine.");
-ABSL_FLAG(std::string, arch, "", "cuda: the GPU architectures to build for (sm_80, sm_90a; default both).");
-ABSL_FLAG(std::vector<std::string>, plugin, {}, "Target plugin shared libraries to load.");
-ABSL_FLAG(std::string, buckets, "",
-          "npusim: how a data-parallel step's AllReduces are grouped: search (default), ddp, single, per-tensor or "
-          "a size in MiB.");
 ABSL_FLAG(bool, fusion, true,
           "Form fusion groups (epilogues, memory-bound chains); --fusion=false gives every op its own kernel.");
 
@@ -37,14 +30,6 @@ namespace kiln::cli {
 
 absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);
 absl::StatusOr<PassOptions> PassOptionsFromFlags();
-
-absl::Status LoadPluginsFromFlags() {
-  for (const std::string& p : absl::GetFlag(FLAGS_plugin)) {
-    absl::Status s = target::TargetRegistry::Global().LoadPlugin(p);
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
 
 namespace {
 
@@ -62,10 +47,14 @@ absl::StatusOr<target::Precision> ParsePrecision(const std::string& p) {
 absl::Status CompileGearsInto(Model& model, const PassOptions& po, const std::string& target_name, bool explain,
                               const std::function<absl::Status(Model&, const std::string&)>& compile_one,
                               const std::string& out) {
-  if (target_name != "npusim" && target_name != "reference")
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--dynamic-batch and --dynamic-dims: target ", target_name,
-        " does not bundle gears (npusim and reference do); compile one model per shape with static input shapes"));
+  if (!target::TargetRegistry::Global().Create(target_name).value()->description().bundles_gears) {
+    std::string bundling;
+    for (const auto* e : target::TargetRegistry::Global().List())
+      if (e->factory()->description().bundles_gears) absl::StrAppend(&bundling, bundling.empty() ? "" : " and ", e->name);
+    return absl::InvalidArgumentError(absl::StrCat("--dynamic-batch and --dynamic-dims: target ", target_name,
+                                                   " does not bundle gears (", bundling,
+                                                   " do); compile one model per shape with static input shapes"));
+  }
   artifact::Artifact bundle;
   bundle.set_format_version(artifact::kArtifactFormatVersion);
   bundle.set_target(target_name);
@@ -106,34 +95,29 @@ absl::Status CompileGearsInto(Model& model, const PassOptions& po, const std::st
 
 int Compile(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("compile takes one model (MODEL.onnx or MODEL.kir)");
-  if (absl::Status s = LoadPluginsFromFlags(); !s.ok()) return Fail(s);
   std::string target_name = absl::GetFlag(FLAGS_target);
   auto target = target::TargetRegistry::Global().Create(target_name);
   if (!target.ok()) return Fail(target.status());
+  const target::TargetDescription& description = (*target)->description();
   target::CompileOptions options;
   auto precision = ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) return Fail(precision.status());
   options.precision = *precision;
   auto pass_options = PassOptionsFromFlags();
   if (!pass_options.ok()) return Fail(pass_options.status());
-  options.mixed = pass_options->mixed;
-  if (options.precision != target::Precision::kMixed && options.mixed != MixedPrecisionOptions())
+  if (options.precision != target::Precision::kMixed && pass_options->mixed != MixedPrecisionOptions())
     return Fail("the --mixed-* flags apply to --precision=mixed only");
+  options.narrow = target::NarrowingFor(options.precision, pass_options->mixed);
   options.fusion = absl::GetFlag(FLAGS_fusion);
-  if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});
-  if (std::string b = absl::GetFlag(FLAGS_buckets); !b.empty()) {
-    if (target_name != "npusim") return Fail("--buckets applies to --target=npusim only");
-    options.settings.push_back({"buckets", b});
-  }
-  if (std::string a = absl::GetFlag(FLAGS_arch); !a.empty()) {
-    if (target_name != "cuda") return Fail("--arch applies to --target=cuda only");
-    options.settings.push_back({"arch", a});
-  }
+  options.settings = TargetSettings();
+  if (absl::Status s = target::CheckSettings(options, description); !s.ok()) return Fail(s);
+  options.warn = [](const std::string& w) { std::cerr << "kiln: warning: " << w << "\n"; };
+  options.host_ops_library = HostOpsLibraryPath();
 
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
-  std::string pipeline = (*target)->description().pipeline;
+  std::string pipeline = description.pipeline;
   if (!options.fusion) {
     std::vector<std::string> passes = absl::StrSplit(pipeline, ',');
     passes.erase(std::remove(passes.begin(), passes.end(), "form-fusion-groups"), passes.end());
@@ -145,7 +129,7 @@ int Compile(const std::vector<std::string>& args) {
     std::string base = args[0];
     size_t dot = base.find_last_of('.');
     if (dot != std::string::npos && base.find('/', dot) == std::string::npos) base = base.substr(0, dot);
-    out = base + (target_name == "cuda" ? ".cuda" : ".kiln");
+    out = base + description.artifact_suffix;
   }
 
   // Optimizes, places and compiles one model (the whole model, or one gear)
@@ -156,43 +140,19 @@ int Compile(const std::vector<std::string>& args) {
       return absl::InvalidArgumentError("the optimized graph does not verify: " + std::string(s.message()));
     auto plan = target::PlaceGraph(*m.graph, **target, options);
     if (!plan.ok()) return absl::InvalidArgumentError(absl::StrCat(args[0], ": ", plan.status().message()));
-    // npusim and cuda explain their tasks after code generation, where
-    // kernels that cannot be generated have moved to the AICPU or the host.
-    const bool explain_after = target_name == "npusim" || target_name == "cuda";
-    if (explain && !explain_after) std::cout << plan->Explain();
+    // A target that explains its artifacts does so after code generation,
+    // where kernels that cannot be generated have moved to a fallback engine.
+    if (explain && !description.explains_artifacts) std::cout << plan->Explain();
     if (absl::Status s = (*target)->Compile(m, options, path); !s.ok())
       return absl::InvalidArgumentError(absl::StrCat("target ", target_name, ": ", s.message()));
-    // A cuda package with host tasks gets kiln's host-op provider beside its
-    // library, so an application that embeds it needs nothing else.
-    if (target_name == "cuda" && std::filesystem::exists(std::filesystem::path(path) / "host_graph.kir")) {
-      std::error_code ec;
-      std::filesystem::copy_file(KILN_HOSTOPS_LIBRARY_PATH, std::filesystem::path(path) / "libkiln_hostops.so",
-                                 std::filesystem::copy_options::overwrite_existing, ec);
-      if (ec) return absl::InternalError(absl::StrCat("copying libkiln_hostops.so into ", path, ": ", ec.message()));
-    }
-    if (explain && target_name == "npusim") {
-      KILN_ASSIGN_OR_RETURN(artifact::Artifact a, artifact::ReadArtifact(path));
-      std::cout << target::ExplainNpusimTasks(a);
-    }
-    if (explain && target_name == "cuda") {
-      KILN_ASSIGN_OR_RETURN(std::string text, target::ExplainCudaPackage(path));
+    if (explain && description.explains_artifacts) {
+      KILN_ASSIGN_OR_RETURN(std::string text, (*target)->ExplainArtifact(path));
       std::cout << text;
     }
     return absl::OkStatus();
   };
 
   if (pass_options->dynamic_batch.empty() && pass_options->dynamic_dims.empty()) {
-    // The device targets need static shapes: what depends on a symbolic dim
-    // of an input falls back to the AICPU or the host. Say so, and how to
-    // keep it on the cores.
-    std::vector<std::string> symbolic;
-    for (const Value* in : model->graph->inputs())
-      if (in->type().is_tensor() && in->type().shape().ranked() && !in->type().shape().is_static())
-        symbolic.push_back(absl::StrCat(in->name(), ": ", in->type().ToString()));
-    if (!symbolic.empty() && target_name == "npusim")
-      std::cerr << "kiln: warning: inputs with dims unknown at compile time (" << absl::StrJoin(symbolic, ", ")
-                << "): what depends on them runs off the cores; --dynamic-batch or --dynamic-dims compiles static "
-                   "gears\n";
     if (absl::Status s = compile_one(*model, out); !s.ok()) return Fail(s);
     return 0;
   }
@@ -208,12 +168,12 @@ const Command kCompileCommand = {
     "compile", "compile a model for a target into a .kiln artifact",
     R"(usage: kiln compile MODEL.onnx|MODEL.kir --target=NAME [-o OUT.kiln] [flags]
 
-Imports the model, runs the optimizer (--passes, default: the default
+Imports the model, runs the optimizer (--passes, default: the target's
 pipeline), places every node on one of the target's engines, and writes the
-artifact (default: MODEL.kiln beside the model). `kiln run OUT.kiln` runs it.
---target=cuda writes a package directory instead (default: MODEL.cuda): the
-CUDA C++ of every kernel, a host launcher with a C API, the constants and
-the build files (docs/cuda-target.md); `kiln run DIR` builds and runs it.
+artifact (default: the model's name with the target's suffix, MODEL.kiln,
+beside the model). `kiln run OUT.kiln` runs it. Some targets write a
+directory (a cuda package: CUDA C++ kernels, a host launcher with a C API,
+the constants and the build files; docs/cuda-target.md).
 
 flags:
   --target=NAME           a registered target (`kiln targets`)
@@ -230,53 +190,26 @@ flags:
                           mixed: a matrix op computes narrow when it does at
                           least N multiply-adds per element converted by the
                           Cast kernels it needs (default 32; 0 narrows every one)
-  --machine=FILE          npusim: the machine description (default ascend910-like)
-  --buckets=S             npusim, data-parallel steps (`kiln opt --replicas=N`):
-                          how the gradients' AllReduces are grouped into
-                          collectives on the chip links: search (default: the
-                          split points that end the last one soonest, by the
-                          compile-time estimates), ddp (PyTorch DDP's 25 MiB
-                          buckets, the first at 1 MiB), single, per-tensor,
-                          or a size in MiB
-  --arch=ARCH             cuda: sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80
-                          and sm_90a in one package)
+  --SETTING=VALUE         a setting of the target (`kiln compile --target=NAME
+                          --help` lists them; a setting the target does not
+                          take is refused)
   --explain-placement     print each node's engine and the reason, and the
                           nodes and FLOPs per engine (npusim: each task after
                           code generation, with its tiling, and device memory;
                           cuda: each task, the copies around host tasks)
   --fusion=false          no fusion groups: every op its own kernel (to see
                           what fusing epilogues and memory-bound chains buys)
-  --plugin=lib.so         load a target plugin first (repeatable as a list)
+  --plugin=lib.so         load a target plugin first (repeatable; also every
+                          lib*.so in the directories of KILN_PLUGIN_PATH)
   --passes, --outputs, --print-after, --print-after-all, --time-passes,
   --stats, --verify-each, --fold-max-elements: as for `kiln opt`
-  --dynamic-batch=1,2,4   static-shape gears (npusim, reference): one static
+  --dynamic-batch=1,2,4   static-shape gears (targets whose artifacts bundle
+                          them: `kiln targets`): one static
                           variant of the model per batch size, each compiled
                           on its own, in one artifact; `kiln run` runs the gear
                           its inputs fit (at most 100 gears)
   --dynamic-dims='seq=16,32'  gears over other symbolic dims of the inputs
 )",
-    Compile};
-
-extern const Command kTargetsCommand;
-const Command kTargetsCommand = {
-    "targets", "list the registered targets",
-    R"(usage: kiln targets [--plugin=lib.so]
-
-Lists every registered target (built-in, or loaded from --plugin) with its
-engines.
-)",
-    [](const std::vector<std::string>& args) -> int {
-      if (absl::Status s = LoadPluginsFromFlags(); !s.ok()) return Fail(s);
-      for (const auto* e : target::TargetRegistry::Global().List()) {
-        std::cout << e->name << std::string(e->name.size() < 12 ? 12 - e->name.size() : 1, ' ') << e->summary;
-        if (e->origin != "built-in") std::cout << " [" << e->origin << "]";
-        std::cout << "\n";
-        auto t = e->factory();
-        for (const auto& eng : t->description().engines)
-          std::cout << "    " << eng.name << std::string(eng.name.size() < 8 ? 8 - eng.name.size() : 1, ' ')
-                    << eng.summary << "\n";
-      }
-      return 0;
-    }};
+    Compile, /*target_settings=*/true};
 
 }  // namespace kiln::cli

@@ -1,18 +1,25 @@
 //===- cmd_conformance.cc - `kiln conformance` ----------------------------===//
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "absl/flags/flag.h"
-#include "graph/exec/executor.h"
+#include "absl/strings/str_cat.h"
 #include "graph/ir/parser.h"
 #include "graph/ir/printer.h"
+#include "graph/support/status.h"
 #include "graph/verifier/verifier.h"
+#include "target/api/target_registry.h"
+#include "target/placement/placement.h"
 #include "tools/conformance/conformance.h"
 #include "tools/kiln/cli_util.h"
-#include "tools/kiln/conformance_npusim.h"
 
-ABSL_FLAG(std::string, target, "reference", "Target to run on: reference, npusim or cuda.");
+ABSL_FLAG(std::string, target, "reference", "Target to compile for and run on (`kiln targets`).");
 ABSL_FLAG(std::string, filter, "", "Regular expression selecting tests by 'suite/test_name'.");
 ABSL_FLAG(std::string, data_dir, "/usr/share/libonnx-testdata/data", "Root of the ONNX backend test data.");
 ABSL_FLAG(bool, verbose, false, "Also print the tests that pass.");
@@ -26,10 +33,86 @@ namespace kiln::cli {
 
 absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);  // cmd_opt.cc
 
+namespace {
+
+// One line per compiled model ("cube 3 vector 5 "), written with a single
+// append so children running at the same time do not interleave.
+void Tally(const std::string& path, const std::vector<std::pair<std::string, int64_t>>& tasks) {
+  if (path.empty() || tasks.empty()) return;
+  std::string line;
+  for (const auto& [engine, n] : tasks) absl::StrAppend(&line, engine, " ", n, " ");
+  line += "\n";
+  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd < 0) return;
+  ssize_t unused = write(fd, line.data(), line.size());
+  (void)unused;
+  close(fd);
+}
+
+// "tasks per engine over N compiled models: cube A (in M models); ..." from
+// the tally file; empty when no model had tasks.
+std::string SummarizeEngineTally(const std::string& tally_path) {
+  std::ifstream in(tally_path);
+  std::map<std::string, int64_t> totals, models_using;
+  int64_t models = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string engine;
+    int64_t n;
+    ++models;
+    while (ss >> engine >> n) {
+      totals[engine] += n;
+      ++models_using[engine];
+    }
+  }
+  if (totals.empty()) return "";
+  std::string out = absl::StrCat("tasks per engine over ", models, " compiled models:");
+  for (const auto& [engine, n] : totals)
+    absl::StrAppend(&out, " ", engine, " ", n, " (in ", models_using[engine], " models);");
+  out.pop_back();
+  return out + "\n";
+}
+
+// Each model the way `kiln compile --target=NAME` and `kiln run` take it:
+// the target's pipeline (or --passes), placement, the target's code
+// generation into an artifact in a scratch directory, the target's runtime.
+ModelRunner MakeTargetRunner(const std::string& target_name, const std::string& tally_path) {
+  return [target_name, tally_path](const Model& input,
+                                   std::vector<Tensor> inputs) -> absl::StatusOr<std::vector<Tensor>> {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<target::Target> t, target::TargetRegistry::Global().Create(target_name));
+    const target::TargetDescription& d = t->description();
+    Model m = input.Clone();
+    KILN_RETURN_IF_ERROR(RunPipelineFromFlags(m, d.pipeline));
+    if (absl::Status s = VerifyModel(m); !s.ok())
+      return absl::InternalError(absl::StrCat("the optimized graph does not verify: ", s.message()));
+    target::CompileOptions options;
+    options.settings = TargetSettings();
+    options.host_ops_library = HostOpsLibraryPath();
+    if (absl::Status s = target::PlaceGraph(*m.graph, *t, options).status(); !s.ok())
+      return absl::Status(s.code(), absl::StrCat("compile: ", s.message()));
+    char scratch[] = "/tmp/kiln-conformance-model-XXXXXX";
+    if (!mkdtemp(scratch)) return absl::InternalError("cannot create a scratch directory");
+    const std::filesystem::path artifact = std::filesystem::path(scratch) / ("model" + d.artifact_suffix);
+    absl::StatusOr<std::vector<Tensor>> outputs = [&]() -> absl::StatusOr<std::vector<Tensor>> {
+      if (absl::Status s = t->Compile(m, options, artifact.string()); !s.ok())
+        return absl::Status(s.code(), absl::StrCat("compile: ", s.message()));
+      KILN_ASSIGN_OR_RETURN(std::unique_ptr<target::Executable> exe, t->Load(artifact.string()));
+      Tally(tally_path, exe->TasksPerEngine());
+      return exe->Run(std::move(inputs), target::RunOptions());
+    }();
+    std::error_code ec;
+    std::filesystem::remove_all(scratch, ec);
+    return outputs;
+  };
+}
+
+}  // namespace
+
 extern const Command kConformanceCommand;
 const Command kConformanceCommand = {
     "conformance", "run the ONNX backend test data on a target",
-    R"(usage: kiln conformance [--target=reference|npusim|cuda] [--filter=REGEX] [flags]
+    R"(usage: kiln conformance [--target=NAME] [--filter=REGEX] [flags]
 
 Runs every model of the ONNX backend test data (node, pytorch-converted,
 pytorch-operator, simple) on the target, compares each output with the
@@ -38,10 +121,14 @@ test with the reason, and as its last line `N passed, N failed, N skipped`.
 Exits non-zero when a test fails.
 
 flags:
-  --target=NAME        reference (the host reference executor) or npusim
-                       (the default pipeline, npusim code generation, the
-                       SystemC model; the tasks per engine are summed up
-                       before the summary line); default reference
+  --target=NAME        any registered target (`kiln targets`, --plugin):
+                       each model through the target's pipeline, its code
+                       generation into an artifact and its runtime, as
+                       `kiln compile` and `kiln run` take it (the tasks per
+                       engine, where the target reports them, are summed
+                       up before the summary line); default reference
+  --SETTING=VALUE      a setting of the target, as for `kiln compile`
+  --plugin=lib.so      load a target plugin first (repeatable)
   --filter=REGEX       only tests whose 'suite/test_name' matches
   --data-dir=DIR       test data root; default /usr/share/libonnx-testdata/data
   --verbose            also print passing tests
@@ -57,27 +144,22 @@ flags:
 )",
     [](const std::vector<std::string>& args) -> int {
       if (!args.empty()) return Fail("conformance takes no positional arguments");
-      std::string target = absl::GetFlag(FLAGS_target);
-      ModelRunner runner;
-      std::string tally_path;
-      if (target == "reference") {
-        runner = [](const Model& m, std::vector<Tensor> inputs) {
-          Executor exec;
-          return exec.Run(*m.graph, std::move(inputs));
-        };
-      } else if (target == "npusim") {
-        char tally[] = "/tmp/kiln-conformance-XXXXXX";
-        int fd = mkstemp(tally);
-        if (fd < 0) return Fail("cannot create a temporary file for the engine tally");
-        close(fd);
-        tally_path = tally;
-        runner = MakeNpusimRunner(tally_path);
-      } else {
-        return Fail("target '" + target + "' is not available in this build (available: reference, npusim)");
-      }
+      const std::string target_name = absl::GetFlag(FLAGS_target);
+      auto target = target::TargetRegistry::Global().Create(target_name);
+      if (!target.ok()) return Fail(target.status());
+      target::CompileOptions given;
+      given.settings = TargetSettings();
+      if (absl::Status s = target::CheckSettings(given, (*target)->description()); !s.ok()) return Fail(s);
+      if (absl::Status s = (*target)->CanRun(); !s.ok())
+        return Fail(absl::StrCat("target ", target_name, " cannot run here: ", s.message()));
+      char tally[] = "/tmp/kiln-conformance-XXXXXX";
+      int fd = mkstemp(tally);
+      if (fd < 0) return Fail("cannot create a temporary file for the engine tally");
+      close(fd);
+      const std::string tally_path = tally;
+      ModelRunner runner = MakeTargetRunner(target_name, tally_path);
       ConformanceOptions options;
-      if (!tally_path.empty())
-        options.before_summary = [&tally_path] { return SummarizeEngineTally(tally_path) + "\n"; };
+      options.before_summary = [&tally_path] { return SummarizeEngineTally(tally_path); };
       options.data_dir = absl::GetFlag(FLAGS_data_dir);
       options.filter = absl::GetFlag(FLAGS_filter);
       options.verbose = absl::GetFlag(FLAGS_verbose);
@@ -108,9 +190,10 @@ flags:
         };
       }
       auto summary = RunConformance(options, runner, std::cout);
-      if (!tally_path.empty()) unlink(tally_path.c_str());
+      unlink(tally_path.c_str());
       if (!summary.ok()) return Fail(summary.status());
       return summary->failed == 0 ? 0 : 1;
-    }};
+    },
+    /*target_settings=*/true};
 
 }  // namespace kiln::cli

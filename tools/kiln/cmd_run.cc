@@ -16,16 +16,16 @@
 #include "frontend/onnx/tensor_proto.h"
 #include "graph/exec/executor.h"
 #include "graph/io/npy.h"
-#include "runtime/cuda_executable.h"
-#include "runtime/loaded_model.h"
+#include "absl/strings/str_split.h"
 #include "runtime/step_loop.h"
+#include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_FLAG(std::string, output_dir, "", "Directory to write each output as <name>.npy.");
-ABSL_FLAG(int, batches, 1, "npusim: stream this many batches, overlapping transfers with compute.");
+ABSL_FLAG(int, batches, 1, "stream this many batches, overlapping transfers with compute.");
 ABSL_FLAG(int, steps, 1, "run the model this many times, feeding each output NAME.next into input NAME.");
-ABSL_FLAG(int, repeat, 0, "cuda: run the package this many more times and print its latency.");
+ABSL_FLAG(int, repeat, 0, "run the artifact this many more times and print its latency.");
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, report_csv);
@@ -59,19 +59,20 @@ std::string Summarize(const Tensor& t) {
   return s + "]";
 }
 
-// The flags given that only a simulated device honours ("" when none): a
-// run elsewhere refuses them rather than ignoring them.
-std::string SimulatedDeviceFlags() {
+// The run flags given that `features` lacks, as "--trace, --report" (empty
+// when every flag given is honoured). `features` null: a model on the
+// reference executor, which honours none of them.
+std::vector<std::string> UnsupportedRunFlags(const target::RunFeatures& f) {
   std::vector<std::string> given;
-  if (!absl::GetFlag(FLAGS_trace).empty()) given.push_back("--trace");
-  if (absl::GetFlag(FLAGS_report)) given.push_back("--report");
-  if (!absl::GetFlag(FLAGS_report_csv).empty()) given.push_back("--report-csv");
-  if (!absl::GetFlag(FLAGS_roofline).empty()) given.push_back("--roofline");
-  if (absl::GetFlag(FLAGS_batches) != 1) given.push_back("--batches");
-  if (absl::GetFlag(FLAGS_timing_only)) given.push_back("--timing-only");
-  if (absl::GetFlag(FLAGS_cycle_limit) != kDefaultCycleLimit) given.push_back("--cycle-limit");
-  if (given.empty()) return "";
-  return absl::StrCat(absl::StrJoin(given, ", "), given.size() == 1 ? " needs" : " need", " a simulated device");
+  if (!absl::GetFlag(FLAGS_trace).empty() && !f.trace) given.push_back("--trace");
+  if (absl::GetFlag(FLAGS_report) && !f.report) given.push_back("--report");
+  if (!absl::GetFlag(FLAGS_report_csv).empty() && !f.report) given.push_back("--report-csv");
+  if (!absl::GetFlag(FLAGS_roofline).empty() && !f.roofline) given.push_back("--roofline");
+  if (absl::GetFlag(FLAGS_batches) != 1 && !f.batches) given.push_back("--batches");
+  if (absl::GetFlag(FLAGS_timing_only) && !f.timing_only) given.push_back("--timing-only");
+  if (absl::GetFlag(FLAGS_cycle_limit) != kDefaultCycleLimit && !f.cycle_limit) given.push_back("--cycle-limit");
+  if (absl::GetFlag(FLAGS_repeat) != 0 && !f.latency) given.push_back("--repeat");
+  return given;
 }
 
 // Reads the --input files, matching them by name to `names`; an input not
@@ -159,137 +160,131 @@ int WriteOutputs(const std::vector<std::string>& names, const std::vector<Tensor
   return 0;
 }
 
-int RunArtifact(const std::string& path) {
-  auto loaded = runtime::LoadedModel::Load(path);
+// The target that recognizes `path`, or why none does.
+absl::StatusOr<std::unique_ptr<target::Target>> TargetOfArtifact(const std::string& path) {
+  if (auto t = target::TargetRegistry::Global().TargetFor(path)) return t;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  // A .kiln artifact names its target: say which is missing, or what is
+  // wrong with the file.
+  if (std::string name = artifact::PeekArtifactTarget(path); !name.empty())
+    return absl::NotFoundError(absl::StrCat("'", path, "' was compiled for target '", name,
+                                            "', which is not registered (load its plugin with --plugin)"));
+  if (absl::EndsWith(path, ".kiln")) {
+    auto a = artifact::ReadArtifact(path);
+    if (!a.ok()) return a.status();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", path, "' is not an artifact of any registered target (`kiln targets` lists them)"));
+}
+
+// A compiled artifact, on the device of the target that compiled it.
+int RunCompiled(const std::string& path) {
+  auto target = TargetOfArtifact(path);
+  if (!target.ok()) return Fail(target.status());
+  const std::string target_name = (*target)->description().name;
+  auto loaded = (*target)->Load(path);
   if (!loaded.ok()) return Fail(loaded.status());
-  const artifact::Artifact& a = (*loaded)->artifact();
-  if (std::string flags = SimulatedDeviceFlags(); !(*loaded)->npusim() && !flags.empty())
-    return Fail(absl::StrCat(flags, "; '", path, "' was compiled for target ", a.target()));
-  if (absl::GetFlag(FLAGS_repeat) != 0) return Fail("--repeat applies to cuda packages only");
+  target::Executable& exe = **loaded;
+  const target::RunFeatures features = exe.features();
+  if (std::vector<std::string> flags = UnsupportedRunFlags(features); !flags.empty())
+    return Fail(absl::StrCat(absl::StrJoin(flags, ", "), ": runs of target ", target_name,
+                             flags.size() == 1 ? " do not take it" : " do not take them", " ('", path,
+                             "' was compiled for it)"));
   if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
     if (absl::Status s = CheckRooflinePath(r); !s.ok()) return Fail(s);
   std::vector<std::string> names, described, out_names;
-  for (const auto& s : a.inputs()) {
-    names.push_back(s.name());
-    described.push_back(artifact::DescribeSignature(s));
+  for (const target::TensorSpec& s : exe.inputs()) {
+    names.push_back(s.name);
+    described.push_back(s.ToString());
   }
-  for (const auto& s : a.outputs()) out_names.push_back(s.name());
-  auto inputs = InputsByName(names, described, (*loaded)->InitialValues());
+  for (const target::TensorSpec& s : exe.outputs()) out_names.push_back(s.name);
+  auto inputs = InputsByName(names, described, exe.InitialValues());
   if (!inputs.ok()) return Fail(inputs.status());
   int steps = 1;
   auto feeds = StepFeedsFromFlags(names, out_names, &steps);
   if (!feeds.ok()) return Fail(feeds.status());
   if (steps > 1 && absl::GetFlag(FLAGS_batches) != 1)
     return Fail("--steps and --batches: a training loop streams one batch per step (give --steps alone)");
-  runtime::NpusimRunOptions options;
+  target::RunOptions options;
   options.batches = absl::GetFlag(FLAGS_batches);
   if (options.batches < 1 || options.batches > 1024) return Fail("--batches must be between 1 and 1024");
+  const int repeat = absl::GetFlag(FLAGS_repeat);
+  if (repeat < 0 || repeat > 100000) return Fail("--repeat must be between 0 and 100000");
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.functional = !absl::GetFlag(FLAGS_timing_only);
   options.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
-  // With gears, the model of the gear the inputs fit.
-  auto gear = (*loaded)->GearFor(*inputs);
-  if (!gear.ok()) return Fail(gear.status());
-  const artifact::Artifact& ran = (*gear)->artifact();
-  const runtime::NpusimExecutable* npu = (*gear)->npusim();
-  const std::string gear_label = (*gear)->gear_label();
-  if (!gear_label.empty() && isatty(2)) std::cerr << "kiln: gear " << gear_label << "\n";
-  // On npusim the loop runs on the device: its steps are batches that pass
-  // the variables on in device memory.
-  const bool device_loop = npu && steps > 1;
+  // A device that runs training loops itself: the steps are its batches,
+  // the variables staying in device memory.
+  const bool device_loop = features.device_loop && steps > 1;
   if (device_loop) {
     options.batches = steps;
     options.feeds = *feeds;
     options.after_step = PrintSteps(steps, out_names, *feeds);
   }
-  if (npu && isatty(2)) std::cerr << "kiln: simulating " << ran.npusim().tasks_size() << " tasks x " << options.batches
-                                  << (device_loop ? " step" : " batch")
-                                  << (options.batches > 1 ? (device_loop ? "s" : "es") : "") << " on "
-                                  << npu->machine().name() << "...\n";
+  auto plan = exe.Prepare(*inputs, options);
+  if (!plan.ok()) return Fail(plan.status());
+  if (isatty(2))
+    for (absl::string_view line : absl::StrSplit(*plan, '\n', absl::SkipEmpty())) std::cerr << "kiln: " << line << "\n";
   absl::StatusOr<std::vector<Tensor>> outputs;
   if (device_loop) {
-    outputs = (*loaded)->Run(*std::move(inputs), options);
+    outputs = exe.Run(*inputs, options);
   } else {
     outputs = runtime::RunSteps(
-        steps, *std::move(inputs), *feeds,
-        [&](std::vector<Tensor> in) { return (*loaded)->Run(std::move(in), options); },
+        steps, *inputs, *feeds, [&](std::vector<Tensor> in) { return exe.Run(std::move(in), options); },
         PrintSteps(steps, out_names, *feeds));
   }
   if (!outputs.ok()) return Fail(outputs.status());
   if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
-  if (!npu) return 0;
-  if (absl::GetFlag(FLAGS_report))
-    std::cout << "\n" << (gear_label.empty() ? "" : "gear " + gear_label + "\n") << npu->ReportText();
-  if (std::string csv = absl::GetFlag(FLAGS_report_csv); !csv.empty())
-    if (absl::Status s = WriteFile(csv, npu->ReportCsv()); !s.ok()) return Fail(s);
-  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
-    if (absl::Status s = WriteRoofline(r, npu->Roofline(), sim::MachineRoofs(npu->machine()),
-                                       absl::StrCat(std::filesystem::path(path).filename().string(),
-                                                    gear_label.empty() ? "" : " gear " + gear_label,
-                                                    " on ", npu->machine().name(), " (", ran.npusim().precision(),
-                                                    ")"));
-        !s.ok())
-      return Fail(s);
+  const std::string title = std::filesystem::path(path).filename().string();
+  auto report = [&](target::ReportKind kind) { return exe.Report(kind, title); };
+  if (absl::GetFlag(FLAGS_report)) {
+    auto text = report(target::ReportKind::kText);
+    if (!text.ok()) return Fail(text.status());
+    std::cout << "\n" << *text;
+  }
+  if (std::string csv = absl::GetFlag(FLAGS_report_csv); !csv.empty()) {
+    auto text = report(target::ReportKind::kCsv);
+    if (!text.ok()) return Fail(text.status());
+    if (absl::Status s = WriteFile(csv, *text); !s.ok()) return Fail(s);
+  }
+  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty()) {
+    auto text = report(absl::EndsWith(r, ".csv") ? target::ReportKind::kRooflineCsv : target::ReportKind::kRooflineSvg);
+    if (!text.ok()) return Fail(text.status());
+    if (absl::Status s = WriteFile(r, *text); !s.ok()) return Fail(s);
+  }
   if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
-    if (absl::Status s = WriteFile(tr, npu->device().trace().ToJson(npu->machine().chip().clock_mhz())); !s.ok())
-      return Fail(s);
-    if (npu->device().trace().truncated())
-      std::cerr << "kiln: warning: the trace reached its size bound and was truncated\n";
+    auto text = report(target::ReportKind::kTraceJson);
+    if (!text.ok()) return Fail(text.status());
+    if (absl::Status s = WriteFile(tr, *text); !s.ok()) return Fail(s);
   }
-  return 0;
-}
-
-// A cuda package directory: on the GPU through the package's library.
-int RunCudaPackage(const std::string& dir) {
-  if (std::string flags = SimulatedDeviceFlags(); !flags.empty())
-    return Fail(flags + "; '" + dir + "' is a cuda package");
-  if (absl::Status s = runtime::ProbeCudaDevice(); !s.ok()) {
-    std::cerr << "kiln: no CUDA device: " << s.message() << "\n";
-    return 1;
-  }
-  auto exe = runtime::CudaExecutable::Load(dir);
-  if (!exe.ok()) return Fail(exe.status());
-  std::vector<std::string> names, described, out_names;
-  for (const auto& t : (*exe)->inputs()) {
-    names.push_back(t.name);
-    described.push_back(absl::StrCat(t.name, ": ", DTypeName(t.dtype), "[", absl::StrJoin(t.dims, ","), "]"));
-  }
-  for (const auto& t : (*exe)->outputs()) out_names.push_back(t.name);
-  if (absl::GetFlag(FLAGS_steps) != 1) return Fail("--steps is not supported for cuda packages yet");
-  auto inputs = InputsByName(names, described);
-  if (!inputs.ok()) return Fail(inputs.status());
-  if (isatty(2)) std::cerr << "kiln: running " << dir << " on " << (*exe)->device() << "\n";
-  auto outputs = (*exe)->Run(*inputs);
-  if (!outputs.ok()) return Fail(outputs.status());
-  if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
+  for (const std::string& w : exe.Warnings()) std::cerr << "kiln: warning: " << w << "\n";
   // --repeat: the latency of further runs (the first run above warmed up).
-  const int repeat = absl::GetFlag(FLAGS_repeat);
-  if (repeat < 0 || repeat > 100000) return Fail("--repeat must be between 0 and 100000");
   if (repeat == 0) return 0;
   std::vector<double> ms;
   for (int i = 0; i < repeat; ++i) {
     auto start = std::chrono::steady_clock::now();
-    auto again = (*exe)->Run(*inputs);
+    auto again = exe.Run(*inputs, options);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     if (!again.ok()) return Fail(again.status());
   }
   std::sort(ms.begin(), ms.end());
   double mean = 0;
   for (double x : ms) mean += x / ms.size();
-  std::cout << absl::StrFormat("latency: median %.4f ms, mean %.4f ms, min %.4f ms over %d runs on %s\n",
-                               ms[ms.size() / 2], mean, ms.front(), repeat, (*exe)->device());
+  std::cout << absl::StrFormat("latency: median %.4f ms, mean %.4f ms, min %.4f ms over %d runs\n",
+                               ms[ms.size() / 2], mean, ms.front(), repeat);
   return 0;
 }
 
 int Run(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("run takes one model (MODEL.onnx or MODEL.kir)");
-  if (absl::EndsWith(args[0], ".kiln")) return RunArtifact(args[0]);
-  if (runtime::IsCudaPackage(args[0])) return RunCudaPackage(args[0]);
-  if (std::filesystem::is_directory(args[0]))
-    return Fail("'" + args[0] + "' is a directory but not a cuda package (no model.cc and kiln_model.h)");
-  if (std::string flags = SimulatedDeviceFlags(); !flags.empty())
-    return Fail(flags + "; '" + args[0] + "' runs on the reference executor (compile it with --target=npusim)");
-  if (absl::GetFlag(FLAGS_repeat) != 0) return Fail("--repeat applies to cuda packages only");
+  // A model (.onnx, .kir) runs on the reference executor; anything else is
+  // a compiled artifact.
+  if (!absl::EndsWith(args[0], ".onnx") && !absl::EndsWith(args[0], ".kir")) return RunCompiled(args[0]);
+  if (std::vector<std::string> flags = UnsupportedRunFlags({}); !flags.empty())
+    return Fail(absl::StrCat(absl::StrJoin(flags, ", "), ": '", args[0],
+                             "' runs on the reference executor, which does not take ",
+                             flags.size() == 1 ? "it" : "them", " (compile it for a target that does)"));
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
   const Graph& g = *model->graph;

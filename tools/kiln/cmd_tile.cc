@@ -18,17 +18,14 @@
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/backend/tile_lowering.h"
-#include "target/npusim/npusim_compile.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_DECLARE_FLAG(std::string, target);
 ABSL_DECLARE_FLAG(std::string, precision);
-ABSL_DECLARE_FLAG(std::string, machine);
 
 namespace kiln::cli {
 
 absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);  // cmd_opt.cc
-absl::Status LoadPluginsFromFlags();                                                 // cmd_compile.cc
 
 namespace {
 
@@ -63,21 +60,22 @@ int TileModel(const std::string& path, const target::Target& target, const tile:
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
   if (absl::Status s = RunPipelineFromFlags(*model, target.description().pipeline); !s.ok()) return Fail(s);
-  // npusim's cube kernels print as they run (the cube program's own
-  // tiling); other nodes as the shared lowering tiles them for the target.
-  const bool npusim = target.description().name == "npusim" && *matrix_input == DType::kF32;
+  // Kernels a target tiles by its own program print as they run; other
+  // nodes as the shared lowering tiles them for the target.
   target::CompileOptions options;
-  if (std::string m = absl::GetFlag(FLAGS_machine); !m.empty()) options.settings.push_back({"machine", m});
+  options.precision = *matrix_input == DType::kF16    ? target::Precision::kFp16
+                      : *matrix_input == DType::kBF16 ? target::Precision::kBf16
+                                                      : target::Precision::kFp32;
+  options.settings = TargetSettings();
+  if (absl::Status s = target::CheckSettings(options, target.description()); !s.ok()) return Fail(s);
   for (Node* node : model->graph->nodes()) {
     const std::string name = node->name().empty() && node->num_outputs() > 0 ? node->output(0)->name() : node->name();
-    if (npusim) {
-      absl::StatusOr<std::string> own = target::NpusimTileIr(*node, target, options);
-      if (own.ok()) {
-        std::cout << "// " << name << ": " << node->QualifiedOp() << " (npusim cube kernel)\n" << *own;
-        continue;
-      }
-      if (!absl::IsNotFound(own.status())) return Fail(absl::StrCat(name, ": ", own.status().message()));
+    absl::StatusOr<target::Target::OwnKernel> own = target.OwnTileKernel(*node, options);
+    if (own.ok()) {
+      std::cout << "// " << name << ": " << node->QualifiedOp() << " (" << own->note << ")\n" << own->tile_ir;
+      continue;
     }
+    if (!absl::IsNotFound(own.status())) return Fail(absl::StrCat(name, ": ", own.status().message()));
     auto kernel = tile::LowerNode(*node, *matrix_input, figures);
     if (!kernel.ok()) {
       std::cout << "// " << name << ": no tile kernel: " << kernel.status().message() << "\n";
@@ -90,12 +88,11 @@ int TileModel(const std::string& path, const target::Target& target, const tile:
 
 int Tile(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("tile takes one file (KERNEL.tir, MODEL.onnx or MODEL.kir)");
-  if (absl::Status s = LoadPluginsFromFlags(); !s.ok()) return Fail(s);
   const bool is_tir = absl::EndsWith(args[0], ".tir");
   const absl::CommandLineFlag* flag = absl::FindCommandLineFlag("target");
   const bool target_given = flag && flag->CurrentValue() != flag->DefaultValue();
   if (!is_tir && !target_given) return Fail("kiln tile MODEL needs --target=NAME");
-  const std::string target_name = target_given ? absl::GetFlag(FLAGS_target) : "npusim";
+  const std::string target_name = target_given ? absl::GetFlag(FLAGS_target) : kDefaultTileTarget;
   auto target = target::TargetRegistry::Global().Create(target_name);
   if (!target.ok()) return Fail(target.status());
   const tile::TileCostFigures figures = tile::FiguresOf((*target)->description());
@@ -121,13 +118,13 @@ docs/tile-ir.md describes the tile IR.
 
 flags:
   --target=NAME           a registered target (`kiln targets`)
-  --machine=FILE          npusim: the machine description
+  --SETTING=VALUE         a setting of the target, as for `kiln compile`
   --precision=P           the matrix engine's input for f32 models: fp32
                           (default: the tensors' dtype), fp16 or bf16
-  --plugin=lib.so         load a target plugin first
+  --plugin=lib.so         load a target plugin first (repeatable)
   --passes, --outputs, --print-after, --print-after-all, --time-passes,
   --stats, --verify-each, --fold-max-elements: as for `kiln opt`
 )",
-    Tile};
+    Tile, /*target_settings=*/true};
 
 }  // namespace kiln::cli

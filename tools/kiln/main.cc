@@ -16,6 +16,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "google/protobuf/stubs/logging.h"
+#include "target/api/target_registry.h"
+#include "target/api/version.h"
 #include "tools/kiln/cli_util.h"
 
 namespace {
@@ -54,6 +56,16 @@ bool CommandTakesFlag(const kiln::cli::Command& cmd, const std::string& name) {
   return absl::StartsWith(name, "no") && HelpNames(help, "--" + name.substr(2));
 }
 
+// Whether some registered target declares a setting `name`.
+bool IsTargetSetting(const std::string& name) {
+  for (const auto* e : kiln::target::TargetRegistry::Global().List()) {
+    auto t = e->factory();
+    for (const auto& s : t->description().settings)
+      if (s.name == name) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,10 +90,27 @@ int main(int argc, char** argv) {
         return 0;
       }
   }
+  if (cmd_name == "--version") {
+    std::cout << "kiln " << KILN_VERSION_STRING << " (target API version " << KILN_TARGET_API_VERSION << ")\n";
+    return 0;
+  }
   const kiln::cli::Command* cmd = nullptr;
   for (const auto& c : kiln::cli::Commands())
     if (cmd_name == c.name) cmd = &c;
   if (!cmd) return kiln::cli::Fail("unknown command '" + cmd_name + "' (see `kiln --help`)");
+
+  // Targets first: plugins (--plugin=PATH, repeatable) may declare settings
+  // that are flags of this command, and --help lists a target's settings.
+  std::vector<std::string> plugins;
+  std::string target_name;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (absl::StartsWith(a, "--plugin=")) plugins.push_back(a.substr(9));
+    if (a == "--plugin" && i + 1 < argc) plugins.push_back(argv[i + 1]);
+    if (absl::StartsWith(a, "--target=")) target_name = a.substr(9);
+  }
+  if (absl::Status s = kiln::cli::SetUpTargets(plugins); !s.ok()) return kiln::cli::Fail(s);
 
   // Collect --input, answer --help, and hand the rest to Abseil.
   std::string prog = std::string("kiln ") + cmd->name;
@@ -91,8 +120,14 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h" || a == "--helpfull") {
       std::cout << cmd->help;
+      if (cmd->target_settings && !target_name.empty()) std::cout << kiln::cli::TargetSettingsHelp(target_name);
       return 0;
     }
+    if (a == "--plugin") {
+      ++i;
+      continue;
+    }
+    if (absl::StartsWith(a, "--plugin=")) continue;
     if (a == "--input" || a == "-i") {
       if (i + 1 >= argc) return kiln::cli::Fail("--input needs NAME=FILE");
       kiln::cli::RepeatedInputs().push_back(argv[++i]);
@@ -111,6 +146,13 @@ int main(int argc, char** argv) {
       name = name.substr(0, name.find('='));
       for (char& c : name)
         if (c == '_') c = '-';
+      if (!CommandTakesFlag(*cmd, name) && cmd->target_settings && IsTargetSetting(name)) {
+        std::string value;
+        if (size_t eq = a.find('='); eq != std::string::npos) value = a.substr(eq + 1);
+        else if (i + 1 < argc) value = argv[++i];
+        kiln::cli::TargetSettings().emplace_back(name, value);
+        continue;
+      }
       if (!CommandTakesFlag(*cmd, name)) {
         const std::string given(argv[i]);
         return kiln::cli::Fail("kiln " + std::string(cmd->name) + " has no flag " + given.substr(0, given.find('=')) +

@@ -1,0 +1,29 @@
+//===- version.h - The version of the target API ----------------*- C++ -*-===//
+//
+// The target API (the headers of target/api/ and the graph IR they expose)
+// is compiled into kiln and into every target plugin. A plugin says which
+// version it was built against (KILN_TARGET_PLUGIN in target_registry.h);
+// kiln refuses a plugin of another version, naming both, before it calls
+// anything in it: a plugin built against other class layouts would crash
+// instead of failing.
+//
+// Bump KILN_TARGET_API_VERSION whenever a declaration in target/api/ or a
+// layout in graph/ir/ changes.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+// Version 1: compile only (kiln_register_targets without a version).
+// Version 2: the runtime half (Executable), declared settings, host kernels,
+// the versioned entry point.
+#define KILN_TARGET_API_VERSION 2
+
+// kiln's own release, printed by `kiln --version` and recorded by the CMake
+// package (KilnConfigVersion.cmake).
+#define KILN_VERSION_STRING "0.9.0"
+
+namespace kiln::target {
+
+inline constexpr int kTargetApiVersion = KILN_TARGET_API_VERSION;
+
+}  // namespace kiln::target

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# A target built outside kiln's tree, as a chip team would build one: kiln
+# is installed into a scratch prefix (cmake --install), the example plugin
+# (examples/target_plugin, the "host" target) is configured as a project of
+# its own with find_package(Kiln) and built, and the installed driver then
+# lists it, compiles an exported PyTorch model for it and runs the artifact
+# against PyTorch's outputs, and runs the ONNX conformance suite on it (at
+# least MIN_PASSED must pass).
+# Usage: out_of_tree.sh BUILD_DIR SOURCE_DIR WORK_DIR MODELS_DIR MIN_PASSED [FILTER]
+set -euo pipefail
+build=$1 src=$2 work=$3 models=$4 min=$5 filter=${6:-}
+rm -rf "$work"
+mkdir -p "$work"
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+cmake -S "$src/examples/target_plugin" -B "$work/plugin" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  > "$work/configure.log"
+cmake --build "$work/plugin" > "$work/build.log"
+kiln="$work/prefix/bin/kiln"
+plugin="$work/plugin/libkiln_host_target.so"
+"$kiln" --version
+"$kiln" targets --plugin="$plugin" | grep -F "host        example plugin" | grep -F "[$plugin]"
+# An exported model, compiled for the plugin's target and run by its own
+# executable, against PyTorch.
+m="$models/mlp"
+"$kiln" compile "$m/model.onnx" --plugin="$plugin" --target=host -o "$work/mlp.host"
+"$kiln" run "$work/mlp.host" --plugin="$plugin" --input input_0="$m/input_0.npy" --output-dir="$work/out"
+/usr/bin/python3 - "$work/out/output_0.npy" "$m/expected_0.npy" <<'PY'
+import sys
+import numpy as np
+got, want = np.load(sys.argv[1]), np.load(sys.argv[2])
+err = float(np.max(np.abs(got - want)))
+print(f"host target vs PyTorch: max abs error {err:.3g}")
+sys.exit(0 if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5) else 1)
+PY
+"$src/tests/conformance/check_summary.sh" "$kiln" "$min" --plugin="$plugin" --target=host \
+  ${filter:+"--filter=$filter"} | tail -n 3
