@@ -16,7 +16,12 @@ void RegisterAllOps(OpRegistry& r) {
   RegisterGeneratorOps(r);
   RegisterControlFlowOps(r);
   RegisterRecurrentOps(r);
-  RegisterMiscOps(r);
+  RegisterResampleOps(r);
+  RegisterSelectionOps(r);
+  RegisterQuantizationOps(r);
+  RegisterTextOps(r);
+  RegisterSignalOps(r);
+  RegisterTrainingOps(r);
   RegisterCompositeOps(r);
   RegisterFusedOps(r);
   RegisterCollectiveOps(r);

@@ -22,7 +22,12 @@ void RegisterMovementOps(OpRegistry& r);       // movement.cc: Transpose, Concat
 void RegisterGeneratorOps(OpRegistry& r);      // generator.cc: Constant, ConstantOfShape, Range, EyeLike, Random*, OneHot
 void RegisterControlFlowOps(OpRegistry& r);    // control_flow.cc: If, Loop, Scan
 void RegisterRecurrentOps(OpRegistry& r);      // recurrent.cc: LSTM, GRU, RNN
-void RegisterMiscOps(OpRegistry& r);           // misc.cc: Resize, TopK, NMS, NonZero, Unique, quantization, strings, ...
+void RegisterResampleOps(OpRegistry& r);       // resample.cc: Resize, Upsample, GridSample
+void RegisterSelectionOps(OpRegistry& r);      // selection.cc: TopK, NonMaxSuppression, NonZero, Unique
+void RegisterQuantizationOps(OpRegistry& r);   // quantization.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void RegisterTextOps(OpRegistry& r);           // text.cc: StringNormalizer, TfIdfVectorizer
+void RegisterSignalOps(OpRegistry& r);         // signal.cc: DFT, STFT, MelWeightMatrix
+void RegisterTrainingOps(OpRegistry& r);       // training.cc: Adagrad, Adam, Momentum, Gradient (ai.onnx.preview.training)
 void RegisterCompositeOps(OpRegistry& r);      // composite.cc: kiln.Gelu, kiln.Attention
 void RegisterFusedOps(OpRegistry& r);          // fused.cc: kiln.Fused, kiln.GearDispatch (introduced by passes)
 void RegisterCollectiveOps(OpRegistry& r);     // collective.cc: kiln.AllReduce (data-parallel training steps)
