@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "target/backend/tile_lowering.h"
+#include "target/cuda/cuda_target.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -138,7 +139,26 @@ TargetDescription CudaLike() {
   d.clock_ghz = 1.98;
   d.global_bytes_per_second = 3.35e12;
   d.vector_bytes_per_cycle = 512;
+  d.tiling = CudaDescription().tiling;
   return d;
+}
+
+// The cost model reads a target's tiling figures from its description,
+// never from its name: a plugin brings its own.
+TEST(TileCostModel, TilingFiguresComeFromTheDescription) {
+  TargetDescription named_cuda = CudaLike();
+  named_cuda.tiling = TilingFigures();
+  EXPECT_EQ(FiguresOf(named_cuda).max_group, 1);
+  EXPECT_EQ(FiguresOf(named_cuda).max_stages, 2);
+  TargetDescription plugin = CudaLike();
+  plugin.name = "a-plugin";
+  plugin.tiling.max_stages = 6;
+  plugin.tiling.global_latency_cycles = 900;
+  const TileCostFigures f = FiguresOf(plugin);
+  EXPECT_EQ(f.max_group, 8);
+  EXPECT_EQ(f.max_stages, 6);
+  EXPECT_EQ(f.target.max_group, 8);
+  EXPECT_DOUBLE_EQ(f.global_latency_cycles, 900);
 }
 
 GemmTiling Staged(GemmTiling t, int stages) {

@@ -315,48 +315,53 @@ int Run(const std::vector<std::string>& args) {
 extern const Command kRunCommand;
 const Command kRunCommand = {
     "run", "run a model and write its outputs",
-    R"(usage: kiln run MODEL.onnx|MODEL.kir|MODEL.kiln|PACKAGE_DIR [--input NAME=FILE ...] [--output-dir=DIR]
+    R"(usage: kiln run MODEL.onnx|MODEL.kir|ARTIFACT [--input NAME=FILE ...] [--output-dir=DIR]
                 [--trace=FILE] [--report] [--report-csv=FILE] [--roofline=FILE] [--batches=N]
-                [--timing-only] [--steps=N]
+                [--timing-only] [--steps=N] [--repeat=N] [--plugin=lib.so]
 
-Runs a model: .onnx and .kir on the host reference executor, a compiled
-.kiln artifact on its target's device (npusim: the SystemC model of the
-NPU, with the trace and report below), a cuda package directory (`kiln
-compile --target=cuda -o DIR`) on the GPU: its libkiln_model.so is built
-with the package's build.sh when missing, loaded, and its host tasks run
-on kiln's reference kernels; without a GPU or CUDA driver it says so and
-fails. Each input is given as
-NAME=FILE, where FILE is a NumPy .npy file or an ONNX TensorProto .pb file;
-an input with an initial value (a training step's parameters and optimizer
-state with `--state=inputs`) may be left out.
-Prints each output's type and first values; with --output-dir, writes each
-output as DIR/<output name>.npy (characters other than letters, digits,
-'_', '-' and '.' become '_').
+Runs a model: .onnx and .kir on the host reference executor; a compiled
+artifact (a .kiln file, a package directory, or a plugin target's own
+form) on the device of the target that recognizes it, through that
+target's runtime (the simulated NPU: the SystemC model, with the trace and
+report below; a cuda package: its library built with the package's
+build.sh when missing and run on the GPU, or a one-line error without one).
+Each input is given as NAME=FILE, where FILE is a NumPy .npy file or an
+ONNX TensorProto .pb file; an input with an initial value (a training
+step's parameters and optimizer state with `--state=inputs`) may be left
+out. Prints each output's type and first values; with --output-dir, writes
+each output as DIR/<output name>.npy (characters other than letters,
+digits, '_', '-' and '.' become '_').
+
+The flags below marked * are features of a target's runs (a simulated
+device has them all but --repeat; a GPU package has --repeat); a flag the
+artifact's target lacks is refused.
 
 flags:
   --input NAME=FILE    an input (repeat for each input)
   --output-dir=DIR     where to write the outputs
-  --trace=FILE         npusim: Chrome trace-event JSON of the run (Perfetto, chrome://tracing)
-  --report             npusim: per-task cycles, cube utilization and bound, totals,
+  --trace=FILE         * Chrome trace-event JSON of the run (Perfetto, chrome://tracing)
+  --report             * per-task cycles, cube utilization and bound, totals,
                        and the roofline table (work, HBM bytes, work per byte and
                        per cycle, the roof at that intensity, % of it, the limit)
-  --report-csv=FILE    npusim: the per-kernel, per-pipe report as CSV
-  --roofline=FILE      npusim: the roofline of the first batch, FILE.svg (a log-log
+  --report-csv=FILE    * the per-kernel, per-pipe report as CSV
+  --roofline=FILE      * the roofline of the first batch, FILE.svg (a log-log
                        chart: HBM slope, cube and vector roofs, a circle per
                        kernel) or FILE.csv (the table)
-  --batches=N          npusim: stream N batches (inputs of batch i+1 cross PCIe
+  --batches=N          * stream N batches (inputs of batch i+1 cross PCIe
                        while batch i computes); the report gives the throughput
                        against max(compute, transfer)
-  --timing-only        npusim: skip the arithmetic (outputs are not computed)
+  --timing-only        * skip the arithmetic (outputs are not computed)
   --steps=N            run N times on the same data inputs, each output NAME.next
                        feeding input NAME of the next run (a training loop); prints
                        each step's one-element outputs (the loss), then the last
-                       step's outputs. npusim runs the loop on the device: the
-                       steps are pipelined batches, and NAME.next reaches NAME by
-                       a copy within HBM (the report and trace cover every step)
-  --cycle-limit=N      npusim: stop with an error past N cycles
-  --repeat=N           cuda: run N more times and print the latency (host
-                       inputs and outputs, their copies included)
+                       step's outputs. A simulated device runs the loop itself:
+                       the steps are pipelined batches, and NAME.next reaches
+                       NAME by a copy within HBM (the report and trace cover
+                       every step)
+  --cycle-limit=N      * stop with an error past N simulated cycles
+  --repeat=N           * run N more times and print the latency (host inputs
+                       and outputs, their copies included)
+  --plugin=lib.so      load a target plugin first (repeatable)
 )",
     Run};
 
