@@ -1079,5 +1079,30 @@ TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
   EXPECT_FALSE(runtime::LoadedModel::FromArtifact(shifted, "shifted.kiln").ok());
 }
 
+// The npusim description is the default machine's, not numbers of its own:
+// the figures the shared backend tiles for are the ones the model simulates.
+TEST(NpusimCompile, DescriptionIsTheDefaultMachine) {
+  auto t = target::CreateBuiltinTarget("npusim");
+  ASSERT_TRUE(t.ok()) << t.status();
+  const target::TargetDescription& d = (*t)->description();
+  const sim::Machine m = sim::DefaultMachine();
+  EXPECT_EQ(d.compute_units, m.chip().ai_cores());
+  EXPECT_DOUBLE_EQ(d.clock_ghz * 1000, m.chip().clock_mhz());
+  EXPECT_DOUBLE_EQ(d.global_bytes_per_second, m.chip().hbm_bandwidth_gbps() * 1e9);
+  EXPECT_DOUBLE_EQ(d.tiling.global_latency_cycles, m.chip().hbm_latency_cycles());
+  ASSERT_EQ(d.memory.size(), 6u);
+  // The documented ascend910-like figures (docs/npu.md).
+  const std::vector<std::pair<int64_t, double>> levels = {{int64_t{32} << 30, 256}, {1 << 20, 256}, {64 << 10, 512},
+                                                           {64 << 10, 512},         {256 << 10, 256}, {256 << 10, 256}};
+  for (size_t i = 0; i < levels.size(); ++i) {
+    EXPECT_EQ(d.memory[i].bytes, levels[i].first) << d.memory[i].name;
+    EXPECT_DOUBLE_EQ(d.memory[i].bytes_per_cycle, levels[i].second) << d.memory[i].name;
+  }
+  EXPECT_DOUBLE_EQ(d.mma[0].macs_per_cycle, 4096);
+  EXPECT_DOUBLE_EQ(d.mma[2].macs_per_cycle, 8192);
+  EXPECT_DOUBLE_EQ(d.mma[3].macs_per_cycle, 1024);
+  EXPECT_DOUBLE_EQ(d.host_link_bytes_per_second, 32e9);
+}
+
 }  // namespace
 }  // namespace kiln
