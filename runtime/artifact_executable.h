@@ -3,9 +3,8 @@
 // The runtime half shared by the targets whose artifacts are .kiln files
 // (target/artifact): a LoadedModel — its signature checked on every run,
 // one model per gear — behind the Executable interface of the target API.
-// A module that runs on a simulated device gives that device's features:
-// traces, reports, rooflines, streamed batches, timing-only runs and
-// training loops sunk onto the device.
+// The run features and reports are the device module's (DeviceModule), of
+// the gear that ran.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -14,13 +13,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "runtime/device_module.h"
 #include "target/api/executable.h"
 
 namespace kiln::runtime {
 
 // Loads the artifact at `path`, which must have been compiled for target
-// `target_name`.
+// `target_name`; `loader` loads its device module (null: its graph runs on
+// the reference executor).
 absl::StatusOr<std::unique_ptr<target::Executable>> LoadArtifactExecutable(const std::string& path,
-                                                                           const std::string& target_name);
+                                                                           const std::string& target_name,
+                                                                           ModuleLoader loader = nullptr);
 
 }  // namespace kiln::runtime

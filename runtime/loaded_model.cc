@@ -36,19 +36,19 @@ absl::Status CheckInput(const artifact::TensorSignature& s, const Tensor& t, int
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& path) {
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& path, ModuleLoader loader) {
   auto a = artifact::ReadArtifact(path);
   if (!a.ok()) return a.status();
-  return FromArtifact(*std::move(a), path);
+  return FromArtifact(*std::move(a), path, std::move(loader));
 }
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact::Artifact artifact,
-                                                                       const std::string& path) {
-  return Build(std::move(artifact), path, nullptr);
+                                                                       const std::string& path, ModuleLoader loader) {
+  return Build(std::move(artifact), path, nullptr, loader);
 }
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifact artifact, const std::string& path,
-                                                                const BlobStore* shared) {
+                                                                const BlobStore* shared, const ModuleLoader& loader) {
   auto m = std::make_unique<LoadedModel>();
   m->path_ = path;
   m->artifact_ = std::move(artifact);
@@ -63,7 +63,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
           g.artifact().outputs_size() != m->artifact_.outputs_size() || g.artifact().gears_size() > 0)
         return absl::InvalidArgumentError(absl::StrCat(path, ": gear ", label, " does not match the model's signature"));
       // The gear's artifact moves into its model (the bundle keeps the rest).
-      auto gear = Build(std::move(*g.mutable_artifact()), absl::StrCat(path, " (gear ", label, ")"), &bundle_blobs);
+      auto gear =
+          Build(std::move(*g.mutable_artifact()), absl::StrCat(path, " (gear ", label, ")"), &bundle_blobs, loader);
       g.clear_artifact();
       if (!gear.ok()) return gear.status();
       (*gear)->gear_label_ = label;
@@ -81,12 +82,12 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
   auto model = ParseModel(m->artifact_.graph_kir(), path, use_shared ? shared : &blobs);
   if (!model.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": graph: ", model.status().message()));
   m->model_ = *std::move(model);
-  // A module for the simulated NPU runs on the SystemC model; without one
-  // the graph runs on the reference executor.
-  if (m->artifact_.has_npusim()) {
-    auto e = NpusimExecutable::Load(m->artifact_, &m->model_);
+  // The target's module runs on its device; without one the graph runs on
+  // the reference executor.
+  if (loader) {
+    auto e = loader(m->artifact_, &m->model_);
     if (!e.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.status().message()));
-    m->npusim_ = *std::move(e);
+    m->module_ = *std::move(e);
   }
   return m;
 }
@@ -107,7 +108,7 @@ absl::Status LoadedModel::CheckInputs(const std::vector<Tensor>& inputs) const {
   if (static_cast<int>(inputs.size()) != artifact_.inputs_size())
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", artifact_.inputs_size(), " inputs, got ",
                                                    inputs.size()));
-  const int replicas = artifact_.has_npusim() ? artifact_.npusim().replicas() : 1;
+  const int replicas = gears_.empty() && module_ ? module_->replicas() : 1;
   for (int i = 0; i < artifact_.inputs_size(); ++i)
     KILN_RETURN_IF_ERROR(CheckInput(artifact_.inputs(i), inputs[i], replicas));
   return absl::OkStatus();
@@ -131,13 +132,13 @@ absl::StatusOr<size_t> LoadedModel::GearIndex(const std::vector<Tensor>& inputs)
                                                  "; its gears are ", absl::StrJoin(gears, "; ")));
 }
 
-absl::StatusOr<std::vector<Tensor>> LoadedModel::Run(std::vector<Tensor> inputs, const NpusimRunOptions& options) {
+absl::StatusOr<std::vector<Tensor>> LoadedModel::Run(std::vector<Tensor> inputs, const target::RunOptions& options) {
   KILN_RETURN_IF_ERROR(CheckInputs(inputs));
   if (!gears_.empty()) {
     KILN_ASSIGN_OR_RETURN(current_gear_, GearIndex(inputs));
     return gears_[current_gear_]->Run(std::move(inputs), options);
   }
-  if (npusim_) return npusim_->Run(std::move(inputs), options);
+  if (module_) return module_->Run(std::move(inputs), options);
   Executor exec;
   return exec.Run(*model_.graph, std::move(inputs));
 }

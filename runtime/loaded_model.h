@@ -15,30 +15,33 @@
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
 #include "graph/ir/printer.h"
-#include "runtime/npusim_executable.h"
+#include "runtime/device_module.h"
 #include "target/artifact/artifact.pb.h"
 
 namespace kiln::runtime {
 
 class LoadedModel {
  public:
-  static absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const std::string& path);
+  // `loader` loads the device module of the artifact (of each gear); null:
+  // the graph runs on the reference executor.
+  static absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const std::string& path, ModuleLoader loader = nullptr);
   // An artifact already in memory; `name` stands for the file in errors.
   static absl::StatusOr<std::unique_ptr<LoadedModel>> FromArtifact(artifact::Artifact artifact,
-                                                                   const std::string& name);
+                                                                   const std::string& name,
+                                                                   ModuleLoader loader = nullptr);
 
   const artifact::Artifact& artifact() const { return artifact_; }
   // The inputs' initial values, in signature order (undefined for an input
   // that every run must give): what a run reads for an input it leaves out.
   std::vector<Tensor> InitialValues() const;
   // Inputs in signature order; outputs in signature order. `options`
-  // applies to npusim artifacts (the reference target ignores it).
-  absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs, const NpusimRunOptions& options = {});
+  // applies to a device module (the reference executor ignores it).
+  absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs, const target::RunOptions& options = {});
 
-  // The npusim device of an npusim artifact (null for other targets): its
-  // last run's statistics, trace and report. For an artifact with gears,
-  // the device of the gear that ran last (of the first gear before any run).
-  const NpusimExecutable* npusim() const { return current().npusim_.get(); }
+  // The device module (null when the graph runs on the reference executor):
+  // its last run's statistics, trace and report. For an artifact with gears,
+  // the module of the gear that ran last (of the first gear before any run).
+  const DeviceModule* module() const { return current().module_.get(); }
 
   // An artifact compiled with gears (--dynamic-batch, --dynamic-dims) holds
   // one model per gear: Run runs the first whose input signature the inputs
@@ -53,7 +56,7 @@ class LoadedModel {
   // `shared`: the blobs of a gear bundle, for a gear without constants of
   // its own.
   static absl::StatusOr<std::unique_ptr<LoadedModel>> Build(artifact::Artifact artifact, const std::string& name,
-                                                            const BlobStore* shared);
+                                                            const BlobStore* shared, const ModuleLoader& loader);
   const LoadedModel& current() const { return gears_.empty() ? *this : *gears_[current_gear_]; }
   absl::Status CheckInputs(const std::vector<Tensor>& inputs) const;
   // The first gear the inputs fit, or an error naming the gears.
@@ -62,7 +65,7 @@ class LoadedModel {
   std::string path_;
   artifact::Artifact artifact_;
   Model model_;  // the graph part (reference target, host/AICPU work)
-  std::unique_ptr<NpusimExecutable> npusim_;
+  std::unique_ptr<DeviceModule> module_;
   std::vector<std::unique_ptr<LoadedModel>> gears_;
   size_t current_gear_ = 0;
   std::string gear_label_;

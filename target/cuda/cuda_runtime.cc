@@ -3,14 +3,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/support/status.h"
-#include "runtime/cuda_executable.h"
+#include "target/cuda/cuda_executable.h"
 
 namespace kiln::target {
 namespace {
 
 class CudaPackageExecutable final : public Executable {
  public:
-  explicit CudaPackageExecutable(std::unique_ptr<runtime::CudaExecutable> exe) : exe_(std::move(exe)) {
+  explicit CudaPackageExecutable(std::unique_ptr<CudaExecutable> exe) : exe_(std::move(exe)) {
     for (const auto& t : exe_->inputs()) inputs_.push_back({t.name, t.dtype, t.dims, {}});
     for (const auto& t : exe_->outputs()) outputs_.push_back({t.name, t.dtype, t.dims, {}});
   }
@@ -29,16 +29,16 @@ class CudaPackageExecutable final : public Executable {
   }
 
  private:
-  std::unique_ptr<runtime::CudaExecutable> exe_;
+  std::unique_ptr<CudaExecutable> exe_;
   std::vector<TensorSpec> inputs_, outputs_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Executable>> LoadCudaPackage(const std::string& dir) {
-  if (absl::Status s = runtime::ProbeCudaDevice(); !s.ok())
+  if (absl::Status s = ProbeCudaDevice(); !s.ok())
     return absl::FailedPreconditionError(absl::StrCat("no CUDA device: ", s.message()));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaExecutable> exe, runtime::CudaExecutable::Load(dir));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> exe, CudaExecutable::Load(dir));
   return std::make_unique<CudaPackageExecutable>(std::move(exe));
 }
 

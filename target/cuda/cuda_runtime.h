@@ -1,7 +1,7 @@
 //===- cuda_runtime.h - The runtime half of the cuda target -----*- C++ -*-===//
 //
 // A cuda package directory run on the GPU through the package's own
-// library (runtime/cuda_executable.h: built with the package's build.sh
+// library (cuda_executable.h: built with the package's build.sh
 // when missing, loaded with dlopen, host tasks on kiln's reference
 // kernels), behind the target API's Executable.
 //

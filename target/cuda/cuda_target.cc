@@ -28,7 +28,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/status.h"
-#include "runtime/cuda_executable.h"
+#include "target/cuda/cuda_executable.h"
 #include "target/backend/window.h"
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_package.h"
@@ -209,12 +209,12 @@ class CudaTarget final : public Target {
     return absl::OkStatus();
   }
 
-  bool Recognizes(const std::string& path) const override { return runtime::IsCudaPackage(path); }
+  bool Recognizes(const std::string& path) const override { return IsCudaPackage(path); }
   absl::StatusOr<std::unique_ptr<Executable>> Load(const std::string& path) const override {
     return LoadCudaPackage(path);
   }
   absl::Status CanRun() const override {
-    if (absl::Status s = runtime::ProbeCudaDevice(); !s.ok())
+    if (absl::Status s = ProbeCudaDevice(); !s.ok())
       return absl::FailedPreconditionError(absl::StrCat("no CUDA device: ", s.message()));
     return absl::OkStatus();
   }

@@ -21,6 +21,7 @@
 #include "runtime/artifact_executable.h"
 #include "target/artifact/artifact_io.h"
 #include "target/npusim/npusim_compile.h"
+#include "target/npusim/npusim_executable.h"
 #include "target/backend/copy_pieces.h"
 #include "target/npusim/kernels/move.h"
 #include "sim/machine/machine.h"
@@ -200,7 +201,7 @@ class NpusimTarget final : public Target {
     return artifact::PeekArtifactTarget(path) == desc_.name;
   }
   absl::StatusOr<std::unique_ptr<Executable>> Load(const std::string& path) const override {
-    return runtime::LoadArtifactExecutable(path, desc_.name);
+    return runtime::LoadArtifactExecutable(path, desc_.name, NpusimModuleLoader());
   }
   absl::StatusOr<OwnKernel> OwnTileKernel(const Node& node, const CompileOptions& options) const override {
     // The cube's programs tile f32 models by their own cost model.

@@ -839,7 +839,7 @@ TEST(CudaPackage, Errors) {
 }
 
 TEST(CudaRuntime, NoDeviceOrNotAPackage) {
-  absl::Status probe = runtime::ProbeCudaDevice();
+  absl::Status probe = target::ProbeCudaDevice();
   if (probe.ok()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_FALSE(probe.message().empty());
   std::string dir = cuda_test::TempDir("nodevice");
@@ -848,11 +848,11 @@ TEST(CudaRuntime, NoDeviceOrNotAPackage) {
   auto p = Package(*m);
   ASSERT_TRUE(p.ok());
   ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
-  EXPECT_TRUE(runtime::IsCudaPackage(dir));
-  auto exe = runtime::CudaExecutable::Load(dir);
+  EXPECT_TRUE(target::IsCudaPackage(dir));
+  auto exe = target::CudaExecutable::Load(dir);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().message(), probe.message());
-  EXPECT_FALSE(runtime::IsCudaPackage(KILN_SOURCE_DIR));
+  EXPECT_FALSE(target::IsCudaPackage(KILN_SOURCE_DIR));
   std::filesystem::remove_all(dir);
 }
 

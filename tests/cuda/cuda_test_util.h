@@ -28,7 +28,7 @@
 #include "graph/ir/parser.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/pass_manager.h"
-#include "runtime/cuda_executable.h"
+#include "target/cuda/cuda_executable.h"
 #include "target/builtin_targets.h"
 #include "target/backend/tile_interpreter.h"
 #include "target/cuda/cuda_package.h"

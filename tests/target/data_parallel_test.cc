@@ -19,6 +19,7 @@
 #include "graph/passes/training_step.h"
 #include "graph/support/status.h"
 #include "runtime/loaded_model.h"
+#include "target/npusim/npusim_executable.h"
 #include "sim/machine/machine.h"
 #include "target/api/target_registry.h"
 #include "target/npusim/allreduce_buckets.h"
@@ -208,7 +209,7 @@ TEST(DataParallel, ShardedStepAveragesTheChipsGradients) {
     const artifact::NpusimModule& mod = (*loaded)->artifact().npusim();
     EXPECT_EQ(mod.replicas(), chips);
     EXPECT_EQ(mod.buckets(), buckets);
-    const sim::RunStats& stats = (*loaded)->npusim()->summary().stats;
+    const sim::RunStats& stats = target::NpusimOf(**loaded)->summary().stats;
     EXPECT_EQ(stats.collectives, mod.bucket_plan_size());
     EXPECT_EQ(stats.collective_bytes, (32 * 16 + 16 + 16 * 10) * 4);
     if (std::string(buckets) == "single") {
@@ -217,7 +218,7 @@ TEST(DataParallel, ShardedStepAveragesTheChipsGradients) {
     if (std::string(buckets) == "per-tensor") {
       EXPECT_EQ(mod.bucket_plan_size(), 3);
     }
-    EXPECT_TRUE(absl::StrContains((*loaded)->npusim()->ReportText(), "data parallel: 4 chips"));
+    EXPECT_TRUE(absl::StrContains(target::NpusimOf(**loaded)->ReportText(), "data parallel: 4 chips"));
   }
 }
 

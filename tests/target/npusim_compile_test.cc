@@ -21,6 +21,7 @@
 #include "graph/support/status.h"
 #include "graph/verifier/verifier.h"
 #include "runtime/loaded_model.h"
+#include "target/npusim/npusim_executable.h"
 #include "sim/machine/machine.h"
 #include "target/builtin_targets.h"
 #include "target/artifact/artifact_io.h"
@@ -55,7 +56,7 @@ int TasksPlanning(const artifact::Artifact& a, absl::string_view text) {
 // No kernel of a run beats the machine's roofs (sim/model/roofline.h): its
 // units' peak-rate cycles and its HBM bytes fit in the cycles it took.
 void ExpectUnderRoofs(const runtime::LoadedModel& loaded) {
-  const runtime::NpusimExecutable* npu = loaded.npusim();
+  const target::NpusimExecutable* npu = target::NpusimOf(loaded);
   if (!npu) return;
   for (const sim::RooflinePoint& p : npu->Roofline()) {
     EXPECT_LE(p.efficiency(), 1.0) << p.name << ": " << p.cycles << " cycles, bounds " << p.compute_bound() << " / "
@@ -67,11 +68,11 @@ void ExpectUnderRoofs(const runtime::LoadedModel& loaded) {
 // Compiles, runs on the simulator, and compares every output with the
 // reference executor; returns the loaded model for further checks.
 std::unique_ptr<runtime::LoadedModel> ExpectMatchesReference(const Model& m, std::vector<Tensor> inputs,
-                                                             runtime::NpusimRunOptions options = {}) {
+                                                             target::NpusimRunOptions options = {}) {
   auto a = Compile(m);
   EXPECT_TRUE(a.ok()) << a.status();
   if (!a.ok()) return nullptr;
-  auto loaded = runtime::LoadedModel::FromArtifact(*a, "test.kiln");
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "test.kiln", target::NpusimModuleLoader());
   EXPECT_TRUE(loaded.ok()) << loaded.status();
   if (!loaded.ok()) return nullptr;
   auto got = (*loaded)->Run(inputs, options);
@@ -107,7 +108,7 @@ struct SimAndReference {
 };
 absl::StatusOr<SimAndReference> RunOnSimAndReference(const artifact::Artifact& a, const Model& m,
                                                      const std::vector<Tensor>& inputs) {
-  KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModel::FromArtifact(a, "test.kiln"));
+  KILN_ASSIGN_OR_RETURN(auto loaded, runtime::LoadedModel::FromArtifact(a, "test.kiln", target::NpusimModuleLoader()));
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> got, loaded->Run(inputs));
   ExpectUnderRoofs(*loaded);
   Executor exec;
@@ -160,14 +161,14 @@ TEST(NpusimCompile, MlpMatchesReference) {
   bool view = false;
   for (const auto& t : mod.tasks()) view |= t.op() == "Reshape" && t.engine() == "view";
   EXPECT_TRUE(view);
-  EXPECT_GT(loaded->npusim()->summary().stats.total_cycles, 0);
-  EXPECT_EQ(loaded->npusim()->summary().stats.h2d_bytes, 8 * 32 * 4);
-  EXPECT_EQ(loaded->npusim()->summary().stats.d2h_bytes, 8 * 16 * 4);
+  EXPECT_GT(target::NpusimOf(*loaded)->summary().stats.total_cycles, 0);
+  EXPECT_EQ(target::NpusimOf(*loaded)->summary().stats.h2d_bytes, 8 * 32 * 4);
+  EXPECT_EQ(target::NpusimOf(*loaded)->summary().stats.d2h_bytes, 8 * 16 * 4);
   // The roofline has a point per kernel task, named after its node: the
   // MatMul with its Add and Relu epilogue is one kernel ("r") whose cube
   // work is 2 x 8 x 32 x 16 FLOPs at least (its tiles may pad) and whose
   // vector work covers the epilogue. The report ends with the table.
-  std::vector<sim::RooflinePoint> roofline = loaded->npusim()->Roofline();
+  std::vector<sim::RooflinePoint> roofline = target::NpusimOf(*loaded)->Roofline();
   std::vector<std::string> kernel_nodes;
   for (const auto& t : mod.tasks())
     if (t.has_kernel()) kernel_nodes.push_back(t.node());
@@ -176,7 +177,7 @@ TEST(NpusimCompile, MlpMatchesReference) {
   ASSERT_EQ(roofline[0].name, "r");
   EXPECT_GE(roofline[0].cube_flops, 2.0 * 8 * 32 * 16);
   EXPECT_GT(roofline[0].vector_elements, 0);
-  EXPECT_TRUE(absl::StrContains(loaded->npusim()->ReportText(), "\nroofline (whole chip, 32 AI cores)"));
+  EXPECT_TRUE(absl::StrContains(target::NpusimOf(*loaded)->ReportText(), "\nroofline (whole chip, 32 AI cores)"));
 }
 
 TEST(NpusimCompile, AnOutputThatIsAViewKeepsItsBytesToTheEnd) {
@@ -241,7 +242,7 @@ TEST(NpusimCompile, UnknownDomainFailsNamingTheNode) {
 TEST(NpusimCompile, WrongInputShapeNamesBothSignatures) {
   auto a = Compile(Mlp());
   ASSERT_TRUE(a.ok());
-  auto loaded = runtime::LoadedModel::FromArtifact(*a, "mlp.kiln");
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "mlp.kiln", target::NpusimModuleLoader());
   ASSERT_TRUE(loaded.ok());
   auto r = (*loaded)->Run({Random({8, 31}, 1)});
   ASSERT_FALSE(r.ok());
@@ -360,20 +361,20 @@ TEST(NpusimCompile, ControlFlowRunsOnTheAicpu) {
 
 TEST(NpusimCompile, BatchesGiveTheSameOutputsAndOverlapTransfers) {
   Model m = Mlp();
-  runtime::NpusimRunOptions one;
+  target::NpusimRunOptions one;
   auto single = ExpectMatchesReference(m, {Random({8, 32}, 3)}, one);
   ASSERT_TRUE(single);
-  double single_cycles = single->npusim()->summary().stats.total_cycles;
-  runtime::NpusimRunOptions four;
+  double single_cycles = target::NpusimOf(*single)->summary().stats.total_cycles;
+  target::NpusimRunOptions four;
   four.batches = 4;
   auto batched = ExpectMatchesReference(m, {Random({8, 32}, 3)}, four);
   ASSERT_TRUE(batched);
-  const auto& s = batched->npusim()->summary();
+  const auto& s = target::NpusimOf(*batched)->summary();
   EXPECT_EQ(s.stats.h2d_bytes, 4 * 8 * 32 * 4);
   EXPECT_EQ(s.batches, 4);
   // Pipelined: four batches take less than four separate runs.
   EXPECT_LT(s.stats.total_cycles, 4 * single_cycles);
-  EXPECT_NE(batched->npusim()->ReportText().find("pipelined"), std::string::npos);
+  EXPECT_NE(target::NpusimOf(*batched)->ReportText().find("pipelined"), std::string::npos);
 }
 
 // The host link has a lane each way: a model bound by its copies moves one
@@ -385,11 +386,11 @@ TEST(NpusimCompile, TheTransferBoundTakesTheSlowerDirectionOfTheLink) {
   Value* x = g.AddInput("x", F32({256, 256}));
   g.AddOutput(g.AddNode("Relu", {x}, {"y"})->output(0));
   ASSERT_TRUE(InferShapes(g).ok());
-  runtime::NpusimRunOptions eight;
+  target::NpusimRunOptions eight;
   eight.batches = 8;
   auto run = ExpectMatchesReference(m, {Random({256, 256}, 4)}, eight);
   ASSERT_TRUE(run);
-  const runtime::NpusimExecutable& npu = *run->npusim();
+  const target::NpusimExecutable& npu = *target::NpusimOf(*run);
   const auto& s = npu.summary();
   const double one_way = sim::UsToCycles(npu.machine(), npu.machine().host_link().latency_us()) +
                          256.0 * 256 * 4 / sim::HostLinkBytesPerCycle(npu.machine());
@@ -461,7 +462,7 @@ TEST(NpusimCompile, MixedPrecisionKeepsSmallMatrixOpsF32) {
   }
   EXPECT_EQ(f16, 2);
   EXPECT_EQ(ws, 1);
-  auto loaded = runtime::LoadedModel::FromArtifact(*a, "test.kiln");
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "test.kiln", target::NpusimModuleLoader());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   std::vector<Tensor> inputs = {Random({16, 128}, 5), Random({2, 4}, 6)};
   auto got = (*loaded)->Run(inputs);
@@ -1070,13 +1071,13 @@ TEST(NpusimCompile, InconsistentArtifactsAreRejected) {
   for (auto& t : *bad.mutable_npusim()->mutable_tasks())
     if (t.has_kernel()) t.mutable_kernel()->set_program(99);
     else if (t.has_aicpu()) t.mutable_aicpu()->set_node(999);
-  auto loaded = runtime::LoadedModel::FromArtifact(bad, "bad.kiln");
+  auto loaded = runtime::LoadedModel::FromArtifact(bad, "bad.kiln", target::NpusimModuleLoader());
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("bad.kiln"), std::string::npos) << loaded.status();
 
   artifact::Artifact shifted = *a;
   shifted.mutable_npusim()->mutable_buffers(0)->set_offset(int64_t{1} << 40);
-  EXPECT_FALSE(runtime::LoadedModel::FromArtifact(shifted, "shifted.kiln").ok());
+  EXPECT_FALSE(runtime::LoadedModel::FromArtifact(shifted, "shifted.kiln", target::NpusimModuleLoader()).ok());
 }
 
 // The npusim description is the default machine's, not numbers of its own:

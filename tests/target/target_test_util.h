@@ -11,6 +11,7 @@
 #include "graph/ir/tensor.h"
 #include "graph/support/status.h"
 #include "runtime/loaded_model.h"
+#include "target/npusim/npusim_executable.h"
 #include "target/builtin_targets.h"
 #include "target/npusim/npusim_compile.h"
 
@@ -30,7 +31,7 @@ inline absl::StatusOr<std::unique_ptr<runtime::LoadedModel>> CompileAndLoadNpusi
     const Model& m, const target::CompileOptions& options = {}, const std::string& name = "test.kiln") {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<target::Target> t, target::CreateBuiltinTarget("npusim"));
   KILN_ASSIGN_OR_RETURN(artifact::Artifact a, target::CompileForNpusim(m, *t, options));
-  return runtime::LoadedModel::FromArtifact(std::move(a), name);
+  return runtime::LoadedModel::FromArtifact(std::move(a), name, target::NpusimModuleLoader());
 }
 
 }  // namespace kiln::testing_util

@@ -20,6 +20,7 @@
 #include "graph/passes/training_step.h"
 #include "graph/support/status.h"
 #include "runtime/loaded_model.h"
+#include "target/npusim/npusim_executable.h"
 #include "runtime/step_loop.h"
 #include "target/api/target_registry.h"
 #include "target/npusim/npusim_compile.h"
@@ -222,7 +223,7 @@ TEST(TrainingLoop, OnTheDeviceAsFromTheHost) {
       [&](int, const std::vector<Tensor>& o) { host_losses.push_back(o[0].GetDouble(0)); });
   ASSERT_TRUE(host.ok()) << host.status();
 
-  runtime::NpusimRunOptions ro;
+  target::NpusimRunOptions ro;
   ro.batches = steps;
   ro.feeds = feeds;
   std::vector<bool> fed_seen;
@@ -240,14 +241,14 @@ TEST(TrainingLoop, OnTheDeviceAsFromTheHost) {
     EXPECT_TRUE((*host)[f.output].Equals((*device)[f.output])) << out_names[f.output];
   EXPECT_LT(device_losses.back(), device_losses.front());
 
-  const sim::RunStats& stats = loaded->npusim()->summary().stats;
+  const sim::RunStats& stats = target::NpusimOf(*loaded)->summary().stats;
   EXPECT_EQ(stats.h2d_bytes, steps * data_bytes + variable_bytes);
   EXPECT_EQ(stats.d2d_bytes, (steps - 1) * variable_bytes);
-  EXPECT_TRUE(loaded->npusim()->summary().loop);
-  EXPECT_NE(loaded->npusim()->ReportText().find("training loop on the device"), std::string::npos);
+  EXPECT_TRUE(target::NpusimOf(*loaded)->summary().loop);
+  EXPECT_NE(target::NpusimOf(*loaded)->ReportText().find("training loop on the device"), std::string::npos);
 
   // A feed between buffers of different sizes is refused.
-  runtime::NpusimRunOptions bad = ro;
+  target::NpusimRunOptions bad = ro;
   bad.feeds = {{feeds[0].output, 0}};
   auto refused = loaded->Run(inputs, bad);
   ASSERT_FALSE(refused.ok());

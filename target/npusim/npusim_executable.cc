@@ -1,5 +1,5 @@
 //===- npusim_executable.cc - Running npusim artifacts on the model -------===//
-#include "runtime/npusim_executable.h"
+#include "target/npusim/npusim_executable.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,7 +15,7 @@
 #include "sim/machine/machine.h"
 #include "sim/model/report.h"
 
-namespace kiln::runtime {
+namespace kiln::target {
 
 using artifact::Buffer;
 
@@ -597,4 +597,58 @@ std::vector<sim::RooflinePoint> NpusimExecutable::Roofline() const {
 
 std::string NpusimExecutable::ReportCsv() const { return sim::ReportCsv(summary_.stats, machine_); }
 
-}  // namespace kiln::runtime
+RunFeatures NpusimExecutable::features() const {
+  RunFeatures f;
+  f.trace = f.report = f.roofline = f.batches = f.timing_only = f.cycle_limit = f.device_loop = true;
+  return f;
+}
+
+int NpusimExecutable::replicas() const { return impl_->module->replicas(); }
+
+std::string NpusimExecutable::Describe(const RunOptions& options) const {
+  const bool loop = !options.feeds.empty();
+  return absl::StrCat("simulating ", impl_->module->tasks_size(), " tasks x ", options.batches, loop ? " step" : " batch",
+                      options.batches > 1 ? (loop ? "s" : "es") : "", " on ", machine_.name(), "...");
+}
+
+absl::StatusOr<std::string> NpusimExecutable::Report(ReportKind kind, const std::string& title) const {
+  switch (kind) {
+    case ReportKind::kText: return ReportText();
+    case ReportKind::kCsv: return ReportCsv();
+    case ReportKind::kTraceJson: return device_->trace().ToJson(machine_.chip().clock_mhz());
+    case ReportKind::kRooflineCsv: return sim::RooflineCsv(Roofline());
+    case ReportKind::kRooflineSvg:
+      return sim::RooflineSvg(Roofline(), sim::MachineRoofs(machine_),
+                              absl::StrCat(title, " on ", machine_.name(), " (", impl_->module->precision(), ")"));
+  }
+  return absl::InvalidArgumentError("unknown report kind");
+}
+
+std::vector<std::string> NpusimExecutable::Warnings() const {
+  if (device_->trace().truncated()) return {"the trace reached its size bound and was truncated"};
+  return {};
+}
+
+std::vector<std::pair<std::string, int64_t>> NpusimExecutable::TasksPerEngine() const {
+  std::map<std::string, int64_t> counts;
+  for (const artifact::Task& t : impl_->module->tasks()) ++counts[t.engine()];
+  return {counts.begin(), counts.end()};
+}
+
+const NpusimExecutable* NpusimOf(const runtime::LoadedModel& model) {
+  return dynamic_cast<const NpusimExecutable*>(model.module());
+}
+
+runtime::ModuleLoader NpusimModuleLoader() {
+  return [](const artifact::Artifact& a, const Model* model) -> absl::StatusOr<std::unique_ptr<runtime::DeviceModule>> {
+    if (!a.has_npusim()) return absl::InvalidArgumentError("the artifact has no npusim module");
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<NpusimExecutable> e, NpusimExecutable::Load(a, model));
+    return std::unique_ptr<runtime::DeviceModule>(std::move(e));
+  };
+}
+
+absl::StatusOr<std::unique_ptr<runtime::LoadedModel>> LoadNpusimArtifact(const std::string& path) {
+  return runtime::LoadedModel::Load(path, NpusimModuleLoader());
+}
+
+}  // namespace kiln::target

@@ -1,5 +1,5 @@
 //===- cuda_executable.cc - Running cuda packages on a GPU ----------------===//
-#include "runtime/cuda_executable.h"
+#include "target/cuda/cuda_executable.h"
 
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -17,7 +17,7 @@
 #include "runtime/host_ops.h"
 #include "runtime/kiln_model_abi.h"
 
-namespace kiln::runtime {
+namespace kiln::target {
 namespace {
 
 // Runs `command` with its output in `log`; the exit status.
@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Load(const std::
   char err[2048] = "";
   e->model_ = a.load(dir.c_str(), err, sizeof err);
   if (!e->model_) return absl::FailedPreconditionError(absl::StrCat("loading ", dir, ": ", err));
-  a.set_host_ops(e->model_, static_cast<const kiln_host_ops*>(ReferenceHostOps()), nullptr);
+  a.set_host_ops(e->model_, static_cast<const kiln_host_ops*>(runtime::ReferenceHostOps()), nullptr);
   e->device_ = a.device(e->model_);
   auto info = [](const kiln_tensor_info* t) {
     TensorInfo r;
@@ -178,4 +178,4 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor
   return out;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::target

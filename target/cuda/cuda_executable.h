@@ -23,7 +23,7 @@
 #include "graph/ir/tensor.h"
 #include "runtime/host_ops.h"
 
-namespace kiln::runtime {
+namespace kiln::target {
 
 // OK when the CUDA driver loads and sees at least one device; otherwise an
 // error whose message says why (the driver library is missing, cuInit
@@ -67,4 +67,4 @@ class CudaExecutable {
   std::vector<TensorInfo> inputs_, outputs_;
 };
 
-}  // namespace kiln::runtime
+}  // namespace kiln::target

@@ -25,28 +25,23 @@
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
 #include "graph/ir/tensor.h"
-#include "sim/model/device.h"
+#include "runtime/device_module.h"
+#include "runtime/loaded_model.h"
 #include "runtime/step_loop.h"
+#include "sim/model/device.h"
 #include "sim/model/roofline.h"
 #include "target/artifact/artifact.pb.h"
 
-namespace kiln::runtime {
+namespace kiln::target {
 
-struct NpusimRunOptions {
-  bool functional = true;  // false: timing only (kernels and AICPU tasks skip their arithmetic)
-  bool trace = false;
-  int batches = 1;
-  double cycle_limit = 1e11;
-  // A training loop sunk onto the device: the batches are its steps, and
-  // each feed's output (NAME.next) of one step is copied within device
-  // memory into its input (NAME) of the next. The fed inputs cross PCIe
-  // once (the first step) and the fed outputs once (the last step's); the
-  // other inputs are staged for every step while the one before computes.
-  std::vector<StepFeed> feeds;
-  // Called after the run with each step's outputs, in order (a fed output
-  // is undefined except in the last step).
-  StepFn after_step;
-};
+// functional = false: timing only (kernels and AICPU tasks skip their
+// arithmetic). A training loop (feeds) is sunk onto the device: the batches
+// are its steps, and each feed's output (NAME.next) of one step is copied
+// within device memory into its input (NAME) of the next. The fed inputs
+// cross PCIe once (the first step) and the fed outputs once (the last
+// step's); the other inputs are staged for every step while the one before
+// computes.
+using NpusimRunOptions = RunOptions;
 
 // What a run measured, beside the simulator's own statistics.
 struct NpusimRunSummary {
@@ -61,7 +56,7 @@ struct NpusimRunSummary {
   double estimated_cycles = 0; // the code generators' estimates, summed over the kernel tasks
 };
 
-class NpusimExecutable {
+class NpusimExecutable final : public runtime::DeviceModule {
  public:
   // `model` is the artifact's parsed graph (AICPU tasks run its nodes).
   static absl::StatusOr<std::unique_ptr<NpusimExecutable>> Load(const artifact::Artifact& artifact,
@@ -71,7 +66,18 @@ class NpusimExecutable {
   // Runs the inputs (signature order, already checked) and returns the
   // outputs (signature order). With batches > 1 every batch takes the same
   // inputs; the outputs are the last batch's.
-  absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs, const NpusimRunOptions& options);
+  absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs, const NpusimRunOptions& options) override;
+
+  // The DeviceModule side: a simulated device has every run feature but
+  // wall-clock latency.
+  RunFeatures features() const override;
+  int replicas() const override;
+  std::string Describe(const RunOptions& options) const override;
+  // `title` names the run (the artifact's file and gear): the roofline's
+  // title adds the machine and the precision.
+  absl::StatusOr<std::string> Report(ReportKind kind, const std::string& title) const override;
+  std::vector<std::string> Warnings() const override;
+  std::vector<std::pair<std::string, int64_t>> TasksPerEngine() const override;
 
   const NpusimRunSummary& summary() const { return summary_; }
   const sim::Device& device() const { return *device_; }
@@ -98,6 +104,21 @@ class NpusimExecutable {
   std::unique_ptr<sim::Device> device_;
   sim::Machine machine_;
   NpusimRunSummary summary_;
+  int replicas_ = 1;
+  int tasks_ = 0;
+  std::string precision_;
+  std::vector<std::pair<std::string, int64_t>> tasks_per_engine_;
 };
 
-}  // namespace kiln::runtime
+// The npusim module of a loaded .kiln artifact (of the gear that ran last),
+// or null.
+const NpusimExecutable* NpusimOf(const runtime::LoadedModel& model);
+
+// What loads the npusim module of a .kiln artifact onto a simulated device.
+runtime::ModuleLoader NpusimModuleLoader();
+
+// Loads an npusim .kiln artifact for running: its npusim module on a
+// simulated device.
+absl::StatusOr<std::unique_ptr<runtime::LoadedModel>> LoadNpusimArtifact(const std::string& path);
+
+}  // namespace kiln::target
