@@ -1,6 +1,6 @@
 //===- kiln_model_abi.h - The C structs of a cuda package's kiln_model.h -*- C++ -*-===//
 //
-// target/cuda/cuda_launcher.cc writes kiln_model.h into every cuda package;
+// target/cuda/package/kiln_model.h goes into every cuda package;
 // the runtime calls packages through these structs, whose layouts must stay
 // identical to that header's.
 //

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "graph/passes/rewrite_helpers.h"
 
 namespace kiln::target::cuda {
 namespace {
@@ -35,9 +36,8 @@ uint64_t StableHash(const std::string& bytes) {
 }
 
 bool IsCopyOp(const Node& n) {
-  // Reshape, Flatten, Squeeze and Unsqueeze are views on the GPU: no copy.
-  static const char* const kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
-  return HasCopyPieces(n) && std::none_of(std::begin(kViews), std::end(kViews), [&](const char* s) { return n.op() == s; });
+  // Views (kViewOps) are no copy on the GPU.
+  return HasCopyPieces(n) && !IsOneOf(n, kViewOps);
 }
 
 CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::string& what) {

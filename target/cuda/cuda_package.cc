@@ -21,6 +21,7 @@
 #include "graph/passes/dce.h"
 #include "graph/passes/form_fusion_groups.h"
 #include "graph/passes/fusion/outline.h"
+#include "graph/passes/rewrite_helpers.h"
 #include "graph/passes/simplify.h"
 #include "graph/support/status.h"
 #include "target/backend/memory_plan.h"
@@ -62,7 +63,7 @@ std::string NodeLabel(const Node& n) {
 
 bool IsView(const Node& n) {
   if (!n.domain().empty()) return false;
-  if (n.op() != "Reshape" && n.op() != "Flatten" && n.op() != "Squeeze" && n.op() != "Unsqueeze") return false;
+  if (!IsOneOf(n, kViewOps)) return false;
   const Value* in = n.input(0);
   const Value* out = n.output(0);
   return in && DeviceStorable(in) && DeviceStorable(out) && in->type().dtype() == out->type().dtype() &&

@@ -33,6 +33,7 @@
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_package.h"
 #include "target/cuda/cuda_runtime.h"
+#include "target/placement/op_tables.h"
 #include "target/placement/placement.h"
 
 namespace kiln::target {
@@ -111,11 +112,6 @@ bool GpuNumeric(DType t) {
 }
 bool GpuStorable(DType t) { return t != DType::kString && t != DType::kUndefined && DTypeSize(t) > 0 && DTypeSize(t) <= 8; }
 
-const absl::flat_hash_set<std::string>& ViewOps() {
-  static const auto* ops = new absl::flat_hash_set<std::string>{"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
-  return *ops;
-}
-
 const absl::flat_hash_set<std::string>& SimtOps() {
   static const auto* ops = new absl::flat_hash_set<std::string>{
       // elementwise
@@ -135,63 +131,63 @@ const absl::flat_hash_set<std::string>& SimtOps() {
   return *ops;
 }
 
+// The placement ladder's tables (target/placement/op_tables.h).
+const OpTables& Tables() {
+  static const OpTables* tables = [] {
+    auto* t = new OpTables();
+    t->matrix_engine = "tensorcore";
+    t->vector_engine = "simt";
+    t->fallback_engine = "host";
+    t->fallback_where = "the host";
+    t->kernel_kind = "GPU";
+    t->vector_where = "the CUDA cores";
+    t->matrix_where = "TensorCores";
+    t->links_refusal = "a data-parallel step's AllReduce runs on npusim's chip links; the cuda target has no collectives";
+    t->matrix_ops = {"MatMul", "Gemm", "Conv"};
+    t->vector_ops = SimtOps();
+    t->matrix_dtype = GpuFloat;
+    t->matrix_dtype_refusal = "TensorCore kernels take fp32 (tf32), fp16 and bf16 operands";
+    t->vector_dtype = GpuNumeric;
+    t->vector_dtype_refusal = "no GPU kernel for these dtypes";
+    t->gate = [](const Node& n, const std::function<Placement(std::string)>& host) -> std::optional<Placement> {
+      if (!AllTensorsAre(n, GpuStorable)) return host("strings, f64 and complex tensors live on the host");
+      if (IsNondeterministicOp(n)) return host("random numbers are drawn on the host");
+      return std::nullopt;
+    };
+    t->copies = [](const Node& n, const std::function<Placement(std::string)>&) -> std::optional<Placement> {
+      if (!cuda::IsCopyOp(n)) return std::nullopt;
+      if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))
+        return Placement{"simt", "data movement: a gather kernel reading its indices on the device"};
+      return Placement{"simt", "data movement: a strided-copy kernel"};
+    };
+    t->matrix = [](const Node& n, const std::function<Placement(std::string)>& host) -> std::optional<Placement> {
+      if (n.op() != "Conv") return std::nullopt;
+      absl::StatusOr<Window2d> w = WindowOf(n);
+      if (!w.ok()) return host(std::string(w.status().message()));
+      if (w->depthwise()) return Placement{"simt", "depthwise convolution: a window kernel on the CUDA cores"};
+      return Placement{"tensorcore", "convolution as an implicit GEMM on TensorCores"};
+    };
+    t->fused = [](const Node& n, const std::function<Placement(std::string)>&) -> std::optional<Placement> {
+      const std::string kind = n.GetString("kind", "");
+      if (kind == "matmul-epilogue") return Placement{"tensorcore", "matrix op with fused epilogue on TensorCores"};
+      if (kind != "conv-epilogue") return std::nullopt;
+      const Attribute* body = n.attr("body");
+      const Node* conv = body && body->g() && body->g()->num_nodes() > 0 ? *body->g()->nodes().begin() : nullptr;
+      absl::StatusOr<Window2d> w = conv ? WindowOf(*conv) : absl::StatusOr<Window2d>(absl::NotFoundError(""));
+      if (w.ok() && w->depthwise()) return Placement{"simt", "depthwise convolution with fused epilogue: a window kernel"};
+      return Placement{"tensorcore", "convolution with fused epilogue"};
+    };
+    return t;
+  }();
+  return *tables;
+}
+
 class CudaTarget final : public Target {
  public:
   CudaTarget() : desc_(MakeDescription()) {}
   const TargetDescription& description() const override { return desc_; }
 
-  Placement Place(const Node& n, const CompileOptions& options) const override {
-    const OpDef* def = OpRegistry::Global().Find(n);
-    if (!def) return {"", absl::StrCat("op '", n.QualifiedOp(), "' is unknown to kiln")};
-    const bool kiln_domain = n.domain() == "kiln";
-    auto host = [&](std::string why) -> Placement {
-      if (!def->kernel) return {"", absl::StrCat("op '", n.QualifiedOp(), "' has no kernel on any engine")};
-      return {"host", std::move(why)};
-    };
-    if (!n.domain().empty() && !kiln_domain) return host(absl::StrCat("domain '", n.domain(), "' has no GPU kernels"));
-    if (kiln_domain && n.op() == "AllReduce")
-      return {"", "a data-parallel step's AllReduce runs on npusim's chip links; the cuda target has no collectives"};
-    if (!n.subgraphs().empty() && !(kiln_domain && n.op() == "Fused")) return host("control flow runs on the host");
-    if (!StaticOutputShapes(n)) return host("output shape is not static (data-dependent or symbolic)");
-    if (!AllTensorsAre(n, GpuStorable)) return host("strings, f64 and complex tensors live on the host");
-    if (IsNondeterministicOp(n)) return host("random numbers are drawn on the host");
-    if (ViewOps().contains(n.op())) return {"simt", "a view: no data moves"};
-    if (cuda::IsCopyOp(n)) {
-      if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))
-        return {"simt", "data movement: a gather kernel reading its indices on the device"};
-      return {"simt", "data movement: a strided-copy kernel"};
-    }
-    if (n.op() == "MatMul" || n.op() == "Gemm") {
-      if (!AllTensorsAre(n, GpuFloat)) return host("TensorCore kernels take fp32 (tf32), fp16 and bf16 operands");
-      return {"tensorcore", "matrix work on TensorCores"};
-    }
-    if (n.op() == "Conv") {
-      if (!AllTensorsAre(n, GpuFloat)) return host("TensorCore kernels take fp32 (tf32), fp16 and bf16 operands");
-      absl::StatusOr<Window2d> w = WindowOf(n);
-      if (!w.ok()) return host(std::string(w.status().message()));
-      if (w->depthwise()) return {"simt", "depthwise convolution: a window kernel on the CUDA cores"};
-      return {"tensorcore", "convolution as an implicit GEMM on TensorCores"};
-    }
-    if (kiln_domain && n.op() == "Fused") {
-      std::string kind = n.GetString("kind", "");
-      if (kind == "matmul-epilogue") return {"tensorcore", "matrix op with fused epilogue on TensorCores"};
-      if (kind == "conv-epilogue") {
-        const Attribute* body = n.attr("body");
-        const Node* conv = body && body->g() && body->g()->num_nodes() > 0 ? *body->g()->nodes().begin() : nullptr;
-        absl::StatusOr<Window2d> w = conv ? WindowOf(*conv) : absl::StatusOr<Window2d>(absl::NotFoundError(""));
-        if (w.ok() && w->depthwise()) return {"simt", "depthwise convolution with fused epilogue: a window kernel"};
-        return {"tensorcore", "convolution with fused epilogue"};
-      }
-      return {"simt", "fused memory-bound group on the CUDA cores"};
-    }
-    if (SimtOps().contains(n.op())) {
-      if (!AllTensorsAre(n, GpuNumeric)) return host("no GPU kernel for these dtypes");
-      return {"simt", def->op_class == OpClass::kElementwise
-                          ? "elementwise on the CUDA cores"
-                          : absl::StrCat(OpClassName(def->op_class), " on the CUDA cores")};
-    }
-    return host(absl::StrCat("no GPU kernel for ", n.QualifiedOp()));
-  }
+  Placement Place(const Node& n, const CompileOptions& options) const override { return PlaceByTables(n, Tables()); }
 
   absl::Status Compile(const Model& model, const CompileOptions& options, const std::string& output_path) override {
     KILN_ASSIGN_OR_RETURN(cuda::CudaPackage package, cuda::BuildCudaPackage(model, *this, options));

@@ -25,6 +25,7 @@
 #include "target/backend/copy_pieces.h"
 #include "target/npusim/kernels/move.h"
 #include "sim/machine/machine.h"
+#include "target/placement/op_tables.h"
 #include "target/placement/placement.h"
 
 namespace kiln::target {
@@ -96,13 +97,6 @@ bool CoreNumeric(DType t) {
          t == DType::kBool || t == DType::kI16;
 }
 
-// Ops whose output only reinterprets its input's bytes: free on any engine.
-const absl::flat_hash_set<std::string>& ViewOps() {
-  static const auto* ops = new absl::flat_hash_set<std::string>{
-      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-  return *ops;
-}
-
 const absl::flat_hash_set<std::string>& VectorOps() {
   static const auto* ops = new absl::flat_hash_set<std::string>{
       // elementwise
@@ -130,56 +124,47 @@ const absl::flat_hash_set<std::string>& CubeOps() {
   return *ops;
 }
 
+// The placement ladder's tables (target/placement/op_tables.h).
+const OpTables& Tables() {
+  static const OpTables* tables = [] {
+    auto* t = new OpTables();
+    t->matrix_engine = "cube";
+    t->vector_engine = "vector";
+    t->fallback_engine = "aicpu";
+    t->fallback_where = "the AICPU";
+    t->kernel_kind = "core";
+    t->vector_where = "the vector unit";
+    t->matrix_where = "the cube";
+    t->links_engine = "links";
+    t->matrix_ops = CubeOps();
+    t->vector_ops = VectorOps();
+    t->matrix_dtype = CoreFloat;
+    t->matrix_dtype_refusal = "the cube takes fp32/fp16/bf16 operands only";
+    t->vector_dtype = CoreNumeric;
+    t->vector_dtype_refusal = "the vector unit has no f64, string or complex support";
+    t->copies = [](const Node& n, const std::function<Placement(std::string)>& fallback) -> std::optional<Placement> {
+      if (!HasCopyPieces(n)) return std::nullopt;
+      if (!AllTensorsAre(n, [](DType t) { return t != DType::kString; })) return fallback("strings live on the host");
+      if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))
+        return Placement{"vector", "data movement by DMA, rows chosen by indices the scalar unit reads (ld)"};
+      return Placement{"vector", "data movement by DMA (MTE2 in, MTE3 out)"};
+    };
+    t->matrix = [](const Node& n, const std::function<Placement(std::string)>& fallback) -> std::optional<Placement> {
+      if (n.op() == "Conv" && n.input(1) && n.input(1)->type().shape().rank() != 4)
+        return fallback("the cube's im2col load handles 2-D convolution only");
+      return std::nullopt;
+    };
+    return t;
+  }();
+  return *tables;
+}
+
 class NpusimTarget final : public Target {
  public:
   NpusimTarget() : desc_(MakeDescription()) {}
   const TargetDescription& description() const override { return desc_; }
 
-  Placement Place(const Node& n, const CompileOptions& options) const override {
-    const OpDef* def = OpRegistry::Global().Find(n);
-    if (!def) return {"", absl::StrCat("op '", n.QualifiedOp(), "' is unknown to kiln")};
-    const bool kiln_domain = n.domain() == "kiln";
-    if (!n.domain().empty() && !kiln_domain) {
-      if (def->kernel) return {"aicpu", absl::StrCat("domain '", n.domain(), "' has no core kernels")};
-      return {"", absl::StrCat("op '", n.QualifiedOp(), "' has no kernel on any engine")};
-    }
-    if (kiln_domain && n.op() == "AllReduce")
-      return {"links", absl::StrCat("a collective over the chip links: the mean over ", n.GetInt("replicas", 1),
-                                    " chips")};
-    auto fallback = [&](std::string why) -> Placement {
-      if (!def->kernel) return {"", absl::StrCat("op '", n.QualifiedOp(), "' has no kernel on any engine")};
-      return {"aicpu", std::move(why)};
-    };
-    if (!n.subgraphs().empty() && !(kiln_domain && n.op() == "Fused"))
-      return fallback("control flow runs on the AICPU");
-    if (!StaticOutputShapes(n)) return fallback("output shape is not static (data-dependent or symbolic)");
-    if (ViewOps().contains(n.op())) return {"vector", "a view: no data moves"};
-    if (HasCopyPieces(n)) {
-      if (!AllTensorsAre(n, [](DType t) { return t != DType::kString; }))
-        return fallback("strings live on the host");
-      if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))
-        return {"vector", "data movement by DMA, rows chosen by indices the scalar unit reads (ld)"};
-      return {"vector", "data movement by DMA (MTE2 in, MTE3 out)"};
-    }
-    if (CubeOps().contains(n.op())) {
-      if (!AllTensorsAre(n, CoreFloat)) return fallback("the cube takes fp32/fp16/bf16 operands only");
-      if (n.op() == "Conv" && n.input(1) && n.input(1)->type().shape().rank() != 4)
-        return fallback("the cube's im2col load handles 2-D convolution only");
-      return {"cube", "matrix work on the cube"};
-    }
-    if (VectorOps().contains(n.op())) {
-      if (!AllTensorsAre(n, CoreNumeric)) return fallback("the vector unit has no f64, string or complex support");
-      return {"vector", def->op_class == OpClass::kElementwise ? "elementwise on the vector unit"
-                                                               : absl::StrCat(OpClassName(def->op_class),
-                                                                              " on the vector unit")};
-    }
-    if (kiln_domain && n.op() == "Fused") {
-      std::string kind = n.GetString("kind", "");
-      if (kind == "matmul-epilogue" || kind == "conv-epilogue") return {"cube", "matrix op with fused epilogue"};
-      return {"vector", "fused memory-bound group on the vector unit"};
-    }
-    return fallback(absl::StrCat("no core kernel for ", n.QualifiedOp()));
-  }
+  Placement Place(const Node& n, const CompileOptions& options) const override { return PlaceByTables(n, Tables()); }
 
   absl::Status Compile(const Model& model, const CompileOptions& options,
                        const std::string& output_path) override {

@@ -1,6 +1,6 @@
 //===- cuda_window.cc - Window tile kernels (pooling, depthwise) to CUDA ---===//
 //
-// The window form of tile_lowering.cc: a grid over tiles of bc channels x
+// The window form of the shared lowering (target/backend/tile_window_lowering.cc): a grid over tiles of bc channels x
 // bp output positions; an im2col copy gathers each position's window
 // [bc, KH*KW, bp] into a vector buffer, optional steps weight it (a
 // depthwise convolution's [bc, KH*KW, 1] weights), one reduce step folds
