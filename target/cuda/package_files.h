@@ -2,7 +2,7 @@
 //
 // The files under target/cuda/package/, byte for byte: target/CMakeLists.txt
 // turns each into a generated .cc defining one of these at build time
-// (embed_file.cmake), so the text a package carries is real source, compiled
+// (tools/embed_file.cmake), so the text a package carries is real source, compiled
 // and warning-checked in kiln's build (package/check/), instead of string
 // literals in cuda_launcher.cc. Templates mark what the launcher fills in as
 // @NAME@.

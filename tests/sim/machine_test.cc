@@ -9,8 +9,10 @@ namespace {
 TEST(MachineTest, ShippedFilesLoad) {
   auto a = LoadMachine(std::string(KILN_SOURCE_DIR) + "/sim/machines/ascend910-like.textproto");
   ASSERT_TRUE(a.ok()) << a.status();
-  // The 910-like file writes out exactly the defaults.
+  // The 910-like file is the default machine: it sets every field, and
+  // DefaultMachine() is that file (embedded at build time).
   EXPECT_EQ(a->SerializeAsString(), DefaultMachine().SerializeAsString());
+  EXPECT_TRUE(ValidateMachine(DefaultMachine()).ok()) << ValidateMachine(DefaultMachine());
   auto b = LoadMachine(std::string(KILN_SOURCE_DIR) + "/sim/machines/ascend910b-like.textproto");
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->chip().ai_cores(), 24);
