@@ -35,10 +35,11 @@ absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeli
 
 namespace {
 
-// One line per compiled model ("cube 3 vector 5 "), written with a single
-// append so children running at the same time do not interleave.
+// One line per compiled model ("cube 3 vector 5 ", empty for a model
+// without tasks or a target that does not count them), written with a
+// single append so children running at the same time do not interleave.
 void Tally(const std::string& path, const std::vector<std::pair<std::string, int64_t>>& tasks) {
-  if (path.empty() || tasks.empty()) return;
+  if (path.empty()) return;
   std::string line;
   for (const auto& [engine, n] : tasks) absl::StrAppend(&line, engine, " ", n, " ");
   line += "\n";
