@@ -18,10 +18,8 @@ std::string vec::KernelName(const Node& n) {
   return s;
 }
 
-absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
+absl::StatusOr<GeneratedKernel> vec::GenerateOwn(const KernelRequest& req) {
   const Node& n = *req.node;
-  if (!req.machine) return absl::InvalidArgumentError("no machine");
-  if (vec::IsFusedGroup(n)) return vec::GenerateFused(req);
   if (vec::IsUnaryOp(n)) return vec::GenerateUnary(req);
   if (vec::IsBinaryOp(n)) return vec::GenerateBinary(req);
   if (vec::IsReduceOp(n)) return vec::GenerateReduce(req);
@@ -35,6 +33,20 @@ absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
     if (op == "BatchNormalization") return vec::GenerateBatchNorm(req);
   }
   return absl::UnimplementedError(absl::StrCat("no vector kernel for ", n.QualifiedOp()));
+}
+
+absl::StatusOr<GeneratedKernel> GenerateVectorKernel(const KernelRequest& req) {
+  if (!req.machine) return absl::InvalidArgumentError("no machine");
+  if (vec::IsFusedGroup(*req.node)) return vec::GenerateFused(req);
+  absl::StatusOr<GeneratedKernel> own = vec::GenerateOwn(req);
+  // Tensors in NC1HWC0 are npusim's own kernels' business (the shared
+  // lowering sees every tensor row-major).
+  if (!own.ok() || req.x_c1hwc0 || req.y_c1hwc0) return own;
+  // The shared lowering's kernel of the node, where its estimate is no
+  // higher than npusim's own (both are estimated on the same skeletons).
+  absl::StatusOr<GeneratedKernel> shared = vec::GenerateFromTileSteps(req);
+  if (shared.ok() && shared->estimated_cycles <= own->estimated_cycles) return shared;
+  return own;
 }
 
 bool VectorGroupTakes(const Node& n) {

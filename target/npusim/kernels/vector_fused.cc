@@ -90,9 +90,20 @@ absl::StatusOr<Group> Match(const Node& node, const sim::Machine& m, int64_t cor
   if (g.kernel.body.size() != 1 || g.kernel.body[0]->kind != Stmt::Kind::kLoop ||
       g.kernel.body[0]->loop != Stmt::LoopKind::kGrid)
     return Unfit("the group's tile kernel is not one grid loop");
-  // The view: [rows, cols], the extents the arguments' 2-D views span.
+  // The view: [rows, cols], the extents the arguments' 2-D views span. An
+  // argument no copy reads (a one-element constant the steps take as an
+  // immediate, a reduction's axes) keeps its own shape and is left alone.
   const std::vector<tile::TileArg>& args = g.kernel.args;
-  for (const tile::TileArg& a : args) {
+  std::vector<bool> copied(args.size(), false);
+  for (const auto& s : g.kernel.body[0]->body)
+    if (s->kind == Stmt::Kind::kCopy)
+      for (size_t i = 0; i < args.size(); ++i)
+        if ((s->srcs.size() == 1 && s->srcs[0].ref && s->srcs[0].ref->name == args[i].name) ||
+            s->dst.name == args[i].name)
+          copied[i] = true;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const tile::TileArg& a = args[i];
+    if (!copied[i]) continue;
     if (a.shape.size() != 2) return Unfit(absl::StrCat("argument %", a.name, " is not a 2-D view"));
     g.rows = std::max(g.rows, a.shape[0]);
     g.cols = std::max(g.cols, a.shape[1]);
@@ -412,16 +423,20 @@ absl::StatusOr<ArgNames> NameArgs(const Node& node, const Group& g) {
   return a;
 }
 
-std::string Members(const Node& node) {
+// "fused Add, Relu" for a group, "Relu through the shared lowering" for one op.
+std::string What(const Node& node) {
+  if (!IsFusedGroup(node)) return absl::StrCat(node.op(), " through the shared lowering");
   std::vector<std::string> ops;
   if (const Attribute* body = node.attr("body"); body && body->g())
     for (const Node* n : body->g()->nodes()) ops.push_back(n->op());
-  return absl::StrJoin(ops, ", ");
+  return absl::StrCat("fused ", absl::StrJoin(ops, ", "));
 }
+
+std::string ProgramName(const Node& node) { return IsFusedGroup(node) ? "vec_fused" : KernelName(node); }
 
 absl::StatusOr<GeneratedKernel> Flat(const KernelRequest& req, const Group& g, const ArgNames& names) {
   FlatSpec s;
-  s.name = "vec_fused";
+  s.name = ProgramName(*req.node);
   s.numel = g.rows * g.cols;
   s.more_args = names.lines;
   s.ct = DType::kF32;
@@ -443,7 +458,15 @@ absl::StatusOr<GeneratedKernel> Flat(const KernelRequest& req, const Group& g, c
     }
     if (b.in < 0 && b.out < 0) temp_of[i] = s.temps++;
   }
-  const int scratch = s.temps++, slot = s.temps++;
+  // The scratch tile and the block for a materialized constant, only where
+  // a step uses them (each temp takes a tile of UB).
+  bool need_scratch = false, need_slot = false;
+  for (const Stmt* st : g.steps) {
+    need_scratch = need_scratch || st->kind == Stmt::Kind::kReduce || st->ew == EwOp::kGelu ||
+                   st->ew == EwOp::kGeluTanh || st->ew == EwOp::kCast || st->ew == EwOp::kPow;
+    for (const tile::Operand& o : st->srcs) need_slot = need_slot || !o.ref;
+  }
+  const int scratch = need_scratch ? s.temps++ : -1, slot = need_slot ? s.temps++ : -1;
   // Outputs that are also inputs read their input and are copied at the end.
   absl::Status status = absl::OkStatus();
   s.body = [&, in_of, scalar_of, out_of, temp_of, scratch, slot](Kasm& k, const FlatOperands& o, int64_t n) {
@@ -455,13 +478,13 @@ absl::StatusOr<GeneratedKernel> Flat(const KernelRequest& req, const Group& g, c
       else if (out_of[i] >= 0) homes[i].at = out_at(out_of[i]).at;
       else homes[i].at = o.temps[temp_of[i]];
     }
-    StepEmitter e(k, g, homes, o.temps[scratch], o.temps[slot], n);
+    StepEmitter e(k, g, homes, scratch >= 0 ? o.temps[scratch] : Ub{}, slot >= 0 ? o.temps[slot] : Ub{}, n);
     if (absl::Status st = e.Run(); !st.ok() && status.ok()) status = st;
     for (size_t i = 0; i < g.buffers.size(); ++i)
       if (out_of[i] >= 0 && (in_of[i] >= 0 || scalar_of[i] >= 0))
         k.Vec("vmov", DType::kF32, out_at(out_of[i]), {scalar_of[i] >= 0 ? Bcast(homes[i].at) : V(homes[i].at)}, n);
   };
-  s.what = absl::StrCat("fused ", Members(*req.node), " (elementwise over ", s.numel, " elements)");
+  s.what = absl::StrCat(What(*req.node), " (elementwise over ", s.numel, " elements)");
   absl::StatusOr<GeneratedKernel> k = EmitFlat(req, s);
   KILN_RETURN_IF_ERROR(status);
   return k;
@@ -470,7 +493,7 @@ absl::StatusOr<GeneratedKernel> Flat(const KernelRequest& req, const Group& g, c
 absl::StatusOr<GeneratedKernel> Rows(const KernelRequest& req, const Group& g, const ArgNames& names) {
   const int64_t cols = g.cols;
   RowSpec s;
-  s.name = "vec_fused";
+  s.name = ProgramName(*req.node);
   s.rows = g.rows;
   s.more_args = names.lines;
   s.ct = DType::kF32;
@@ -558,7 +581,7 @@ absl::StatusOr<GeneratedKernel> Rows(const KernelRequest& req, const Group& g, c
       if (out_of[i] >= 0 && g.buffers[i].in >= 0)
         k.Vec("vmov", DType::kF32, V(out_at(out_of[i])), {V(homes[i].at)}, Wide(g.buffers[i].form) ? cols : 1);
   };
-  s.what = absl::StrCat("fused ", Members(*req.node), " (", g.reduces ? "row reduction" : "elementwise", " over [",
+  s.what = absl::StrCat(What(*req.node), " (", g.reduces ? "row reduction" : "elementwise", " over [",
                         g.rows, ", ", cols, "])");
   absl::StatusOr<GeneratedKernel> k = EmitRows(req, s);
   KILN_RETURN_IF_ERROR(status);
@@ -573,7 +596,9 @@ bool IsFusedGroup(const Node& n) {
   return kind == "elementwise" || kind == "reduction";
 }
 
-absl::StatusOr<GeneratedKernel> GenerateFused(const KernelRequest& req) {
+absl::StatusOr<GeneratedKernel> GenerateFused(const KernelRequest& req) { return GenerateFromTileSteps(req); }
+
+absl::StatusOr<GeneratedKernel> GenerateFromTileSteps(const KernelRequest& req) {
   const Node& node = *req.node;
   KILN_ASSIGN_OR_RETURN(Group g, Match(node, *req.machine, Cores(req)));
   KILN_ASSIGN_OR_RETURN(ArgNames names, NameArgs(node, g));

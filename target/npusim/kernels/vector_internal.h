@@ -55,5 +55,12 @@ absl::StatusOr<GeneratedKernel> GenerateCompare(const KernelRequest& req);
 // steps those of the shared lowering (vector_fused.cc).
 bool IsFusedGroup(const Node& n);
 absl::StatusOr<GeneratedKernel> GenerateFused(const KernelRequest& req);
+// npusim's own generator of a single node (not a fused group): the family
+// of its op above.
+absl::StatusOr<GeneratedKernel> GenerateOwn(const KernelRequest& req);
+// Any node the shared lowering takes (tile::LowerVectorNode: one elementwise
+// or row op, or such a group), its steps run on the skeletons as a fused
+// group's are; Unimplemented with the reason otherwise.
+absl::StatusOr<GeneratedKernel> GenerateFromTileSteps(const KernelRequest& req);
 
 }  // namespace kiln::target::npusim::vec

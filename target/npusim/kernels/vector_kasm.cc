@@ -60,6 +60,7 @@ void Kasm::AluR(absl::string_view op, int rd, int ra, int rb) {
 
 void Kasm::CopyIn(Ub dst, absl::string_view arg, int gm_reg, int64_t gm_off, int64_t len, int64_t nburst,
                   int64_t src_stride, int64_t dst_stride) {
+  ++copies_in_;
   std::string s = absl::StrCat("copy_gm_ub ", UbText(dst), ", ", GmText(arg, gm_reg, gm_off), ", len=", len);
   if (nburst != 1) absl::StrAppend(&s, ", nburst=", nburst);
   if (src_stride >= 0 && src_stride != len) absl::StrAppend(&s, ", src_stride=", src_stride);

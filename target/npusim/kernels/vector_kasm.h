@@ -90,6 +90,8 @@ class Kasm {
   // Cycles the vector unit spends on the instructions emitted so far (a
   // static count: an instruction inside a loop counts once).
   double vector_cycles() const { return vector_cycles_; }
+  // copy_gm_ub instructions emitted so far (a static count, as above).
+  int64_t copies_in() const { return copies_in_; }
 
   std::string Text() const;
   absl::StatusOr<sim::Program> Finish() const;
@@ -106,6 +108,7 @@ class Kasm {
   int next_reg_ = 0;
   int next_label_ = 0;
   double vector_cycles_ = 0;
+  int64_t copies_in_ = 0;
 };
 
 std::string UbText(Ub u);

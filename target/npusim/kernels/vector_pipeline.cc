@@ -477,7 +477,10 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
   k.Alu("mul", row, blk, per);
   k.Mov(slot, 0);
   k.Mov(slot_size, slot_bytes);
+  const int64_t loads_before = k.copies_in();
   if (s.prologue) s.prologue(k, resident);
+  // Resident data the prologue loads: the rows wait out its round trip.
+  const bool prologue_loads = k.copies_in() > loads_before;
   Prologue(k);
   double row_vec = 0;
   auto emit_tile = [&](int64_t n) {
@@ -553,9 +556,13 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
   double hbm = static_cast<double>(s.rows * row_bytes) / HbmBytesPerCycle(m);
   double core_dma = static_cast<double>(per * row_bytes) / m.core().mte2_bytes_per_cycle();
   // Each row also costs its loop's scalar instructions (about 4 + inputs).
-  double core_vec = static_cast<double>(per) * (row_vec + 4 + static_cast<double>(s.ins.size()));
+  const double per_row = row_vec + 4 + static_cast<double>(s.ins.size());
+  double core_vec = static_cast<double>(per) * per_row;
   double lat = 2.0 * static_cast<double>(m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());
-  g.estimated_cycles = std::max({hbm, core_dma, core_vec}) + lat;
+  // As for flat kernels: plus one tile's compute, which no copy overlaps
+  // (the first tile's wait for its load, the last tile's before its store).
+  g.estimated_cycles = std::max({hbm, core_dma, core_vec}) + lat + static_cast<double>(tile) * per_row +
+                       (prologue_loads ? lat / 2 : 0);
   g.plan = absl::StrCat(s.what, ": ", s.rows, " rows of ", max_cols, " over ", blocks, " blocks of ", per,
                         " rows, tiles of ", tile, " rows double-buffered in UB (", 2 * slot_bytes / 1024,
                         " KiB), compute ", sim::DTypeName(s.ct), " row by row");
