@@ -78,14 +78,12 @@ class ArtifactExecutable final : public target::Executable {
 absl::StatusOr<std::unique_ptr<target::Executable>> LoadArtifactExecutable(const std::string& path,
                                                                            const std::string& target_name,
                                                                            ModuleLoader loader) {
-  // The target is checked before any module is loaded.
+  // The target is checked before any module is loaded (a file that is no
+  // artifact fails to load, with its reason).
   if (std::string compiled_for = artifact::PeekArtifactTarget(path); !compiled_for.empty() && compiled_for != target_name)
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": compiled for target '", compiled_for, "', not '", target_name, "'"));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadedModel::Load(path, std::move(loader)));
-  if (loaded->artifact().target() != target_name)
-    return absl::InvalidArgumentError(absl::StrCat(path, ": compiled for target '", loaded->artifact().target(),
-                                                   "', not '", target_name, "'"));
   return std::make_unique<ArtifactExecutable>(std::move(loaded));
 }
 

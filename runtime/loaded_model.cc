@@ -108,7 +108,7 @@ absl::Status LoadedModel::CheckInputs(const std::vector<Tensor>& inputs) const {
   if (static_cast<int>(inputs.size()) != artifact_.inputs_size())
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", artifact_.inputs_size(), " inputs, got ",
                                                    inputs.size()));
-  const int replicas = gears_.empty() && module_ ? module_->replicas() : 1;
+  const int replicas = module_ ? module_->replicas() : 1;
   for (int i = 0; i < artifact_.inputs_size(); ++i)
     KILN_RETURN_IF_ERROR(CheckInput(artifact_.inputs(i), inputs[i], replicas));
   return absl::OkStatus();

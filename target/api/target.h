@@ -182,10 +182,11 @@ struct CompileOptions {
   // artifact running host tasks outside kiln may carry; empty if unknown.
   std::string host_ops_library;
 
-  // The value of setting `name`, or `fallback` when it was not given.
+  // The value of setting `name` (the last one given, as for any flag), or
+  // `fallback` when it was not given.
   std::string Setting(absl::string_view name, std::string fallback = "") const {
-    for (const auto& [k, v] : settings)
-      if (k == name) return v;
+    for (auto it = settings.rbegin(); it != settings.rend(); ++it)
+      if (it->first == name) return it->second;
     return fallback;
   }
 };

@@ -36,7 +36,7 @@ std::string Who(const std::string& origin) {
 
 }  // namespace
 
-absl::Status TargetRegistry::AddTargets(const std::string& origin, int api_version, RegisterFn fn) {
+absl::Status TargetRegistry::AddTargets(const std::string& origin, int api_version, const RegisterFn& fn) {
   if (api_version != KILN_TARGET_API_VERSION)
     return absl::FailedPreconditionError(absl::StrCat(
         Who(origin), " was built against target API version ", api_version, "; this kiln has version ",
@@ -65,7 +65,7 @@ absl::Status TargetRegistry::AddTargets(const std::string& origin, int api_versi
 }
 
 absl::Status TargetRegistry::LoadPlugin(const std::string& path) {
-  const std::string what = absl::StrCat("plugin '", path, "'");
+  const std::string what = Who(path);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     std::string why = dlerror();
@@ -81,13 +81,7 @@ absl::Status TargetRegistry::LoadPlugin(const std::string& path) {
         what, " is not a kiln target plugin: it does not export ",
         !version ? "kiln_target_api_version" : "kiln_register_targets", " (see KILN_TARGET_PLUGIN)"));
   }
-  // The plugin's entry takes a pointer; AddTargets calls through a
-  // function of the registry's own signature. The loaded function is kept
-  // in a static so the trampoline can reach it.
-  static KilnRegisterTargetsFn loading = nullptr;
-  loading = fn;
-  absl::Status s = AddTargets(path, version(), [](TargetRegistry& r) { loading(&r); });
-  loading = nullptr;
+  absl::Status s = AddTargets(path, version(), [fn](TargetRegistry& r) { fn(&r); });
   // A plugin none of whose targets was kept is unloaded; one with targets
   // stays loaded for the life of the program.
   bool kept = false;

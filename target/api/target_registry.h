@@ -35,7 +35,7 @@ namespace kiln::target {
 class TargetRegistry {
  public:
   using Factory = std::function<std::unique_ptr<Target>()>;
-  using RegisterFn = void (*)(TargetRegistry& registry);
+  using RegisterFn = std::function<void(TargetRegistry& registry)>;
 
   // The registry of the running program (the kiln driver registers the
   // built-in targets into it, then the plugins).
@@ -49,7 +49,7 @@ class TargetRegistry {
   // every set of targets takes. A version other than this kiln's is
   // refused with both named; so is a set that registers nothing or a name
   // already taken (the rest of the set is kept).
-  absl::Status AddTargets(const std::string& origin, int api_version, RegisterFn fn);
+  absl::Status AddTargets(const std::string& origin, int api_version, const RegisterFn& fn);
   // Loads a plugin shared library and adds its targets.
   absl::Status LoadPlugin(const std::string& path);
   // Every plugin in the directories of `search_path` (':'-separated, as

@@ -273,9 +273,7 @@ class Buffers {
 absl::StatusOr<CudaBuildOptions> CudaBuildOptionsFrom(const CompileOptions& options) {
   KILN_RETURN_IF_ERROR(CheckSettings(options, CudaDescription()));
   CudaBuildOptions b;
-  std::string arch;
-  for (const auto& [k, v] : options.settings)
-    if (k == "arch") arch = v;
+  const std::string arch = options.Setting("arch");
   if (arch.empty() || arch == "sm_80+sm_90a") {
     b.arch = {80, true};
     b.gencodes = {"arch=compute_80,code=sm_80", "arch=compute_80,code=compute_80", "arch=compute_90a,code=sm_90a"};

@@ -43,16 +43,8 @@ constexpr int64_t kAlignment = 512;
 
 absl::StatusOr<sim::Machine> MachineFromOptions(const CompileOptions& options, const Target& target) {
   KILN_RETURN_IF_ERROR(CheckSettings(options, target.description()));
-  for (const auto& [k, v] : options.settings)
-    if (k == "machine" && !v.empty()) return sim::LoadMachine(v);
+  if (std::string machine = options.Setting("machine"); !machine.empty()) return sim::LoadMachine(machine);
   return sim::DefaultMachine();
-}
-
-// The AllReduce bucket strategy (`--buckets`); empty when not given.
-std::string BucketsFromOptions(const CompileOptions& options) {
-  for (const auto& [k, v] : options.settings)
-    if (k == "buckets") return v;
-  return "";
 }
 
 bool IsAllReduce(const Node& n) { return n.domain() == "kiln" && n.op() == "AllReduce"; }
@@ -713,7 +705,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   }
   for (const Value* v : c1hwc0)
     if (int b = buffers.Get(v); b >= 0) module->mutable_buffers(b)->set_layout("NC1HWC0");
-  KILN_RETURN_IF_ERROR(PlanAllReduceBuckets(*module, collectives, replicas, BucketsFromOptions(options), machine,
+  KILN_RETURN_IF_ERROR(PlanAllReduceBuckets(*module, collectives, replicas, options.Setting("buckets"), machine,
                                             first_read, buffers));
   buffers.Plan(module->tasks_size());
 

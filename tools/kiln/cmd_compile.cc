@@ -44,10 +44,11 @@ absl::StatusOr<target::Precision> ParsePrecision(const std::string& p) {
 // --dynamic-batch / --dynamic-dims: one static variant of the model per gear
 // (the gears pass, graph/passes/gears.h), each compiled on its own, bundled
 // in one artifact whose signature keeps the symbolic dims.
-absl::Status CompileGearsInto(Model& model, const PassOptions& po, const std::string& target_name, bool explain,
-                              const std::function<absl::Status(Model&, const std::string&)>& compile_one,
+absl::Status CompileGearsInto(Model& model, const PassOptions& po, const target::TargetDescription& description,
+                              bool explain, const std::function<absl::Status(Model&, const std::string&)>& compile_one,
                               const std::string& out) {
-  if (!target::TargetRegistry::Global().Create(target_name).value()->description().bundles_gears) {
+  const std::string& target_name = description.name;
+  if (!description.bundles_gears) {
     std::string bundling;
     for (const auto* e : target::TargetRegistry::Global().List())
       if (e->factory()->description().bundles_gears) absl::StrAppend(&bundling, bundling.empty() ? "" : " and ", e->name);
@@ -156,7 +157,7 @@ int Compile(const std::vector<std::string>& args) {
     if (absl::Status s = compile_one(*model, out); !s.ok()) return Fail(s);
     return 0;
   }
-  if (absl::Status s = CompileGearsInto(*model, *pass_options, target_name, explain, compile_one, out); !s.ok())
+  if (absl::Status s = CompileGearsInto(*model, *pass_options, description, explain, compile_one, out); !s.ok())
     return Fail(s);
   return 0;
 }

@@ -237,26 +237,22 @@ int RunCompiled(const std::string& path) {
   if (!outputs.ok()) return Fail(outputs.status());
   if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
   const std::string title = std::filesystem::path(path).filename().string();
-  auto report = [&](target::ReportKind kind) { return exe.Report(kind, title); };
   if (absl::GetFlag(FLAGS_report)) {
-    auto text = report(target::ReportKind::kText);
+    auto text = exe.Report(target::ReportKind::kText, title);
     if (!text.ok()) return Fail(text.status());
     std::cout << "\n" << *text;
   }
-  if (std::string csv = absl::GetFlag(FLAGS_report_csv); !csv.empty()) {
-    auto text = report(target::ReportKind::kCsv);
+  // The reports that go to files: --report-csv, --roofline, --trace.
+  const std::string roofline = absl::GetFlag(FLAGS_roofline);
+  const std::pair<std::string, target::ReportKind> files[] = {
+      {absl::GetFlag(FLAGS_report_csv), target::ReportKind::kCsv},
+      {roofline, absl::EndsWith(roofline, ".csv") ? target::ReportKind::kRooflineCsv : target::ReportKind::kRooflineSvg},
+      {absl::GetFlag(FLAGS_trace), target::ReportKind::kTraceJson}};
+  for (const auto& [file, kind] : files) {
+    if (file.empty()) continue;
+    auto text = exe.Report(kind, title);
     if (!text.ok()) return Fail(text.status());
-    if (absl::Status s = WriteFile(csv, *text); !s.ok()) return Fail(s);
-  }
-  if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty()) {
-    auto text = report(absl::EndsWith(r, ".csv") ? target::ReportKind::kRooflineCsv : target::ReportKind::kRooflineSvg);
-    if (!text.ok()) return Fail(text.status());
-    if (absl::Status s = WriteFile(r, *text); !s.ok()) return Fail(s);
-  }
-  if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
-    auto text = report(target::ReportKind::kTraceJson);
-    if (!text.ok()) return Fail(text.status());
-    if (absl::Status s = WriteFile(tr, *text); !s.ok()) return Fail(s);
+    if (absl::Status s = WriteFile(file, *text); !s.ok()) return Fail(s);
   }
   for (const std::string& w : exe.Warnings()) std::cerr << "kiln: warning: " << w << "\n";
   // --repeat: the latency of further runs (the first run above warmed up).

@@ -107,7 +107,10 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--") break;
     if (absl::StartsWith(a, "--plugin=")) plugins.push_back(a.substr(9));
-    if (a == "--plugin" && i + 1 < argc) plugins.push_back(argv[i + 1]);
+    if (a == "--plugin") {
+      if (i + 1 >= argc) return kiln::cli::Fail("--plugin needs PATH");
+      plugins.push_back(argv[i + 1]);
+    }
     if (absl::StartsWith(a, "--target=")) target_name = a.substr(9);
   }
   if (absl::Status s = kiln::cli::SetUpTargets(plugins); !s.ok()) return kiln::cli::Fail(s);
