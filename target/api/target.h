@@ -88,6 +88,30 @@ struct TilingFigures {
   int64_t max_gather_per_group = 0;
   // Elements of a stage's A and B tiles per group at most (0: no bound).
   int64_t max_stage_per_group = 0;
+
+  // How a target's GEMM kernels occupy its units. kWaves: one block per
+  // output tile, the blocks in waves over the units (a GPU). kPersistent:
+  // at most one block per unit, each walking its share of the output tiles
+  // round-robin, with stage and operand loads double-buffered and every
+  // engine a queue of instructions that pays its own latency (an Ascend AI
+  // core: MTE2, MTE1, cube, FIXP, MTE3); the figures below time those
+  // queues (docs/tile-ir.md, "The GEMM cost model").
+  enum class GemmSchedule : uint8_t { kWaves, kPersistent } gemm_schedule = GemmSchedule::kWaves;
+  struct EngineLatencies {
+    double stage_load = 0;    // global -> stage, past the global latency (MTE2)
+    double operand_load = 0;  // stage -> operand (MTE1)
+    double mma = 0;           // one MMA instruction (cube)
+    double write_out = 0;     // accumulator -> global or vector (FIXP)
+    double vector_store = 0;  // vector -> global (MTE3)
+    double sync = 0;          // one hand-off between engines (set/wait flag)
+  };
+  EngineLatencies latency{};
+  double burst_cycles = 0;                  // between the bursts of one DMA
+  double vector_store_bytes_per_cycle = 0;  // vector -> global, per unit (MTE3); 0: the stage bandwidth
+  int issue_queue_depth = 32;               // instructions an engine's queue holds ahead of it
+  // A stage tile's K rounds up to this many elements (the layout a stage
+  // load writes; an MMA band); 0: the MMA's k.
+  int64_t stage_k_granule = 0;
 };
 
 // A setting a target takes at compile time (`kiln compile --target=X

@@ -16,7 +16,10 @@
 // Version 1: compile only (kiln_register_targets without a version).
 // Version 2: the runtime half (Executable), declared settings, host kernels,
 // the versioned entry point.
-#define KILN_TARGET_API_VERSION 2
+// Version 3: TilingFigures describe persistent GEMM schedules (engine
+// latencies, bursts, issue queues), so a target's matrix kernels take their
+// tiling from the shared cost model.
+#define KILN_TARGET_API_VERSION 3
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake
 // package (KilnConfigVersion.cmake).

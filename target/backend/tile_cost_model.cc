@@ -1,8 +1,8 @@
 //===- tile_cost_model.cc - Target figures and the GEMM cost model --------===//
 //
-// FiguresOf reads a TargetDescription; the GEMM cost model generalizes the
-// npusim cube model (target/npusim/kernels/cube_tiling.h) to any target's
-// figures: a unit's pipeline time is the slowest of its stage loads,
+// FiguresOf reads a TargetDescription; the GEMM cost model of the waves
+// schedule (tile_persistent_cost_model.cc holds the persistent one's): a
+// unit's pipeline time is the slowest of its stage loads,
 // operand loads and MMA per stage, the chip's global traffic goes over the
 // shared bandwidth (or through the cache, where a target has one), blocks
 // run in waves over the units, and split-K spreads skinny problems.
@@ -55,6 +55,7 @@ TileCostFigures FiguresOf(const TargetDescription& d) {
     if (*scope == Scope::kStage) f.stage_bytes_per_cycle = level.bytes_per_cycle;
     if (*scope == Scope::kOperandA) f.operand_bytes_per_cycle = level.bytes_per_cycle;
     if (*scope == Scope::kVector) f.vector_bytes_per_cycle = level.bytes_per_cycle;
+    if (*scope == Scope::kAccumulator) f.accumulator_bytes_per_cycle = level.bytes_per_cycle;
   }
   if (d.vector_bytes_per_cycle > 0) f.vector_bytes_per_cycle = d.vector_bytes_per_cycle;
   for (const MmaShape& m : d.mma) {
@@ -112,11 +113,15 @@ std::string GemmTiling::Describe() const {
   if (tk != bk) absl::StrAppend(&out, ", k step ", tk, operand_stages > 1 ? absl::StrCat(" x", operand_stages) : "");
   absl::StrAppend(&out, ", ", stages, stages == 1 ? " stage" : " stages");
   if (split_k > 1) absl::StrAppend(&out, ", split-K ", split_k);
+  if (accumulator_stages > 1) absl::StrAppend(&out, ", ", accumulator_stages, " accumulators");
   absl::StrAppend(&out, ", est ", static_cast<int64_t>(std::llround(estimated_cycles)), " cycles (", bound, ")");
   return out;
 }
 
-absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTiling* t) {
+absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTiling* t,
+                          const GemmKernelTraits& traits) {
+  if (f.gemm_schedule == TilingFigures::GemmSchedule::kPersistent)
+    return internal::EstimatePersistentGemm(p, f, traits, t);
   const TileMma* mma = MmaFor(f, p.input);
   if (!mma) return absl::UnimplementedError(absl::StrCat(f.target.name, " has no MMA of ", DTypeName(p.input)));
   auto bad = [&](absl::string_view why) {
@@ -271,7 +276,10 @@ absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTi
   return absl::OkStatus();
 }
 
-absl::StatusOr<GemmTiling> ChooseGemmTiling(const GemmProblem& p, const TileCostFigures& f) {
+absl::StatusOr<GemmTiling> ChooseGemmTiling(const GemmProblem& p, const TileCostFigures& f,
+                                            const GemmKernelTraits& traits) {
+  if (f.gemm_schedule == TilingFigures::GemmSchedule::kPersistent)
+    return internal::ChoosePersistentGemmTiling(p, f, traits);
   const TileMma* mma = MmaFor(f, p.input);
   if (!mma) return absl::UnimplementedError(absl::StrCat(f.target.name, " has no MMA of ", DTypeName(p.input)));
   // Candidate extents: powers of two from the MMA unit up to 256, and the

@@ -90,6 +90,7 @@ struct TileCostFigures : TileTuning {
   // tiles then fetch them from global memory once.
   int64_t cache_bytes = 0;
   double cache_bytes_per_cycle = 0;  // per unit
+  double accumulator_bytes_per_cycle = 0;  // accumulator -> out, per unit (the accumulator level's figure)
 
   double MacsPerCycle(DType input) const;
 };
@@ -165,17 +166,52 @@ struct GemmTiling {
   int stages = 2;                       // stage-scope copies in flight
   int operand_stages = 1;               // operand-scope copies in flight
   int split_k = 1;
+  // Accumulators per group: 2 lets a tile's write-out overlap the next
+  // tile's MMAs (a persistent schedule's blocks walk several tiles).
+  int accumulator_stages = 1;
   double estimated_cycles = 0;
   double compute_cycles = 0, global_cycles = 0;
   std::string bound;                    // "matrix", "global memory", "stage bandwidth", ...
+  // Filled by a persistent schedule's estimate: the launch's blocks, and
+  // whether tiles leave through the vector scope.
+  int64_t blocks = 0;
+  bool via_vector = false;
   std::string Describe() const;         // "128x128x32 tiles, 64x64 groups, 3 stages, est 12345 cycles (matrix)"
 };
 
+// What a kernel of a persistent schedule (TilingFigures::GemmSchedule::
+// kPersistent) tells the cost model beyond its GemmProblem: how its operands
+// arrive, how its tiles leave, and work it does per batch item.
+struct GemmKernelTraits {
+  // A or B is stored as MMA-shaped blocks (a constant laid out at compile
+  // time): a stage of a tile arrives in one burst per band of rows.
+  bool a_blocked = false, b_blocked = false;
+  // Tiles pass through the vector scope (in the accumulator's dtype) for
+  // epilogue work before global memory; `residual`: that work reads a
+  // tensor of Y's shape per tile.
+  bool epilogue_in_vector = false;
+  bool residual = false;
+  int64_t vector_reserved = 0;  // vector-scope bytes the kernel keeps for other work
+  int max_units = 0;            // units the launch may use (0: all)
+  // Each batch item's tiles stay on one block, after a prologue of
+  // item_prologue_cycles (serial with the item's GEMM) that moves
+  // item_prologue_bytes of global memory; B then comes into the stage one
+  // row per copy (a convolution's im2col built per item).
+  bool items_on_one_block = false;
+  double item_prologue_cycles = 0, item_prologue_bytes = 0;
+  // One tile spans N (bn >= N) and leaves through the vector scope: N holds
+  // columns the kernel discards between the rows it writes.
+  bool whole_n = false;
+};
+
 // Estimates `t` for `p` (fills its estimate fields); an error when it does
-// not fit the target's capacities.
-absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTiling* t);
+// not fit the target's capacities. A target of the persistent schedule
+// passes its kernel's traits.
+absl::Status EstimateGemm(const GemmProblem& p, const TileCostFigures& f, GemmTiling* t,
+                          const GemmKernelTraits& traits = {});
 // The cheapest tiling the cost model finds for `p` on `f`.
-absl::StatusOr<GemmTiling> ChooseGemmTiling(const GemmProblem& p, const TileCostFigures& f);
+absl::StatusOr<GemmTiling> ChooseGemmTiling(const GemmProblem& p, const TileCostFigures& f,
+                                            const GemmKernelTraits& traits = {});
 // The canonical GEMM kernel of `p` tiled by `t` (verified against f.target).
 absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& t, const TileCostFigures& f);
 

@@ -111,6 +111,14 @@ int64_t Capacity(const TileCostFigures& f, Scope s);
 // The rows and columns of an epilogue operand's buffer for a gm x gn group tile.
 std::pair<int64_t, int64_t> OperandTile(const EpilogueStep& e, const GemmTiling& t);
 
+// The GEMM cost model of the persistent schedule
+// (tile_persistent_cost_model.cc); EstimateGemm and ChooseGemmTiling hand
+// a target of that schedule to these.
+absl::Status EstimatePersistentGemm(const GemmProblem& p, const TileCostFigures& f, const GemmKernelTraits& traits,
+                                    GemmTiling* t);
+absl::StatusOr<GemmTiling> ChoosePersistentGemmTiling(const GemmProblem& p, const TileCostFigures& f,
+                                                      const GemmKernelTraits& traits);
+
 //===----------------------------------------------------------------------===//
 // Window problems (tile_window_lowering.cc)
 //===----------------------------------------------------------------------===//

@@ -17,7 +17,7 @@
 #include "sim/model/exec.h"
 #include "target/npusim/kernels/cube.h"
 #include "target/npusim/kernels/cube_matmul.h"
-#include "target/npusim/kernels/cube_tiling.h"
+#include "target/npusim/kernels/cube_figures.h"
 #include "tests/npusim/kernel_harness.h"
 
 namespace kiln::testing {
@@ -112,8 +112,7 @@ void RunCase(const Case& k, uint32_t seed = 1) {
     ASSERT_TRUE(tk.ok()) << tk.status();
     EXPECT_EQ(target::tile::Print(*tk), kernel->tile_ir);
     EXPECT_EQ(tk->plan, kernel->plan);
-    using target::npusim::CubeMachineFigures;
-    absl::Status verified = target::tile::Verify(*tk, target::npusim::TileFiguresOf(CubeMachineFigures::From(m)).target);
+    absl::Status verified = target::tile::Verify(*tk, target::npusim::CubeFiguresOf(m).target);
     EXPECT_TRUE(verified.ok()) << verified;
   }
   auto run = RunKernelOnSim(*kernel, *n, inputs, m);
@@ -382,9 +381,9 @@ TEST(CubeMatMulTiming, ConstantWeightsAsFractalsTakeFewerBursts) {
   m.mutable_core()->set_mte_burst_cycles(2);
   auto spec = target::npusim::GemmSpecOfNode(*gn->n, 1);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  target::npusim::CubeTiling t;
-  t.tm = 16, t.tn = 64, t.tk = 64, t.tk1 = 256, t.l0c_buffers = 2;
-  t.m_tiles = 1, t.n_tiles = 16, t.tiles = 16, t.blocks = 1;
+  target::tile::GemmTiling t;
+  t.bm = t.gm = 16, t.bn = t.gn = 64, t.tk = 64, t.bk = 256, t.accumulator_stages = 2;
+  t.blocks = 1;
   double cycles[2] = {0, 0};
   int64_t b_bursts[2] = {0, 0};
   for (int fractal = 0; fractal < 2; ++fractal) {

@@ -30,7 +30,7 @@
 #include "target/npusim/kernels/cube_img2col.h"
 #include "target/npusim/kernels/cube_kasm.h"
 #include "target/npusim/kernels/cube_matmul.h"
-#include "target/npusim/kernels/cube_tiling.h"
+#include "target/npusim/kernels/cube_figures.h"
 
 namespace kiln::target::npusim {
 namespace {
@@ -452,7 +452,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& group, const sim::M
   g.K = g.Cg * g.KH * g.KW;
   g.K16 = RoundUp(g.K, 16);
 
-  const CubeMachineFigures f = CubeMachineFigures::From(m);
+  const tile::TileCostFigures f = CubeFiguresOf(m);
   const int64_t ub_total = m.core().ub_kib() * 1024;
   // Output rows per chunk that fit a UB slot with one channel's taps.
   const int64_t pitch = g.sw == 1 ? g.Wo * g.es : RoundUp(g.Wo * g.es, 32);
@@ -489,10 +489,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& group, const sim::M
   struct Best {
     ConvPlan plan;
     GemmSpec spec;
-    CubeTiling tiling;
+    tile::GemmTiling tiling;
     bool found = false;
   } best;
-  const double dma_lat = f.hbm_latency + f.mte2_latency + f.flag_latency;
+  const double dma_lat = f.global_latency_cycles + f.latency.stage_load + f.latency.sync;
   for (bool padded : {false, true}) {
   const int64_t rm = padded ? rmax_pad : rmax;
   if (rm == 0) continue;
@@ -535,8 +535,8 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& group, const sim::M
       p.w_ub = p.ub_base - p.zero_bytes - (g.depthwise ? RoundUp(g.S * g.T * g.es, 32) : 0);
       p.ub_bytes = ub_total - p.w_ub;
       // The im2col of a unit: per group the gathers, then the scatters.
-      const int64_t active = std::min<int64_t>(p.units, max_blocks > 0 ? max_blocks : f.cores);
-      const double bw = std::min(f.mte2_bytes_per_cycle, f.hbm_bytes_per_cycle / static_cast<double>(active));
+      const int64_t active = std::min<int64_t>(p.units, max_blocks > 0 ? max_blocks : f.compute_units);
+      const double bw = std::min(f.stage_bytes_per_cycle, f.global_bytes_per_cycle / static_cast<double>(active));
       const int64_t groups = CeilDiv(g.Cg, p.cpi);
       // Bytes a group moves each way, and its DMA instructions.
       const double bytes = padded ? static_cast<double>(p.cpi * p.rin * wp * g.es)
@@ -584,9 +584,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& group, const sim::M
         cm.out_cols = g.Wo;
       }
       s.conv = cm;
-      auto t = ChooseCubeTiling(ProblemOf(s), f);
+      const CubeGemm cube = ProblemOf(s);
+      auto t = tile::ChooseGemmTiling(cube.problem, f, cube.traits);
       if (!t.ok()) continue;
-      if (!best.found || t->cycles < best.tiling.cycles) {
+      if (!best.found || t->estimated_cycles < best.tiling.estimated_cycles) {
         best.plan = p;
         best.spec = s;
         best.tiling = *t;
@@ -620,10 +621,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& group, const sim::M
   k.block_dim = best.tiling.blocks;
   k.engine = "cube";
   k.workspace_bytes = ws_bytes;
-  k.estimated_cycles = best.tiling.cycles;
+  k.estimated_cycles = best.tiling.estimated_cycles;
   k.fractal_constants = std::move(fractals);
   k.constant_args = ops.constant_args;
-  const CubeTiling& t = best.tiling;
+  const tile::GemmTiling& t = best.tiling;
   const std::string kind = g.depthwise ? absl::StrCat(" depthwise (block-diagonal super-groups of ", g.S, " channels)")
                            : g.G > 1   ? absl::StrCat(" group ", g.G)
                                        : std::string();
@@ -633,10 +634,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& group, const sim::M
       p.padded ? ": im2col as shifted rows of zero-padded input in GM (" : ": im2col in GM (", p.units, " units of ",
       p.R, " output rows x ", p.Mc, " channels, workspace ", ws_bytes, " B; the units write ",
       static_cast<int64_t>(s.conv->unit_hbm_bytes * static_cast<double>(p.units) / 2.0),
-      " B to it, and the GEMM reads its B there), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.tm, "x", t.tn,
-      "x", t.tk, " (K stages of ", t.tk1, "), ", t.blocks, " blocks", t.via_ub ? ", written through UB" : "",
+      " B to it, and the GEMM reads its B there), GEMM ", p.Mc, "x", p.Np, "x", g.K, " per unit: tiles ", t.bm, "x", t.bn,
+      "x", t.tk, " (K stages of ", t.bk, "), ", t.blocks, " blocks", t.via_vector ? ", written through UB" : "",
       s.a_fractal ? ", W as fractals" : "", s.relu ? ", FIXP applies the Relu" : "", ", est. ",
-      static_cast<int64_t>(t.cycles), " cycles (", t.bound, "-bound)");
+      static_cast<int64_t>(t.estimated_cycles), " cycles (", PipeOfBound(t.bound), "-bound)");
   return k;
 }
 

@@ -12,18 +12,17 @@ namespace kiln::target::npusim {
 namespace {
 
 // Records the kernel's tile IR: the shared lowering's canonical GEMM of
-// `node` with the tiling the cube program runs, verified against the
-// machine's buffers. A GEMM the shared form does not express (a 1-D
-// operand) keeps no tile IR, nor does a convolution (its cube program
-// tiles the im2col matrix its own way); the program is unaffected.
-void AttachTileIr(const Node& node, const KernelRequest& req, const CubeTiling& t, GeneratedKernel& k) {
+// `node` with the tiling the cost model chose for the cube program,
+// verified against the machine's buffers. A GEMM the shared form does not
+// express (a 1-D operand) keeps no tile IR, nor does a convolution (its
+// cube program builds the im2col matrix per unit in a workspace).
+void AttachTileIr(const Node& node, const KernelRequest& req, const tile::GemmTiling& t, GeneratedKernel& k) {
   if (!req.want_tile_ir) return;
   // The driver has already narrowed the graph's matrix operands for
   // --precision, so the tensors' own dtype (kF32: "as given") is the cube's.
   absl::StatusOr<tile::GemmProblem> p = tile::GemmProblemOf(node, DType::kF32);
-  if (!p.ok() || p->conv) return;  // the cube's convolutions keep their own im2col program
-  absl::StatusOr<tile::TileKernel> kernel =
-      tile::LowerGemm(*p, TileTilingOf(t), TileFiguresOf(CubeMachineFigures::From(*req.machine)));
+  if (!p.ok() || p->conv) return;
+  absl::StatusOr<tile::TileKernel> kernel = tile::LowerGemm(*p, t, CubeFiguresOf(*req.machine));
   if (!kernel.ok()) return;
   kernel->plan = k.plan;
   k.tile_ir = tile::Print(*kernel);
@@ -61,7 +60,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfConv(const ConvOperands& ops, int max_blocks)
 
 absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
   const Node& node = *req.node;
-  CubeTiling t;
+  tile::GemmTiling t;
   if (node.domain().empty() && (node.op() == "MatMul" || node.op() == "Gemm")) {
     KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfNode(node, req.max_blocks));
     KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine, &t));

@@ -40,7 +40,7 @@
 #include "sim/isa/asm.h"
 #include "target/backend/window.h"
 #include "target/npusim/kernels/cube_kasm.h"
-#include "target/npusim/kernels/cube_tiling.h"
+#include "target/npusim/kernels/cube_figures.h"
 
 namespace kiln::target::npusim {
 namespace {
@@ -127,7 +127,7 @@ std::vector<Run> RunsOf(const Geom& g, int64_t R) {
 }
 
 // Lays out the buffers and estimates the launch; false when it does not fit.
-bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cycle, int max_blocks, Plan& p) {
+bool Layout(const Geom& g, const tile::TileCostFigures& f, int64_t vec_bytes_per_cycle, int max_blocks, Plan& p) {
   p.runs = RunsOf(g, p.R);
   p.bands = CeilDiv(g.Ho, p.R);
   p.rb_max = 0;
@@ -143,13 +143,13 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   const int64_t tile_px = p.Mt * 16, tile_ch = p.Nt * 16;
   if (tile_px < p.R * g.Wo || p.Mt > 255) return false;
   // L0: two slots each; L0C: two tile buffers.
-  if (2 * p.Mt * p.Kt * 512 > f.l0a_bytes || 2 * p.Kt * p.Nt * 512 > f.l0b_bytes ||
-      2 * p.Mt * p.Nt * 1024 > f.l0c_bytes)
+  if (2 * p.Mt * p.Kt * 512 > ScopeBytes(f, tile::Scope::kOperandA) || 2 * p.Kt * p.Nt * 512 > ScopeBytes(f, tile::Scope::kOperandB) ||
+      2 * p.Mt * p.Nt * 1024 > ScopeBytes(f, tile::Scope::kAccumulator))
     return false;
   // L1: the band, then the weights of a channel group.
   p.band_bytes = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
   p.l1_w_bytes = g.K1 * std::min(g.N1, p.tiles_per_group * p.Nt) * 512;
-  if (p.band_bytes + p.l1_w_bytes > f.l1_bytes) return false;
+  if (p.band_bytes + p.l1_w_bytes > ScopeBytes(f, tile::Scope::kStage)) return false;
   // UB: NCHW rows and their C1HWC0 form for `batch` c1s, the bias (f16 as
   // loaded, f32 for FIXP), two tiles as FIXP writes them and two transposed.
   p.ub_tile = tile_px * tile_ch * 2;
@@ -163,20 +163,20 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
     // The band comes from X as it is: no conversion buffers.
     p.batch = g.C1;
     p.ub_t = p.ub_in;
-    if (p.ub_in > f.ub_bytes) return false;
+    if (p.ub_in > ScopeBytes(f, tile::Scope::kVector)) return false;
   } else {
     const int64_t per_c1 = 16 * p.pin * 2;  // NCHW rows of one c1, and the same again transposed
-    p.batch = std::min<int64_t>(g.C1, (f.ub_bytes - p.ub_in) / (2 * per_c1));
+    p.batch = std::min<int64_t>(g.C1, (ScopeBytes(f, tile::Scope::kVector) - p.ub_in) / (2 * per_c1));
     if (p.batch <= 0) return false;
     p.batch = CeilDiv(g.C1, CeilDiv(g.C1, p.batch));  // even batches
     p.zero_pad_once = p.batch == g.C1;
     p.ub_t = p.ub_in + p.batch * per_c1;
-    if (p.ub_t + p.batch * per_c1 > f.ub_bytes) return false;
+    if (p.ub_t + p.batch * per_c1 > ScopeBytes(f, tile::Scope::kVector)) return false;
   }
 
   // Estimate: each block's units run back to back; a unit's pipes overlap.
   const int64_t units = g.N * p.bands * p.G;
-  int64_t cores = f.cores;
+  int64_t cores = f.compute_units;
   if (max_blocks > 0) cores = std::min<int64_t>(cores, max_blocks);
   p.blocks = std::min(units, cores);
   const double band = static_cast<double>(g.C1 * p.rb_max * g.W * 32);  // bytes moved, unrounded
@@ -184,31 +184,31 @@ bool Layout(const Geom& g, const CubeMachineFigures& f, int64_t vec_bytes_per_cy
   const double out_bytes = static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
   const double mte2 = (g.xc ? band : band * 2) + (g.res.empty() ? 0.0 : out_bytes);
   const double mte3 = (g.xc ? 0.0 : band) + out_bytes;
-  const double cube = steps * static_cast<double>(p.Mt * p.Kt * p.Nt) * 4096.0 / f.fp16_macs_per_cycle +
-                      steps * f.cube_latency;
-  const double mte1 = steps * (static_cast<double>((p.Mt + p.Nt) * p.Kt * 512) / f.mte1_bytes_per_cycle +
-                               f.mte1_latency);
+  const double cube = steps * static_cast<double>(p.Mt * p.Kt * p.Nt) * 4096.0 / f.MacsPerCycle(DType::kF16) +
+                      steps * f.latency.mma;
+  const double mte1 = steps * (static_cast<double>((p.Mt + p.Nt) * p.Kt * 512) / f.operand_bytes_per_cycle +
+                               f.latency.operand_load);
   const double vec = static_cast<double>((g.xc ? 0 : g.C1 * p.pin / 16) +
                                         p.tiles_per_group * p.Nt * p.Mt * static_cast<int64_t>(1 + g.steps.size())) *
                      2.0 *
                      std::ceil(256.0 / static_cast<double>(vec_bytes_per_cycle));
-  const double dma_lat = f.hbm_latency + f.mte2_latency;
+  const double dma_lat = f.global_latency_cycles + f.latency.stage_load;
   // The band's copy into L1 waits for the previous unit's last img2col.
-  const double band_in = dma_lat + band / f.mte2_bytes_per_cycle;
+  const double band_in = dma_lat + band / f.stage_bytes_per_cycle;
   // Each tile's write holds MTE3 until it lands (the hand-off after it),
   // and a unit's residual holds MTE2 once.
-  const double tile_out = static_cast<double>(p.tiles_per_group) * (f.hbm_latency + f.mte3_latency);
+  const double tile_out = static_cast<double>(p.tiles_per_group) * (f.global_latency_cycles + f.latency.vector_store);
   const double res_in = g.res.empty() ? 0.0 : dma_lat;
-  const double unit = std::max({mte2 / f.mte2_bytes_per_cycle + res_in, mte3 / f.mte3_bytes_per_cycle + tile_out,
+  const double unit = std::max({mte2 / f.stage_bytes_per_cycle + res_in, mte3 / f.vector_store_bytes_per_cycle + tile_out,
                                 cube + band_in, mte1 + band_in, vec});
   const double per_block_units = static_cast<double>(CeilDiv(units, p.blocks));
   // Each block loads the weights of the groups it has units of.
   const double sections = static_cast<double>(std::min<int64_t>(p.G * static_cast<int64_t>(p.runs.size()),
                                                                 CeilDiv(units, p.blocks)));
-  const double weights = sections * (dma_lat + static_cast<double>(p.l1_w_bytes) / f.mte2_bytes_per_cycle);
+  const double weights = sections * (dma_lat + static_cast<double>(p.l1_w_bytes) / f.stage_bytes_per_cycle);
   const double hbm = (static_cast<double>(units) * (mte2 + mte3) +
-                      sections * static_cast<double>(p.blocks * p.l1_w_bytes)) / f.hbm_bytes_per_cycle;
-  p.cycles = std::max(per_block_units * unit + weights, hbm) + 3 * dma_lat + 2 * f.hbm_latency;
+                      sections * static_cast<double>(p.blocks * p.l1_w_bytes)) / f.global_bytes_per_cycle;
+  p.cycles = std::max(per_block_units * unit + weights, hbm) + 3 * dma_lat + 2 * f.global_latency_cycles;
   return true;
 }
 
@@ -668,7 +668,7 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
     return absl::UnimplementedError("img2col's vector epilogue computes on f16 only");
   if (ops.res) g.res = ops.res == ops.x ? g.x : "res";
 
-  const CubeMachineFigures f = CubeMachineFigures::From(m);
+  const tile::TileCostFigures f = CubeFiguresOf(m);
   const int64_t vec_rate = static_cast<int64_t>(m.core().vector_bytes_per_cycle());
   Plan best;
   bool found = false;

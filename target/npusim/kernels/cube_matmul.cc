@@ -41,7 +41,7 @@ std::string FloatImm(float v) {
 // Buffers and sizes shared by the emitting functions.
 struct Layout {
   const GemmSpec* s = nullptr;
-  CubeTiling t;
+  tile::GemmTiling t;
   int es = 2;       // element bytes of A, B and C
   int64_t k0 = 16;  // elements of K per fractal
   const char* dt = "f16";
@@ -82,7 +82,7 @@ bool FractalCandidate(const GemmSpec& s, bool a) {
 // Adds `c_ub` (f32, laid out for the C kind) to the f32 tile at ub_acc.
 void EmitEpilogueAdd(Emitter& e, const Layout& L) {
   const GemmSpec& s = *L.s;
-  const int64_t tm = L.t.tm, tn = L.t.tn, row_blocks = tn / 8;
+  const int64_t tm = L.t.bm, tn = L.t.bn, row_blocks = tn / 8;
   switch (s.c_kind) {
     case GemmSpec::CKind::kFull:
       VecOver(e, "vadd.f32", tm * tn, 4, L.ub_acc, 4, L.ub_acc, L.ub_cf, "");
@@ -137,40 +137,57 @@ void EmitCToF32(Emitter& e, const Layout& L, int64_t raw, int64_t tmp, int64_t d
 
 }  // namespace
 
-CubeProblem ProblemOf(const GemmSpec& s) {
-  CubeProblem p;
-  p.batch = 1;
-  for (int64_t d : s.batch_dims) p.batch *= d;
+namespace {
+
+// The graph dtype of a cube operand's ISA dtype (f32, f16 or bf16).
+DType GraphDTypeOf(sim::DType t) {
+  switch (t) {
+    case sim::DType::kF32: return DType::kF32;
+    case sim::DType::kBF16: return DType::kBF16;
+    default: return DType::kF16;
+  }
+}
+
+}  // namespace
+
+CubeGemm ProblemOf(const GemmSpec& s) {
+  CubeGemm g;
+  tile::GemmProblem& p = g.problem;
+  tile::GemmKernelTraits& k = g.traits;
+  p.name = s.name;
+  int64_t batch = 1;
+  for (int64_t d : s.batch_dims) batch *= d;
+  if (batch > 1) p.batch = {batch};
   p.M = s.M;
   p.N = s.N;
   p.K = s.K;
-  p.in_bytes = sim::DTypeSize(s.dtype);
-  p.out_bytes = sim::DTypeSize(s.YDType());
+  p.input = GraphDTypeOf(s.dtype);
+  p.output = GraphDTypeOf(s.YDType());
   p.trans_a = s.trans_a;
   p.trans_b = s.trans_b;
-  p.a_fractal = FractalCandidate(s, true);
-  p.b_fractal = FractalCandidate(s, false);
-  bool c_in_fixp = (s.c_kind == GemmSpec::CKind::kRow || s.c_kind == GemmSpec::CKind::kScalar) && s.alpha == 1.0f;
-  p.epilogue_in_ub = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp) || s.r_arg >= 0;
-  p.residual = s.r_arg >= 0;
-  p.ub_reserved = c_in_fixp ? 8192 : 0;
-  p.max_blocks = s.max_blocks;
+  k.a_blocked = FractalCandidate(s, true);
+  k.b_blocked = FractalCandidate(s, false);
+  const bool c_in_fixp = (s.c_kind == GemmSpec::CKind::kRow || s.c_kind == GemmSpec::CKind::kScalar) && s.alpha == 1.0f;
+  k.epilogue_in_vector = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp) || s.r_arg >= 0;
+  k.residual = s.r_arg >= 0;
+  k.vector_reserved = c_in_fixp ? 8192 : 0;
+  k.max_units = s.max_blocks;
   if (s.conv) {
-    p.batch = s.conv->units;
-    p.conv = true;
-    p.unit_prologue_cycles = s.conv->unit_cycles;
-    p.unit_prologue_hbm_bytes = s.conv->unit_hbm_bytes;
-    p.ub_reserved += s.conv->ub_bytes;
-    if (s.conv->out_rows > 0) p.whole_n = true;
+    p.batch = s.conv->units > 1 ? std::vector<int64_t>{s.conv->units} : std::vector<int64_t>{};
+    k.items_on_one_block = true;
+    k.item_prologue_cycles = s.conv->unit_cycles;
+    k.item_prologue_bytes = s.conv->unit_hbm_bytes;
+    k.vector_reserved += s.conv->ub_bytes;
+    if (s.conv->out_rows > 0) k.whole_n = true;
   }
-  return p;
+  return g;
 }
 
-absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling, const sim::Machine& m) {
+absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const tile::GemmTiling& tiling, const sim::Machine& m) {
   Layout L;
   L.s = &s;
   L.t = tiling;
-  const CubeTiling& t = L.t;
+  const tile::GemmTiling& t = L.t;
   L.es = sim::DTypeSize(s.dtype);
   L.k0 = 32 / L.es;
   L.dt = sim::DTypeName(s.dtype);
@@ -180,16 +197,16 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   L.b = s.arg_names[s.b_arg];
   L.y = s.arg_names[s.y_arg];
   if (s.c_arg >= 0) L.c = s.arg_names[s.c_arg];
-  L.rows = std::min(t.tm, s.M);
-  L.cols = std::min(t.tn, s.N);
+  L.rows = std::min(t.bm, s.M);
+  L.cols = std::min(t.bn, s.N);
   const sim::Core& core = m.core();
   L.l1_half = core.l1_kib() * 512;
   L.l0a_half = core.l0a_kib() * 512;
   L.l0b_half = core.l0b_kib() * 512;
-  L.l0c_half = t.l0c_buffers == 2 ? core.l0c_kib() * 512 : 0;
-  L.l1_b = Align(t.tm * t.tk1 * L.es, 512);
-  CubeProblem prob = ProblemOf(s);
-  L.epilogue = prob.epilogue_in_ub;
+  L.l0c_half = t.accumulator_stages == 2 ? core.l0c_kib() * 512 : 0;
+  L.l1_b = Align(t.bm * t.bk * L.es, 512);
+  const CubeGemm prob = ProblemOf(s);
+  L.epilogue = prob.traits.epilogue_in_vector;
   L.res = s.r_arg >= 0;
   if (L.res) L.r = s.arg_names[s.r_arg];
   L.r_es = sim::DTypeSize(s.RDType());
@@ -197,7 +214,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   if (L.res && s.conv) return absl::InternalError("a convolution takes no residual here");
   L.loads = L.epilogue && (s.c_kind != GemmSpec::CKind::kNone || L.res);
   L.bias = s.c_kind != GemmSpec::CKind::kNone && !L.epilogue;
-  L.via_ub = t.via_ub;
+  L.via_ub = t.via_vector;
   if (L.bias) {
     L.ub_raw = 0;      // raw C row (tn elements at most 512: 2 KiB)
     L.ub_tmp = 2048;   // a broadcast block for a scalar C
@@ -205,43 +222,45 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     L.ub_out = 8192;
   }
   if (L.via_ub && !L.epilogue) {
-    L.ub_out_half = Align(t.tm * t.tn * L.y_es, 32);
+    L.ub_out_half = Align(t.bm * t.bn * L.y_es, 32);
   }
   if (L.epilogue) {
-    int64_t tile4 = t.tm * t.tn * 4;
+    int64_t tile4 = t.bm * t.bn * 4;
     L.ub_acc = 0;
     L.ub_cf = Align(tile4, 32);
     int64_t cf = s.c_kind == GemmSpec::CKind::kFull ? tile4
-                 : s.c_kind == GemmSpec::CKind::kRow ? t.tn * 4
-                 : s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 8) * 32
+                 : s.c_kind == GemmSpec::CKind::kRow ? t.bn * 4
+                 : s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.bm, 8) * 32
                                                      : 256;
     L.ub_craw = L.ub_cf + Align(cf, 32);
-    int64_t craw = s.c_kind == GemmSpec::CKind::kFull ? t.tm * t.tn * L.es
-                   : s.c_kind == GemmSpec::CKind::kRow ? t.tn * L.es
-                   : s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 64) * L.es
+    int64_t craw = s.c_kind == GemmSpec::CKind::kFull ? t.bm * t.bn * L.es
+                   : s.c_kind == GemmSpec::CKind::kRow ? t.bn * L.es
+                   : s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.bm, 64) * L.es
                                                        : 32;
     L.ub_ctmp = L.ub_craw + Align(craw, 32);
-    int64_t ctmp = s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.tm, 64) * 4 : 256;
+    int64_t ctmp = s.c_kind == GemmSpec::CKind::kCol ? RoundUp(t.bm, 64) * 4 : 256;
     L.ub_eout = L.ub_ctmp + Align(ctmp, 32);
-    L.ub_rf = L.ub_eout + Align(t.tm * t.tn * L.y_es, 32);
+    L.ub_rf = L.ub_eout + Align(t.bm * t.bn * L.y_es, 32);
     L.ub_rraw = L.ub_rf + (L.r_es == 4 ? 0 : Align(tile4, 32));  // f32: added as loaded
-    const int64_t end = L.res ? L.ub_rraw + t.tm * t.tn * L.r_es : L.ub_rf;
+    const int64_t end = L.res ? L.ub_rraw + t.bm * t.bn * L.r_es : L.ub_rf;
     if (end > core.ub_kib() * 1024) return absl::ResourceExhaustedError("the epilogue's tile does not fit UB");
   }
 
-  const int64_t tm16 = t.tm / 16, tn16 = t.tn / 16;
+  const int64_t tm16 = t.bm / 16, tn16 = t.bn / 16;
   const int64_t k1 = CeilDiv(s.K, L.k0), n1 = CeilDiv(s.N, L.k0);  // fractal columns of A's and B's images
-  if ((s.a_fractal && (s.trans_a || t.tk1 % L.k0)) || (s.b_fractal && (s.trans_b || t.tk1 % 16)))
+  if ((s.a_fractal && (s.trans_a || t.bk % L.k0)) || (s.b_fractal && (s.trans_b || t.bk % 16)))
     return absl::InternalError("a fractal operand needs K stages of whole fractals");
-  const bool shift_m = t.tm <= s.M, shift_n = t.tn <= s.N;
+  const bool shift_m = t.bm <= s.M, shift_n = t.bn <= s.N;
   Emitter e;
-  e.text() = absl::StrCat("// ", s.name, ": ", t.tm, "x", t.tn, "x", t.tk, " tiles, K stages of ", t.tk1, "\n.program ",
+  e.text() = absl::StrCat("// ", s.name, ": ", t.bm, "x", t.bn, "x", t.tk, " tiles, K stages of ", t.bk, "\n.program ",
                           s.name, "\n.regs ", static_cast<int>(kNumCubeRegs), "\n");
   for (const std::string& line : s.arg_lines) absl::StrAppend(&e.text(), line, "\n");
 
   const GemmSpec::ConvMode* cv = s.conv ? &*s.conv : nullptr;
   const int64_t ys = cv ? cv->y_row_stride : s.N;  // elements between rows of Y
-  const int64_t tiles_per_unit = t.m_tiles * t.n_tiles;
+  const int64_t m_tiles = CeilDiv(s.M, t.bm), n_tiles = CeilDiv(s.N, t.bn);
+  const int64_t tiles_per_unit = m_tiles * n_tiles;
+  const int64_t tiles = (prob.problem.batch.empty() ? 1 : prob.problem.batch[0]) * tiles_per_unit;
   e.L("block_idx ", R(cv ? kUnit : kTile));
   e.L("block_dim ", R(kBlockDim));
   for (int r : {kL1, kL0A, kL0B, kL0C, kUbOut}) e.L("mov ", R(r), ", 0");
@@ -249,7 +268,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   for (int i = 0; i < 2; ++i) {
     e.Line("set_flag MTE1, MTE2, 0");
     e.Line("set_flag CUBE, MTE1, 0");
-    if (i < t.l0c_buffers) e.Line("set_flag FIXP, CUBE, 0");
+    if (i < t.accumulator_stages) e.Line("set_flag FIXP, CUBE, 0");
   }
   if (L.bias) {
     e.Line("set_flag VECTOR, MTE2, 1");
@@ -275,16 +294,16 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.L("mov ", R(kTile), ", 0");
   }
   e.Label(tile_loop);
-  if (!cv) e.L("bge ", R(kTile), ", ", t.tiles, ", ", done);
+  if (!cv) e.L("bge ", R(kTile), ", ", tiles, ", ", done);
   // Decode the tile: nt, mt, batch index.
-  e.L("rem ", R(kT0), ", ", R(kTile), ", ", t.n_tiles);
-  e.L("div ", R(kT1), ", ", R(kTile), ", ", t.n_tiles);
-  e.L("rem ", R(kT2), ", ", R(kT1), ", ", t.m_tiles);
-  e.L("div ", R(kT3), ", ", R(kT1), ", ", t.m_tiles);
-  e.L("mul ", R(kT0), ", ", R(kT0), ", ", t.tn);  // n0
-  if (shift_n && t.n_tiles > 1) e.L("min ", R(kT0), ", ", R(kT0), ", ", s.N - t.tn);
-  e.L("mul ", R(kT2), ", ", R(kT2), ", ", t.tm);  // m0
-  if (shift_m && t.m_tiles > 1) e.L("min ", R(kT2), ", ", R(kT2), ", ", s.M - t.tm);
+  e.L("rem ", R(kT0), ", ", R(kTile), ", ", n_tiles);
+  e.L("div ", R(kT1), ", ", R(kTile), ", ", n_tiles);
+  e.L("rem ", R(kT2), ", ", R(kT1), ", ", m_tiles);
+  e.L("div ", R(kT3), ", ", R(kT1), ", ", m_tiles);
+  e.L("mul ", R(kT0), ", ", R(kT0), ", ", t.bn);  // n0
+  if (shift_n && n_tiles > 1) e.L("min ", R(kT0), ", ", R(kT0), ", ", s.N - t.bn);
+  e.L("mul ", R(kT2), ", ", R(kT2), ", ", t.bm);  // m0
+  if (shift_m && m_tiles > 1) e.L("min ", R(kT2), ", ", R(kT2), ", ", s.M - t.bm);
   // Batch offsets (bytes) of A and B.
   e.L("mov ", R(kAOff), ", ", cv ? R(kUA) : "0");
   e.L("mov ", R(kBOff), ", ", cv ? R(kUB) : "0");
@@ -335,7 +354,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   }
 
   // One L1 stage of kc elements of K.
-  const int64_t ns = CeilDiv(s.K, t.tk1);
+  const int64_t ns = CeilDiv(s.K, t.bk);
   const bool b_rows = cv && !cv->b_row_offsets.empty();
   auto stage = [&](int64_t kc, bool first, int64_t kstart) {
     const int64_t gk = CeilDiv(kc, L.k0);  // K fractals of the stage
@@ -426,20 +445,20 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     Toggle(e, kL1, L.l1_half);
   };
   if (b_rows) {
-    for (int64_t st = 0; st < ns; ++st) stage(std::min(t.tk1, s.K - st * t.tk1), st == 0, st * t.tk1);
+    for (int64_t st = 0; st < ns; ++st) stage(std::min(t.bk, s.K - st * t.bk), st == 0, st * t.bk);
   } else {
-  stage(ns == 1 ? s.K : t.tk1, true, 0);
+  stage(ns == 1 ? s.K : t.bk, true, 0);
   if (ns > 2) {
     const std::string loop = e.NewLabel("stage"), end = e.NewLabel("stage_end");
     e.L("mov ", R(kStage), ", 1");
     e.Label(loop);
     e.L("bge ", R(kStage), ", ", ns - 1, ", ", end);
-    stage(t.tk1, false, 0);
+    stage(t.bk, false, 0);
     e.L("add ", R(kStage), ", ", R(kStage), ", 1");
     e.L("jmp ", loop);
     e.Label(end);
   }
-  if (ns > 1) stage(s.K - (ns - 1) * t.tk1, false, 0);
+  if (ns > 1) stage(s.K - (ns - 1) * t.bk, false, 0);
   }
   e.Line("set_flag CUBE, FIXP, 0");
   // Copies of the tile at UB[ub] to Y: its valid rows and columns, or, with
@@ -448,17 +467,17 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     if (cv && cv->out_rows > 0 && ((cv->out_pitch * L.y_es) % 32 || L.rows < cv->out_rows)) {
       // A copy per row of the tile (UB rows start on 32-byte blocks).
       for (int64_t i = 0; i < L.rows; ++i)
-        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", i * ys * L.y_es, "], UB[", ub_reg, ub + i * t.tn * L.y_es,
+        e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", i * ys * L.y_es, "], UB[", ub_reg, ub + i * t.bn * L.y_es,
             "], nburst=", cv->out_rows, ", len=", cv->out_cols * L.y_es, ", src_stride=", cv->out_pitch * L.y_es,
             ", dst_stride=", cv->out_cols * L.y_es);
     } else if (cv && cv->out_rows > 0) {
       for (int64_t r = 0; r < cv->out_rows; ++r)
         e.L("copy_ub_gm ", L.y, "[", R(kYOff), " + ", r * cv->out_cols * L.y_es, "], UB[", ub_reg,
             ub + r * cv->out_pitch * L.y_es, "], nburst=", L.rows, ", len=", cv->out_cols * L.y_es,
-            ", src_stride=", t.tn * L.y_es, ", dst_stride=", ys * L.y_es);
+            ", src_stride=", t.bn * L.y_es, ", dst_stride=", ys * L.y_es);
     } else {
       e.L("copy_ub_gm ", L.y, "[", R(kYOff), "], UB[", ub_reg, ub, "], nburst=", L.rows, ", len=", L.cols * L.y_es,
-          ", src_stride=", t.tn * L.y_es, ", dst_stride=", ys * L.y_es);
+          ", src_stride=", t.bn * L.y_es, ", dst_stride=", ys * L.y_es);
     }
   };
 
@@ -472,7 +491,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag MTE2, VECTOR, 1");
     e.Line("wait_flag MTE2, VECTOR, 1");
     e.Line("wait_flag FIXP, VECTOR, 1");
-    EmitCToF32(e, L, L.ub_raw, L.ub_tmp, L.ub_bias, t.tn, scalar);
+    EmitCToF32(e, L, L.ub_raw, L.ub_tmp, L.ub_bias, t.bn, scalar);
     e.Line("set_flag VECTOR, MTE2, 1");
     e.Line("set_flag VECTOR, FIXP, 1");
     e.Line("wait_flag VECTOR, FIXP, 1");
@@ -488,14 +507,14 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
       e.L("div ", R(kT5), ", ", R(kYOff), ", ", L.y_es);
       e.L("mul ", R(kT5), ", ", R(kT5), ", ", L.r_es);
       e.L("copy_gm_ub UB[", L.ub_rraw, "], ", L.r, "[", R(kT5), "], nburst=", L.rows, ", len=", L.cols * L.r_es,
-          ", src_stride=", s.N * L.r_es, ", dst_stride=", t.tn * L.r_es);
+          ", src_stride=", s.N * L.r_es, ", dst_stride=", t.bn * L.r_es);
     }
     if (has_c) {
       // MTE2 brings the tile's C.
       switch (s.c_kind) {
         case GemmSpec::CKind::kFull:
           e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[", R(kCOff), "], nburst=", L.rows, ", len=", L.cols * L.es,
-              ", src_stride=", s.N * L.es, ", dst_stride=", t.tn * L.es);
+              ", src_stride=", s.N * L.es, ", dst_stride=", t.bn * L.es);
           break;
         case GemmSpec::CKind::kRow:
           e.L("copy_gm_ub UB[", L.ub_craw, "], ", L.c, "[", R(kCOff), "], len=", L.cols * L.es);
@@ -514,12 +533,12 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
     e.Line("set_flag FIXP, VECTOR, 2");
     e.Line("wait_flag FIXP, VECTOR, 2");
     if (s.alpha != 1.0f)
-      VecOver(e, "vmuls.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, absl::StrCat(", ", FloatImm(s.alpha)));
+      VecOver(e, "vmuls.f32", t.bm * t.bn, 4, L.ub_acc, 4, L.ub_acc, -1, absl::StrCat(", ", FloatImm(s.alpha)));
     if (L.loads) e.Line("wait_flag MTE2, VECTOR, 2");
     if (has_c) {
       switch (s.c_kind) {
-        case GemmSpec::CKind::kFull: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.tm * t.tn, false); break;
-        case GemmSpec::CKind::kRow: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.tn, false); break;
+        case GemmSpec::CKind::kFull: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.bm * t.bn, false); break;
+        case GemmSpec::CKind::kRow: EmitCToF32(e, L, L.ub_craw, 0, L.ub_cf, t.bn, false); break;
         case GemmSpec::CKind::kCol:
           EmitCToF32(e, L, L.ub_craw, 0, L.ub_ctmp, RoundUp(L.rows, 8), false);
           e.L("vbrcb.f32 UB[", L.ub_cf, "], UB[", L.ub_ctmp, "], repeat=", CeilDiv(L.rows, 8));
@@ -528,14 +547,14 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
       }
     }
     if (L.res && L.r_es != 4)
-      VecOver(e, absl::StrCat("vconv.f32.", L.rdt), t.tm * t.tn, 4, L.ub_rf, L.r_es, L.ub_rraw, -1, "");
+      VecOver(e, absl::StrCat("vconv.f32.", L.rdt), t.bm * t.bn, 4, L.ub_rf, L.r_es, L.ub_rraw, -1, "");
     if (has_c) EmitEpilogueAdd(e, L);
-    if (L.res) VecOver(e, "vadd.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, L.r_es == 4 ? L.ub_rraw : L.ub_rf, "");
+    if (L.res) VecOver(e, "vadd.f32", t.bm * t.bn, 4, L.ub_acc, 4, L.ub_acc, L.r_es == 4 ? L.ub_rraw : L.ub_rf, "");
     if (L.loads) e.Line("set_flag VECTOR, MTE2, 2");
-    if (s.relu) VecOver(e, "vrelu.f32", t.tm * t.tn, 4, L.ub_acc, 4, L.ub_acc, -1, "");
+    if (s.relu) VecOver(e, "vrelu.f32", t.bm * t.bn, 4, L.ub_acc, 4, L.ub_acc, -1, "");
     e.Line("wait_flag MTE3, VECTOR, 2");
-    if (L.y_es == 4) VecOver(e, "vmov.f32", t.tm * t.tn, 4, L.ub_eout, 4, L.ub_acc, -1, "");
-    else VecOver(e, absl::StrCat("vconv.", L.ydt, ".f32"), t.tm * t.tn, L.y_es, L.ub_eout, 4, L.ub_acc, -1, "");
+    if (L.y_es == 4) VecOver(e, "vmov.f32", t.bm * t.bn, 4, L.ub_eout, 4, L.ub_acc, -1, "");
+    else VecOver(e, absl::StrCat("vconv.", L.ydt, ".f32"), t.bm * t.bn, L.y_es, L.ub_eout, 4, L.ub_acc, -1, "");
     e.Line("set_flag VECTOR, FIXP, 2");
     e.Line("set_flag VECTOR, MTE3, 2");
     e.Line("wait_flag VECTOR, MTE3, 2");
@@ -574,7 +593,7 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& tiling
   for (int i = 0; i < 2; ++i) {
     e.Line("wait_flag MTE1, MTE2, 0");
     e.Line("wait_flag CUBE, MTE1, 0");
-    if (i < t.l0c_buffers) e.Line("wait_flag FIXP, CUBE, 0");
+    if (i < t.accumulator_stages) e.Line("wait_flag FIXP, CUBE, 0");
   }
   if (L.bias) {
     e.Line("wait_flag VECTOR, MTE2, 1");
@@ -601,7 +620,7 @@ int64_t ARowBytes(const GemmSpec& s) {
   return s.a_fractal ? CeilDiv(s.K, 32 / es) * 32 : s.ARowStride() * es;
 }
 
-std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& t) {
+std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const tile::GemmTiling& t) {
   std::vector<FractalConstant> out;
   const int es = sim::DTypeSize(s.dtype);
   const int64_t k0 = 32 / es;
@@ -612,14 +631,14 @@ std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& 
     out.push_back(FractalConstant{arg, rows, cols, transpose});
   };
   // A: every tile's rows start on a band of 16, K stages on whole fractals.
-  if (FractalCandidate(s, true) && t.tk1 % k0 == 0 && (t.tm >= s.M || s.M % 16 == 0)) {
+  if (FractalCandidate(s, true) && t.bk % k0 == 0 && (t.bm >= s.M || s.M % 16 == 0)) {
     const int64_t n = s.arg_values[s.a_arg]->type().shape().NumElements();
     use(s.a_arg, s.trans_a ? s.M : n / s.K, s.K, s.trans_a);
     s.a_fractal = true;
     s.trans_a = false;
   }
   // B: every tile's columns start on a fractal, K stages on bands of 16.
-  if (FractalCandidate(s, false) && t.tk1 % 16 == 0 && (t.tn >= s.N || s.N % k0 == 0)) {
+  if (FractalCandidate(s, false) && t.bk % 16 == 0 && (t.bn >= s.N || s.N % k0 == 0)) {
     use(s.b_arg, s.K, s.N, s.trans_b);
     s.b_fractal = true;
     s.trans_b = false;
@@ -627,10 +646,9 @@ std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& 
   return out;
 }
 
-absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Machine& m, CubeTiling* chosen) {
-  CubeProblem p = ProblemOf(spec);
-  CubeMachineFigures f = CubeMachineFigures::From(m);
-  KILN_ASSIGN_OR_RETURN(CubeTiling t, ChooseCubeTiling(p, f));
+absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Machine& m, tile::GemmTiling* chosen) {
+  const CubeGemm p = ProblemOf(spec);
+  KILN_ASSIGN_OR_RETURN(tile::GemmTiling t, tile::ChooseGemmTiling(p.problem, CubeFiguresOf(m), p.traits));
   if (chosen) *chosen = t;
   GemmSpec s = spec;
   std::vector<FractalConstant> fractals = UseFractalConstants(s, t);
@@ -642,20 +660,20 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Ma
   k.program = std::move(file->program);
   k.block_dim = t.blocks;
   k.engine = "cube";
-  k.estimated_cycles = t.cycles;
+  k.estimated_cycles = t.estimated_cycles;
   k.fractal_constants = std::move(fractals);
   std::string shape = absl::StrCat(s.M, "x", s.N, "x", s.K);
-  if (p.batch > 1) shape = absl::StrCat(p.batch, "x", shape);
-  k.plan = absl::StrCat(s.name, " ", shape, " ", sim::DTypeName(s.dtype), ": tiles ", t.tm, "x", t.tn, "x", t.tk,
-                        " (K stages of ", t.tk1, "), ", t.blocks, " blocks, double-buffered",
-                        t.l0c_buffers == 1 ? " (one L0C buffer)" : "",
-                        t.via_ub ? ", written through UB" : "", s.a_fractal ? ", A as fractals" : "",
+  if (!p.problem.batch.empty()) shape = absl::StrCat(p.problem.batch[0], "x", shape);
+  k.plan = absl::StrCat(s.name, " ", shape, " ", sim::DTypeName(s.dtype), ": tiles ", t.bm, "x", t.bn, "x", t.tk,
+                        " (K stages of ", t.bk, "), ", t.blocks, " blocks, double-buffered",
+                        t.accumulator_stages == 1 ? " (one L0C buffer)" : "",
+                        t.via_vector ? ", written through UB" : "", s.a_fractal ? ", A as fractals" : "",
                         s.b_fractal ? ", B as fractals" : "", s.trans_a ? ", A read transposed" : "",
                         s.trans_b ? ", B read transposed" : "",
                         s.alpha != 1.0f ? absl::StrCat(", scaled by ", s.alpha) : "",
                         s.r_arg >= 0 ? ", adds a residual" : "",
                         s.YDType() != s.dtype ? absl::StrCat(", writes ", sim::DTypeName(s.YDType())) : "",
-                        ", est. ", static_cast<int64_t>(t.cycles), " cycles (", t.bound, "-bound)");
+                        ", est. ", static_cast<int64_t>(t.estimated_cycles), " cycles (", PipeOfBound(t.bound), "-bound)");
   return k;
 }
 

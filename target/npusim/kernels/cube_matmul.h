@@ -16,7 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "sim/isa/isa.h"
-#include "target/npusim/kernels/cube_tiling.h"
+#include "target/backend/tile_lowering.h"
+#include "target/npusim/kernels/cube_figures.h"
 #include "target/npusim/kernels/kernel.h"
 
 namespace kiln::target::npusim {
@@ -101,24 +102,32 @@ struct GemmSpec {
   std::optional<ConvMode> conv;
 };
 
-// The problem the tiling model sees for `s`.
-CubeProblem ProblemOf(const GemmSpec& s);
+// `s` as the shared GEMM cost model sees it: the problem (shape, dtypes,
+// transpositions) and what the program adds (fractal operands, an
+// epilogue through UB, convolution units, reserved UB).
+struct CubeGemm {
+  tile::GemmProblem problem;
+  tile::GemmKernelTraits traits;
+};
+CubeGemm ProblemOf(const GemmSpec& s);
 
 // Marks the constant operands of `s` that tiling `t` lets the program read as
 // fractals (a_fractal / b_fractal, with their argument lines) and returns
 // them for GeneratedKernel::fractal_constants.
-std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const CubeTiling& t);
+std::vector<FractalConstant> UseFractalConstants(GemmSpec& s, const tile::GemmTiling& t);
 
 // Bytes from one row of A (not transposed) to the next in its argument: K
 // elements, or, read as fractals, a 16-row band's ceil(K / K0) fractals per
 // 16 rows (for rows that start a band).
 int64_t ARowBytes(const GemmSpec& s);
 
-// The program for `s` with tiling `t` (from ChooseCubeTiling), as .kasm text.
-absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const CubeTiling& t, const sim::Machine& m);
+// The program for `s` with tiling `t` (from tile::ChooseGemmTiling with
+// ProblemOf(s)), as .kasm text.
+absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const tile::GemmTiling& t, const sim::Machine& m);
 
 // Tiling, program and estimate for `s` (the tiling also in `*chosen` when given).
-absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m, CubeTiling* chosen = nullptr);
+absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m,
+                                             tile::GemmTiling* chosen = nullptr);
 
 // GemmSpec of a MatMul or Gemm node (arguments named from its inputs and
 // output), or why the cube cannot run it.
