@@ -16,6 +16,7 @@
 #include "graph/support/status.h"
 #include "target/backend/tile_lowering_shared.h"
 #include "target/backend/window.h"
+#include "graph/ops/matmul.h"
 
 namespace kiln::target::tile {
 
@@ -56,10 +57,15 @@ absl::StatusOr<EpilogueStep::Operand> OperandForm(const std::vector<int64_t>& sh
   return EpilogueStep::Operand::kRow;
 }
 
-// The shapes and attributes of a MatMul or Gemm into `p` (C not included).
+// The shapes and attributes of a MatMul or Gemm into `p` (C not included);
+// a rank-1 A is a row [1, K], a rank-1 B a column [K, 1].
 absl::Status ReadMatmul(const Node& mm, GemmProblem* p) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> da, StaticShape(mm.input(0)));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> db, StaticShape(mm.input(1)));
+  if (mm.op() == "MatMul") {
+    if (da.size() == 1) da.insert(da.begin(), 1);
+    if (db.size() == 1) db.push_back(1);
+  }
   if (mm.op() == "Gemm") {
     if (da.size() != 2 || db.size() != 2) return absl::FailedPreconditionError("Gemm's A and B must be 2-D");
     p->trans_a = mm.GetInt("transA", 0) != 0;
@@ -70,9 +76,7 @@ absl::Status ReadMatmul(const Node& mm, GemmProblem* p) {
     p->N = db[p->trans_b ? 0 : 1];
     if (db[p->trans_b ? 1 : 0] != p->K) return absl::FailedPreconditionError("Gemm's inner dims differ");
   } else {
-    if (da.size() < 2 || db.size() < 2) {
-      return absl::UnimplementedError("a MatMul of a vector (rank-1 operand) has no GEMM form here");
-    }
+    if (da.size() < 2 || db.size() < 2) return absl::FailedPreconditionError("MatMul operands must have rank >= 1");
     p->M = da[da.size() - 2];
     p->K = da.back();
     p->N = db.back();
@@ -97,6 +101,33 @@ absl::Status ReadMatmul(const Node& mm, GemmProblem* p) {
     }
   }
   if (p->M <= 0 || p->N <= 0 || p->K <= 0) return absl::UnimplementedError("an empty GEMM has no kernel");
+  return absl::OkStatus();
+}
+
+// Operand A (`a`) or B of `p` read as `source` permuted by `perm` (a
+// matrix view): its transposition, row stride and batch strides, each
+// batch axis aligned with the output's from the right.
+absl::Status ReadView(GemmProblem* p, bool a, const Value& source, const std::vector<int64_t>& perm) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, StaticShape(&source));
+  const int r = static_cast<int>(perm.size());
+  if (static_cast<int>(dims.size()) != r || r < 2) return absl::InternalError("a view's rank differs from its source's");
+  std::vector<int64_t> stride(r, 1), vdims(r), vstride(r);
+  for (int d = r - 1; d > 0; --d) stride[d - 1] = stride[d] * dims[d];
+  for (int j = 0; j < r; ++j) {
+    vdims[j] = dims[perm[j]];
+    vstride[j] = stride[perm[j]];
+  }
+  const bool trans = vstride[r - 1] != 1;  // then the operand's columns are contiguous
+  (a ? p->trans_a : p->trans_b) = trans;
+  (a ? p->lda : p->ldb) = trans ? vstride[r - 1] : vstride[r - 2];
+  (a ? p->a_perm : p->b_perm) = perm;
+  std::vector<int64_t>& bs = a ? p->a_batch_stride : p->b_batch_stride;
+  const int nb = static_cast<int>(p->batch.size()), ob = r - 2;
+  bs.assign(nb, 0);
+  for (int d = 0; d < nb; ++d) {
+    const int j = d - (nb - ob);
+    bs[d] = j < 0 || vdims[j] == 1 ? 0 : vstride[j];
+  }
   return absl::OkStatus();
 }
 
@@ -127,6 +158,7 @@ absl::Status AddOperandStep(EwOp op, const Value* other, bool operand_first, Ker
                             const std::vector<int64_t>* own_shape = nullptr) {
   EpilogueStep step{op};
   step.operand_first = operand_first;
+  step.value = other;
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, StaticShape(other));
   if (own_shape) shape = *own_shape;
   if (p->conv) {
@@ -227,13 +259,40 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) 
   KILN_ASSIGN_OR_RETURN(KernelArgs args, KernelArgs::Of(node));
   const std::vector<const Node*> nodes = args.Nodes(node);
   const std::vector<const Value*> outputs = args.Outputs(node);
-  if (nodes.empty() || !nodes[0]->domain().empty() ||
-      (nodes[0]->op() != "MatMul" && nodes[0]->op() != "Gemm" && nodes[0]->op() != "Conv")) {
+  // The prologue: leading Transposes of a fused body, each MatMul operand
+  // read through a chain of them.
+  auto is_transpose = [](const Node* n) { return n->domain().empty() && n->op() == "Transpose"; };
+  size_t first = 0;
+  while (nodes.size() > 1 && first < nodes.size() && is_transpose(nodes[first])) ++first;
+  if (first == nodes.size() || !nodes[first]->domain().empty() ||
+      (nodes[first]->op() != "MatMul" && nodes[first]->op() != "Gemm" && nodes[first]->op() != "Conv")) {
     return absl::UnimplementedError(
         absl::StrCat(node.QualifiedOp(), " is no MatMul, Gemm or Conv (or a fusion group of one)"));
   }
   if (outputs.size() != 1) return absl::UnimplementedError("a GEMM kernel writes one output");
-  const Node& mm = *nodes[0];
+  const Node& mm = *nodes[first];
+  const Value* source[2] = {mm.input(0), mm.input(1)};
+  std::vector<int64_t> view[2];  // operand i is source[i] permuted by view[i] (empty: as it is)
+  if (first > 0) {
+    if (mm.op() != "MatMul") return absl::UnimplementedError("a Transpose feeds a Gemm or Conv");
+    size_t walked = 0;
+    for (int i = 0; i < 2; ++i) {
+      for (const Node* t = source[i] ? source[i]->producer() : nullptr;
+           t && std::find(nodes.begin(), nodes.begin() + static_cast<std::ptrdiff_t>(first), t) !=
+                    nodes.begin() + static_cast<std::ptrdiff_t>(first);
+           t = source[i]->producer()) {
+        if (t->output(0)->uses().size() != 1) return absl::UnimplementedError("a transposed operand has other uses");
+        const std::vector<int64_t> tp = TransposePerm(*t);
+        view[i] = view[i].empty() ? tp : ComposePerms(tp, view[i]);
+        if (!IsMatrixView(view[i])) {
+          return absl::UnimplementedError("a transposed operand is no matrix view of its source");
+        }
+        source[i] = t->input(0);
+        ++walked;
+      }
+    }
+    if (walked != first) return absl::UnimplementedError("a Transpose does not feed the MatMul");
+  }
   if (mm.num_inputs() < 2 || !mm.input(0) || !mm.input(1)) return absl::FailedPreconditionError("A or B is missing");
   GemmProblem p;
   p.name = KernelName(node);
@@ -250,9 +309,18 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) 
   }
   p.input = in == DType::kF32 && (matrix_input == DType::kF16 || matrix_input == DType::kBF16) ? matrix_input : in;
   p.accumulator = DType::kF32;
+  std::vector<int64_t> want = p.batch;
+  want.push_back(p.M);
+  want.push_back(p.N);
   if (!conv) {
-    KILN_ASSIGN_OR_RETURN(p.a_arg, args.ArgOf(mm.input(0)));
-    KILN_ASSIGN_OR_RETURN(p.b_arg, args.ArgOf(mm.input(1)));
+    KILN_ASSIGN_OR_RETURN(p.a_arg, args.ArgOf(source[0]));
+    KILN_ASSIGN_OR_RETURN(p.b_arg, args.ArgOf(source[1]));
+    for (int i = 0; i < 2; ++i) {
+      if (!view[i].empty()) KILN_RETURN_IF_ERROR(ReadView(&p, i == 0, *source[i], view[i]));
+    }
+    // A rank-1 operand is declared as the matrix it stands for.
+    if (mm.input(0)->type().shape().rank() == 1) KILN_RETURN_IF_ERROR(args.View(p.a_arg, {1, p.K}));
+    if (mm.input(1)->type().shape().rank() == 1) KILN_RETURN_IF_ERROR(args.View(p.b_arg, {p.K, 1}));
   } else if (mm.num_inputs() > 2 && mm.input(2)) {
     std::vector<int64_t> bias(p.conv_y.size() - 1, 1);
     bias[0] = p.batch[1] * p.M;
@@ -272,7 +340,7 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) 
   // rounding of an intermediate value to a narrow type is not repeated, as
   // for every intermediate step's dtype).
   const Value* cur = mm.output(0);
-  for (size_t i = 1; i < nodes.size(); ++i) {
+  for (size_t i = first + 1; i < nodes.size(); ++i) {
     const Node& e = *nodes[i];
     if (cur->uses().size() != 1) return absl::UnimplementedError("a GEMM epilogue value has other uses");
     if (e.domain().empty() && e.op() == "Cast") {
@@ -285,13 +353,15 @@ absl::StatusOr<GemmProblem> GemmProblemOf(const Node& node, DType matrix_input) 
   }
   if (cur != outputs[0]) return absl::UnimplementedError("the fusion group's output is not its last node's");
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ys, StaticShape(cur));
-  std::vector<int64_t> want = p.batch;
-  want.push_back(p.M);
-  want.push_back(p.N);
-  if (ys != (conv ? p.conv_y : want)) return absl::UnimplementedError("the epilogue changes the GEMM result's shape");
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> mm_ys, StaticShape(mm.output(0)));
+  const bool vector_operand =
+      !conv && (mm.input(0)->type().shape().rank() == 1 || mm.input(1)->type().shape().rank() == 1);
+  if (ys != (conv ? p.conv_y : mm_ys) || (!conv && !vector_operand && ys != want)) {
+    return absl::UnimplementedError("the epilogue changes the GEMM result's shape");
+  }
   p.output = cur->type().dtype();
   KILN_ASSIGN_OR_RETURN(p.y_arg, args.ArgOf(cur));
-  if (conv) KILN_RETURN_IF_ERROR(args.View(p.y_arg, want));
+  if (conv || ys != want) KILN_RETURN_IF_ERROR(args.View(p.y_arg, want));  // a rank-1 operand's Y as a matrix
   p.args = std::move(args.args);
   p.values = std::move(args.values);
   return p;
@@ -327,6 +397,9 @@ std::vector<Affine> AlignedStarts(const std::vector<int64_t>& shape, size_t out_
 }  // namespace
 
 absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& tiling, const TileCostFigures& f) {
+  if (!p.a_perm.empty() || !p.b_perm.empty()) {
+    return absl::UnimplementedError("an operand read through Transposes has no tile IR form yet");
+  }
   if (p.K == 1) {
     // A K tile of a tensor whose K extent is 1 would broadcast that column
     // (global dimensions of extent 1 broadcast on reads), not end there.

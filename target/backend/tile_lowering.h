@@ -108,6 +108,7 @@ struct EpilogueStep {
   enum class Operand : uint8_t { kNone, kScalar, kRow, kCol, kFull } operand = Operand::kNone;
   int arg = -1;          // index in GemmProblem::args
   double scalar = 0;
+  const Value* value = nullptr;  // the operand's graph value (a scalar's too)
   bool operand_first = false;  // op(operand, acc) rather than op(acc, operand) (Sub, Div)
 };
 
@@ -121,6 +122,16 @@ struct GemmProblem {
   DType accumulator = DType::kF32;
   DType output = DType::kF16;     // Y
   bool trans_a = false, trans_b = false;  // A stored [K, M]; B stored [N, K]
+  // Operands read through a fused body's leading Transposes, whose
+  // permutations compose to a matrix view of their source (IsMatrixView,
+  // graph/ops/matmul.h): the argument is the source as declared, the
+  // operand's axis i its axis a_perm[i] (b_perm); lda / ldb are the
+  // elements between the stored rows (of op(A) [M, K], or of [K, M] when
+  // trans_a) and the batch strides the source's. Empty / 0: the operand is
+  // its argument, contiguous. LowerGemm takes no views yet (the npusim cube
+  // reads them where they lie).
+  std::vector<int64_t> a_perm, b_perm;
+  int64_t lda = 0, ldb = 0;
   double alpha = 1;
   std::vector<EpilogueStep> epilogue;
   std::vector<TileArg> args;      // kernel arguments in launch order (inputs, outputs, body constants)
@@ -140,7 +151,9 @@ struct GemmProblem {
 };
 
 // The GEMM of a MatMul, Gemm or Conv node, or of a kiln.Fused group whose
-// body is one of them followed by epilogue ops; `matrix_input` is the dtype the
+// body is one of them followed by epilogue ops (a MatMul's operands
+// possibly read through leading Transposes; a rank-1 operand is a matrix
+// of one row or column, its argument and Y declared with that view); `matrix_input` is the dtype the
 // matrix engine reads (f16 under --precision=fp16 for an f32 model, else the
 // tensors' dtype; kF32 or kUndefined: the tensors' dtype). An error says why
 // the node is no GEMM this lowering takes.

@@ -142,7 +142,7 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
       const Type& y = ops->y->type();
       if (x.is_tensor() && y.is_tensor() && x.dtype() == DType::kF16 && y.dtype() == DType::kF16 &&
           npusim::GenerateImg2ColConv(*n, machine, 0).ok()) {
-        const bool gemm = ops->steps.empty() && npusim::GemmSpecOfPointwiseConv(*ops->conv, 0).ok();
+        const bool gemm = ops->steps.empty() && npusim::GemmSpecOfNode(*ops->conv, 0).ok();
         it->second = {gemm ? kGemm : kImg2col, ops->x, ops->res};
       }
     }
@@ -539,7 +539,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   for (Node* n : g.NodeList()) {
     if (!conv_group(*n) || TouchesC1hwc0(*n, c1hwc0)) continue;
     absl::StatusOr<npusim::ConvOperands> ops = npusim::ConvOperandsOf(*n);
-    if (!ops.ok() || ops->steps.empty() || !npusim::GemmSpecOfPointwiseConv(*ops->conv, 0).ok()) continue;
+    if (!ops.ok() || ops->steps.empty() || !npusim::GemmSpecOfNode(*ops->conv, 0).ok()) continue;
     kernels.erase(n);
     fusion::InlineFused(g, n);
     inlined = true;

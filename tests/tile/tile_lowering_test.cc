@@ -295,6 +295,78 @@ TEST(TileGemmProblem, OtherNodesSayWhy) {
   EXPECT_THAT(GemmProblemOf(NodeNamed(m, "z"), DType::kF32).status().message(), HasSubstr("is no MatMul, Gemm or Conv"));
 }
 
+// Attention's heads: Q [B, S, H, D] read as [B, H, S, D] and K as its
+// transpose [B, H, D, S] through the fused body's leading Transposes. The
+// problem reads the sources where they lie: Q's rows H*D apart, K a
+// transposed B with the same row stride, each batch axis the source's stride.
+TEST(TileGemmProblem, LeadingTransposesAreStridedViews) {
+  Model m = ParseKir(R"(graph @main(%q: f16[2,5,3,8], %k: f16[2,5,3,8]) {
+  %y = kiln.Fused(%q, %k) {anchor = "MatMul", body = graph @body(%bq: f16[2,5,3,8], %bk: f16[2,5,3,8]) {
+    %tq = Transpose(%bq) {perm = [0, 2, 1, 3]} : f16[2,3,5,8]
+    %tk = Transpose(%bk) {perm = [0, 2, 3, 1]} : f16[2,3,8,5]
+    %s = MatMul(%tq, %tk) : f16[2,3,5,5]
+    return %s
+  }, kind = "matmul-epilogue"} : f16[2,3,5,5]
+  return %y
+})");
+  auto p = GemmProblemOf(NodeNamed(m, "y"), DType::kF32);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->M, 5);
+  EXPECT_EQ(p->N, 5);
+  EXPECT_EQ(p->K, 8);
+  EXPECT_EQ(p->a_perm, (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(p->b_perm, (std::vector<int64_t>{0, 2, 3, 1}));
+  EXPECT_FALSE(p->trans_a);
+  EXPECT_TRUE(p->trans_b);
+  EXPECT_EQ(p->lda, 24);  // H*D between Q's rows
+  EXPECT_EQ(p->ldb, 24);
+  EXPECT_EQ(p->a_batch_stride, (std::vector<int64_t>{120, 8}));
+  EXPECT_EQ(p->b_batch_stride, (std::vector<int64_t>{120, 8}));
+  // The arguments are the sources as declared.
+  EXPECT_EQ(p->args[p->a_arg].shape, (std::vector<int64_t>{2, 5, 3, 8}));
+  // The tile IR has no strided views yet: the lowering says so.
+  auto k = LowerNode(NodeNamed(m, "y"), DType::kF32, FiguresOf(NpusimLike()));
+  EXPECT_THAT(k.status().message(), HasSubstr("read through Transposes"));
+}
+
+TEST(TileGemmProblem, ATransposeThatIsNoMatrixViewIsDeclined) {
+  // [B, S, H, D] read as [B, D, S, H]: neither matrix axis is contiguous.
+  Model m = ParseKir(R"(graph @main(%q: f16[2,5,3,8], %w: f16[3,4]) {
+  %y = kiln.Fused(%q, %w) {anchor = "MatMul", body = graph @body(%bq: f16[2,5,3,8], %bw: f16[3,4]) {
+    %tq = Transpose(%bq) {perm = [0, 3, 1, 2]} : f16[2,8,5,3]
+    %s = MatMul(%tq, %bw) : f16[2,8,5,4]
+    return %s
+  }, kind = "matmul-epilogue"} : f16[2,8,5,4]
+  return %y
+})");
+  auto p = GemmProblemOf(NodeNamed(m, "y"), DType::kF32);
+  EXPECT_THAT(p.status().message(), HasSubstr("no matrix view"));
+}
+
+// A rank-1 operand is the matrix numpy promotes it to: A [K] a row, B [K]
+// a column; the arguments and Y are declared with those views (the tile
+// sweep runs such kernels against the reference).
+TEST(TileGemmProblem, RankOneOperandsAreRowsAndColumns) {
+  Model m = ParseKir(R"(graph @main(%v: f32[32], %b: f32[3,32,16], %a: f32[24,32], %u: f32[32]) {
+  %y = MatMul(%v, %b) : f32[3,16]
+  %z = MatMul(%a, %u) : f32[24]
+  return %y, %z
+})");
+  auto y = GemmProblemOf(NodeNamed(m, "y"), DType::kF32);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->M, 1);
+  EXPECT_EQ(y->N, 16);
+  EXPECT_EQ(y->batch, (std::vector<int64_t>{3}));
+  EXPECT_EQ(y->args[y->a_arg].shape, (std::vector<int64_t>{1, 32}));
+  EXPECT_EQ(y->args[y->y_arg].shape, (std::vector<int64_t>{3, 1, 16}));
+  auto z = GemmProblemOf(NodeNamed(m, "z"), DType::kF32);
+  ASSERT_TRUE(z.ok()) << z.status();
+  EXPECT_EQ(z->N, 1);
+  EXPECT_EQ(z->args[z->b_arg].shape, (std::vector<int64_t>{32, 1}));
+  EXPECT_EQ(z->args[z->y_arg].shape, (std::vector<int64_t>{24, 1}));
+  EXPECT_TRUE(LowerNode(NodeNamed(m, "y"), DType::kF32, FiguresOf(NpusimLike())).ok());
+}
+
 constexpr char kFusedGemm[] = R"(graph @main(%x: f16[64,128], %w: f16[128,256], %res: f16[64,256]) {
   %y = kiln.Fused(%x, %w, %res) {anchor = "MatMul", body = graph @body(%bx: f16[64,128], %bw: f16[128,256], %br: f16[64,256]) {
     %bias = const f16[256] elided

@@ -19,7 +19,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req);
 
 // Whether `candidate` may join the fusion group of a matrix op whose members
 // so far are `group` (the anchor first): what the cube's fused kernels take
-// (GemmSpecOfFused: a MatMul's operand Transposes, then a Mul by a scalar,
+// (GemmSpecOf: a MatMul's operand Transposes, then a Mul by a scalar,
 // two Adds (a bias, a residual), one Relu, a Cast of a narrow result to f32
 // and an f32 residual after it; ConvOperandsOf: Relu, Clip and one Add), so
 // that a group does not grow past what its kernel runs and get split back

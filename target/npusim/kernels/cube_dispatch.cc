@@ -16,23 +16,35 @@ namespace {
 // verified against the machine's buffers. A GEMM the shared form does not
 // express (a 1-D operand) keeps no tile IR, nor does a convolution (its
 // cube program builds the im2col matrix per unit in a workspace).
-void AttachTileIr(const Node& node, const KernelRequest& req, const tile::GemmTiling& t, GeneratedKernel& k) {
-  if (!req.want_tile_ir) return;
-  // The driver has already narrowed the graph's matrix operands for
-  // --precision, so the tensors' own dtype (kF32: "as given") is the cube's.
-  absl::StatusOr<tile::GemmProblem> p = tile::GemmProblemOf(node, DType::kF32);
-  if (!p.ok() || p->conv) return;
-  absl::StatusOr<tile::TileKernel> kernel = tile::LowerGemm(*p, t, CubeFiguresOf(*req.machine));
+void AttachTileIr(const tile::GemmProblem& p, const KernelRequest& req, const tile::GemmTiling& t,
+                  GeneratedKernel& k) {
+  if (!req.want_tile_ir || p.conv) return;
+  absl::StatusOr<tile::TileKernel> kernel = tile::LowerGemm(p, t, CubeFiguresOf(*req.machine));
   if (!kernel.ok()) return;
   kernel->plan = k.plan;
   k.tile_ir = tile::Print(*kernel);
+}
+
+// The GEMM kernel of a MatMul, a Gemm or a fused group of one, its problem
+// read by the shared lowering. The driver has already narrowed the graph's
+// matrix operands for --precision, so the tensors' own dtype (kF32: "as
+// given") is the cube's.
+absl::StatusOr<GeneratedKernel> GenerateMatrixGemm(const Node& node, const KernelRequest& req) {
+  KILN_ASSIGN_OR_RETURN(tile::GemmProblem p, tile::GemmProblemOf(node, DType::kF32));
+  std::vector<const Value*> constants;
+  KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOf(node, p, req.max_blocks, &constants));
+  tile::GemmTiling t;
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine, &t));
+  k.constant_args = std::move(constants);
+  AttachTileIr(p, req, t, k);
+  return k;
 }
 
 // A pointwise Conv (or fused group of one) whose epilogue is a Relu at
 // most, as the GEMM, its arguments bound in the launch's order.
 absl::StatusOr<GemmSpec> GemmSpecOfConv(const ConvOperands& ops, int max_blocks) {
   if (!ops.steps.empty()) return absl::UnimplementedError("the GEMM's epilogue of a Conv is a Relu at most");
-  KILN_ASSIGN_OR_RETURN(GemmSpec s, GemmSpecOfPointwiseConv(*ops.conv, max_blocks));
+  KILN_ASSIGN_OR_RETURN(GemmSpec s, GemmSpecOfNode(*ops.conv, max_blocks));
   s.relu = ops.fixp_relu;
   std::vector<std::string> lines, names;
   std::vector<const Value*> values;
@@ -60,13 +72,7 @@ absl::StatusOr<GemmSpec> GemmSpecOfConv(const ConvOperands& ops, int max_blocks)
 
 absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
   const Node& node = *req.node;
-  tile::GemmTiling t;
-  if (node.domain().empty() && (node.op() == "MatMul" || node.op() == "Gemm")) {
-    KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfNode(node, req.max_blocks));
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine, &t));
-    AttachTileIr(node, req, t, k);
-    return k;
-  }
+  if (node.domain().empty() && (node.op() == "MatMul" || node.op() == "Gemm")) return GenerateMatrixGemm(node, req);
   // A Conv, or a kiln.Fused group of one and its epilogue. Pointwise ones
   // whose epilogue is a Relu at most are a batched GEMM; f16/bf16 ones of
   // one group build their im2col rows in L0A from the image in L1 (img2col);
@@ -90,14 +96,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     if (!gm.ok() && conv->conv != &node && absl::IsUnimplemented(gm.status())) return k;
     return gm;
   }
-  if (node.domain() == "kiln" && node.op() == "Fused") {
-    std::vector<const Value*> constants;
-    KILN_ASSIGN_OR_RETURN(GemmSpec spec, GemmSpecOfFused(node, req.max_blocks, &constants));
-    KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(spec, *req.machine, &t));
-    k.constant_args = std::move(constants);
-    AttachTileIr(node, req, t, k);
-    return k;
-  }
+  if (node.domain() == "kiln" && node.op() == "Fused") return GenerateMatrixGemm(node, req);
   return absl::UnimplementedError(absl::StrCat("no cube kernel for ", node.QualifiedOp(), " yet"));
 }
 

@@ -129,28 +129,26 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const tile::GemmTiling& 
 absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& s, const sim::Machine& m,
                                              tile::GemmTiling* chosen = nullptr);
 
-// GemmSpec of a MatMul or Gemm node (arguments named from its inputs and
-// output), or why the cube cannot run it.
-absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks);
+// The GEMM `node` computes as the program runs it: a MatMul, a Gemm, a
+// pointwise Conv (1x1 kernel, stride 1, no padding, one group), or a
+// kiln.Fused group of a MatMul (its operands possibly read through
+// Transposes that keep them matrix views) or a Gemm followed by a Mul by a
+// scalar, an Add of a row-broadcast (or one-element) bias, an Add of a
+// residual (a tensor of the result's type), a Relu and a Cast to f32, each
+// optional. `p` is the shared lowering's problem of `node`
+// (tile::GemmProblemOf, cube_gemm_spec.cc); arguments are named from the
+// node's inputs (a, b, c, y; x, w, bias, y; in<i>, y), and the body
+// constants the program reads go to `constant_args` (arguments after Y).
+// An error says why the cube does not run it.
+absl::StatusOr<GemmSpec> GemmSpecOf(const Node& node, const tile::GemmProblem& p, int max_blocks,
+                                    std::vector<const Value*>* constant_args);
+// The same with the problem read here.
+absl::StatusOr<GemmSpec> GemmSpecOfNode(const Node& node, int max_blocks,
+                                        std::vector<const Value*>* constant_args = nullptr);
 
 // Whether `v`, added to a matrix op's result `y`, is a residual the GEMM's
 // epilogue reads per tile (a tensor of y's own type, not a constant) rather
 // than a bias.
 bool IsResidual(const Value& v, const Value& y);
-
-// A kiln.Fused node whose body is MatMul or Gemm followed by a Mul by a
-// scalar, an Add of a row-broadcast (or one-element) bias, an Add of a
-// residual (a tensor of the result's type), a Relu and a Cast to f32, each
-// optional, the MatMul's operands possibly read through Transposes that
-// keep them matrix views: the GEMM's spec with the epilogue folded in and
-// the views read in place; the body's constants the kernel reads go to
-// `constant_args` (program arguments after the output).
-absl::StatusOr<GemmSpec> GemmSpecOfFused(const Node& node, int max_blocks,
-                                         std::vector<const Value*>* constant_args);
-
-// A pointwise Conv (1x1 kernel, stride 1, no padding, one group) is, per
-// image, W[Co, Ci] x X[Ci, H*W] plus the bias broadcast along rows; other
-// convolutions get an Unimplemented status that says what is missing.
-absl::StatusOr<GemmSpec> GemmSpecOfPointwiseConv(const Node& node, int max_blocks);
 
 }  // namespace kiln::target::npusim
