@@ -378,7 +378,19 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   double tiles = static_cast<double>(CeilDiv(per, tile));
   double core_vec = tiles * tile_vec;
   double lat = 2.0 * static_cast<double>(m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());
-  g.estimated_cycles = std::max({hbm, core_dma, core_vec}) + lat + tile_vec;
+  // Each tile's load holds MTE2 until its data lands (the hand-off after
+  // it waits for the HBM latency), and each store MTE3: many small tiles (a
+  // broadcast period's) cost a round trip each, which two slots do not hide.
+  int64_t in_bytes = 0, out_bytes = 0;
+  for (const FlatTensor& t : s.ins) in_bytes += sim::DTypeSize(t.dt);
+  for (const FlatTensor& t : outs) out_bytes += sim::DTypeSize(t.dt);
+  const double hbm_lat = static_cast<double>(m.chip().hbm_latency_cycles());
+  const double tile_in = hbm_lat + static_cast<double>(m.core().mte2_latency_cycles()) +
+                         static_cast<double>(tile * in_bytes) / m.core().mte2_bytes_per_cycle();
+  const double tile_out = hbm_lat + static_cast<double>(m.core().mte3_latency_cycles()) +
+                          static_cast<double>(tile * out_bytes) / m.core().mte3_bytes_per_cycle();
+  const double chain = tiles * std::max(tile_in, tile_out) + std::min(tile_in, tile_out);
+  g.estimated_cycles = std::max(std::max({hbm, core_dma, core_vec}) + lat, chain) + tile_vec;
   g.plan = absl::StrCat(s.what, ": flat ", s.numel, " elements over ", blocks, " blocks of ", per, ", tiles of ",
                         tile, " double-buffered in UB (", 2 * slot_bytes / 1024, " KiB), compute ",
                         sim::DTypeName(s.ct));
