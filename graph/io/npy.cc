@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/support/checked_math.h"
 
 namespace kiln {
 namespace {
@@ -285,42 +286,31 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes) {
   auto type = DTypeFromDescr(*descr);
   if (!type.ok()) return type.status();
   Dims dims;
-  bool zero = false;
   for (const PyValue& d : shape->items) {
     if (d.kind != PyValue::kInt) return Bad("'shape' holds something other than integers");
     dims.push_back(d.i);
-    zero |= d.i == 0;
   }
-  size_t item = DTypeSize(type->dtype);
-  size_t available = bytes.size() - header_start - header_len;
+  const int64_t item = static_cast<int64_t>(DTypeSize(type->dtype));
+  const size_t available = bytes.size() - header_start - header_len;
   // Element count and byte size, checked for overflow and against the bytes
   // present before anything is allocated.
   std::string shape_text = absl::StrCat("(", absl::StrJoin(dims, ", "), dims.size() == 1 ? ",)" : ")");
-  uint64_t numel = 1;
-  constexpr uint64_t kLimit = uint64_t{1} << 62;
-  if (!zero) {
-    for (int64_t d : dims) {
-      if (static_cast<uint64_t>(d) > kLimit / item / numel)
-        return Bad(absl::StrCat("shape ", shape_text, " is too large"));
-      numel *= static_cast<uint64_t>(d);
-    }
-  } else {
-    numel = 0;
-  }
-  uint64_t need = numel * item;
+  absl::StatusOr<int64_t> need_or = ByteSize(dims, item, "");
+  if (!need_or.ok() || *need_or > (int64_t{1} << 62)) return Bad(absl::StrCat("shape ", shape_text, " is too large"));
+  const uint64_t need = static_cast<uint64_t>(*need_or);
   if (available != need)
     return Bad(absl::StrCat("the data has ", available, " bytes, shape ", shape_text, " of ",
                             DTypeName(type->dtype), " needs ", need));
   Tensor t(type->dtype, dims);
   if (need) std::memcpy(t.raw(), bytes.data() + header_start + header_len, need);
   if (type->big_endian) {
-    size_t word = type->dtype == DType::kC64 || type->dtype == DType::kC128 ? item / 2 : item;
+    size_t word = static_cast<size_t>(type->dtype == DType::kC64 || type->dtype == DType::kC128 ? item / 2 : item);
     unsigned char* p = static_cast<unsigned char*>(t.raw());
     for (size_t off = 0; off < need; off += word) std::reverse(p + off, p + off + word);
   }
   if (type->dtype == DType::kBool) {
     unsigned char* p = static_cast<unsigned char*>(t.raw());
-    for (uint64_t i = 0; i < numel; ++i) p[i] = p[i] != 0;
+    for (uint64_t i = 0; i < need; ++i) p[i] = p[i] != 0;  // one byte an element
   }
   return t;
 }

@@ -18,6 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "graph/support/checked_math.h"
 
 namespace kiln {
 namespace {
@@ -597,22 +598,14 @@ class Parser {
   }
 
   // Element count of static dims, or -1 when it overflows.
-  static int64_t CountElements(const Dims& dims) {
-    int64_t n = 1;
-    for (int64_t d : dims)
-      if (d == 0) return 0;
-    for (int64_t d : dims) {
-      if (n > std::numeric_limits<int64_t>::max() / d) return -1;
-      n *= d;
-    }
-    return n;
-  }
 
   // `[ elements ]` for a tensor of type `type` (static); fills *out.
   bool ParseDense(const Token& at, const Type& type, Tensor* out) {
     DType dt = type.dtype();
     Dims dims = type.shape().StaticDims();
-    int64_t expected = CountElements(dims);
+    const std::optional<int64_t> counted = CheckedProduct(dims);
+    if (!counted) return Fail(at, absl::StrCat(PrintType(type), " has more elements than fit 64 bits"));
+    const int64_t expected = *counted;
     if (!ExpectPunct("[", "to start the dense elements")) return false;
     std::string raw;                  // numeric elements, little-endian bytes
     std::vector<std::string> strings;  // str elements

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "graph/support/checked_math.h"
 
 namespace kiln {
 
@@ -252,24 +253,19 @@ absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store) {
     if (!r.U32(&rank)) return trunc();
     if (rank > 64) return bad("entry ", e, " has rank ", rank);
     Dims dims(rank);
-    uint64_t numel = 1;
-    bool overflow = false;
     for (uint32_t i = 0; i < rank; ++i) {
       uint64_t d;
       if (!r.U64(&d)) return trunc();
       if (d > (uint64_t{1} << 62)) return bad("entry ", e, " has dim ", d);
       dims[i] = static_cast<int64_t>(d);
-      if (d != 0 && numel > (uint64_t{1} << 62) / d) overflow = true;
-      numel *= d;
     }
+    const std::optional<int64_t> counted = CheckedProduct(dims);
+    if (!counted || *counted > (int64_t{1} << 62)) return bad("entry ", e, " has too many elements");
+    const uint64_t numel = static_cast<uint64_t>(*counted);
     if (!r.U64(&payload_len)) return trunc();
     if (payload_len > r.remaining()) return trunc();
     absl::string_view payload;
     r.Bytes(payload_len, &payload);
-    bool has_zero_dim = false;
-    for (int64_t d : dims) has_zero_dim |= d == 0;
-    if (overflow && !has_zero_dim) return bad("entry ", e, " has too many elements");
-    if (has_zero_dim) numel = 0;
     Tensor t;
     if (*dt == DType::kString) {
       if (numel > payload_len / 8) return bad("entry ", e, ": payload too short for ", numel, " strings");

@@ -13,14 +13,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "graph/ir/dtype_dispatch.h"
+#include "graph/support/checked_math.h"
 
 namespace kiln {
 
-int64_t NumElements(const Dims& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
+int64_t NumElements(const Dims& dims) { return CheckedProduct(dims).value_or(-1); }
 
 struct Tensor::Storage {
   void* bytes = nullptr;  // 64-byte aligned

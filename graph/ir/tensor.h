@@ -22,6 +22,9 @@ namespace kiln {
 
 using Dims = std::vector<int64_t>;
 
+// The elements of a tensor of `dims`; -1 where a dim is negative or the
+// count does not fit int64_t (readers check with ElementCount,
+// graph/support/checked_math.h, before they build a tensor).
 int64_t NumElements(const Dims& dims);
 
 class Tensor {

@@ -3,6 +3,7 @@
 
 #include "graph/ir/interned.h"
 #include "graph/ir/tensor.h"
+#include "graph/support/checked_math.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -44,9 +45,7 @@ std::vector<int64_t> Shape::StaticDims() const {
 
 int64_t Shape::NumElements() const {
   if (!is_static()) return -1;
-  int64_t n = 1;
-  for (const Dim& d : dims_) n *= d.value();
-  return n;
+  return CheckedProduct(StaticDims()).value_or(-1);
 }
 
 std::string Shape::ToString() const {

@@ -256,10 +256,10 @@ class Assembler {
     if (!dims.empty())
       for (absl::string_view d : absl::StrSplit(dims, ',')) {
         int64_t v;
-        if (!ParseInt(d, &v) || v < 0 || v > (int64_t{1} << 40)) return Error(".arg ", a.name, ": bad dimension '", d, "'");
+        if (!ParseInt(d, &v) || v < 0 || v > kMaxArgBytes) return Error(".arg ", a.name, ": bad dimension '", d, "'");
         a.shape.push_back(v);
       }
-    if (a.Bytes() > (int64_t{1} << 40)) return Error(".arg ", a.name, ": too large");
+    if (a.Bytes() > kMaxArgBytes) return Error(".arg ", a.name, ": too large (more than ", kMaxArgBytes, " bytes)");
     ArgData data;
     for (absl::string_view clause : absl::StrSplit(rest.substr(rb + 1), ' ', absl::SkipWhitespace())) {
       if (clause == "init=zero") {

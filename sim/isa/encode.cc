@@ -66,6 +66,8 @@ absl::StatusOr<Program> FromProto(const isa::Program& x) {
       if (d < 0) return InvalidArgument("argument ", a.name(), ": negative dimension");
       arg.shape.push_back(d);
     }
+    if (arg.Bytes() > kMaxArgBytes)
+      return InvalidArgument("argument ", a.name(), ": more than ", kMaxArgBytes, " bytes");
     p.args.push_back(arg);
   }
   for (const isa::Label& l : x.labels()) p.labels.emplace_back(l.index(), l.name());

@@ -2,6 +2,9 @@
 #include "sim/isa/isa.h"
 
 #include <algorithm>
+#include <limits>
+
+#include "graph/support/checked_math.h"
 
 namespace kiln::sim {
 
@@ -224,9 +227,7 @@ void FillAutoAttrs(Inst& in) {
 }
 
 int64_t Arg::Bytes() const {
-  int64_t n = DTypeSize(dtype);
-  for (int64_t d : shape) n *= d;
-  return n;
+  return ByteSize(shape, DTypeSize(dtype), name).value_or(std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace kiln::sim

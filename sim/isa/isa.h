@@ -185,10 +185,19 @@ int ElementsPerRepeat(const Inst& in);
 void FillAutoAttrs(Inst& in);
 
 // A global-memory argument of a program: a named buffer with dtype and shape.
+// An argument holds at most 1 TiB (kMaxArgBytes); an instruction
+// attribute is a 32-bit field (at most kMaxAttribute). The assembler, the
+// decoder of artifacts' programs and the verifier hold programs to both, so
+// no size or address computed from them wraps.
+inline constexpr int64_t kMaxArgBytes = int64_t{1} << 40;
+inline constexpr int64_t kMaxAttribute = (int64_t{1} << 32) - 1;
+
 struct Arg {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
+  // The argument's bytes; INT64_MAX where the shape's product does not fit
+  // (larger than any memory: bounds checks refuse it).
   int64_t Bytes() const;
   bool operator==(const Arg&) const = default;
 };

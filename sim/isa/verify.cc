@@ -10,7 +10,12 @@
 namespace kiln::sim {
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Spans and ends are computed in 128 bits: attributes are at most
+// kMaxAttribute (32 bits), so no product of the few of them a span
+// multiplies overflows, and an end past int64_t is kUnboundedEnd.
+using Wide = __int128;
+
+Wide CeilDiv(Wide a, Wide b) { return (a + b - 1) / b; }
 
 template <typename... A>
 absl::Status Rule(const Program& p, size_t index, const A&... a) {
@@ -24,9 +29,9 @@ bool OneOf(DType t, std::initializer_list<DType> list) {
 }
 
 // The span in bytes of a vector operand of element size `esize`.
-int64_t VecSpan(const Inst& in, int esize, int64_t blk, int64_t rep) {
-  int64_t repeat = in.attrs[attr::kRepeat];
-  int64_t blocks = CeilDiv(in.attrs[attr::kMask] * esize, kBlockBytes);
+Wide VecSpan(const Inst& in, int esize, Wide blk, Wide rep) {
+  Wide repeat = in.attrs[attr::kRepeat];
+  Wide blocks = CeilDiv(Wide{in.attrs[attr::kMask]} * esize, kBlockBytes);
   return (repeat - 1) * rep * kBlockBytes + (blocks - 1) * blk * kBlockBytes + kBlockBytes;
 }
 
@@ -42,11 +47,15 @@ int64_t Alignment(Space s, const Inst& in) {
 }  // namespace
 
 int Accesses(const Inst& in, const std::array<int64_t, 4>& addr, std::array<Access, 4>* out) {
-  const auto& a = in.attrs;
+  std::array<Wide, kMaxAttrs> a;
+  for (size_t k = 0; k < a.size(); ++k) a[k] = in.attrs[k];
   int n = 0;
-  auto add = [&](int operand, int64_t span, bool write) {
+  auto add = [&](int operand, Wide span, bool write) {
     const Operand& o = in.ops[operand];
-    (*out)[n++] = Access{operand, o.space, o.arg, addr[operand], addr[operand] + span, write};
+    const Wide end = Wide{addr[operand]} + span;
+    const bool fits = end >= Wide{INT64_MIN} && end < Wide{kUnboundedEnd};
+    (*out)[n++] = Access{operand, o.space, o.arg, addr[operand], fits ? static_cast<int64_t>(end) : kUnboundedEnd,
+                         write};
   };
   int es = DTypeSize(in.dtype);
   switch (in.op) {
@@ -55,14 +64,14 @@ int Accesses(const Inst& in, const std::array<int64_t, 4>& addr, std::array<Acce
       add(1, (a[attr::kNburst] - 1) * a[attr::kSrcStride] + a[attr::kLen], false);
       break;
     case Op::kNd2Nz: {
-      int64_t c0 = kBlockBytes / es;
+      Wide c0 = kBlockBytes / es;
       add(0, CeilDiv(a[attr::kNzRows], 16) * CeilDiv(a[attr::kNzCols], c0) * kFractalBytes, true);
       add(1, ((a[attr::kNzRows] - 1) * a[attr::kNzSrcRowStride] + a[attr::kNzCols]) * es, false);
       break;
     }
     case Op::kLoadL0A: case Op::kLoadL0B: {
       // A 32-bit transpose works on 16x16 squares of two fractals.
-      int64_t w = a[attr::kLdTranspose] && es == 4 ? 2 : 1;
+      Wide w = a[attr::kLdTranspose] && es == 4 ? 2 : 1;
       add(0, w * a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes, true);
       add(1, ((a[attr::kLdRows] - 1) * a[attr::kLdSrcRowStride] + w * a[attr::kLdCols]) * kFractalBytes, false);
       break;
@@ -84,8 +93,8 @@ int Accesses(const Inst& in, const std::array<int64_t, 4>& addr, std::array<Acce
     default:
       if (Info(in.op).pipe != Pipe::kVector) break;
       {
-        int64_t repeat = a[attr::kRepeat];
-        int64_t mask_bytes = repeat * ElementsPerRepeat(in) / 8;
+        Wide repeat = a[attr::kRepeat];
+        Wide mask_bytes = repeat * ElementsPerRepeat(in) / 8;
         int src_es = in.op == Op::kVconv ? DTypeSize(in.dtype2) : es;
         switch (in.op) {
           case Op::kVdup: add(0, VecSpan(in, es, a[attr::kDstBlk], a[attr::kDstRep]), true); break;
@@ -188,13 +197,17 @@ absl::Status CheckOp(const Program& p, size_t i) {
   const auto& a = in.attrs;
   using D = DType;
   // Attributes must not be negative (the assembler says so too; a decoded program may not).
-  for (size_t k = 0; k < info.attrs.size(); ++k)
+  for (size_t k = 0; k < info.attrs.size(); ++k) {
     if (a[k] < 0) return Rule(p, i, "attribute ", info.attrs[k].name, " is negative");
+    if (a[k] > kMaxAttribute)
+      return Rule(p, i, "attribute ", info.attrs[k].name, " is ", a[k], ", more than a 32-bit field holds");
+  }
   auto positive = [&](std::initializer_list<int> ids) -> absl::Status {
     for (int k : ids)
       if (a[k] < 1) return Rule(p, i, "attribute ", info.attrs[k].name, " must be at least 1");
     return absl::OkStatus();
   };
+  auto w = [&](int k) { return Wide{a[k]}; };  // an attribute, for products that may pass 64 bits
   auto at_most = [&](int k, int64_t hi) -> absl::Status {
     if (a[k] > hi) return Rule(p, i, "attribute ", info.attrs[k].name, " must be at most ", hi, ", got ", a[k]);
     return absl::OkStatus();
@@ -231,11 +244,11 @@ absl::Status CheckOp(const Program& p, size_t i) {
       KILN_RETURN_IF_ERROR(CheckDType(p, i, {D::kF16, D::kBF16}));
       KILN_RETURN_IF_ERROR(positive({attr::kIcH, attr::kIcW, attr::kIcC1, attr::kIcKh, attr::kIcKw, attr::kIcStrideH,
                                      attr::kIcStrideW, attr::kIcDilH, attr::kIcDilW, attr::kIcM, attr::kIcK}));
-      if (a[attr::kIcKStart] + a[attr::kIcK] > a[attr::kIcC1] * a[attr::kIcKh] * a[attr::kIcKw])
-        return Rule(p, i, "k_start + k exceeds the c1*kh*kw = ", a[attr::kIcC1] * a[attr::kIcKh] * a[attr::kIcKw],
-                    " k-fractals of the window");
-      if (a[attr::kIcH] + a[attr::kIcPadTop] + a[attr::kIcPadBottom] < (a[attr::kIcKh] - 1) * a[attr::kIcDilH] + 1 ||
-          a[attr::kIcW] + a[attr::kIcPadLeft] + a[attr::kIcPadRight] < (a[attr::kIcKw] - 1) * a[attr::kIcDilW] + 1)
+      if (w(attr::kIcKStart) + w(attr::kIcK) > w(attr::kIcC1) * w(attr::kIcKh) * w(attr::kIcKw))
+        return Rule(p, i, "k_start + k exceeds the c1*kh*kw = ", a[attr::kIcC1], "*", a[attr::kIcKh], "*",
+                    a[attr::kIcKw], " k-fractals of the window");
+      if (w(attr::kIcH) + w(attr::kIcPadTop) + w(attr::kIcPadBottom) < (w(attr::kIcKh) - 1) * w(attr::kIcDilH) + 1 ||
+          w(attr::kIcW) + w(attr::kIcPadLeft) + w(attr::kIcPadRight) < (w(attr::kIcKw) - 1) * w(attr::kIcDilW) + 1)
         return Rule(p, i, "the kernel window is larger than the padded image");
       break;
     case Op::kMmad:

@@ -31,12 +31,18 @@ struct Access {
   Space space;
   int arg;          // GM: the argument index
   int64_t begin;    // bytes, from the space's (or argument's) start
-  int64_t end;
+  int64_t end;      // kUnboundedEnd where begin + span does not fit 64 bits
   bool write;
 };
 
+// The end of an access whose range does not fit int64_t: past every
+// memory, so bounds checks refuse it instead of seeing a wrapped value.
+inline constexpr int64_t kUnboundedEnd = INT64_MAX;
+
 // The byte ranges touched by `in` when its address operands evaluate to
-// `addr` (byte offsets; the reg + immediate sums). Returns the count.
+// `addr` (byte offsets; the reg + immediate sums). Returns the count. The
+// spans are computed in 128 bits from attributes of at most
+// kMaxAttribute, so none wraps.
 int Accesses(const Inst& in, const std::array<int64_t, 4>& addr, std::array<Access, 4>* out);
 
 // Alignment and bounds of the accesses; `sizes` may be null (local buffer

@@ -79,6 +79,10 @@ absl::Status ValidateMachine(const Machine& m) {
     return InvalidArgument("machine field core.vector_bytes_per_cycle must be a multiple of 32, got ",
                            k.vector_bytes_per_cycle());
   if (m.chip().ai_cores() > 4096) return InvalidArgument("machine field chip.ai_cores is too large");
+  // HBM in bytes (hbm_size_mib << 20) must fit 64 bits with room: 1 PiB at most.
+  if (m.chip().hbm_size_mib() > (int64_t{1} << 30))
+    return InvalidArgument("machine field chip.hbm_size_mib is too large (", m.chip().hbm_size_mib(),
+                           " MiB, 1 PiB at most)");
   return absl::OkStatus();
 }
 

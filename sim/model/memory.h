@@ -2,14 +2,18 @@
 //
 // Allocations live in a sparse 64-bit device address space: each is its own
 // host buffer, placed at a 512-byte-aligned device address; unmapped
-// addresses never alias. Capacity is the machine's HBM size.
+// addresses never alias. Capacity is the machine's HBM size. A buffer is
+// zeroed lazily (calloc: the host maps pages as a run touches them), so a
+// large declared allocation costs nothing until used, and one the host
+// cannot make is an error, never an abort.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
-#include <vector>
+#include <memory>
 
 #include "absl/status/statusor.h"
 
@@ -33,7 +37,14 @@ class DeviceMemory {
   int64_t capacity_;
   int64_t used_ = 0;
   DevAddr next_ = 0x100000000ull;  // the first allocation's address
-  std::map<DevAddr, std::vector<uint8_t>> blocks_;
+  struct FreeHost {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  struct Block {
+    std::unique_ptr<uint8_t, FreeHost> data;
+    uint64_t size = 0;
+  };
+  std::map<DevAddr, Block> blocks_;
 };
 
 }  // namespace kiln::sim

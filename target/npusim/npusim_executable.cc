@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/exec/executor.h"
+#include "graph/support/checked_math.h"
 #include "graph/support/status.h"
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
@@ -209,7 +210,8 @@ absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const a
     if (b.has_alias_of() && (b.alias_of() < 0 || b.alias_of() >= i)) return bad(absl::StrCat("buffer ", i, " aliases ", b.alias_of()));
     if (b.kind() != Buffer::HOST && (b.offset() < 0 || b.bytes() < 0)) return bad(absl::StrCat("buffer ", i, " offset"));
     int64_t region = b.kind() == Buffer::CONSTANT ? m.constant_bytes() : m.device_bytes();
-    if (b.kind() != Buffer::HOST && !b.has_alias_of() && b.offset() + b.bytes() > region)
+    const std::optional<int64_t> end = CheckedAdd(b.offset(), b.bytes());
+    if (b.kind() != Buffer::HOST && !b.has_alias_of() && (!end || *end > region))
       return bad(absl::StrCat("buffer '", b.name(), "' lies outside its region"));
   }
   for (const artifact::Task& t : m.tasks()) {
@@ -277,7 +279,12 @@ absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const a
     for (const Node* n : g->nodes())
       for (const Graph* s : n->subgraphs()) stack.push_back(s);
   }
-  KILN_ASSIGN_OR_RETURN(im.constants, d.Malloc(std::max<int64_t>(m.constant_bytes(), 512)));
+  // The constant region is what the artifact's constants fill (each rounded
+  // up to kConstantAlignment, as the compile lays them out), checked before
+  // anything is allocated: a module cannot declare more than it holds.
+  constexpr int64_t kConstantAlignment = 512;
+  std::vector<std::pair<const Buffer*, const Tensor*>> filled;
+  int64_t held = 0;
   for (int i = 0; i < nb; ++i) {
     const Buffer& b = m.buffers(i);
     if (b.kind() != Buffer::CONSTANT || b.has_alias_of()) continue;
@@ -286,8 +293,14 @@ absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const a
       return bad(absl::StrCat("constant '", b.name(), "' is not in the graph"));
     const Tensor& t = it->second->constant();
     if (static_cast<int64_t>(t.nbytes()) != b.bytes()) return bad(absl::StrCat("constant '", b.name(), "' size"));
-    if (t.nbytes()) KILN_RETURN_IF_ERROR(d.Write(im.constants + b.offset(), t.raw(), b.bytes()));
+    held += (std::max<int64_t>(b.bytes(), 1) + kConstantAlignment - 1) / kConstantAlignment * kConstantAlignment;
+    filled.emplace_back(&b, &t);
   }
+  if (m.constant_bytes() > held)
+    return bad(absl::StrCat("it declares ", m.constant_bytes(), " bytes of constants; its constants hold ", held));
+  KILN_ASSIGN_OR_RETURN(im.constants, d.Malloc(std::max<int64_t>(m.constant_bytes(), 512)));
+  for (const auto& [b, t] : filled)
+    if (t->nbytes()) KILN_RETURN_IF_ERROR(d.Write(im.constants + b->offset(), t->raw(), b->bytes()));
   return e;
 }
 

@@ -219,6 +219,30 @@ Tensor Filled(DType dt, Dims dims, uint32_t seed) {
   return t;
 }
 
+// A version 1.0 .npy of `descr` and `shape` (the header's text) followed by `data`.
+std::string Npy(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + dict.size() + 1) % 64) dict += ' ';
+  dict += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(dict.size() & 0xff);
+  out += static_cast<char>(dict.size() >> 8);
+  return out + dict + data;
+}
+
+// Shapes whose sizes overflow are refused, zero dimensions or not, before
+// anything is allocated; so are negative dimensions.
+TEST(NpyTest, RejectsShapesWhoseSizesOverflow) {
+  EXPECT_TRUE(ParseNpy(Npy("<f4", "(2,)", std::string(8, '\0'))).ok());
+  for (const char* shape : {"(4294967296, 4294967296, 0)", "(0, 4294967296, 4294967296)",
+                            "(4611686018427387904, 4)", "(9223372036854775807,)"}) {
+    auto t = ParseNpy(Npy("<f4", shape, ""));
+    ASSERT_FALSE(t.ok()) << shape;
+    EXPECT_NE(t.status().message().find("is too large"), absl::string_view::npos) << t.status();
+  }
+  EXPECT_FALSE(ParseNpy(Npy("<f4", "(-5, 0)", "")).ok());
+}
+
 TEST(NpyTest, RoundTripsEveryDtype) {
   const DType kTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8,
                           DType::kI16, DType::kI32, DType::kI64, DType::kU8,  DType::kU16,

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/ir/tensor.h"
 #include "graph/ir/type.h"
 
 namespace kiln {
@@ -81,6 +82,16 @@ TEST(Shape, SymbolicDimsKeepTheirNamesThroughCopies) {
   EXPECT_FALSE(copy.is_static());
   EXPECT_EQ(copy.NumElements(), -1);
   EXPECT_NE(Shape({Dim::Symbol("batch"), Dim(3), Dim()}), Shape({Dim::Symbol("seq"), Dim(3), Dim()}));
+}
+
+TEST(NumElements, OverflowAndNegativeDimsAreMinusOne) {
+  EXPECT_EQ(NumElements({2, 3, 4}), 24);
+  EXPECT_EQ(NumElements({}), 1);
+  EXPECT_EQ(NumElements({7, 0}), 0);
+  EXPECT_EQ(NumElements({int64_t{1} << 32, int64_t{1} << 32}), -1);
+  EXPECT_EQ(NumElements({int64_t{1} << 32, int64_t{1} << 32, 0}), -1);
+  EXPECT_EQ(NumElements({-1, 4}), -1);
+  EXPECT_EQ(Shape::Static({int64_t{1} << 40, int64_t{1} << 40}).NumElements(), -1);
 }
 
 }  // namespace

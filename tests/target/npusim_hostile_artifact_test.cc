@@ -1,0 +1,89 @@
+//===- npusim_hostile_artifact_test.cc - Artifacts that declare hostile sizes ===//
+//
+// A .kiln file may say anything, with a valid checksum: every size it
+// declares is checked against what it holds and against 64 bits before
+// anything is allocated or run, so a crafted artifact is a one-line error,
+// never an abort on bad_alloc or a write outside the simulated memory.
+//
+//===----------------------------------------------------------------------===//
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "target/artifact/artifact_io.h"
+#include "tests/target/npusim_test_util.h"
+
+namespace kiln::npusim_test {
+namespace {
+
+// The MLP's artifact changed by `mutate`, written and loaded (and run once
+// when it loads).
+absl::Status LoadMutated(const std::string& name, const std::function<void(artifact::Artifact&)>& mutate) {
+  absl::StatusOr<artifact::Artifact> a = Compile(Mlp());
+  if (!a.ok()) return a.status();
+  mutate(*a);
+  const std::string path = ::testing::TempDir() + "/hostile_" + name + ".kiln";
+  KILN_RETURN_IF_ERROR(artifact::WriteArtifact(*a, path));
+  absl::StatusOr<std::unique_ptr<runtime::LoadedModel>> loaded = target::LoadNpusimArtifact(path);
+  if (!loaded.ok()) return loaded.status();
+  return (*loaded)->Run({Random({8, 32}, 3)}).status();
+}
+
+// The first instruction of `op` in the artifact's programs.
+sim::isa::Instruction* FirstOf(artifact::Artifact& a, sim::Op op) {
+  for (sim::isa::Program& p : *a.mutable_npusim()->mutable_programs())
+    for (sim::isa::Instruction& in : *p.mutable_insts())
+      if (in.op() == static_cast<int>(op)) return &in;
+  return nullptr;
+}
+
+TEST(NpusimHostileArtifact, TheUnchangedArtifactRuns) { EXPECT_TRUE(LoadMutated("same", [](auto&) {}).ok()); }
+
+TEST(NpusimHostileArtifact, ConstantsBeyondWhatItHoldsAreRefused) {
+  absl::Status s = LoadMutated("constants", [](artifact::Artifact& a) {
+    a.mutable_npusim()->set_constant_bytes(int64_t{31} << 30);
+  });
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("its constants hold"));
+}
+
+TEST(NpusimHostileArtifact, DeviceMemoryBeyondTheMachineIsRefused) {
+  absl::Status s = LoadMutated("device", [](artifact::Artifact& a) {
+    a.mutable_npusim()->set_device_bytes(INT64_MAX - 1000);
+  });
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+}
+
+TEST(NpusimHostileArtifact, ABufferWhoseEndWrapsIsRefused) {
+  absl::Status s = LoadMutated("offset", [](artifact::Artifact& a) {
+    for (artifact::Buffer& b : *a.mutable_npusim()->mutable_buffers())
+      if (b.kind() == artifact::Buffer::INTERMEDIATE && !b.has_alias_of()) {
+        b.set_offset(INT64_MAX - 16);
+        break;
+      }
+  });
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("lies outside its region"));
+}
+
+TEST(NpusimHostileArtifact, AnArgumentWhoseBytesOverflowIsRefused) {
+  absl::Status s = LoadMutated("arg", [](artifact::Artifact& a) {
+    sim::isa::Arg* arg = a.mutable_npusim()->mutable_programs(0)->mutable_args(0);
+    arg->clear_shape();
+    for (int64_t d : {int64_t{1} << 40, int64_t{1} << 40, int64_t{1} << 40, int64_t{16}}) arg->add_shape(d);
+  });
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("bytes"));
+  EXPECT_FALSE(s.ok());
+}
+
+TEST(NpusimHostileArtifact, AnAttributeWiderThanItsFieldIsRefused) {
+  absl::Status s = LoadMutated("attr", [](artifact::Artifact& a) {
+    sim::isa::Instruction* in = FirstOf(a, sim::Op::kMmad);
+    ASSERT_NE(in, nullptr);
+    in->set_attrs(0, int64_t{1} << 40);
+  });
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("more than a 32-bit field holds"));
+}
+
+}  // namespace
+}  // namespace kiln::npusim_test
