@@ -395,39 +395,44 @@ absl::StatusOr<GeneratedKernel> GenerateCubeConv(const Node& group, const sim::M
   const Value* w = node.input(1);
   const Value* bias = node.num_inputs() > 2 ? node.input(2) : nullptr;
   const Value* y = ops.y;
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dx, Dims(x));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dw, Dims(w));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dy, Dims(y));
+  for (const Value* v : {x, w, y})
+    KILN_RETURN_IF_ERROR(Dims(v).status());
   DType dt = y->type().dtype();
   sim::DType idt = IsaDTypeOf(dt);
   if (!sim::IsFloat(idt))
     return absl::UnimplementedError(absl::StrCat("the cube Conv takes f32, f16 or bf16, not ", DTypeName(dt)));
   for (const Value* v : {x, w, bias})
     if (v && v->type().dtype() != dt) return absl::FailedPreconditionError("Conv operand dtypes differ");
-  if ((dx.size() != 4 && dx.size() != 3) || dw.size() != dx.size() || dy.size() != dx.size())
-    return absl::UnimplementedError("the cube runs 1-D and 2-D Conv (X of rank 3 or 4) only");
-  const bool one_d = dx.size() == 3;
+  // The geometry is the shared backend's window reader's (target/backend/
+  // window.h, which the shared GEMM reader's convolutions read too):
+  // shapes, groups, strides, dilations and resolved pads; a 1-D window has
+  // height 1.
+  absl::StatusOr<Window2d> read = WindowOf(node);
+  if (!read.ok()) {
+    if (absl::IsUnimplemented(read.status()))
+      return absl::UnimplementedError("the cube runs 1-D and 2-D Conv (X of rank 3 or 4) only");
+    return absl::FailedPreconditionError(absl::StrCat("Conv's channels, groups or shapes do not match: ",
+                                                      read.status().message()));
+  }
+  const Window2d& win = *read;
   ConvGeom g;
   g.es = sim::DTypeSize(idt);
   g.dt = sim::DTypeName(idt);
-  g.N = dx[0];
-  g.C = dx[1];
-  g.H = one_d ? 1 : dx[2];
-  g.W = dx.back();
-  g.Co = dw[0];
-  g.KH = one_d ? 1 : dw[2];
-  g.KW = dw.back();
-  g.Ho = one_d ? 1 : dy[2];
-  g.Wo = dy.back();
-  g.G = node.GetInt("group", 1);
-  if (g.G <= 0 || g.C % g.G || g.Co % g.G || dw[1] * g.G != g.C || dy[1] != g.Co)
-    return absl::FailedPreconditionError("Conv's channels do not match its groups");
+  g.N = win.n;
+  g.C = win.c;
+  g.H = win.h;
+  g.W = win.w;
+  g.Co = win.oc;
+  g.KH = win.kernel[0];
+  g.KW = win.kernel[1];
+  g.Ho = win.oh;
+  g.Wo = win.ow;
+  g.G = win.groups;
   g.Cg = g.C / g.G;
   g.Mg = g.Co / g.G;
   if (g.Cg == 1 && g.G > 1 && g.Mg != 1)
     return absl::UnimplementedError(
         "depthwise Conv with a channel multiplier (several output channels per input channel) is not run on the cube");
-  KILN_ASSIGN_OR_RETURN(Window2d win, WindowOf(node));  // a 1-D window has height 1
   g.sh = win.stride[0];
   g.sw = win.stride[1];
   g.dh = win.dilation[0];

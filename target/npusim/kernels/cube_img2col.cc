@@ -643,15 +643,16 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
     if (v && v->type().dtype() != dt) return absl::UnimplementedError("Conv operand dtypes differ");
   if (!ops.w->constant_data())
     return absl::UnimplementedError("img2col needs constant weights (laid out as fractals at compile time)");
-  const std::vector<int64_t> dx = x->type().shape().StaticDims(), dw = w->type().shape().StaticDims(),
-                             dy = y->type().shape().StaticDims();
-  if (dx.size() != 4 || dw.size() != 4 || dy.size() != 4) return absl::UnimplementedError("img2col runs 2-D Conv");
+  if (x->type().shape().rank() != 4 || w->type().shape().rank() != 4 || y->type().shape().rank() != 4)
+    return absl::UnimplementedError("img2col runs 2-D Conv");
   if (conv.GetInt("group", 1) != 1) return absl::UnimplementedError("img2col runs one-group Conv");
-  KILN_ASSIGN_OR_RETURN(Window2d win, WindowOf(conv));
-  Geom g{dx[0], dx[1], dx[2], dx[3], dw[0], dw[2], dw[3], dy[2], dy[3], win.stride[0], win.stride[1],
-         win.dilation[0], win.dilation[1], win.pad_begin[0], win.pad_begin[1], win.pad_end[0], win.pad_end[1],
-         0, 0, 0, bias != nullptr, sim::DTypeName(IsaDTypeOf(dt))};
-  if (dw[1] != g.C || dy[1] != g.Co || dy[0] != g.N) return absl::FailedPreconditionError("Conv's channels do not match");
+  // The geometry is the shared backend's window reader's (target/backend/window.h).
+  absl::StatusOr<Window2d> read = WindowOf(conv);
+  if (!read.ok()) return absl::FailedPreconditionError(absl::StrCat("Conv's channels do not match: ", read.status().message()));
+  const Window2d& win = *read;
+  Geom g{win.n, win.c, win.h, win.w, win.oc, win.kernel[0], win.kernel[1], win.oh, win.ow, win.stride[0],
+         win.stride[1], win.dilation[0], win.dilation[1], win.pad_begin[0], win.pad_begin[1], win.pad_end[0],
+         win.pad_end[1], 0, 0, 0, bias != nullptr, sim::DTypeName(IsaDTypeOf(dt))};
   if (g.N <= 0 || g.Ho <= 0 || g.Wo <= 0 || g.Co <= 0) return absl::UnimplementedError("empty Conv");
   g.xc = layouts.x_c1hwc0;
   g.yc = layouts.y_c1hwc0;
