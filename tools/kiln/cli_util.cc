@@ -1,6 +1,7 @@
 //===- cli_util.cc - Shared pieces of the kiln driver ---------------------===//
 #include "tools/kiln/cli_util.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -36,6 +37,33 @@ std::vector<std::pair<std::string, std::string>>& TargetSettings() {
 }
 
 int Fail(const absl::Status& status) { return Fail(std::string(status.message())); }
+
+std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = distance(name, c);
+    if (d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  return best;
+}
 
 int Fail(const std::string& message) {
   std::string one_line = message;

@@ -54,6 +54,11 @@ std::string HostOpsLibraryPath();
 std::string TargetSettingsHelp(const std::string& target_name);
 
 // Prints "kiln: error: MESSAGE" on stderr and returns the exit code 1.
+// The candidate nearest to `name` by edit distance when it is near enough
+// to be a slip (at most a third of the name's length, at least 1); empty
+// otherwise: the "did you mean" of misspelled names.
+std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates);
+
 int Fail(const absl::Status& status);
 int Fail(const std::string& message);
 

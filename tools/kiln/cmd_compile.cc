@@ -155,10 +155,12 @@ int Compile(const std::vector<std::string>& args) {
 
   if (pass_options->dynamic_batch.empty() && pass_options->dynamic_dims.empty()) {
     if (absl::Status s = compile_one(*model, out); !s.ok()) return Fail(s);
-    return 0;
-  }
-  if (absl::Status s = CompileGearsInto(*model, *pass_options, description, explain, compile_one, out); !s.ok())
+  } else if (absl::Status s = CompileGearsInto(*model, *pass_options, description, explain, compile_one, out);
+             !s.ok()) {
     return Fail(s);
+  }
+  // What was written, and for which target (the default one included).
+  std::cerr << "kiln: wrote " << out << " (target " << target_name << ")\n";
   return 0;
 }
 
@@ -177,7 +179,8 @@ directory (a cuda package: CUDA C++ kernels, a host launcher with a C API,
 the constants and the build files; docs/cuda-target.md).
 
 flags:
-  --target=NAME           a registered target (`kiln targets`)
+  --target=NAME           a registered target (`kiln targets`); default
+                          reference (kiln's own kernels on the host)
   -o OUT.kiln             the artifact to write
   --precision=P           fp32 (default), fp16, bf16 or mixed: fp16/bf16 narrow
                           every matrix op and the activations between them;

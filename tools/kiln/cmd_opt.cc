@@ -1,4 +1,5 @@
 //===- cmd_opt.cc - `kiln opt` --------------------------------------------===//
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -211,7 +212,10 @@ int Opt(const std::vector<std::string>& args) {
   }
   std::ofstream f(out_path);
   if (!f || !(f << text)) return Fail("cannot write '" + out_path + "'");
-  if (!blobs.empty()) {
+  // Blobs go beside a file, never beside a device or a pipe (-o /dev/null).
+  std::error_code ec;
+  const bool beside_file = !std::filesystem::exists(out_path, ec) || std::filesystem::is_regular_file(out_path, ec);
+  if (!blobs.empty() && beside_file) {
     absl::Status s = SaveBlobStore(blobs, out_path + ".blobs");
     if (!s.ok()) return Fail(s);
   }

@@ -91,6 +91,15 @@ absl::StatusOr<std::vector<Tensor>> InputsByName(const std::vector<std::string>&
     if (!given.emplace(name, *std::move(t)).second)
       return absl::InvalidArgumentError("input '" + name + "' is given twice");
   }
+  // A name the model does not take is the error, with the nearest name it
+  // does take (a misspelled input is otherwise reported as the missing one).
+  for (const auto& [name, tensor] : given) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    const std::string near = DidYouMean(name, names);
+    return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", name, "'",
+                                                   near.empty() ? "" : absl::StrCat(" (did you mean '", near, "'?)"),
+                                                   "; it takes ", absl::StrJoin(described, ", ")));
+  }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string& n = names[i];
@@ -273,7 +282,14 @@ int RunCompiled(const std::string& path) {
 }
 
 int Run(const std::vector<std::string>& args) {
-  if (args.size() != 1) return Fail("run takes one model (MODEL.onnx or MODEL.kir)");
+  if (args.size() != 1) {
+    // `--input NAME FILE` leaves FILE as a second argument.
+    for (const std::string& spec : RepeatedInputs())
+      if (spec.find('=') == std::string::npos)
+        return Fail(absl::StrCat("--input takes NAME=FILE as one argument, got '--input ", spec, "' and '",
+                                 args.size() > 1 ? args[1] : "", "' apart"));
+    return Fail("run takes one model (MODEL.onnx or MODEL.kir)");
+  }
   // A model (.onnx, .kir) runs on the reference executor; anything else is
   // a compiled artifact.
   if (!absl::EndsWith(args[0], ".onnx") && !absl::EndsWith(args[0], ".kir")) return RunCompiled(args[0]);
