@@ -158,7 +158,16 @@ int WriteOutputs(const std::vector<std::string>& names, const std::vector<Tensor
     std::filesystem::create_directories(dir, ec);
     if (ec) return Fail("cannot create --output-dir '" + dir + "': " + ec.message());
   }
+  // A timing-only run computes no values: its outputs are marked, and no
+  // file of zeros is written for them.
+  const bool timing_only = absl::GetFlag(FLAGS_timing_only);
   for (size_t i = 0; i < outputs.size(); ++i) {
+    if (timing_only) {
+      const Tensor& t = outputs[i];
+      std::cout << names[i] << ": " << DTypeName(t.dtype()) << "[" << absl::StrJoin(t.dims(), ",")
+                << "] not computed (--timing-only)" << (dir.empty() ? "" : ", not written") << "\n";
+      continue;
+    }
     std::cout << names[i] << ": " << Summarize(outputs[i]) << "\n";
     if (!dir.empty()) {
       std::string path = (std::filesystem::path(dir) / (FileNameFor(names[i]) + ".npy")).string();
@@ -362,7 +371,8 @@ flags:
   --batches=N          * stream N batches (inputs of batch i+1 cross PCIe
                        while batch i computes); the report gives the throughput
                        against max(compute, transfer)
-  --timing-only        * skip the arithmetic (outputs are not computed)
+  --timing-only        * skip the arithmetic: outputs are not computed (printed
+                         as such, never written to --output-dir)
   --steps=N            run N times on the same data inputs, each output NAME.next
                        feeding input NAME of the next run (a training loop); prints
                        each step's one-element outputs (the loss), then the last
