@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "frontend/onnx/importer.h"
 #include "graph/ir/parser.h"
 #include "graph/ops/shape_inference.h"
@@ -63,6 +64,16 @@ std::string DidYouMean(const std::string& name, const std::vector<std::string>& 
     }
   }
   return best;
+}
+
+std::string Summarize(const Tensor& t) {
+  std::string s = absl::StrCat(DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "]");
+  if (t.dtype() == DType::kString || t.numel() == 0) return s;
+  s += " = [";
+  int64_t n = std::min<int64_t>(t.numel(), 8);
+  for (int64_t i = 0; i < n; ++i) absl::StrAppend(&s, i ? ", " : "", t.GetDouble(i));
+  if (t.numel() > n) s += ", ...";
+  return s + "]";
 }
 
 int Fail(const std::string& message) {

@@ -59,6 +59,9 @@ std::string TargetSettingsHelp(const std::string& target_name);
 // otherwise: the "did you mean" of misspelled names.
 std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates);
 
+// A tensor's type and first values: "f32[1,10] = [0.5, 1, ...]".
+std::string Summarize(const Tensor& t);
+
 int Fail(const absl::Status& status);
 int Fail(const std::string& message);
 

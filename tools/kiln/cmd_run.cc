@@ -49,16 +49,6 @@ std::string FileNameFor(const std::string& value_name) {
   return s;
 }
 
-std::string Summarize(const Tensor& t) {
-  std::string s = absl::StrCat(DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "]");
-  if (t.dtype() == DType::kString || t.numel() == 0) return s;
-  s += " = [";
-  int64_t n = std::min<int64_t>(t.numel(), 8);
-  for (int64_t i = 0; i < n; ++i) absl::StrAppend(&s, i ? ", " : "", t.GetDouble(i));
-  if (t.numel() > n) s += ", ...";
-  return s + "]";
-}
-
 // The run flags given that `features` lacks, as "--trace, --report" (empty
 // when every flag given is honoured). `features` null: a model on the
 // reference executor, which honours none of them.

@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "graph/io/npy.h"
 #include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
@@ -116,13 +117,25 @@ int Sim(const std::vector<std::string>& args) {
   auto stats = d.Run(opt);
   if (!stats.ok()) return Fail(stats.status());
 
-  std::filesystem::path out_dir = absl::GetFlag(FLAGS_output_dir);
+  // Outputs are files only where --output-dir asks for them, never in the
+  // working directory unasked; without it their first values are printed.
+  const std::string dir_flag = absl::GetFlag(FLAGS_output_dir);
+  std::filesystem::path out_dir = dir_flag;
   for (size_t i = 0; i < prog.args.size(); ++i) {
     const sim::Arg& a = prog.args[i];
     if (file->data[i].output.empty()) continue;
     Dims dims(a.shape.begin(), a.shape.end());
     Tensor t(GraphDType(a.dtype), dims);
     if (absl::Status s = d.Read(addrs[i], t.raw(), a.Bytes()); !s.ok()) return Fail(s);
+    if (!opt.functional) {
+      std::cout << a.name << ": " << sim::DTypeName(a.dtype) << "[" << absl::StrJoin(a.shape, ",")
+                << "] not computed (--timing-only)\n";
+      continue;
+    }
+    if (dir_flag.empty()) {
+      std::cout << a.name << ": " << Summarize(t) << " (--output-dir=DIR writes DIR/" << file->data[i].output << ")\n";
+      continue;
+    }
     std::filesystem::path out = out_dir / file->data[i].output;
     if (!out.parent_path().empty()) std::filesystem::create_directories(out.parent_path());
     if (absl::Status s = WriteNpy(out.string(), t); !s.ok()) return Fail(s);
@@ -160,8 +173,8 @@ const Command kSimCommand = {
 Assembles PROGRAM.kasm (docs/kasm.md), fills its global-memory arguments as
 their `.arg` lines say (zeros, init=random(SEED), init=npy("FILE") relative to
 the .kasm file), runs it with its `.block_dim` on the NPU model, writes each
-argument marked output="FILE" as a .npy under --output-dir, and prints the
-cycle count. Deadlocks, runaway programs and bad memory accesses are errors.
+argument marked output="FILE" as a .npy under --output-dir (without it, prints
+the output's first values), and prints the cycle count. Deadlocks, runaway programs and bad memory accesses are errors.
 
 flags:
   --machine=FILE       machine description (sim/machines/*.textproto); default ascend910-like
@@ -170,9 +183,9 @@ flags:
                        then the roofline table
   --report-csv=FILE    the per-kernel, per-pipe report as CSV
   --roofline=FILE      the roofline of the run: FILE.svg (the chart) or FILE.csv
-  --timing-only        skip the arithmetic (outputs are then meaningless)
+  --timing-only        skip the arithmetic (outputs are not computed, nor written)
   --cycle-limit=N      stop with an error past N cycles (default 1e10)
-  --output-dir=DIR     where outputs go (default: the current directory)
+  --output-dir=DIR     where outputs are written (none is written without it)
 )",
     Sim};
 
