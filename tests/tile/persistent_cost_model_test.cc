@@ -10,21 +10,15 @@
 #include <gtest/gtest.h>
 
 #include "target/backend/tile_lowering.h"
+#include "tests/tile/tile_test_targets.h"
 
 namespace kiln::target::tile {
 namespace {
 
+// The AI core with the persistent schedule's figures.
 TargetDescription AiCoreLike() {
-  TargetDescription d;
+  TargetDescription d = NpusimLike();
   d.name = "aicore";
-  d.memory = {{"GM", int64_t{32} << 30, 256, "global"}, {"L1", 1 << 20, 256, "stage"},
-              {"L0A", 64 << 10, 512, "operand_a"},       {"L0B", 64 << 10, 512, "operand_b"},
-              {"L0C", 256 << 10, 256, "accumulator"},    {"UB", 256 << 10, 256, "vector"}};
-  d.mma = {{16, 16, 16, DType::kF16, DType::kF32, 4096}, {16, 16, 8, DType::kF32, DType::kF32, 1024}};
-  d.compute_units = 32;
-  d.clock_ghz = 1.0;
-  d.global_bytes_per_second = 1.2e12;
-  d.vector_bytes_per_cycle = 256;
   d.tiling.max_stages = 2;
   d.tiling.global_latency_cycles = 500;
   d.tiling.gemm_schedule = TilingFigures::GemmSchedule::kPersistent;

@@ -16,26 +16,12 @@
 #include <gtest/gtest.h>
 
 #include "graph/ir/parser.h"
+#include "tests/tile/tile_test_targets.h"
 
 namespace kiln::target::tile {
 namespace {
 
 using ::testing::HasSubstr;
-
-// The npusim description's figures (target/npusim/npusim_target.cc).
-TargetDescription NpusimLike() {
-  TargetDescription d;
-  d.name = "npusim";
-  d.memory = {{"GM", int64_t{32} << 30, 256, "global"}, {"L1", 1 << 20, 256, "stage"},
-              {"L0A", 64 << 10, 512, "operand_a"},       {"L0B", 64 << 10, 512, "operand_b"},
-              {"L0C", 256 << 10, 256, "accumulator"},    {"UB", 256 << 10, 256, "vector"}};
-  d.mma = {{16, 16, 16, DType::kF16, DType::kF32, 4096}, {16, 16, 8, DType::kF32, DType::kF32, 1024}};
-  d.compute_units = 32;
-  d.clock_ghz = 1.0;
-  d.global_bytes_per_second = 1.2e12;
-  d.vector_bytes_per_cycle = 256;
-  return d;
-}
 
 // A tiling: block tile bm x bn x bk, group tile gm x gn, operand step tk.
 GemmTiling Tiling(int64_t bm, int64_t bn, int64_t bk, int64_t gm, int64_t gn, int64_t tk) {
