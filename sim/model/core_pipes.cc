@@ -116,6 +116,26 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
   const Inst& in = *x.in;
   PipeState& ps = c.pipes[static_cast<int>(p)];
   Cost cost = InstCost(in, machine);
+#ifndef NDEBUG
+  // Debug and sanitizer builds check again, where memory is touched, what
+  // the issue-time check allowed: an access outside its buffer is an
+  // internal error naming the instruction, never a wild write.
+  if (opt.functional) {
+    std::array<Access, 4> acc;
+    const int n = Accesses(in, x.addr, &acc);
+    for (int i = 0; i < n; ++i) {
+      const Access& a = acc[i];
+      const int64_t cap = a.space == Space::kGm ? c.launch->prog->args[a.arg].Bytes()
+                                                : static_cast<int64_t>(c.buf[static_cast<int>(a.space)].size());
+      if (a.begin < 0 || a.end < a.begin || a.end > cap) {
+        Fail(absl::InternalError(absl::StrCat("instruction ", x.pc, " (", InstText(*c.launch->prog, in), ") would touch [",
+                                              a.begin, ", ", a.end, ") of ", SpaceName(a.space), " (", cap,
+                                              " bytes) when it executes")));
+        return false;
+      }
+    }
+  }
+#endif
   if (opt.functional) Execute(in, x.addr, c.ctx);
   double start = *t;
   PipeStats& st = c.stats[static_cast<int>(p)];
