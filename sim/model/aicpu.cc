@@ -34,7 +34,7 @@ bool Device::Impl::RunAicpuTask(int s, StreamOp& op, std::string* label) {
     return false;
   }
   ++stats.aicpu_tasks;
-  stats.aicpu_spans.push_back({t, Now()});
+  stats.aicpu_spans.push_back({op.name, t, Now()});
   aicpu_busy[slot] = false;
   aicpu_ev.notify();
   *label = absl::StrCat("AICPU ", op.name);

@@ -98,8 +98,12 @@ struct RunStats {
   int64_t h2d_bytes = 0, d2h_bytes = 0;
   int64_t d2d_bytes = 0;  // copied within device memory (CopyD2D)
   int64_t aicpu_tasks = 0;
-  // Start and end cycle of each AICPU task, in the order they finished.
-  std::vector<std::pair<double, double>> aicpu_spans;
+  // Each AICPU task by name, its start and end cycle, in the order they finished.
+  struct AicpuSpan {
+    std::string name;
+    double start = 0, end = 0;
+  };
+  std::vector<AicpuSpan> aicpu_spans;
   // AllReduces run over the chip links, and the bytes each chip contributed to them.
   int64_t collectives = 0;
   int64_t collective_bytes = 0;

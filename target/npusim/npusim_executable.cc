@@ -499,8 +499,8 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
     end = std::max(end, ks[i].end_cycle);
   }
   for (int64_t i = 0; i < aicpu_per_batch && i < static_cast<int64_t>(as.size()); ++i) {
-    first = std::min(first, as[i].first);
-    end = std::max(end, as[i].second);
+    first = std::min(first, as[i].start);
+    end = std::max(end, as[i].end);
   }
   summary_.compute_cycles = end > first ? end - first : 0;
   // The link has a lane each way (H2D and D2H copies overlap): a batch's
@@ -531,7 +531,26 @@ std::string NpusimExecutable::ReportText() const {
                         "estimated", "cube%", "cores", "bound");
   size_t k = 0;
   std::map<std::string, std::pair<int, double>> per_engine;
+  // AICPU tasks by their first batch's span (spans are in finish order,
+  // each batch's after the previous one's).
+  std::vector<bool> span_used(s.aicpu_spans.size(), false);
   for (const artifact::Task& t : m.tasks()) {
+    if (t.has_aicpu()) {
+      auto& e = per_engine[t.engine()];
+      ++e.first;
+      for (size_t i = 0; i < s.aicpu_spans.size(); ++i) {
+        if (span_used[i] || s.aicpu_spans[i].name != t.node()) continue;
+        span_used[i] = true;
+        const double cycles = s.aicpu_spans[i].end - s.aicpu_spans[i].start;
+        std::string name = t.node().size() > 40 ? "..." + t.node().substr(t.node().size() - 37) : t.node();
+        absl::StrAppendFormat(&out, "%-40s %-7s %12.0f %12s %7s %7s  %s\n", name, t.engine(), cycles,
+                              t.estimated_cycles() > 0 ? absl::StrFormat("%.0f", t.estimated_cycles()) : "-", "-",
+                              "-", "AICPU");
+        e.second += cycles;
+        break;
+      }
+      continue;
+    }
     if (!t.has_kernel()) {
       auto& e = per_engine[t.engine()];
       ++e.first;
