@@ -56,6 +56,26 @@ bool CommandTakesFlag(const kiln::cli::Command& cmd, const std::string& name) {
   return absl::StartsWith(name, "no") && HelpNames(help, "--" + name.substr(2));
 }
 
+// The flags a command's help lists ("--name", dashes kept), and the
+// settings the registered targets declare: what a misspelled flag is
+// matched against.
+std::vector<std::string> KnownFlags(const kiln::cli::Command& cmd) {
+  std::vector<std::string> names;
+  std::string help = cmd.help;
+  if (size_t at = help.find("\nflags:\n"); at != std::string::npos) help = help.substr(at);
+  for (size_t at = help.find("--"); at != std::string::npos; at = help.find("--", at + 2)) {
+    size_t end = at + 2;
+    while (end < help.size() && (std::isalnum(static_cast<unsigned char>(help[end])) || help[end] == '-')) ++end;
+    if (end > at + 2) names.push_back(help.substr(at + 2, end - at - 2));
+  }
+  if (cmd.target_settings)
+    for (const auto* e : kiln::target::TargetRegistry::Global().List()) {
+      const auto target = e->factory();
+      for (const auto& setting : target->description().settings) names.push_back(setting.name);
+    }
+  return names;
+}
+
 // Whether some registered target declares a setting `name`.
 bool IsTargetSetting(const std::string& name) {
   for (const auto* e : kiln::target::TargetRegistry::Global().List()) {
@@ -158,8 +178,10 @@ int main(int argc, char** argv) {
       }
       if (!CommandTakesFlag(*cmd, name)) {
         const std::string given(argv[i]);
+        const std::string near = kiln::cli::DidYouMean(name, KnownFlags(*cmd));
         return kiln::cli::Fail("kiln " + std::string(cmd->name) + " has no flag " + given.substr(0, given.find('=')) +
-                               " (see `kiln " + std::string(cmd->name) + " --help`)");
+                               (near.empty() ? "" : " (did you mean --" + near + "?)") + " (see `kiln " +
+                               std::string(cmd->name) + " --help`)");
       }
     }
     // Flags are spelled with dashes (--print-after); Abseil names use '_'.
