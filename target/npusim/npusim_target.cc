@@ -134,7 +134,8 @@ class NpusimTarget final : public Target {
     return runtime::LoadArtifactExecutable(path, desc_.name, NpusimModuleLoader());
   }
   absl::StatusOr<OwnKernel> OwnTileKernel(const Node& node, const CompileOptions& options) const override {
-    // The cube's programs tile f32 models by their own cost model.
+    // The cube's programs are shown for the graph as given (kiln tile does
+    // not narrow it): under --precision the shared lowering's kernel is.
     if (options.precision != Precision::kFp32) return absl::NotFoundError("the shared lowering's kernel");
     KILN_ASSIGN_OR_RETURN(std::string text, NpusimTileIr(node, *this, options));
     return OwnKernel{"npusim cube kernel", std::move(text)};
