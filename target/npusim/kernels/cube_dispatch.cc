@@ -13,12 +13,12 @@ namespace {
 
 // Records the kernel's tile IR: the shared lowering's canonical GEMM of
 // `node` with the tiling the cost model chose for the cube program,
-// verified against the machine's buffers. A GEMM the shared form does not
-// express (a 1-D operand) keeps no tile IR, nor does a convolution (its
-// cube program builds the im2col matrix per unit in a workspace).
+// verified against the machine's buffers. A convolution through an im2col
+// (its cube program builds the matrix per unit in a workspace) and a GEMM
+// whose operand is read through Transposes keep no tile IR yet.
 void AttachTileIr(const tile::GemmProblem& p, const KernelRequest& req, const tile::GemmTiling& t,
                   GeneratedKernel& k) {
-  if (!req.want_tile_ir || p.conv) return;
+  if (!req.want_tile_ir || p.im2col) return;  // a convolution's per-unit im2col has no tile form yet
   absl::StatusOr<tile::TileKernel> kernel = tile::LowerGemm(p, t, CubeFiguresOf(*req.machine));
   if (!kernel.ok()) return;
   kernel->plan = k.plan;
@@ -84,8 +84,13 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     if (layouts.x_c1hwc0 || layouts.y_c1hwc0) return GenerateImg2ColConv(node, *req.machine, req.max_blocks, layouts);
     absl::StatusOr<GemmSpec> spec = GemmSpecOfConv(*conv, req.max_blocks);
     if (spec.ok()) {
-      KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(*spec, *req.machine));
+      tile::GemmTiling t;
+      KILN_ASSIGN_OR_RETURN(GeneratedKernel k, GenerateGemm(*spec, *req.machine, &t));
       k.constant_args = conv->constant_args;
+      // A pointwise convolution is a plain batched GEMM in the shared form too.
+      if (req.want_tile_ir)
+        if (absl::StatusOr<tile::GemmProblem> p = tile::GemmProblemOf(node, DType::kF32); p.ok())
+          AttachTileIr(*p, req, t, k);
       return k;
     }
     if (!absl::IsUnimplemented(spec.status())) return spec.status();
