@@ -77,9 +77,26 @@ std::string Summarize(const Tensor& t) {
 }
 
 int Fail(const std::string& message) {
-  std::string one_line = message;
-  for (char& c : one_line)
-    if (c == '\n') c = ' ';
+  // One line whatever the message quotes from its input: control bytes, and
+  // the UTF-8 line and paragraph separators (U+0085, U+2028, U+2029), become
+  // spaces.
+  std::string one_line;
+  one_line.reserve(message.size());
+  for (size_t i = 0; i < message.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(message[i]);
+    if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      one_line += ' ';
+    } else if (c == 0xc2 && i + 1 < message.size() && static_cast<unsigned char>(message[i + 1]) == 0x85) {
+      one_line += ' ';
+      ++i;
+    } else if (c == 0xe2 && i + 2 < message.size() && static_cast<unsigned char>(message[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(message[i + 2]) == 0xa8 || static_cast<unsigned char>(message[i + 2]) == 0xa9)) {
+      one_line += ' ';
+      i += 2;
+    } else {
+      one_line += static_cast<char>(c);
+    }
+  }
   std::cerr << "kiln: error: " << one_line << "\n";
   return 1;
 }
