@@ -60,6 +60,18 @@ absl::Status FillFrom(const onnx::TensorProto& p, const Field& field, Tensor& t,
   return absl::OkStatus();
 }
 
+// The values a tensor's typed fields hold (the field its dtype travels in).
+int64_t TypedValues(const onnx::TensorProto& p, DType dt) {
+  switch (dt) {
+    case DType::kString: return p.string_data_size();
+    case DType::kF32: return p.float_data_size();
+    case DType::kF64: return p.double_data_size();
+    case DType::kI64: return p.int64_data_size();
+    case DType::kU32: case DType::kU64: return p.uint64_data_size();
+    default: return p.int32_data_size();
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& base_dir) {
@@ -78,6 +90,11 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::st
   }
   if (p.has_segment()) return Unimplemented("tensor '", p.name(), "' is segmented, which kiln does not support");
   const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
+  // What the shape declares is checked against the values present before
+  // anything is allocated: a small file cannot ask for gigabytes.
+  const bool raw_data = external || p.has_raw_data();
+  if (!raw_data && TypedValues(p, *dt) != numel)
+    return InvalidArgument("tensor '", p.name(), "' holds ", TypedValues(p, *dt), " values but its shape needs ", numel);
   if (*dt == DType::kString) {
     if (external) return Unimplemented("string tensor '", p.name(), "' with external data");
     Tensor t(*dt, dims);
@@ -97,11 +114,11 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::st
   size_t elem = DTypeSize(*dt);
   if (numel * elem > (size_t{1} << 34))
     return InvalidArgument("tensor '", p.name(), "' is too large");
+  if (has_raw && raw.size() != static_cast<size_t>(numel) * elem)
+    return InvalidArgument("tensor '", p.name(), "' has ", raw.size(), " bytes of data but its shape and type need ",
+                           static_cast<size_t>(numel) * elem);
   Tensor t(*dt, dims);
   if (has_raw) {
-    if (raw.size() != t.nbytes())
-      return InvalidArgument("tensor '", p.name(), "' has ", raw.size(), " bytes of data but its shape and type need ",
-                             t.nbytes());
     if (!raw.empty()) std::memcpy(t.raw(), raw.data(), raw.size());
     return t;
   }
