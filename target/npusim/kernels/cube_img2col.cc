@@ -38,6 +38,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/support/status.h"
 #include "sim/isa/asm.h"
+#include "target/backend/tile_band_cost_model.h"
 #include "target/backend/window.h"
 #include "target/npusim/kernels/cube_kasm.h"
 #include "target/npusim/kernels/cube_figures.h"
@@ -78,12 +79,7 @@ struct Geom {
   std::vector<ConvStep> steps = {};  // on the vector unit, after FIXP
 };
 
-// Bands of output rows whose input rows the padding clips the same way.
-struct Run {
-  int64_t first = 0, count = 0;  // bands
-  int64_t rows = 0;              // output rows of each band
-  int64_t pad_top = 0, pad_bottom = 0, in_rows = 0;  // the band's window in X
-};
+using Run = tile::BandRun;
 
 struct Plan {
   int64_t R = 1, Mt = 1, Nt = 1, Kt = 1, G = 1;  // band rows, fractals of a tile and step, channel groups
@@ -100,58 +96,30 @@ struct Plan {
   double cycles = 0;
 };
 
-std::vector<Run> RunsOf(const Geom& g, int64_t R) {
-  std::vector<Run> runs;
-  const int64_t bands = CeilDiv(g.Ho, R);
-  for (int64_t b = 0; b < bands; ++b) {
-    Run r;
-    r.first = b;
-    r.count = 1;
-    r.rows = std::min(R, g.Ho - b * R);
-    const int64_t ih0 = b * R * g.sh - g.pt;
-    const int64_t ih1 = (b * R + r.rows - 1) * g.sh - g.pt + (g.KH - 1) * g.dh + 1;
-    r.pad_top = std::max<int64_t>(0, -ih0);
-    r.pad_bottom = std::max<int64_t>(0, ih1 - g.H);
-    r.in_rows = std::min(ih1, g.H) - std::max<int64_t>(ih0, 0);
-    if (!runs.empty()) {
-      Run& p = runs.back();
-      if (p.rows == r.rows && p.pad_top == r.pad_top && p.pad_bottom == r.pad_bottom && p.in_rows == r.in_rows &&
-          p.first + p.count == b) {
-        ++p.count;
-        continue;
-      }
-    }
-    runs.push_back(r);
-  }
-  return runs;
-}
-
-// Lays out the buffers and estimates the launch; false when it does not fit.
-bool Layout(const Geom& g, const tile::TileCostFigures& f, int64_t vec_bytes_per_cycle, int max_blocks, Plan& p) {
-  p.runs = RunsOf(g, p.R);
-  p.bands = CeilDiv(g.Ho, p.R);
-  p.rb_max = 0;
-  for (const Run& r : p.runs) {
-    if (r.in_rows <= 0) return false;
-    p.rb_max = std::max(p.rb_max, r.in_rows);
-  }
+// The plan of a band tiling of the shared cost model: its figures, and the
+// layout of UB (false when the tiling does not fit it, or the program's
+// instructions cannot express it).
+bool Layout(const Geom& g, const tile::TileCostFigures& f, const tile::BandTiling& t, Plan& p) {
+  p.R = t.rows;
+  p.Mt = t.m_blocks;
+  p.Nt = t.n_blocks;
+  p.Kt = t.k_blocks;
+  p.G = t.groups;
+  p.runs = t.runs;
+  p.bands = t.bands;
+  p.tiles = t.tiles;
+  p.tiles_per_group = t.tiles_per_group;
+  p.rb_max = t.band_rows;
+  p.band_bytes = t.band_bytes;
+  p.l1_w_bytes = t.weight_bytes;
+  p.blocks = t.blocks;
+  p.cycles = t.estimated_cycles;
   p.pin = RoundUp(p.rb_max * g.W, 16);
   if (!g.xc && p.pin / 16 > 255) return false;  // one vtranspose per c1
-  p.tiles = CeilDiv(g.N1, p.Nt);
-  p.tiles_per_group = CeilDiv(p.tiles, p.G);
-  if ((p.G - 1) * p.tiles_per_group >= p.tiles) return false;  // an empty group
-  const int64_t tile_px = p.Mt * 16, tile_ch = p.Nt * 16;
-  if (tile_px < p.R * g.Wo || p.Mt > 255) return false;
-  // L0: two slots each; L0C: two tile buffers.
-  if (2 * p.Mt * p.Kt * 512 > ScopeBytes(f, tile::Scope::kOperandA) || 2 * p.Kt * p.Nt * 512 > ScopeBytes(f, tile::Scope::kOperandB) ||
-      2 * p.Mt * p.Nt * 1024 > ScopeBytes(f, tile::Scope::kAccumulator))
-    return false;
-  // L1: the band, then the weights of a channel group.
-  p.band_bytes = RoundUp(g.C1 * p.rb_max * g.W * 32, 512);
-  p.l1_w_bytes = g.K1 * std::min(g.N1, p.tiles_per_group * p.Nt) * 512;
-  if (p.band_bytes + p.l1_w_bytes > ScopeBytes(f, tile::Scope::kStage)) return false;
+  if (p.Mt > 255) return false;                 // an MMA's m in fractals
   // UB: NCHW rows and their C1HWC0 form for `batch` c1s, the bias (f16 as
   // loaded, f32 for FIXP), two tiles as FIXP writes them and two transposed.
+  const int64_t tile_px = p.Mt * 16, tile_ch = p.Nt * 16;
   p.ub_tile = tile_px * tile_ch * 2;
   p.ub_bias16 = 0;
   p.ub_bias = RoundUp(g.Co * 2, 32);
@@ -173,42 +141,6 @@ bool Layout(const Geom& g, const tile::TileCostFigures& f, int64_t vec_bytes_per
     p.ub_t = p.ub_in + p.batch * per_c1;
     if (p.ub_t + p.batch * per_c1 > ScopeBytes(f, tile::Scope::kVector)) return false;
   }
-
-  // Estimate: each block's units run back to back; a unit's pipes overlap.
-  const int64_t units = g.N * p.bands * p.G;
-  int64_t cores = f.compute_units;
-  if (max_blocks > 0) cores = std::min<int64_t>(cores, max_blocks);
-  p.blocks = std::min(units, cores);
-  const double band = static_cast<double>(g.C1 * p.rb_max * g.W * 32);  // bytes moved, unrounded
-  const double steps = static_cast<double>(p.tiles_per_group * CeilDiv(g.K1, p.Kt));
-  const double out_bytes = static_cast<double>(p.tiles_per_group * tile_ch * p.R * g.Wo * 2);
-  const double mte2 = (g.xc ? band : band * 2) + (g.res.empty() ? 0.0 : out_bytes);
-  const double mte3 = (g.xc ? 0.0 : band) + out_bytes;
-  const double cube = steps * static_cast<double>(p.Mt * p.Kt * p.Nt) * 4096.0 / f.MacsPerCycle(DType::kF16) +
-                      steps * f.latency.mma;
-  const double mte1 = steps * (static_cast<double>((p.Mt + p.Nt) * p.Kt * 512) / f.operand_bytes_per_cycle +
-                               f.latency.operand_load);
-  const double vec = static_cast<double>((g.xc ? 0 : g.C1 * p.pin / 16) +
-                                        p.tiles_per_group * p.Nt * p.Mt * static_cast<int64_t>(1 + g.steps.size())) *
-                     2.0 *
-                     std::ceil(256.0 / static_cast<double>(vec_bytes_per_cycle));
-  const double dma_lat = f.global_latency_cycles + f.latency.stage_load;
-  // The band's copy into L1 waits for the previous unit's last img2col.
-  const double band_in = dma_lat + band / f.stage_bytes_per_cycle;
-  // Each tile's write holds MTE3 until it lands (the hand-off after it),
-  // and a unit's residual holds MTE2 once.
-  const double tile_out = static_cast<double>(p.tiles_per_group) * (f.global_latency_cycles + f.latency.vector_store);
-  const double res_in = g.res.empty() ? 0.0 : dma_lat;
-  const double unit = std::max({mte2 / f.stage_bytes_per_cycle + res_in, mte3 / f.vector_store_bytes_per_cycle + tile_out,
-                                cube + band_in, mte1 + band_in, vec});
-  const double per_block_units = static_cast<double>(CeilDiv(units, p.blocks));
-  // Each block loads the weights of the groups it has units of.
-  const double sections = static_cast<double>(std::min<int64_t>(p.G * static_cast<int64_t>(p.runs.size()),
-                                                                CeilDiv(units, p.blocks)));
-  const double weights = sections * (dma_lat + static_cast<double>(p.l1_w_bytes) / f.stage_bytes_per_cycle);
-  const double hbm = (static_cast<double>(units) * (mte2 + mte3) +
-                      sections * static_cast<double>(p.blocks * p.l1_w_bytes)) / f.global_bytes_per_cycle;
-  p.cycles = std::max(per_block_units * unit + weights, hbm) + 3 * dma_lat + 2 * f.global_latency_cycles;
   return true;
 }
 
@@ -669,33 +601,30 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
     return absl::UnimplementedError("img2col's vector epilogue computes on f16 only");
   if (ops.res) g.res = ops.res == ops.x ? g.x : "res";
 
+  // The tiling is the shared cost model's band schedule
+  // (target/backend/tile_band_cost_model.h); the program adds the band's
+  // conversion on the vector unit (unless X is NC1HWC0), the residual, the
+  // vector epilogue, and its UB layout.
   const tile::TileCostFigures f = CubeFiguresOf(m);
-  const int64_t vec_rate = static_cast<int64_t>(m.core().vector_bytes_per_cycle());
+  const double vec_rate = std::max(1.0, static_cast<double>(m.core().vector_bytes_per_cycle()));
+  tile::BandConvProblem problem;
+  problem.window = win;
+  problem.input = dt;
+  problem.output = dt;
+  tile::BandKernelTraits traits;
+  traits.band_via_vector = !g.xc;
+  traits.residual = !g.res.empty();
+  traits.tile_vector_passes = 1 + static_cast<int64_t>(g.steps.size());
+  traits.vector_block_cycles = 2.0 * std::ceil(256.0 / vec_rate);  // a 512-byte block in 256-byte repeats
+  traits.max_units = max_blocks;
+  traits.fits = [&g, &f](const tile::BandTiling& t) {
+    Plan p;
+    return Layout(g, f, t, p);
+  };
+  absl::StatusOr<tile::BandTiling> chosen = tile::ChooseBandConvTiling(problem, f, traits);
+  if (!chosen.ok()) return absl::UnimplementedError("no img2col tiling fits the core's buffers");
   Plan best;
-  bool found = false;
-  for (int64_t R = 1; R <= g.Ho; ++R) {
-    if (R > 1 && (R - 1) * g.Wo >= 16 * 16) break;  // bands up to 16 fractals of pixels
-    for (int64_t Nt : {1, 2, 4, 8, 16}) {
-      if (Nt > 1 && (Nt / 2) >= g.N1) break;
-      for (int64_t Kt : {1, 2, 4, 8, 16, 32}) {
-        if (Kt > 1 && (Kt / 2) >= g.K1) break;
-        for (int64_t G = 1; G <= CeilDiv(g.N1, Nt); G *= 2) {
-          Plan p;
-          p.R = R;
-          p.Mt = CeilDiv(R * g.Wo, 16);
-          p.Nt = Nt;
-          p.Kt = Kt;
-          p.G = G;
-          if (!Layout(g, f, std::max<int64_t>(vec_rate, 1), max_blocks, p)) continue;
-          if (!found || p.cycles < best.cycles) {
-            best = p;
-            found = true;
-          }
-        }
-      }
-    }
-  }
-  if (!found) return absl::UnimplementedError("no img2col tiling fits the core's buffers");
+  if (!Layout(g, f, *chosen, best)) return absl::InternalError("img2col: the chosen tiling does not lay out");
 
   std::vector<std::string> lines;
   const std::vector<int64_t> wimg = FractalDims(g.K1 * 16, g.Co, 2);
