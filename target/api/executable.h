@@ -69,7 +69,13 @@ struct RunOptions {
   std::function<void(int step, const std::vector<Tensor>& outputs)> after_step;
 };
 
-enum class ReportKind : uint8_t { kText, kCsv, kTraceJson, kRooflineSvg, kRooflineCsv };
+// What Executable::Report gives. kTasksCsv: the run's tasks in launch
+// order, one per row, under the header of kTasksCsvHeader (a field holding
+// a comma or a quote is quoted, RFC 4180), then a row named "total" with
+// the run's cycles: what `kiln diff` aligns two runs by.
+enum class ReportKind : uint8_t { kText, kCsv, kTraceJson, kRooflineSvg, kRooflineCsv, kTasksCsv };
+inline constexpr char kTasksCsvHeader[] =
+    "task,engine,cycles,estimated_cycles,cube_utilization,cores,bound,hbm_read_bytes,hbm_write_bytes";
 
 class Executable {
  public:

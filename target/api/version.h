@@ -19,7 +19,9 @@
 // Version 3: TilingFigures describe persistent GEMM schedules (engine
 // latencies, bursts, issue queues), so a target's matrix kernels take their
 // tiling from the shared cost model.
-#define KILN_TARGET_API_VERSION 3
+// Version 4: ReportKind::kTasksCsv, a run's tasks one per row (`kiln run
+// --report-tasks`, `kiln diff`).
+#define KILN_TARGET_API_VERSION 4
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake
 // package (KilnConfigVersion.cmake).

@@ -520,6 +520,72 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   return result;
 }
 
+std::vector<NpusimExecutable::TaskRow> NpusimExecutable::TaskRows() const {
+  const artifact::NpusimModule& m = *impl_->module;
+  const sim::RunStats& s = summary_.stats;
+  std::vector<TaskRow> rows;
+  size_t k = 0;
+  // AICPU tasks by their first batch's span (spans are in finish order,
+  // each batch's after the previous one's).
+  std::vector<bool> span_used(s.aicpu_spans.size(), false);
+  for (const artifact::Task& t : m.tasks()) {
+    TaskRow r;
+    r.name = t.node();
+    r.engine = t.engine();
+    if (t.has_aicpu()) {
+      for (size_t i = 0; i < s.aicpu_spans.size(); ++i) {
+        if (span_used[i] || s.aicpu_spans[i].name != t.node()) continue;
+        span_used[i] = true;
+        r.shown = true;
+        r.cycles = s.aicpu_spans[i].end - s.aicpu_spans[i].start;
+        r.estimated = t.estimated_cycles();
+        r.bound = "AICPU";
+        break;
+      }
+      rows.push_back(std::move(r));
+      continue;
+    }
+    if (!t.has_kernel()) {
+      rows.push_back(std::move(r));
+      continue;
+    }
+    if (k >= s.kernels.size()) break;
+    const sim::KernelStats& ks = s.kernels[k++];
+    r.shown = true;
+    r.cycles = ks.end_cycle - ks.start_cycle;
+    const double span = std::max(1e-9, r.cycles * std::max(1, ks.cores_used));
+    r.cube = ks.cube_peak_macs_per_cycle > 0 ? ks.cube_macs / (ks.cube_peak_macs_per_cycle * span) : 0;
+    r.estimated = t.estimated_cycles();
+    r.cores = ks.cores_used;
+    r.bound = sim::KernelBound(ks, machine_);
+    r.hbm_read = ks.hbm_read_bytes;
+    r.hbm_write = ks.hbm_write_bytes;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+std::string NpusimExecutable::ReportTasksCsv() const {
+  auto field = [](const std::string& f) {
+    if (f.find_first_of(",\"\n\r") == std::string::npos) return f;
+    std::string q = "\"";
+    for (char c : f) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  std::string out = absl::StrCat(kTasksCsvHeader, "\n");
+  for (const TaskRow& r : TaskRows()) {
+    if (!r.shown) continue;
+    absl::StrAppendFormat(&out, "%s,%s,%.0f,%s,%s,%s,%s,%d,%d\n", field(r.name), field(r.engine), r.cycles,
+                          r.estimated > 0 ? absl::StrFormat("%.0f", r.estimated) : "",
+                          r.cube < 0 ? "" : absl::StrFormat("%.4f", r.cube),
+                          r.cube < 0 ? "" : absl::StrCat(r.cores), field(r.bound), r.hbm_read, r.hbm_write);
+  }
+  const sim::RunStats& s = summary_.stats;
+  absl::StrAppendFormat(&out, "total,,%.0f,%.0f,,,,%d,%d\n", s.total_cycles, summary_.estimated_cycles,
+                        s.hbm_read_bytes, s.hbm_write_bytes);
+  return out;
+}
+
 std::string NpusimExecutable::ReportText() const {
   const Impl& im = *impl_;
   const artifact::NpusimModule& m = *im.module;
@@ -529,44 +595,20 @@ std::string NpusimExecutable::ReportText() const {
                         machine_.chip().ai_cores(), machine_.chip().clock_mhz(), m.precision());
   absl::StrAppendFormat(&out, "\n%-40s %-7s %12s %12s %7s %7s  %s\n", "task (first batch)", "engine", "cycles",
                         "estimated", "cube%", "cores", "bound");
-  size_t k = 0;
   std::map<std::string, std::pair<int, double>> per_engine;
-  // AICPU tasks by their first batch's span (spans are in finish order,
-  // each batch's after the previous one's).
-  std::vector<bool> span_used(s.aicpu_spans.size(), false);
-  for (const artifact::Task& t : m.tasks()) {
-    if (t.has_aicpu()) {
-      auto& e = per_engine[t.engine()];
-      ++e.first;
-      for (size_t i = 0; i < s.aicpu_spans.size(); ++i) {
-        if (span_used[i] || s.aicpu_spans[i].name != t.node()) continue;
-        span_used[i] = true;
-        const double cycles = s.aicpu_spans[i].end - s.aicpu_spans[i].start;
-        std::string name = t.node().size() > 40 ? "..." + t.node().substr(t.node().size() - 37) : t.node();
-        absl::StrAppendFormat(&out, "%-40s %-7s %12.0f %12s %7s %7s  %s\n", name, t.engine(), cycles,
-                              t.estimated_cycles() > 0 ? absl::StrFormat("%.0f", t.estimated_cycles()) : "-", "-",
-                              "-", "AICPU");
-        e.second += cycles;
-        break;
-      }
-      continue;
-    }
-    if (!t.has_kernel()) {
-      auto& e = per_engine[t.engine()];
-      ++e.first;
-      continue;
-    }
-    if (k >= s.kernels.size()) break;
-    const sim::KernelStats& ks = s.kernels[k++];
-    double cycles = ks.end_cycle - ks.start_cycle;
-    double span = std::max(1e-9, cycles * std::max(1, ks.cores_used));
-    double cube = ks.cube_peak_macs_per_cycle > 0 ? ks.cube_macs / (ks.cube_peak_macs_per_cycle * span) : 0;
-    std::string name = t.node().size() > 40 ? "..." + t.node().substr(t.node().size() - 37) : t.node();
-    absl::StrAppendFormat(&out, "%-40s %-7s %12.0f %12.0f %6.1f%% %7d  %s\n", name, t.engine(), cycles,
-                          t.estimated_cycles(), 100 * cube, ks.cores_used, sim::KernelBound(ks, machine_));
-    auto& e = per_engine[t.engine()];
+  for (const TaskRow& r : TaskRows()) {
+    auto& e = per_engine[r.engine];
     ++e.first;
-    e.second += cycles;
+    if (!r.shown) continue;
+    e.second += r.cycles;
+    std::string name = r.name.size() > 40 ? "..." + r.name.substr(r.name.size() - 37) : r.name;
+    if (r.cube < 0) {
+      absl::StrAppendFormat(&out, "%-40s %-7s %12.0f %12s %7s %7s  %s\n", name, r.engine, r.cycles,
+                            r.estimated > 0 ? absl::StrFormat("%.0f", r.estimated) : "-", "-", "-", r.bound);
+    } else {
+      absl::StrAppendFormat(&out, "%-40s %-7s %12.0f %12.0f %6.1f%% %7d  %s\n", name, r.engine, r.cycles, r.estimated,
+                            100 * r.cube, r.cores, r.bound);
+    }
   }
   absl::StrAppendFormat(&out, "\nper engine:\n");
   for (const auto& [engine, e] : per_engine)
@@ -647,6 +689,7 @@ absl::StatusOr<std::string> NpusimExecutable::Report(ReportKind kind, const std:
   switch (kind) {
     case ReportKind::kText: return ReportText();
     case ReportKind::kCsv: return ReportCsv();
+    case ReportKind::kTasksCsv: return ReportTasksCsv();
     case ReportKind::kTraceJson: return device_->trace().ToJson(machine_.chip().clock_mhz());
     case ReportKind::kRooflineCsv: return sim::RooflineCsv(Roofline());
     case ReportKind::kRooflineSvg:

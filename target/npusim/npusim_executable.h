@@ -86,12 +86,24 @@ class NpusimExecutable final : public runtime::DeviceModule {
   // table, then per-task engine totals and the batch throughput.
   std::string ReportText() const;
   std::string ReportCsv() const;
+  // The last run's tasks of the first batch, one row each (ReportKind::kTasksCsv).
+  std::string ReportTasksCsv() const;
   // The last run's first batch under the machine's roofs: one point per
   // kernel task, named after its node (sim/model/roofline.h).
   std::vector<sim::RooflinePoint> Roofline() const;
 
  private:
   NpusimExecutable() = default;
+  // A task of the last run's first batch as the reports show it.
+  struct TaskRow {
+    std::string name, engine, bound;
+    bool shown = false;  // ran a kernel or an AICPU span (views and unmatched tasks only count)
+    double cycles = 0, estimated = 0;
+    double cube = -1;    // cube utilization; < 0: not a kernel
+    int cores = 0;
+    int64_t hbm_read = 0, hbm_write = 0;
+  };
+  std::vector<TaskRow> TaskRows() const;
   // A data-parallel module (replicas > 1): inputs whose leading dim is
   // `replicas` times the module's are split into one shard per chip. Chip 0
   // runs on the model with its shard (returned); each other chip's AllReduce

@@ -134,7 +134,9 @@ TEST(BandConv, TheChoiceIsTheCheapestCandidate) {
         t.m_blocks = (rows * 56 + 15) / 16;
         t.n_blocks = nt;
         t.k_blocks = kt;
-        if (EstimateBandConv(p, f, {}, &t).ok()) EXPECT_GE(t.estimated_cycles, best->estimated_cycles);
+        if (EstimateBandConv(p, f, {}, &t).ok()) {
+          EXPECT_GE(t.estimated_cycles, best->estimated_cycles);
+        }
       }
 }
 

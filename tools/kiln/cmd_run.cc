@@ -21,11 +21,13 @@
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
 #include "tools/kiln/cli_util.h"
+#include "tools/kiln/run_setup.h"
 
 ABSL_FLAG(std::string, output_dir, "", "Directory to write each output as <name>.npy.");
 ABSL_FLAG(int, batches, 1, "stream this many batches, overlapping transfers with compute.");
 ABSL_FLAG(int, steps, 1, "run the model this many times, feeding each output NAME.next into input NAME.");
 ABSL_FLAG(int, repeat, 0, "run the artifact this many more times and print its latency.");
+ABSL_FLAG(std::string, report_tasks, "", "Write the run's tasks, one per row, as CSV (what `kiln diff` compares).");
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, report_csv);
@@ -35,11 +37,6 @@ ABSL_DECLARE_FLAG(double, cycle_limit);
 
 namespace kiln::cli {
 namespace {
-
-absl::StatusOr<Tensor> ReadTensorFile(const std::string& path) {
-  if (absl::EndsWith(path, ".pb")) return onnx_import::ReadTensorProtoFile(path);
-  return ReadNpy(path);
-}
 
 // A file name for an output value: ONNX names may hold '/', ':' and more.
 std::string FileNameFor(const std::string& value_name) {
@@ -57,57 +54,13 @@ std::vector<std::string> UnsupportedRunFlags(const target::RunFeatures& f) {
   if (!absl::GetFlag(FLAGS_trace).empty() && !f.trace) given.push_back("--trace");
   if (absl::GetFlag(FLAGS_report) && !f.report) given.push_back("--report");
   if (!absl::GetFlag(FLAGS_report_csv).empty() && !f.report) given.push_back("--report-csv");
+  if (!absl::GetFlag(FLAGS_report_tasks).empty() && !f.report) given.push_back("--report-tasks");
   if (!absl::GetFlag(FLAGS_roofline).empty() && !f.roofline) given.push_back("--roofline");
   if (absl::GetFlag(FLAGS_batches) != 1 && !f.batches) given.push_back("--batches");
   if (absl::GetFlag(FLAGS_timing_only) && !f.timing_only) given.push_back("--timing-only");
   if (absl::GetFlag(FLAGS_cycle_limit) != kDefaultCycleLimit && !f.cycle_limit) given.push_back("--cycle-limit");
   if (absl::GetFlag(FLAGS_repeat) != 0 && !f.latency) given.push_back("--repeat");
   return given;
-}
-
-// Reads the --input files, matching them by name to `names`; an input not
-// given reads its initial value (`initial[i]`, where defined).
-absl::StatusOr<std::vector<Tensor>> InputsByName(const std::vector<std::string>& names,
-                                                 const std::vector<std::string>& described,
-                                                 const std::vector<Tensor>& initial = {}) {
-  absl::flat_hash_map<std::string, Tensor> given;
-  for (const std::string& spec : RepeatedInputs()) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-      return absl::InvalidArgumentError("--input expects NAME=FILE, got '" + spec + "'");
-    std::string name = spec.substr(0, eq);
-    auto t = ReadTensorFile(spec.substr(eq + 1));
-    if (!t.ok()) return t.status();
-    if (!given.emplace(name, *std::move(t)).second)
-      return absl::InvalidArgumentError("input '" + name + "' is given twice");
-  }
-  // A name the model does not take is the error, with the nearest name it
-  // does take (a misspelled input is otherwise reported as the missing one).
-  for (const auto& [name, tensor] : given) {
-    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
-    const std::string near = DidYouMean(name, names);
-    return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", name, "'",
-                                                   near.empty() ? "" : absl::StrCat(" (did you mean '", near, "'?)"),
-                                                   "; it takes ", absl::StrJoin(described, ", ")));
-  }
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const std::string& n = names[i];
-    auto it = given.find(n);
-    if (it == given.end() && i < initial.size() && initial[i].defined()) {
-      inputs.push_back(initial[i]);
-      continue;
-    }
-    if (it == given.end())
-      return absl::InvalidArgumentError(absl::StrCat("missing --input for '", n, "'; the model takes ",
-                                                     absl::StrJoin(described, ", ")));
-    inputs.push_back(std::move(it->second));
-    given.erase(it);
-  }
-  if (!given.empty())
-    return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", given.begin()->first,
-                                                   "'; it takes ", absl::StrJoin(described, ", ")));
-  return inputs;
 }
 
 // --steps: the step count, checked, and the feeds of a loop (an error when
@@ -166,31 +119,6 @@ int WriteOutputs(const std::vector<std::string>& names, const std::vector<Tensor
     }
   }
   return 0;
-}
-
-// The target that recognizes `path`, or why none does.
-absl::StatusOr<std::unique_ptr<target::Target>> TargetOfArtifact(const std::string& path) {
-  if (auto t = target::TargetRegistry::Global().TargetFor(path)) return t;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  // A .kiln artifact names its target: say which is missing, or what is
-  // wrong with the file.
-  // A name no target could have (a damaged header) falls through to the
-  // artifact's own checks below.
-  auto plausible = [](const std::string& n) {
-    return n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
-             return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-           });
-  };
-  if (std::string name = artifact::PeekArtifactTarget(path); !name.empty() && plausible(name))
-    return absl::NotFoundError(absl::StrCat("'", path, "' was compiled for target '", name,
-                                            "', which is not registered (load its plugin with --plugin)"));
-  if (absl::EndsWith(path, ".kiln")) {
-    auto a = artifact::ReadArtifact(path);
-    if (!a.ok()) return a.status();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", path, "' is not an artifact of any registered target (`kiln targets` lists them)"));
 }
 
 // A compiled artifact, on the device of the target that compiled it.
@@ -257,10 +185,11 @@ int RunCompiled(const std::string& path) {
     if (!text.ok()) return Fail(text.status());
     std::cout << "\n" << *text;
   }
-  // The reports that go to files: --report-csv, --roofline, --trace.
+  // The reports that go to files: --report-csv, --report-tasks, --roofline, --trace.
   const std::string roofline = absl::GetFlag(FLAGS_roofline);
   const std::pair<std::string, target::ReportKind> files[] = {
       {absl::GetFlag(FLAGS_report_csv), target::ReportKind::kCsv},
+      {absl::GetFlag(FLAGS_report_tasks), target::ReportKind::kTasksCsv},
       {roofline, absl::EndsWith(roofline, ".csv") ? target::ReportKind::kRooflineCsv : target::ReportKind::kRooflineSvg},
       {absl::GetFlag(FLAGS_trace), target::ReportKind::kTraceJson}};
   for (const auto& [file, kind] : files) {
@@ -334,7 +263,8 @@ extern const Command kRunCommand;
 const Command kRunCommand = {
     "run", "run a model and write its outputs",
     R"(usage: kiln run MODEL.onnx|MODEL.kir|ARTIFACT [--input NAME=FILE ...] [--output-dir=DIR]
-                [--trace=FILE] [--report] [--report-csv=FILE] [--roofline=FILE] [--batches=N]
+                [--trace=FILE] [--report] [--report-csv=FILE] [--report-tasks=FILE]
+                [--roofline=FILE] [--batches=N]
                 [--timing-only] [--steps=N] [--repeat=N] [--plugin=lib.so]
 
 Runs a model: .onnx and .kir on the host reference executor; a compiled
@@ -362,6 +292,10 @@ flags:
                        and the roofline table (work, HBM bytes, work per byte and
                        per cycle, the roof at that intensity, % of it, the limit)
   --report-csv=FILE    * the per-kernel, per-pipe report as CSV
+  --report-tasks=FILE  * the tasks of the first batch as CSV, one per row (task,
+                       engine, cycles, estimate, cube utilization, cores, bound,
+                       HBM bytes read and written), then the run's total: what
+                       `kiln diff` compares
   --roofline=FILE      * the roofline of the first batch, FILE.svg (a log-log
                        chart: HBM slope, cube and vector roofs, a circle per
                        kernel) or FILE.csv (the table)

@@ -209,6 +209,7 @@ namespace kiln::cli {
 
 extern const Command kCompileCommand;
 extern const Command kConformanceCommand;
+extern const Command kDiffCommand;
 extern const Command kOptCommand;
 extern const Command kRunCommand;
 extern const Command kSimCommand;
@@ -218,7 +219,7 @@ extern const Command kTileCommand;
 // The table of commands, in the order `kiln --help` lists them.
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      kCompileCommand, kRunCommand, kOptCommand, kSimCommand, kTileCommand, kConformanceCommand, kTargetsCommand,
+      kCompileCommand, kRunCommand, kDiffCommand, kOptCommand, kSimCommand, kTileCommand, kConformanceCommand, kTargetsCommand,
   };
   return commands;
 }
