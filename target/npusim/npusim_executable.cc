@@ -15,6 +15,7 @@
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
 #include "sim/model/report.h"
+#include "target/api/tasks_report.h"
 
 namespace kiln::target {
 
@@ -566,24 +567,27 @@ std::vector<NpusimExecutable::TaskRow> NpusimExecutable::TaskRows() const {
 }
 
 std::string NpusimExecutable::ReportTasksCsv() const {
-  auto field = [](const std::string& f) {
-    if (f.find_first_of(",\"\n\r") == std::string::npos) return f;
-    std::string q = "\"";
-    for (char c : f) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
-  std::string out = absl::StrCat(kTasksCsvHeader, "\n");
+  TasksReport report;
   for (const TaskRow& r : TaskRows()) {
     if (!r.shown) continue;
-    absl::StrAppendFormat(&out, "%s,%s,%.0f,%s,%s,%s,%s,%d,%d\n", field(r.name), field(r.engine), r.cycles,
-                          r.estimated > 0 ? absl::StrFormat("%.0f", r.estimated) : "",
-                          r.cube < 0 ? "" : absl::StrFormat("%.4f", r.cube),
-                          r.cube < 0 ? "" : absl::StrCat(r.cores), field(r.bound), r.hbm_read, r.hbm_write);
+    TaskReportRow t;
+    t.task = r.name;
+    t.engine = r.engine;
+    t.bound = r.bound;
+    t.cycles = r.cycles;
+    t.estimated_cycles = r.estimated > 0 ? r.estimated : -1;
+    t.cube_utilization = r.cube;
+    t.cores = r.cube < 0 ? 0 : r.cores;
+    t.hbm_read_bytes = r.hbm_read;
+    t.hbm_write_bytes = r.hbm_write;
+    report.tasks.push_back(std::move(t));
   }
   const sim::RunStats& s = summary_.stats;
-  absl::StrAppendFormat(&out, "total,,%.0f,%.0f,,,,%d,%d\n", s.total_cycles, summary_.estimated_cycles,
-                        s.hbm_read_bytes, s.hbm_write_bytes);
-  return out;
+  report.total.cycles = s.total_cycles;
+  report.total.estimated_cycles = summary_.estimated_cycles;
+  report.total.hbm_read_bytes = s.hbm_read_bytes;
+  report.total.hbm_write_bytes = s.hbm_write_bytes;
+  return TasksCsv(report);
 }
 
 std::string NpusimExecutable::ReportText() const {

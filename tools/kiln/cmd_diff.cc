@@ -16,13 +16,13 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/exec/executor.h"
 #include "graph/support/status.h"
 #include "target/api/executable.h"
+#include "target/api/tasks_report.h"
 #include "target/api/target_registry.h"
 #include "tools/kiln/cli_util.h"
 #include "tools/kiln/run_setup.h"
@@ -37,7 +37,6 @@ struct TaskRow {
   std::string name, engine, bound;
   double cycles = 0;
   double cube = -1;  // < 0: none (not a kernel, or not reported)
-  int64_t hbm_bytes = 0;
   bool matched = false;
 };
 
@@ -53,92 +52,21 @@ struct Side {
   int64_t total_hbm_bytes = 0;
 };
 
-// The fields of one CSV line (RFC 4180 quoting); false on an unterminated quote.
-bool SplitCsvLine(const std::string& line, std::vector<std::string>* fields) {
-  fields->clear();
-  std::string f;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        f += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        f += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields->push_back(std::move(f));
-      f.clear();
-    } else if (c != '\r') {
-      f += c;
-    }
-  }
-  fields->push_back(std::move(f));
-  return !quoted;
-}
-
 // A tasks report (`kiln run --report-tasks=FILE`, ReportKind::kTasksCsv).
 absl::Status ParseTasks(const std::string& text, const std::string& name, Side* side) {
-  std::istringstream in(text);
-  std::string line;
-  std::vector<std::string> header, f;
-  auto bad = [&](int line_no, const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ":", line_no, ": ", why));
-  };
-  if (!std::getline(in, line) || !SplitCsvLine(line, &header))
-    return bad(1, "not a tasks report (`kiln run --report-tasks=FILE` writes one)");
-  auto column = [&](const std::string& c) {
-    auto it = std::find(header.begin(), header.end(), c);
-    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-  };
-  const int c_task = column("task"), c_engine = column("engine"), c_cycles = column("cycles"),
-            c_cube = column("cube_utilization"), c_bound = column("bound"), c_read = column("hbm_read_bytes"),
-            c_write = column("hbm_write_bytes");
-  if (c_task < 0 || c_cycles < 0)
-    return bad(1, absl::StrCat("not a tasks report: the header has no task and cycles columns (expected '",
-                               target::kTasksCsvHeader, "')"));
+  KILN_ASSIGN_OR_RETURN(target::TasksReport report, target::ParseTasksCsv(text, name));
   side->has_tasks = true;
-  int line_no = 1;
-  bool total = false;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || line == "\r") continue;
-    if (!SplitCsvLine(line, &f)) return bad(line_no, "an unterminated quote");
-    if (f.size() != header.size())
-      return bad(line_no, absl::StrCat(f.size(), " fields where the header has ", header.size()));
-    auto number = [&](int c, double* out) {
-      if (c < 0 || f[c].empty()) return true;
-      return absl::SimpleAtod(f[c], out) && std::isfinite(*out) && *out >= 0;
-    };
+  for (const target::TaskReportRow& t : report.tasks) {
     TaskRow r;
-    r.name = f[c_task];
-    double read = 0, write = 0;
-    if (!number(c_cycles, &r.cycles) || !number(c_read, &read) || !number(c_write, &write))
-      return bad(line_no, "a count that is not a non-negative number");
-    r.hbm_bytes = static_cast<int64_t>(read + write);
-    if (r.name == "total" && (c_engine < 0 || f[c_engine].empty())) {
-      side->total_cycles = r.cycles;
-      side->total_hbm_bytes = r.hbm_bytes;
-      total = true;
-      continue;
-    }
-    if (c_engine >= 0) r.engine = f[c_engine];
-    if (c_bound >= 0) r.bound = f[c_bound];
-    if (c_cube >= 0 && !f[c_cube].empty() && !number(c_cube, &r.cube))
-      return bad(line_no, "a cube utilization that is not a number");
+    r.name = t.task;
+    r.engine = t.engine;
+    r.bound = t.bound;
+    r.cycles = t.cycles;
+    r.cube = t.cube_utilization;
     side->tasks.push_back(std::move(r));
   }
-  if (!total) {
-    for (const TaskRow& r : side->tasks) {
-      side->total_cycles += r.cycles;
-      side->total_hbm_bytes += r.hbm_bytes;
-    }
-  }
+  side->total_cycles = report.total.cycles;
+  side->total_hbm_bytes = report.total.hbm_read_bytes + report.total.hbm_write_bytes;
   return absl::OkStatus();
 }
 
