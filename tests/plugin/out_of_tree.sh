@@ -34,3 +34,17 @@ sys.exit(0 if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol
 PY
 "$src/tests/conformance/check_summary.sh" "$kiln" "$min" --plugin="$plugin" --target=host \
   ${filter:+"--filter=$filter"} | tail -n 3
+# The installed Python module, where the build made one: the same model
+# from the installed prefix's dist-packages, against PyTorch.
+if [ -d "$work/prefix/lib/python3/dist-packages/kiln" ]; then
+  PYTHONPATH="$work/prefix/lib/python3/dist-packages" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 - "$m" <<'PY'
+import os, sys
+import numpy as np
+import kiln
+m = sys.argv[1]
+got = kiln.compile(os.path.join(m, "model.onnx"), target="npusim")(np.load(os.path.join(m, "input_0.npy")))
+want = np.load(os.path.join(m, "expected_0.npy"))
+print(f"installed Python module, npusim vs PyTorch: max abs error {float(np.max(np.abs(got - want))):.3g}")
+sys.exit(0 if np.allclose(got, want, rtol=1e-3, atol=1e-5) else 1)
+PY
+fi

@@ -101,26 +101,6 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-absl::StatusOr<Model> LoadModel(const std::string& path) {
-  if (absl::EndsWith(path, ".kir")) {
-    std::ifstream f(path);
-    if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    BlobStore blobs;
-    std::string blob_path = path + ".blobs";
-    std::error_code ec;
-    if (std::filesystem::exists(blob_path, ec)) {
-      absl::Status s = LoadBlobStore(blob_path, &blobs);
-      if (!s.ok()) return s;
-    }
-    return ParseModel(ss.str(), path, &blobs);
-  }
-  if (absl::EndsWith(path, ".onnx")) return onnx_import::ImportFile(path);
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, ": unknown model format (expected .onnx or .kir)"));
-}
-
 absl::Status WriteFile(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary);
   if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size())))

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
 #include "sim/model/roofline.h"
+#include "tools/driver/compile_model.h"
 
 namespace kiln::cli {
 
@@ -67,7 +68,7 @@ int Fail(const std::string& message);
 
 // Loads a model from .onnx (imported) or .kir (parsed, with its .blobs side
 // file when present).
-absl::StatusOr<Model> LoadModel(const std::string& path);
+using driver::LoadModel;
 
 // Writes `data` to `path` (reports, traces).
 absl::Status WriteFile(const std::string& path, const std::string& data);

@@ -16,7 +16,6 @@
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
 #include "target/precision.h"
-#include "target/placement/placement.h"
 #include "tools/kiln/cli_util.h"
 
 ABSL_DECLARE_FLAG(std::string, target);
@@ -118,12 +117,7 @@ int Compile(const std::vector<std::string>& args) {
   auto model = LoadModel(args[0]);
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
-  std::string pipeline = description.pipeline;
-  if (!options.fusion) {
-    std::vector<std::string> passes = absl::StrSplit(pipeline, ',');
-    passes.erase(std::remove(passes.begin(), passes.end(), "form-fusion-groups"), passes.end());
-    pipeline = absl::StrJoin(passes, ",");
-  }
+  const std::string pipeline = driver::PipelineFor(description, options.fusion);
   const bool explain = absl::GetFlag(FLAGS_explain_placement);
   std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) {
@@ -135,22 +129,18 @@ int Compile(const std::vector<std::string>& args) {
 
   // Optimizes, places and compiles one model (the whole model, or one gear)
   // into `path`.
-  auto compile_one = [&](Model& m, const std::string& path) -> absl::Status {
-    KILN_RETURN_IF_ERROR(RunPipelineFromFlags(m, pipeline));
-    if (absl::Status s = VerifyModel(m); !s.ok())
-      return absl::InvalidArgumentError("the optimized graph does not verify: " + std::string(s.message()));
-    auto plan = target::PlaceGraph(*m.graph, **target, options);
-    if (!plan.ok()) return absl::InvalidArgumentError(absl::StrCat(args[0], ": ", plan.status().message()));
-    // A target that explains its artifacts does so after code generation,
-    // where kernels that cannot be generated have moved to a fallback engine.
-    if (explain && !description.explains_artifacts) std::cout << plan->Explain();
-    if (absl::Status s = (*target)->Compile(m, options, path); !s.ok())
-      return absl::InvalidArgumentError(absl::StrCat("target ", target_name, ": ", s.message()));
-    if (explain && description.explains_artifacts) {
-      KILN_ASSIGN_OR_RETURN(std::string text, (*target)->ExplainArtifact(path));
-      std::cout << text;
-    }
-    return absl::OkStatus();
+  driver::CompileJob job;
+  job.model_name = args[0];
+  job.target = target->get();
+  job.options = options;
+  job.pipeline = pipeline;
+  job.run_pipeline = RunPipelineFromFlags;
+  job.explain = explain;
+  auto compile_one = [&job](Model& m, const std::string& path) -> absl::Status {
+    std::string explanation;
+    absl::Status s = driver::CompileModelInto(m, job, path, &explanation);
+    std::cout << explanation;
+    return s;
   };
 
   if (pass_options->dynamic_batch.empty() && pass_options->dynamic_dims.empty()) {

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "graph/ir/tensor.h"
 #include "target/api/target.h"
+#include "tools/driver/load_artifact.h"
 
 namespace kiln::cli {
 
@@ -22,8 +23,7 @@ absl::StatusOr<std::vector<Tensor>> InputsByName(const std::vector<std::string>&
                                                  const std::vector<std::string>& described,
                                                  const std::vector<Tensor>& initial = {});
 
-// The target that recognizes the artifact at `path`, or why none does (a
-// missing file, a target not registered, a damaged artifact).
-absl::StatusOr<std::unique_ptr<target::Target>> TargetOfArtifact(const std::string& path);
+// The target that recognizes the artifact at `path`, or why none does.
+using driver::TargetOfArtifact;
 
 }  // namespace kiln::cli

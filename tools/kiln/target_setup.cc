@@ -1,32 +1,20 @@
 //===- target_setup.cc - The targets the driver knows ---------------------===//
 //
-// Built-in targets register exactly as plugins do: a registration function
-// handed to TargetRegistry::AddTargets with the API version it was compiled
-// against. Plugins come from KILN_PLUGIN_PATH and --plugin.
+// Built-in targets register exactly as plugins do (tools/driver); plugins
+// come from KILN_PLUGIN_PATH and --plugin. The settings section of a
+// target's compile help.
 //
 //===----------------------------------------------------------------------===//
-#include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "target/api/target_registry.h"
-#include "target/builtin_targets.h"
-#include "target/host_kernels.h"
 #include "tools/kiln/cli_util.h"
 
 namespace kiln::cli {
 
 absl::Status SetUpTargets(const std::vector<std::string>& plugins) {
-  target::TargetRegistry& r = target::TargetRegistry::Global();
-  r.set_host_kernels(&target::ReferenceHostKernels());
-  if (absl::Status s = r.AddTargets("built-in", KILN_TARGET_API_VERSION, target::RegisterBuiltinTargets); !s.ok())
-    return s;
-  if (const char* path = std::getenv("KILN_PLUGIN_PATH"); path && *path)
-    for (const absl::Status& s : r.LoadPluginsOnPath(path))
-      std::cerr << "kiln: warning: " << s.message() << " (skipped)\n";
-  for (const std::string& p : plugins)
-    if (absl::Status s = r.LoadPlugin(p); !s.ok()) return s;
-  return absl::OkStatus();
+  return driver::SetUpTargets(plugins, [](const std::string& w) { std::cerr << "kiln: warning: " << w << "\n"; });
 }
 
 std::string TargetSettingsHelp(const std::string& target_name) {
