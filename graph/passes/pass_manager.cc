@@ -200,7 +200,7 @@ bool PassManager::RunsPass(absl::string_view name) const {
   return false;
 }
 
-absl::StatusOr<bool> PassManager::Run(Model& model) {
+absl::Status PassManager::CheckPrintAfter() const {
   // A --print-after name that no pass of the pipeline has would print
   // nothing, silently.
   for (const std::string& name : options_.print_after) {
@@ -213,6 +213,11 @@ absl::StatusOr<bool> PassManager::Run(Model& model) {
     return absl::InvalidArgumentError(absl::StrCat("--print-after: no pass named '", name, "' runs in this pipeline (",
                                                    names.empty() ? "it is empty" : absl::StrJoin(names, ", "), ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> PassManager::Run(Model& model) {
+  KILN_RETURN_IF_ERROR(CheckPrintAfter());
   // What earlier runs found says nothing about this model.
   changes_ = {};
   clean_at_.clear();

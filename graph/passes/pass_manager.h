@@ -60,6 +60,9 @@ class PassManager {
   absl::StatusOr<bool> Run(Model& model);
   // Whether a pass of this name is in the pipeline.
   bool RunsPass(absl::string_view name) const;
+  // An error naming a --print-after pass the pipeline does not run (Run
+  // checks it first).
+  absl::Status CheckPrintAfter() const;
 
   // A table of time per pass (runs, total, share), in first-run order.
   std::string TimingReport() const;

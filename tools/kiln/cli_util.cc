@@ -7,6 +7,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -99,6 +101,13 @@ int Fail(const std::string& message) {
   }
   std::cerr << "kiln: error: " << one_line << "\n";
   return 1;
+}
+
+bool FlagGiven(const std::string& name) {
+  std::string underscored = name;
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  const absl::CommandLineFlag* f = absl::FindCommandLineFlag(underscored);
+  return f && f->CurrentValue() != f->DefaultValue();
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& data) {

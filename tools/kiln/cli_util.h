@@ -70,6 +70,22 @@ int Fail(const std::string& message);
 // file when present).
 using driver::LoadModel;
 
+// Runs the optimizer as the flags ask (--passes, default: `target_pipeline`,
+// and the pass options) over `model` (cmd_opt.cc). A flag that acts only
+// through a pass the pipeline does not run is refused; `is_opt`: the
+// command is `kiln opt`, where the gears, mixed-precision and training
+// flags act through their passes too.
+absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline, bool is_opt);
+// The pipeline RunPipelineFromFlags runs ("" for none), every pass flag
+// checked against it: what a command that runs it per model (conformance)
+// checks once, up front.
+absl::StatusOr<std::string> PipelineFromFlags(const std::string& target_pipeline, bool is_opt);
+
+// Whether flag `name` (spelled with dashes, without them in front) holds
+// other than its default value: what a command checks before refusing a
+// flag that would do nothing where it is given.
+bool FlagGiven(const std::string& name);
+
 // Writes `data` to `path` (reports, traces).
 absl::Status WriteFile(const std::string& path, const std::string& data);
 

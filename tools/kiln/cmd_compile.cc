@@ -27,7 +27,6 @@ ABSL_FLAG(bool, fusion, true,
 
 namespace kiln::cli {
 
-absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);
 absl::StatusOr<PassOptions> PassOptionsFromFlags();
 
 namespace {
@@ -118,6 +117,11 @@ int Compile(const std::vector<std::string>& args) {
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
   const std::string pipeline = driver::PipelineFor(description, options.fusion);
+  // --fusion=false removes the fusion pass from the target's pipeline: a
+  // target whose pipeline has none would compile the same bytes.
+  if (!options.fusion && pipeline == description.pipeline)
+    return Fail(absl::StrCat("--fusion=false: target ", target_name,
+                             " forms no fusion groups (its pipeline runs no form-fusion-groups pass)"));
   const bool explain = absl::GetFlag(FLAGS_explain_placement);
   std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) {
@@ -134,7 +138,7 @@ int Compile(const std::vector<std::string>& args) {
   job.target = target->get();
   job.options = options;
   job.pipeline = pipeline;
-  job.run_pipeline = RunPipelineFromFlags;
+  job.run_pipeline = [](Model& m, const std::string& p) { return RunPipelineFromFlags(m, p, /*is_opt=*/false); };
   job.explain = explain;
   auto compile_one = [&job](Model& m, const std::string& path) -> absl::Status {
     std::string explanation;

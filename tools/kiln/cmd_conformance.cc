@@ -31,7 +31,6 @@ ABSL_FLAG(bool, optimize, false,
 
 namespace kiln::cli {
 
-absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);  // cmd_opt.cc
 
 namespace {
 
@@ -84,7 +83,7 @@ ModelRunner MakeTargetRunner(const std::string& target_name, const std::string& 
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<target::Target> t, target::TargetRegistry::Global().Create(target_name));
     const target::TargetDescription& d = t->description();
     Model m = input.Clone();
-    KILN_RETURN_IF_ERROR(RunPipelineFromFlags(m, d.pipeline));
+    KILN_RETURN_IF_ERROR(RunPipelineFromFlags(m, d.pipeline, /*is_opt=*/false));
     if (absl::Status s = VerifyModel(m); !s.ok())
       return absl::InternalError(absl::StrCat("the optimized graph does not verify: ", s.message()));
     target::CompileOptions options;
@@ -145,12 +144,18 @@ flags:
 )",
     [](const std::vector<std::string>& args) -> int {
       if (!args.empty()) return Fail("conformance takes no positional arguments");
+      if (!absl::GetFlag(FLAGS_isolate) && FlagGiven("timeout"))
+        return Fail("--timeout limits isolated tests; --noisolate runs them in-process, unlimited");
       const std::string target_name = absl::GetFlag(FLAGS_target);
       auto target = target::TargetRegistry::Global().Create(target_name);
       if (!target.ok()) return Fail(target.status());
       target::CompileOptions given;
       given.settings = TargetSettings();
       if (absl::Status s = target::CheckSettings(given, (*target)->description()); !s.ok()) return Fail(s);
+      // The pass flags, checked once against the pipeline each model runs.
+      if (auto p = PipelineFromFlags((*target)->description().pipeline, /*is_opt=*/false); !p.ok()) return Fail(p.status());
+      if (absl::GetFlag(FLAGS_optimize))
+        if (auto p = PipelineFromFlags("", /*is_opt=*/false); !p.ok()) return Fail(p.status());
       if (absl::Status s = (*target)->CanRun(); !s.ok())
         return Fail(absl::StrCat("target ", target_name, " cannot run here: ", s.message()));
       char tally[] = "/tmp/kiln-conformance-XXXXXX";
@@ -169,7 +174,7 @@ flags:
       options.progress = isatty(STDERR_FILENO);
       if (absl::GetFlag(FLAGS_optimize)) {
         options.transform_model = [](Model& m) -> absl::Status {
-          absl::Status s = RunPipelineFromFlags(m, "");
+          absl::Status s = RunPipelineFromFlags(m, "", /*is_opt=*/false);
           if (!s.ok()) return absl::InternalError(absl::StrCat("optimize: ", s.message()));
           s = VerifyModel(m);
           if (!s.ok()) return absl::InternalError(absl::StrCat("optimize: the optimized graph does not verify: ",

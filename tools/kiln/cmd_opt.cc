@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/commandlineflag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -142,30 +144,89 @@ absl::StatusOr<PassOptions> PassOptionsFromFlags() {
 }
 
 // Runs the --passes pipeline (with the reporting flags) on `model`.
-absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline) {
+namespace {
+
+// Flags that act only through one pass. Given (away from their defaults)
+// to a pipeline that runs no such pass they would do nothing, so they are
+// refused. `opt_only`: other commands consume the flag themselves (compile's
+// gears and --precision=mixed) or do not take it.
+struct PassFlag {
+  const char* flag;  // as spelled on the command line, without the dashes
+  const char* pass;
+  bool opt_only;
+};
+constexpr PassFlag kPassFlags[] = {
+    {"fold-max-elements", "fold-constants", false},
+    {"dynamic-batch", "gears", true},
+    {"dynamic-dims", "gears", true},
+    {"mixed-type", "mixed-precision", true},
+    {"mixed-allow", "mixed-precision", true},
+    {"mixed-infer", "mixed-precision", true},
+    {"mixed-clear", "mixed-precision", true},
+    {"mixed-deny", "mixed-precision", true},
+    {"mixed-min-macs-per-cast", "mixed-precision", true},
+    {"loss", "training-step", true},
+    {"params", "training-step", true},
+    {"learning-rate", "training-step", true},
+    {"optimizer", "training-step", true},
+    {"momentum", "training-step", true},
+    {"nesterov", "training-step", true},
+    {"weight-decay", "training-step", true},
+    {"betas", "training-step", true},
+    {"epsilon", "training-step", true},
+    {"state", "training-step", true},
+    {"loss-scale", "training-step", true},
+    {"loss-scale-growth-interval", "training-step", true},
+    {"replicas", "training-step", true},
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> PipelineFromFlags(const std::string& target_pipeline, bool is_opt) {
   std::string passes = absl::GetFlag(FLAGS_passes);
   // `--passes` left at "default": the pipeline the target asks for.
   if (passes == "default" && !target_pipeline.empty()) passes = target_pipeline;
   if (passes == "none") passes.clear();
-  auto po = PassOptionsFromFlags();
-  if (!po.ok()) return po.status();
+  KILN_ASSIGN_OR_RETURN(PassOptions po, PassOptionsFromFlags());
   // --outputs prunes to those outputs first, unless the pipeline places the
   // prune pass itself.
-  if (!po->outputs.empty()) {
-    PassManager probe(*po);
+  if (!po.outputs.empty()) {
+    PassManager probe(po);
     if (!passes.empty()) KILN_RETURN_IF_ERROR(probe.AddPipeline(passes));
     if (!probe.RunsPass("prune")) passes = passes.empty() ? "prune" : "prune," + passes;
   }
+  PassManagerOptions mo;
+  mo.print_after = absl::GetFlag(FLAGS_print_after);
+  PassManager probe(po, mo);
+  if (!passes.empty()) KILN_RETURN_IF_ERROR(probe.AddPipeline(passes));
+  for (const PassFlag& f : kPassFlags) {
+    if ((!is_opt && f.opt_only) || probe.RunsPass(f.pass) || !FlagGiven(f.flag)) continue;
+    return absl::InvalidArgumentError(absl::StrCat("--", f.flag, " acts through the ", f.pass,
+                                                   " pass, which the pipeline '", passes.empty() ? "none" : passes,
+                                                   "' does not run (add it: --passes=", f.pass,
+                                                   passes.empty() ? "" : ",", passes, ")"));
+  }
+  if (passes.empty()) {
+    // What watches the passes has nothing to watch.
+    for (const char* flag : {"time-passes", "stats", "verify-each", "print-after-all", "print-after"})
+      if (FlagGiven(flag))
+        return absl::InvalidArgumentError(absl::StrCat("--", flag, ": the pipeline runs no pass (--passes=none)"));
+  }
+  KILN_RETURN_IF_ERROR(probe.CheckPrintAfter());
+  return passes;
+}
+
+absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline, bool is_opt) {
+  KILN_ASSIGN_OR_RETURN(const std::string passes, PipelineFromFlags(target_pipeline, is_opt));
   if (passes.empty()) return absl::OkStatus();
+  KILN_ASSIGN_OR_RETURN(PassOptions po, PassOptionsFromFlags());
   PassManagerOptions mo;
   mo.verify_each = absl::GetFlag(FLAGS_verify_each);
   mo.print_after = absl::GetFlag(FLAGS_print_after);
   mo.print_after_all = absl::GetFlag(FLAGS_print_after_all);
-  PassManager pm(*po, mo);
-  absl::Status s = pm.AddPipeline(passes);
-  if (!s.ok()) return s;
-  auto changed = pm.Run(model);
-  if (!changed.ok()) return changed.status();
+  PassManager pm(po, mo);
+  KILN_RETURN_IF_ERROR(pm.AddPipeline(passes));
+  KILN_RETURN_IF_ERROR(pm.Run(model).status());
   if (absl::GetFlag(FLAGS_time_passes)) std::cerr << pm.TimingReport();
   if (absl::GetFlag(FLAGS_stats)) std::cerr << pm.StatsReport();
   return absl::OkStatus();
@@ -194,10 +255,12 @@ int Opt(const std::vector<std::string>& args) {
   if (!model.ok()) return Fail(model.status());
   absl::Status v = VerifyModel(*model);
   if (!v.ok()) return Fail(v);
-  absl::Status p = RunPipelineFromFlags(*model, "");
+  absl::Status p = RunPipelineFromFlags(*model, "", /*is_opt=*/true);
   if (!p.ok()) return Fail(p);
   v = VerifyModel(*model);
   if (!v.ok()) return Fail("the optimized graph does not verify: " + std::string(v.message()));
+  if (absl::GetFlag(FLAGS_inline_constants) && absl::GetFlag(FLAGS_emit) == "dot")
+    return Fail("--inline-constants: --emit=dot prints no constants");
   PrintOptions po;
   po.inline_all_constants = absl::GetFlag(FLAGS_inline_constants);
   std::string out_path = absl::GetFlag(FLAGS_o);
@@ -272,9 +335,10 @@ flags:
                           dynamic[:INIT] (torch.cuda.amp.GradScaler's rule,
                           INIT 65536: a step with a non-finite gradient
                           changes nothing and halves the scale; it doubles
-                          after --loss-scale-growth-interval=N finite steps,
-                          default 2000); the backward pass starts from
-                          loss * scale, P.grad is unscaled
+                          after N finite steps); the backward pass starts
+                          from loss * scale, P.grad is unscaled
+  --loss-scale-growth-interval=N  training-step: the dynamic scale's N
+                          (default 2000)
   --state=constants|inputs  training-step: the parameters and optimizer state
                           stay constants (default) or become inputs holding
                           their values as initial values: a compiled step

@@ -108,7 +108,7 @@ int WriteOutputs(const std::vector<std::string>& names, const std::vector<Tensor
     if (timing_only) {
       const Tensor& t = outputs[i];
       std::cout << names[i] << ": " << DTypeName(t.dtype()) << "[" << absl::StrJoin(t.dims(), ",")
-                << "] not computed (--timing-only)" << (dir.empty() ? "" : ", not written") << "\n";
+                << "] not computed (--timing-only)\n";
       continue;
     }
     std::cout << names[i] << ": " << Summarize(outputs[i]) << "\n";
@@ -136,6 +136,8 @@ int RunCompiled(const std::string& path) {
                              "' was compiled for it)"));
   if (std::string r = absl::GetFlag(FLAGS_roofline); !r.empty())
     if (absl::Status s = CheckRooflinePath(r); !s.ok()) return Fail(s);
+  if (!absl::GetFlag(FLAGS_output_dir).empty() && absl::GetFlag(FLAGS_timing_only))
+    return Fail("--output-dir: a --timing-only run computes no outputs to write");
   std::vector<std::string> names, described, out_names;
   for (const target::TensorSpec& s : exe.inputs()) {
     names.push_back(s.name);
@@ -303,7 +305,7 @@ flags:
                        while batch i computes); the report gives the throughput
                        against max(compute, transfer)
   --timing-only        * skip the arithmetic: outputs are not computed (printed
-                         as such, never written to --output-dir)
+                         as such; --output-dir is refused with it)
   --steps=N            run N times on the same data inputs, each output NAME.next
                        feeding input NAME of the next run (a training loop); prints
                        each step's one-element outputs (the loss), then the last

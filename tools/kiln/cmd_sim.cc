@@ -52,6 +52,8 @@ kiln::DType GraphDType(sim::DType t) {
 
 int Sim(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("sim takes one program (PROGRAM.kasm)");
+  if (!absl::GetFlag(FLAGS_output_dir).empty() && absl::GetFlag(FLAGS_timing_only))
+    return Fail("--output-dir: a --timing-only run computes no outputs to write");
   const std::string& path = args[0];
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail("cannot open '" + path + "'");
@@ -183,7 +185,8 @@ flags:
                        then the roofline table
   --report-csv=FILE    the per-kernel, per-pipe report as CSV
   --roofline=FILE      the roofline of the run: FILE.svg (the chart) or FILE.csv
-  --timing-only        skip the arithmetic (outputs are not computed, nor written)
+  --timing-only        skip the arithmetic (outputs are not computed; --output-dir
+                       is refused with it)
   --cycle-limit=N      stop with an error past N cycles (default 1e10)
   --output-dir=DIR     where outputs are written (none is written without it)
 )",

@@ -25,7 +25,6 @@ ABSL_DECLARE_FLAG(std::string, precision);
 
 namespace kiln::cli {
 
-absl::Status RunPipelineFromFlags(Model& model, const std::string& target_pipeline);  // cmd_opt.cc
 
 namespace {
 
@@ -40,6 +39,11 @@ absl::StatusOr<DType> MatrixInputOf(const std::string& precision) {
 }
 
 int TileFile(const std::string& path, const tile::TileCostFigures& figures) {
+  // A tile kernel is printed as it is: what acts on models does nothing here.
+  for (const char* flag : {"precision", "passes", "outputs", "print-after", "print-after-all", "time-passes", "stats",
+                           "verify-each", "fold-max-elements"})
+    if (FlagGiven(flag))
+      return Fail(absl::StrCat("--", flag, " acts on models; a tile kernel (", path, ") is verified and printed as it is"));
   std::ifstream in(path);
   if (!in) return Fail("cannot read " + path);
   std::stringstream text;
@@ -59,7 +63,7 @@ int TileModel(const std::string& path, const target::Target& target, const tile:
   auto model = LoadModel(path);
   if (!model.ok()) return Fail(model.status());
   if (absl::Status s = VerifyModel(*model); !s.ok()) return Fail(s);
-  if (absl::Status s = RunPipelineFromFlags(*model, target.description().pipeline); !s.ok()) return Fail(s);
+  if (absl::Status s = RunPipelineFromFlags(*model, target.description().pipeline, /*is_opt=*/false); !s.ok()) return Fail(s);
   // Kernels a target tiles by its own program print as they run; other
   // nodes as the shared lowering tiles them for the target.
   target::CompileOptions options;

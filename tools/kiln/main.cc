@@ -6,6 +6,7 @@
 // rest.
 //
 //===----------------------------------------------------------------------===//
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/logging.h"
 #include "target/api/target_registry.h"
 #include "target/api/version.h"
@@ -33,41 +35,60 @@ void PrintUsage(std::ostream& os) {
   os << "\n`kiln <command> --help` describes a command and its flags.\n";
 }
 
-// Whether `help` names `flag` ("--batches", "-o") as a token of its own.
-bool HelpNames(const std::string& help, const std::string& flag) {
-  auto part_of_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; };
-  for (size_t at = help.find(flag); at != std::string::npos; at = help.find(flag, at + 1)) {
-    size_t end = at + flag.size();
-    if ((at == 0 || !part_of_name(help[at - 1])) && (end == help.size() || !part_of_name(help[end]))) return true;
+// The flags a command's help lists, without their dashes ("batches", "o",
+// "noisolate"): the names in the leading part (up to a two-space gap) of
+// each entry line of its "flags:" section, an entry line being one indented
+// at most four spaces that starts with '-'. Flags its prose mentions (`kiln
+// run --steps=N` in opt's help) are not listed.
+std::vector<std::string> ListedFlags(const kiln::cli::Command& cmd) {
+  std::vector<std::string> names;
+  std::string help = cmd.help;
+  const size_t section = help.find("\nflags:\n");
+  if (section == std::string::npos) return names;
+  help = help.substr(section + 8);
+  size_t begin = 0;
+  while (begin < help.size()) {
+    size_t end = help.find('\n', begin);
+    if (end == std::string::npos) end = help.size();
+    std::string line = help.substr(begin, end - begin);
+    begin = end + 1;
+    const size_t first = line.find_first_not_of(' ');
+    if (first == std::string::npos || first > 4 || line[first] != '-') continue;
+    line = line.substr(first, line.find("  ", first) == std::string::npos ? std::string::npos
+                                                                           : line.find("  ", first) - first);
+    for (size_t at = line.find('-'); at != std::string::npos; at = line.find('-', at)) {
+      if (at > 0 && line[at - 1] != ' ') {  // inside a token (OUT.kiln, seq=16)
+        ++at;
+        continue;
+      }
+      size_t name = line.find_first_not_of('-', at);
+      if (name == std::string::npos || name - at > 2) break;
+      size_t stop = name;
+      while (stop < line.size() && (std::islower(static_cast<unsigned char>(line[stop])) ||
+                                    std::isdigit(static_cast<unsigned char>(line[stop])) || line[stop] == '-'))
+        ++stop;
+      if (stop > name) names.push_back(line.substr(name, stop - name));
+      at = stop;
+    }
   }
-  return false;
+  return names;
 }
 
 // Every command sees every flag of the driver (Abseil flags are global), so
-// a command takes only the flags its help names: one that does nothing there
+// a command takes only the flags its help lists: one that does nothing there
 // is refused instead of being ignored silently. `name` is spelled with dashes,
-// without the leading ones and any "=value".
+// without the leading ones and any "=value"; --noNAME stands for --NAME=false.
 bool CommandTakesFlag(const kiln::cli::Command& cmd, const std::string& name) {
-  // The help's "flags:" section when it has one (its prose may mention
-  // flags of other commands).
-  std::string help = cmd.help;
-  if (size_t at = help.find("\nflags:\n"); at != std::string::npos) help = help.substr(at);
-  if (HelpNames(help, "--" + name) || HelpNames(help, "--no" + name) || HelpNames(help, "-" + name)) return true;
-  return absl::StartsWith(name, "no") && HelpNames(help, "--" + name.substr(2));
+  const std::vector<std::string> listed = ListedFlags(cmd);
+  auto has = [&listed](const std::string& n) { return std::find(listed.begin(), listed.end(), n) != listed.end(); };
+  if (has(name) || has("no" + name)) return true;
+  return absl::StartsWith(name, "no") && has(name.substr(2));
 }
 
-// The flags a command's help lists ("--name", dashes kept), and the
-// settings the registered targets declare: what a misspelled flag is
-// matched against.
+// The flags a command's help lists and the settings the registered targets
+// declare: what a misspelled flag is matched against.
 std::vector<std::string> KnownFlags(const kiln::cli::Command& cmd) {
-  std::vector<std::string> names;
-  std::string help = cmd.help;
-  if (size_t at = help.find("\nflags:\n"); at != std::string::npos) help = help.substr(at);
-  for (size_t at = help.find("--"); at != std::string::npos; at = help.find("--", at + 2)) {
-    size_t end = at + 2;
-    while (end < help.size() && (std::isalnum(static_cast<unsigned char>(help[end])) || help[end] == '-')) ++end;
-    if (end > at + 2) names.push_back(help.substr(at + 2, end - at - 2));
-  }
+  std::vector<std::string> names = ListedFlags(cmd);
   if (cmd.target_settings)
     for (const auto* e : kiln::target::TargetRegistry::Global().List()) {
       const auto target = e->factory();
@@ -133,6 +154,8 @@ int main(int argc, char** argv) {
     }
     if (absl::StartsWith(a, "--target=")) target_name = a.substr(9);
   }
+  if (!plugins.empty() && !CommandTakesFlag(*cmd, "plugin"))
+    return kiln::cli::Fail(absl::StrCat("kiln ", cmd->name, " has no flag --plugin (see `kiln ", cmd->name, " --help`)"));
   if (absl::Status s = kiln::cli::SetUpTargets(plugins); !s.ok()) return kiln::cli::Fail(s);
 
   // Collect --input, answer --help, and hand the rest to Abseil.
@@ -146,6 +169,13 @@ int main(int argc, char** argv) {
       if (cmd->target_settings && !target_name.empty()) std::cout << kiln::cli::TargetSettingsHelp(target_name);
       return 0;
     }
+    // --plugin (taken above) and --input (collected here) are refused like
+    // any flag by a command whose help does not list them.
+    for (const char* own : {"plugin", "input"})
+      if ((a == absl::StrCat("--", own) || absl::StartsWith(a, absl::StrCat("--", own, "="))) &&
+          !CommandTakesFlag(*cmd, own))
+        return kiln::cli::Fail(absl::StrCat("kiln ", cmd->name, " has no flag --", own, " (see `kiln ", cmd->name,
+                                            " --help`)"));
     if (a == "--plugin") {
       ++i;
       continue;
