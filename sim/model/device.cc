@@ -170,7 +170,7 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   aicpu_busy.assign(machine.aicpu().cores(), false);
   link_busy[0] = link_busy[1] = false;
   links_busy = false;
-  trace.Reset(opt.max_trace_events);
+  trace.Reset(opt.trace_options);
   trace.set_enabled(opt.trace);
   if (opt.trace) trace.NameTrack(Trace::kHbm, 0, "HBM", "bandwidth");
 

@@ -61,8 +61,9 @@ struct RunOptions {
   bool trace = false;
   // Stop with an error past this many cycles.
   double cycle_limit = 1e11;
-  // Trace events kept before the trace is truncated.
-  int64_t max_trace_events = 4'000'000;
+  // What the trace keeps (its size bound, merging, counter windows, the
+  // cycles and kernels it covers).
+  TraceOptions trace_options;
 };
 
 struct PipeStats {

@@ -72,7 +72,7 @@ void Device::Impl::HbmReplan() {
   if (next >= 0) hbm_ev.notify(Cycles(next));
   if (opt.trace && total != hbm_total) {
     hbm_total = total;
-    trace.Count(Trace::kHbm, "HBM GB/s", Now(), total * machine.chip().clock_mhz() / 1e3);
+    trace.Count(Trace::kHbm, "HBM GB/s", Now(), total * machine.chip().clock_mhz() / 1e3, /*rate=*/true);
   }
 }
 

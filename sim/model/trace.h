@@ -8,9 +8,17 @@
 // and processes for HBM, the AICPU cluster, the host's streams, PCIe and the
 // chip links (collectives).
 //
-// Large traces stay usable: consecutive identical instructions that abut in
-// time become one slice with a count, and past `max_events` recording stops
-// with truncated() set (the writer then says so in the trace's metadata).
+// Large traces stay usable (TraceOptions): consecutive identical
+// instructions on a track become one slice with a count when they abut or
+// leave a gap of at most merge_gap_cycles (its args give the instructions'
+// busy cycles); counters are written one sample per counter_window_cycles
+// (a rate such as HBM's bandwidth as the window's average, a level such as
+// a buffer's footprint as its peak), and only when the value changes; a
+// trace may be limited to a window of cycles or to the kernels whose name
+// matches a regular expression; past max_events recording stops with
+// truncated() set (the writer then says so in the trace's metadata).
+// ToJsonGz() writes the same JSON gzip-compressed (.json.gz), which
+// Perfetto and chrome://tracing open as they are.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -22,6 +30,14 @@
 #include "sim/isa/isa.h"
 
 namespace kiln::sim {
+
+struct TraceOptions {
+  int64_t max_events = 4'000'000;   // events kept before the trace is truncated
+  double merge_gap_cycles = 16;     // same-op slices this close on a track become one (0: only abutting ones)
+  double counter_window_cycles = 100;  // one counter sample per window (0: every change)
+  double from = 0, to = 0;          // the cycles recorded (to 0: to the end)
+  std::string kernels;              // ECMAScript regex: only kernels whose name it matches (empty: all)
+};
 
 class Trace {
  public:
@@ -36,14 +52,16 @@ class Trace {
     int32_t label;               // other slices: an index into labels()
     int32_t count;               // instructions merged into this slice
     int64_t flow_out, flow_in;   // flow ids leaving / entering this slice, -1 for none
+    double busy;                 // cycles its instructions took (end - start less the gaps merged over)
   };
   struct Counter {
     int pid;
     int32_t label;  // the counter's name, an index into labels()
     double t, value;
+    bool rate;      // a rate (averaged over a window) rather than a level (its peak)
   };
 
-  void Reset(int64_t max_events);
+  void Reset(const TraceOptions& options);
   bool enabled() const { return enabled_; }
   void set_enabled(bool e) { enabled_ = e; }
 
@@ -53,7 +71,9 @@ class Trace {
                    int64_t flow_out = -1, int64_t flow_in = -1);
   // A named slice (stream ops, PCIe transfers, AICPU tasks, collectives, scalar runs).
   void Named(int pid, int tid, const std::string& name, double start, double end, bool mergeable = false);
-  void Count(int pid, const std::string& name, double t, double value);
+  // A counter's new value from cycle t on; `rate`: bytes per second and
+  // the like, averaged over a window when written (else its peak).
+  void Count(int pid, const std::string& name, double t, double value, bool rate = false);
   void NameTrack(int pid, int tid, const std::string& process, const std::string& thread);
 
   const std::vector<Slice>& slices() const { return slices_; }
@@ -63,14 +83,21 @@ class Trace {
 
   // Chrome trace-event JSON; timestamps in microseconds at `clock_mhz`.
   std::string ToJson(double clock_mhz) const;
+  // The same, gzip-compressed.
+  std::string ToJsonGz(double clock_mhz) const;
 
  private:
   bool Room();
   int32_t Label(const std::string& s);
+  // Whether [start, end] lies in the recorded window.
+  bool InWindow(double start, double end) const;
+  // Whether `prog`'s slices are kept (TraceOptions::kernels).
+  bool KeepsProgram(const Program* prog);
 
   bool enabled_ = false;
   bool truncated_ = false;
-  int64_t max_events_ = 0;
+  TraceOptions options_;
+  std::vector<std::pair<const Program*, bool>> kept_programs_;
   std::vector<Slice> slices_;
   std::vector<Counter> counters_;
   std::vector<std::string> labels_;

@@ -58,6 +58,11 @@ struct RunFeatures {
 struct RunOptions {
   bool functional = true;  // false: timing only (RunFeatures::timing_only)
   bool trace = false;
+  // What the trace covers: the cycles from trace_from to trace_to (0: to the
+  // end), and only the kernels whose name trace_kernels (an ECMAScript
+  // regular expression) matches, where not empty.
+  double trace_from = 0, trace_to = 0;
+  std::string trace_kernels;
   int batches = 1;
   double cycle_limit = 1e11;
   // A training loop sunk onto the device (RunFeatures::device_loop): the
@@ -73,7 +78,7 @@ struct RunOptions {
 // order, one per row, under the header of kTasksCsvHeader (a field holding
 // a comma or a quote is quoted, RFC 4180), then a row named "total" with
 // the run's cycles: what `kiln diff` aligns two runs by.
-enum class ReportKind : uint8_t { kText, kCsv, kTraceJson, kRooflineSvg, kRooflineCsv, kTasksCsv };
+enum class ReportKind : uint8_t { kText, kCsv, kTraceJson, kRooflineSvg, kRooflineCsv, kTasksCsv, kTraceJsonGz };
 inline constexpr char kTasksCsvHeader[] =
     "task,engine,cycles,estimated_cycles,cube_utilization,cores,bound,hbm_read_bytes,hbm_write_bytes";
 

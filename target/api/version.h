@@ -20,7 +20,8 @@
 // latencies, bursts, issue queues), so a target's matrix kernels take their
 // tiling from the shared cost model.
 // Version 4: ReportKind::kTasksCsv, a run's tasks one per row (`kiln run
-// --report-tasks`, `kiln diff`).
+// --report-tasks`, `kiln diff`); kTraceJsonGz; RunOptions say what a trace
+// covers (trace_from, trace_to, trace_kernels).
 #define KILN_TARGET_API_VERSION 4
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake

@@ -458,6 +458,9 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   sim::RunOptions ro;
   ro.functional = options.functional;
   ro.trace = options.trace;
+  ro.trace_options.from = options.trace_from;
+  ro.trace_options.to = options.trace_to;
+  ro.trace_options.kernels = options.trace_kernels;
   ro.cycle_limit = options.cycle_limit;
   KILN_ASSIGN_OR_RETURN(sim::RunStats stats, d.Run(ro));
 
@@ -695,6 +698,7 @@ absl::StatusOr<std::string> NpusimExecutable::Report(ReportKind kind, const std:
     case ReportKind::kCsv: return ReportCsv();
     case ReportKind::kTasksCsv: return ReportTasksCsv();
     case ReportKind::kTraceJson: return device_->trace().ToJson(machine_.chip().clock_mhz());
+    case ReportKind::kTraceJsonGz: return device_->trace().ToJsonGz(machine_.chip().clock_mhz());
     case ReportKind::kRooflineCsv: return sim::RooflineCsv(Roofline());
     case ReportKind::kRooflineSvg:
       return sim::RooflineSvg(Roofline(), sim::MachineRoofs(machine_),

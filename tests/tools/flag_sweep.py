@@ -89,6 +89,8 @@ def main():
             "input": ([npu, "--input", "nope=" + X.split("=", 1)[1]], "has no input named 'nope'"),
             "output-dir": ([npu, "--input", X, "--timing-only", f"--output-dir={out}"], "computes no outputs"),
             "trace": ([MODEL, "--input", X, f"--trace={work}/t.json"], "does not take"),
+            "trace-window": ([npu, "--input", X, "--trace-window=0:100"], "give --trace=FILE too"),
+            "trace-kernels": ([npu, "--input", X, "--trace-kernels=conv"], "give --trace=FILE too"),
             "report": ([ref, "--input", X, "--report"], "do not take"),
             "report-csv": ([ref, "--input", X, f"--report-csv={work}/r.csv"], "do not take"),
             "report-tasks": ([ref, "--input", X, f"--report-tasks={work}/r.csv"], "do not take"),
@@ -124,6 +126,8 @@ def main():
         "sim": {
             "machine": "acts: the machine the program runs on",
             "trace": "acts: writes the trace",
+            "trace-window": ([KASM, "--trace-window=0:100"], "give --trace=FILE too"),
+            "trace-kernels": ([KASM, "--trace-kernels=gemm"], "give --trace=FILE too"),
             "report": "acts: prints the report",
             "report-csv": "acts: writes the report",
             "roofline": "acts: writes the roofline",

@@ -2,6 +2,8 @@
 #include "tools/kiln/cli_util.h"
 
 #include <algorithm>
+#include <cmath>
+#include <regex>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -9,13 +11,20 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/onnx/importer.h"
 #include "graph/ir/parser.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/support/status.h"
+
+ABSL_DECLARE_FLAG(std::string, trace);
+ABSL_DECLARE_FLAG(std::string, trace_window);
+ABSL_DECLARE_FLAG(std::string, trace_kernels);
 
 namespace kiln::cli {
 
@@ -101,6 +110,33 @@ int Fail(const std::string& message) {
   }
   std::cerr << "kiln: error: " << one_line << "\n";
   return 1;
+}
+
+absl::StatusOr<TraceScope> TraceScopeFromFlags() {
+  TraceScope scope;
+  const std::string window = absl::GetFlag(FLAGS_trace_window);
+  scope.kernels = absl::GetFlag(FLAGS_trace_kernels);
+  if (absl::GetFlag(FLAGS_trace).empty()) {
+    if (!window.empty()) return absl::InvalidArgumentError("--trace-window narrows a trace: give --trace=FILE too");
+    if (!scope.kernels.empty()) return absl::InvalidArgumentError("--trace-kernels narrows a trace: give --trace=FILE too");
+    return scope;
+  }
+  if (!window.empty()) {
+    const size_t colon = window.find(':');
+    const std::string a = window.substr(0, colon), b = colon == std::string::npos ? "" : window.substr(colon + 1);
+    if (colon == std::string::npos || !absl::SimpleAtod(a, &scope.from) || scope.from < 0 || !std::isfinite(scope.from) ||
+        (!b.empty() && (!absl::SimpleAtod(b, &scope.to) || !std::isfinite(scope.to) || scope.to <= scope.from)))
+      return absl::InvalidArgumentError(absl::StrCat("--trace-window takes START:END in cycles (END after START, or left "
+                                                     "out for the end of the run), not '", window, "'"));
+  }
+  if (!scope.kernels.empty()) {
+    try {
+      std::regex check(scope.kernels);
+    } catch (const std::regex_error& e) {
+      return absl::InvalidArgumentError(absl::StrCat("--trace-kernels: '", scope.kernels, "' is not a regular expression"));
+    }
+  }
+  return scope;
 }
 
 bool FlagGiven(const std::string& name) {

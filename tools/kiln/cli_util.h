@@ -86,6 +86,14 @@ absl::StatusOr<std::string> PipelineFromFlags(const std::string& target_pipeline
 // flag that would do nothing where it is given.
 bool FlagGiven(const std::string& name);
 
+// What --trace-window=START:END (cycles; END may be left out) and
+// --trace-kernels=REGEX ask of a trace, checked: both need --trace.
+struct TraceScope {
+  double from = 0, to = 0;  // to 0: to the end
+  std::string kernels;
+};
+absl::StatusOr<TraceScope> TraceScopeFromFlags();
+
 // Writes `data` to `path` (reports, traces).
 absl::Status WriteFile(const std::string& path, const std::string& data);
 

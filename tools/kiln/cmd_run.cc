@@ -138,6 +138,8 @@ int RunCompiled(const std::string& path) {
     if (absl::Status s = CheckRooflinePath(r); !s.ok()) return Fail(s);
   if (!absl::GetFlag(FLAGS_output_dir).empty() && absl::GetFlag(FLAGS_timing_only))
     return Fail("--output-dir: a --timing-only run computes no outputs to write");
+  absl::StatusOr<TraceScope> scope = TraceScopeFromFlags();
+  if (!scope.ok()) return Fail(scope.status());
   std::vector<std::string> names, described, out_names;
   for (const target::TensorSpec& s : exe.inputs()) {
     names.push_back(s.name);
@@ -157,6 +159,9 @@ int RunCompiled(const std::string& path) {
   const int repeat = absl::GetFlag(FLAGS_repeat);
   if (repeat < 0 || repeat > 100000) return Fail("--repeat must be between 0 and 100000");
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
+  options.trace_from = scope->from;
+  options.trace_to = scope->to;
+  options.trace_kernels = scope->kernels;
   options.functional = !absl::GetFlag(FLAGS_timing_only);
   options.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
   // A device that runs training loops itself: the steps are its batches,
@@ -193,7 +198,8 @@ int RunCompiled(const std::string& path) {
       {absl::GetFlag(FLAGS_report_csv), target::ReportKind::kCsv},
       {absl::GetFlag(FLAGS_report_tasks), target::ReportKind::kTasksCsv},
       {roofline, absl::EndsWith(roofline, ".csv") ? target::ReportKind::kRooflineCsv : target::ReportKind::kRooflineSvg},
-      {absl::GetFlag(FLAGS_trace), target::ReportKind::kTraceJson}};
+      {absl::GetFlag(FLAGS_trace),
+       absl::EndsWith(absl::GetFlag(FLAGS_trace), ".gz") ? target::ReportKind::kTraceJsonGz : target::ReportKind::kTraceJson}};
   for (const auto& [file, kind] : files) {
     if (file.empty()) continue;
     auto text = exe.Report(kind, title);
@@ -265,7 +271,8 @@ extern const Command kRunCommand;
 const Command kRunCommand = {
     "run", "run a model and write its outputs",
     R"(usage: kiln run MODEL.onnx|MODEL.kir|ARTIFACT [--input NAME=FILE ...] [--output-dir=DIR]
-                [--trace=FILE] [--report] [--report-csv=FILE] [--report-tasks=FILE]
+                [--trace=FILE] [--trace-window=START:END] [--trace-kernels=REGEX]
+                [--report] [--report-csv=FILE] [--report-tasks=FILE]
                 [--roofline=FILE] [--batches=N]
                 [--timing-only] [--steps=N] [--repeat=N] [--plugin=lib.so]
 
@@ -289,7 +296,12 @@ artifact's target lacks is refused.
 flags:
   --input NAME=FILE    an input (repeat for each input)
   --output-dir=DIR     where to write the outputs
-  --trace=FILE         * Chrome trace-event JSON of the run (Perfetto, chrome://tracing)
+  --trace=FILE         * Chrome trace-event JSON of the run (Perfetto, chrome://tracing);
+                       gzip-compressed when FILE ends in .gz (what Perfetto opens
+                       best for a large model)
+  --trace-window=START:END  * trace only these cycles (END left out: to the end)
+  --trace-kernels=REGEX  * trace only the kernels whose name matches (the HBM,
+                       stream and AICPU tracks over their span)
   --report             * per-task cycles, cube utilization and bound, totals,
                        and the roofline table (work, HBM bytes, work per byte and
                        per cycle, the roof at that intensity, % of it, the limit)

@@ -13,6 +13,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +28,8 @@
 ABSL_DECLARE_FLAG(std::string, output_dir);
 ABSL_FLAG(std::string, machine, "", "Machine description (.textproto) for `kiln sim`; default ascend910-like.");
 ABSL_FLAG(std::string, trace, "", "Write a Chrome trace-event JSON of the run to this file.");
+ABSL_FLAG(std::string, trace_window, "", "Trace only the cycles START:END (END left out: to the end).");
+ABSL_FLAG(std::string, trace_kernels, "", "Trace only the kernels whose name matches this regular expression.");
 ABSL_FLAG(bool, report, false, "Print the per-kernel, per-pipe report.");
 ABSL_FLAG(std::string, report_csv, "", "Write the report as CSV to this file.");
 ABSL_FLAG(std::string, roofline, "", "Write the roofline of the run: FILE.svg (the chart) or FILE.csv (the table).");
@@ -54,6 +57,8 @@ int Sim(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("sim takes one program (PROGRAM.kasm)");
   if (!absl::GetFlag(FLAGS_output_dir).empty() && absl::GetFlag(FLAGS_timing_only))
     return Fail("--output-dir: a --timing-only run computes no outputs to write");
+  absl::StatusOr<TraceScope> scope = TraceScopeFromFlags();
+  if (!scope.ok()) return Fail(scope.status());
   const std::string& path = args[0];
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail("cannot open '" + path + "'");
@@ -115,6 +120,9 @@ int Sim(const std::vector<std::string>& args) {
   sim::RunOptions opt;
   opt.functional = !absl::GetFlag(FLAGS_timing_only);
   opt.trace = !absl::GetFlag(FLAGS_trace).empty();
+  opt.trace_options.from = scope->from;
+  opt.trace_options.to = scope->to;
+  opt.trace_options.kernels = scope->kernels;
   opt.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
   auto stats = d.Run(opt);
   if (!stats.ok()) return Fail(stats.status());
@@ -157,7 +165,10 @@ int Sim(const std::vector<std::string>& args) {
         !s.ok())
       return Fail(s);
   if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
-    if (absl::Status s = WriteFile(tr, d.trace().ToJson(machine.chip().clock_mhz())); !s.ok()) return Fail(s);
+    const double mhz = machine.chip().clock_mhz();
+    if (absl::Status s = WriteFile(tr, absl::EndsWith(tr, ".gz") ? d.trace().ToJsonGz(mhz) : d.trace().ToJson(mhz));
+        !s.ok())
+      return Fail(s);
     if (d.trace().truncated())
       std::cerr << "kiln: warning: the trace reached its size bound and was truncated\n";
   }
@@ -169,7 +180,8 @@ int Sim(const std::vector<std::string>& args) {
 extern const Command kSimCommand;
 const Command kSimCommand = {
     "sim", "run hand-written NPU assembly on the SystemC model",
-    R"(usage: kiln sim PROGRAM.kasm [--machine=FILE] [--trace=FILE] [--report] [--report-csv=FILE] [--roofline=FILE]
+    R"(usage: kiln sim PROGRAM.kasm [--machine=FILE] [--trace=FILE] [--trace-window=START:END] [--trace-kernels=REGEX]
+                 [--report] [--report-csv=FILE] [--roofline=FILE]
                  [--timing-only] [--cycle-limit=N] [--output-dir=DIR]
 
 Assembles PROGRAM.kasm (docs/kasm.md), fills its global-memory arguments as
@@ -180,7 +192,10 @@ the output's first values), and prints the cycle count. Deadlocks, runaway progr
 
 flags:
   --machine=FILE       machine description (sim/machines/*.textproto); default ascend910-like
-  --trace=FILE         Chrome trace-event JSON (open in Perfetto or chrome://tracing)
+  --trace=FILE         Chrome trace-event JSON (open in Perfetto or chrome://tracing);
+                       gzip-compressed when FILE ends in .gz
+  --trace-window=START:END  trace only these cycles (END left out: to the end)
+  --trace-kernels=REGEX  trace only the kernels whose name matches
   --report             per-kernel, per-pipe busy cycles, utilization and bound,
                        then the roofline table
   --report-csv=FILE    the per-kernel, per-pipe report as CSV
