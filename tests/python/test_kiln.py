@@ -3,6 +3,7 @@ torch.nn.Modules compiled for the reference and npusim targets, their
 outputs against PyTorch's, reports, traces, placement, and errors as
 kiln.Error. Run by ctest (label python) with PYTHONPATH at the build's
 python/ folder, under Debian's /usr/bin/python3."""
+import gzip
 import json
 import os
 import sys
@@ -100,6 +101,9 @@ class Reports(unittest.TestCase):
                 events = json.load(f)
             events = events["traceEvents"] if isinstance(events, dict) else events
             self.assertGreater(len(events), 10)
+            self.m.trace(path + ".gz", self.x)
+            with gzip.open(path + ".gz", "rt") as f:
+                self.assertIn("traceEvents", json.load(f))
 
     def test_explain(self):
         self.assertIn("cube", self.m.explain())

@@ -247,18 +247,22 @@ class Compiled {
     return result;
   }
 
-  std::string Report(const std::string& kind) const {
+  py::bytes Report(const std::string& kind) const { return py::bytes(ReportText(kind)); }
+
+  std::string ReportText(const std::string& kind) const {
     static const std::pair<const char*, target::ReportKind> kKinds[] = {
         {"text", target::ReportKind::kText},         {"csv", target::ReportKind::kCsv},
         {"tasks", target::ReportKind::kTasksCsv},    {"trace", target::ReportKind::kTraceJson},
+        {"trace_gz", target::ReportKind::kTraceJsonGz},
         {"roofline_svg", target::ReportKind::kRooflineSvg}, {"roofline_csv", target::ReportKind::kRooflineCsv}};
     for (const auto& [name, k] : kKinds)
       if (kind == name) {
-        if (!exe_->features().report && k != target::ReportKind::kTraceJson)
+        if (!exe_->features().report && k != target::ReportKind::kTraceJson && k != target::ReportKind::kTraceJsonGz)
           throw Error(absl::StrCat("runs of target ", target_, " have no reports"));
         return Check(exe_->Report(k, std::filesystem::path(path_).filename().string()));
       }
-    throw Error("report kind must be text, csv, tasks, trace, roofline_svg or roofline_csv, not '" + kind + "'");
+    throw Error("report kind must be text, csv, tasks, trace, trace_gz, roofline_svg or roofline_csv, not '" + kind +
+                "'");
   }
 
  private:
@@ -295,5 +299,5 @@ PYBIND11_MODULE(_kiln, m) {
       .def_property_readonly("outputs", [](const Compiled& c) { return c.Specs(false); })
       .def_property_readonly("features", &Compiled::Features)
       .def("run", &Compiled::Run, py::arg("inputs"), py::arg("timing_only") = false, py::arg("trace") = false)
-      .def("report", &Compiled::Report, py::arg("kind"));
+      .def("report", &Compiled::Report, py::arg("kind"));  // bytes: a gzip'd trace is not text
 }

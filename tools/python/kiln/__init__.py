@@ -180,17 +180,18 @@ class CompiledModel:
         """The last run's report: text (the table `kiln run --report` prints),
         tasks (CSV, one row per task: what `kiln diff` compares), csv (per
         kernel and pipe), roofline_csv or roofline_svg."""
-        return self._compiled.report(kind)
+        return self._compiled.report(kind).decode()
 
     def trace(self, path, *args, timing_only=False, **kwargs):
-        """Writes a Chrome trace-event JSON of a run to `path`: of a run of
-        the inputs given, or, with none, of the last run made by trace()."""
+        """Writes a Chrome trace-event JSON of a run to `path` (gzip-compressed
+        when it ends in .gz): of a run of the inputs given, or, with none, of
+        the last run made by trace()."""
         if args or kwargs:
             self._run(args, kwargs, timing_only=timing_only, trace=True)
         elif not self._traced:
             raise Error("trace() needs the inputs of a run to trace")
-        with open(path, "w") as f:
-            f.write(self._compiled.report("trace"))
+        with open(path, "wb") as f:
+            f.write(self._compiled.report("trace_gz" if str(path).endswith(".gz") else "trace"))
 
     def explain(self):
         """Where each node runs and why (`kiln compile --explain-placement`)."""
