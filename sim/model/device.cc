@@ -217,7 +217,27 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   }
 
   try {
-    sc_core::sc_start(Cycles(opt.cycle_limit), sc_core::SC_EXIT_ON_STARVATION);
+    if (!opt.progress) {
+      sc_core::sc_start(Cycles(opt.cycle_limit), sc_core::SC_EXIT_ON_STARVATION);
+    } else {
+      // In slices, reporting between them; the events run in the same
+      // order, so the run's figures are the same.
+      const double start = Now(), limit = start + opt.cycle_limit, every = std::max(1.0, opt.progress_every_cycles);
+      while (true) {
+        // A slice reaches the next pending event at least (starving before
+        // it, sc_start would return without advancing).
+        const double gap =
+            sc_core::sc_pending_activity()
+                ? static_cast<double>(sc_core::sc_time_to_pending_activity(sc_core::sc_get_curr_simcontext()).value()) / kPsPerCycle + 1
+                : 0;
+        const double before = Now(), next = std::min(limit, before + std::max(every, gap));
+        sc_core::sc_start(Cycles(next - before), sc_core::SC_EXIT_ON_STARVATION);
+        opt.progress(Now() - start);
+        // A slice clamped at the limit that passed no time: the next event
+        // lies past the limit.
+        if (aborted || Now() >= limit || !sc_core::sc_pending_activity() || (next >= limit && Now() == before)) break;
+      }
+    }
     if (!aborted && streams_done < static_cast<int>(streams.size())) {
       if (sc_core::sc_pending_activity())  // stopped at the limit, not starved
         Fail(absl::DeadlineExceededError(absl::StrCat("cycle limit of ", opt.cycle_limit,

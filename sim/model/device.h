@@ -64,6 +64,10 @@ struct RunOptions {
   // What the trace keeps (its size bound, merging, counter windows, the
   // cycles and kernels it covers).
   TraceOptions trace_options;
+  // Called with the simulated time every progress_every_cycles while the
+  // run lasts (a terminal's progress line); unset: the run goes in one go.
+  std::function<void(double cycles)> progress;
+  double progress_every_cycles = 100000;
 };
 
 struct PipeStats {

@@ -21,7 +21,7 @@
 // tiling from the shared cost model.
 // Version 4: ReportKind::kTasksCsv, a run's tasks one per row (`kiln run
 // --report-tasks`, `kiln diff`); kTraceJsonGz; RunOptions say what a trace
-// covers (trace_from, trace_to, trace_kernels).
+// covers (trace_from, trace_to, trace_kernels) and take a progress callback.
 #define KILN_TARGET_API_VERSION 4
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake

@@ -461,6 +461,12 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   ro.trace_options.from = options.trace_from;
   ro.trace_options.to = options.trace_to;
   ro.trace_options.kernels = options.trace_kernels;
+  if (options.progress)
+    ro.progress = [&options, batches](double cycles) {
+      options.progress(absl::StrFormat("%.2f M cycles simulated (%d %s)", cycles / 1e6, batches,
+                                       options.feeds.empty() ? (batches == 1 ? "batch" : "batches")
+                                                             : (batches == 1 ? "step" : "steps")));
+    };
   ro.cycle_limit = options.cycle_limit;
   KILN_ASSIGN_OR_RETURN(sim::RunStats stats, d.Run(ro));
 

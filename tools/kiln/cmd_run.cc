@@ -172,6 +172,22 @@ int RunCompiled(const std::string& path) {
     options.feeds = *feeds;
     options.after_step = PrintSteps(steps, out_names, *feeds);
   }
+  // A progress line on a terminal, at most four times a second, cleared
+  // when the run ends; nothing when stderr is not a terminal.
+  bool progress_shown = false;
+  auto last_progress = std::chrono::steady_clock::now();
+  if (isatty(2))
+    options.progress = [&](const std::string& done) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_progress < std::chrono::milliseconds(250)) return;
+      last_progress = now;
+      progress_shown = true;
+      std::cerr << "\rkiln: " << done << "\033[K" << std::flush;
+    };
+  auto clear_progress = [&progress_shown] {
+    if (progress_shown) std::cerr << "\r\033[K" << std::flush;
+    progress_shown = false;
+  };
   auto plan = exe.Prepare(*inputs, options);
   if (!plan.ok()) return Fail(plan.status());
   if (isatty(2))
@@ -184,6 +200,7 @@ int RunCompiled(const std::string& path) {
         steps, *inputs, *feeds, [&](std::vector<Tensor> in) { return exe.Run(std::move(in), options); },
         PrintSteps(steps, out_names, *feeds));
   }
+  clear_progress();
   if (!outputs.ok()) return Fail(outputs.status());
   if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
   const std::string title = std::filesystem::path(path).filename().string();
