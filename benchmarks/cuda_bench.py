@@ -222,13 +222,7 @@ def model_latency(torch, args, kiln, nvcc, arch, rows):
         src = os.path.join(models_dir, name)
         with open(os.path.join(src, "inputs.txt")) as f:
             input_names = f.read().split()
-        ctor, make_inputs, _ = exp.MODELS[name]
-        torch.manual_seed(0)
-        module = ctor().eval()
-        for m in module.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 1.5)
+        module, _ = exp.build(name)
         host_inputs = [np.load(os.path.join(src, f"input_{i}.npy")) for i in range(len(input_names))]
         expected = np.load(os.path.join(src, "expected_0.npy"))
 

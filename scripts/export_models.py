@@ -131,8 +131,9 @@ MODELS = {
 }
 
 
-def export(name, out_dir):
-    ctor, make_inputs, opset = MODELS[name]
+def build(name):
+    """Model `name` in eval mode, seeded as exported, and its example inputs."""
+    ctor, make_inputs, _ = MODELS[name]
     torch.manual_seed(0)
     model = ctor().eval()
     # Give BatchNorm layers non-trivial statistics so folding them is tested.
@@ -140,7 +141,12 @@ def export(name, out_dir):
         if isinstance(m, nn.BatchNorm2d):
             m.running_mean.uniform_(-0.5, 0.5)
             m.running_var.uniform_(0.5, 1.5)
-    inputs = make_inputs()
+    return model, make_inputs()
+
+
+def export(name, out_dir):
+    opset = MODELS[name][2]
+    model, inputs = build(name)
     with torch.no_grad():
         outputs = model(*inputs)
     if isinstance(outputs, torch.Tensor):

@@ -22,15 +22,8 @@ import export_models  # noqa: E402  (the model set's PyTorch definitions)
 
 
 def module(name):
-    """A model of scripts/export_models.py as export_models builds it, and its example inputs."""
-    ctor, make_inputs, _ = export_models.MODELS[name]
-    torch.manual_seed(0)
-    m = ctor().eval()
-    for layer in m.modules():
-        if isinstance(layer, torch.nn.BatchNorm2d):
-            layer.running_mean.uniform_(-0.5, 0.5)
-            layer.running_var.uniform_(0.5, 1.5)
-    return m, make_inputs()
+    """A model of scripts/export_models.py as it is exported, and its example inputs."""
+    return export_models.build(name)
 
 
 class Models(unittest.TestCase):
