@@ -84,38 +84,77 @@ absl::StatusOr<Shape> ShapeOf(const GemmProblem& p, const TileCostFigures& f) {
   return s;
 }
 
+// The scopes' capacities, looked up once per problem.
+struct Caps {
+  int64_t operand_a, operand_b, accumulator, stage, vector;
+  explicit Caps(const TileCostFigures& f)
+      : operand_a(Capacity(f, Scope::kOperandA)),
+        operand_b(Capacity(f, Scope::kOperandB)),
+        accumulator(Capacity(f, Scope::kAccumulator)),
+        stage(Capacity(f, Scope::kStage)),
+        vector(Capacity(f, Scope::kVector)) {}
+};
+
+// Why a tiling cannot run, or kFits: the checks an estimate makes first.
+enum class Misfit { kFits, kBlocks, kGroups, kBuffers, kWidth, kVector };
+
+bool ViaVector(const Shape& s, const GemmKernelTraits& traits, const GemmTiling& t) {
+  return traits.epilogue_in_vector || t.bm > s.M || t.bn > s.N || traits.whole_n;
+}
+
+Misfit MisfitOf(const Shape& s, const Caps& caps, const GemmKernelTraits& traits, const GemmTiling& t) {
+  if (t.bm <= 0 || t.bn <= 0 || t.tk <= 0 || t.bm % s.mma_m || t.bn % s.mma_n || t.tk % s.granule || t.bk % t.tk)
+    return Misfit::kBlocks;
+  // A persistent block's tile is its one group's.
+  if (t.gm != t.bm || t.gn != t.bn) return Misfit::kGroups;
+  const int64_t ib = s.in_bytes;
+  // Double-buffered stage and operand scopes (across stages too), one or
+  // two accumulators.
+  if (2 * t.bm * t.tk * ib > caps.operand_a || 2 * t.tk * t.bn * ib > caps.operand_b || t.accumulator_stages < 1 ||
+      t.accumulator_stages > 2 || t.accumulator_stages * t.bm * t.bn * s.acc_bytes > caps.accumulator ||
+      2 * (t.bm + t.bn) * t.bk * ib > caps.stage)
+    return Misfit::kBuffers;
+  if (traits.whole_n && t.bn < s.N) return Misfit::kWidth;
+  if (ViaVector(s, traits, t)) {
+    int64_t vector = traits.epilogue_in_vector ? t.bm * t.bn * (2 * s.acc_bytes + s.out_bytes)
+                                               : 2 * t.bm * t.bn * s.out_bytes;
+    // The residual in the accumulator's dtype, and as loaded (at most that wide).
+    if (traits.residual) vector += t.bm * t.bn * 2 * s.acc_bytes;
+    if (vector + traits.vector_reserved > caps.vector) return Misfit::kVector;
+  }
+  return Misfit::kFits;
+}
+
+// The estimate of a tiling that fits (MisfitOf says kFits).
+void EstimateFitting(const Shape& s, const TileCostFigures& f, const GemmKernelTraits& traits, GemmTiling* t);
+
 }  // namespace
 
 absl::Status EstimatePersistentGemm(const GemmProblem& p, const TileCostFigures& f, const GemmKernelTraits& traits,
                                     GemmTiling* t) {
   KILN_ASSIGN_OR_RETURN(const Shape s, ShapeOf(p, f));
   auto tiling = [&] { return absl::StrCat("tiling ", t->bm, "x", t->bn, "x", t->tk, "/", t->bk); };
-  if (t->bm <= 0 || t->bn <= 0 || t->tk <= 0 || t->bm % s.mma_m || t->bn % s.mma_n || t->tk % s.granule ||
-      t->bk % t->tk)
-    return absl::InvalidArgumentError(absl::StrCat(tiling(), " is not in whole MMA blocks"));
-  // A persistent block's tile is its one group's.
-  if (t->gm != t->bm || t->gn != t->bn) return absl::InvalidArgumentError(absl::StrCat(tiling(), ": one group per block"));
-  const int64_t ib = s.in_bytes;
-  // Double-buffered stage and operand scopes (across stages too), one or
-  // two accumulators.
-  if (2 * t->bm * t->tk * ib > Capacity(f, Scope::kOperandA) || 2 * t->tk * t->bn * ib > Capacity(f, Scope::kOperandB) ||
-      t->accumulator_stages < 1 || t->accumulator_stages > 2 ||
-      t->accumulator_stages * t->bm * t->bn * s.acc_bytes > Capacity(f, Scope::kAccumulator) ||
-      2 * (t->bm + t->bn) * t->bk * ib > Capacity(f, Scope::kStage))
-    return absl::ResourceExhaustedError(absl::StrCat(tiling(), " does not fit the buffers"));
-  const int64_t m_tiles = CeilDiv(s.M, t->bm), n_tiles = CeilDiv(s.N, t->bn);
-  const int64_t tiles = s.batch * m_tiles * n_tiles;
-  if (traits.whole_n && t->bn < s.N)
-    return absl::InvalidArgumentError(absl::StrCat("tile width ", t->bn, " does not span N = ", s.N));
-  t->via_vector = traits.epilogue_in_vector || t->bm > s.M || t->bn > s.N || traits.whole_n;
-  if (t->via_vector) {
-    int64_t vector = traits.epilogue_in_vector ? t->bm * t->bn * (2 * s.acc_bytes + s.out_bytes)
-                                               : 2 * t->bm * t->bn * s.out_bytes;
-    // The residual in the accumulator's dtype, and as loaded (at most that wide).
-    if (traits.residual) vector += t->bm * t->bn * 2 * s.acc_bytes;
-    if (vector + traits.vector_reserved > Capacity(f, Scope::kVector))
+  switch (MisfitOf(s, Caps(f), traits, *t)) {
+    case Misfit::kFits: break;
+    case Misfit::kBlocks: return absl::InvalidArgumentError(absl::StrCat(tiling(), " is not in whole MMA blocks"));
+    case Misfit::kGroups: return absl::InvalidArgumentError(absl::StrCat(tiling(), ": one group per block"));
+    case Misfit::kBuffers: return absl::ResourceExhaustedError(absl::StrCat(tiling(), " does not fit the buffers"));
+    case Misfit::kWidth:
+      return absl::InvalidArgumentError(absl::StrCat("tile width ", t->bn, " does not span N = ", s.N));
+    case Misfit::kVector:
       return absl::ResourceExhaustedError(absl::StrCat("tile ", t->bm, "x", t->bn, " does not fit the vector scope"));
   }
+  EstimateFitting(s, f, traits, t);
+  return absl::OkStatus();
+}
+
+namespace {
+
+void EstimateFitting(const Shape& s, const TileCostFigures& f, const GemmKernelTraits& traits, GemmTiling* t) {
+  const int64_t ib = s.in_bytes;
+  const int64_t m_tiles = CeilDiv(s.M, t->bm), n_tiles = CeilDiv(s.N, t->bn);
+  const int64_t tiles = s.batch * m_tiles * n_tiles;
+  t->via_vector = ViaVector(s, traits, *t);
   const int64_t units = f.compute_units;
   const int64_t cap = traits.max_units > 0 ? traits.max_units : units;
   t->blocks = std::max<int64_t>(1, std::min(traits.items_on_one_block ? s.batch : tiles, cap));
@@ -210,14 +249,16 @@ absl::Status EstimatePersistentGemm(const GemmProblem& p, const TileCostFigures&
   else if (unit_load >= 0.8 * unit_time) t->bound = "stage latency";
   else if (write_out >= tile_time) t->bound = "write-out";
   else t->bound = "operand loads";
-  return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::StatusOr<GemmTiling> ChoosePersistentGemmTiling(const GemmProblem& p, const TileCostFigures& f,
                                                       const GemmKernelTraits& traits) {
   if (p.M <= 0 || p.N <= 0 || p.K <= 0 || Product(p.batch) <= 0)
     return absl::InvalidArgumentError(absl::StrCat("empty GEMM ", p.M, "x", p.N, "x", p.K));
   KILN_ASSIGN_OR_RETURN(const Shape s, ShapeOf(p, f));
+  const Caps caps(f);
   // Tiles in whole MMA blocks up to 512 (past the matrix only where one
   // tile covers it); operand steps of 1 to 16 K granules; stages of 1 to 16
   // steps; one or two accumulators.
@@ -241,7 +282,8 @@ absl::StatusOr<GemmTiling> ChoosePersistentGemmTiling(const GemmProblem& p, cons
             t.stages = 2;
             t.operand_stages = bk > tk ? 2 : 1;  // one step per stage: no inner loop to pipeline
             t.accumulator_stages = accumulators;
-            if (!EstimatePersistentGemm(p, f, traits, &t).ok()) continue;
+            if (MisfitOf(s, caps, traits, t) != Misfit::kFits) continue;
+            EstimateFitting(s, f, traits, &t);
             const bool better = !found || t.estimated_cycles < best.estimated_cycles * 0.999 ||
                                 (t.estimated_cycles <= best.estimated_cycles * 1.001 &&
                                  t.global_cycles < best.global_cycles);
