@@ -1,17 +1,13 @@
-//===- trace.cc - Chrome trace-event JSON ---------------------------------===//
+//===- trace.cc - Recording a trace of a run ------------------------------===//
 #include "sim/model/trace.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
 #include <map>
 #include <regex>
-#include <set>
-#include <zlib.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "sim/isa/asm.h"
 
 namespace kiln::sim {
 
@@ -120,23 +116,6 @@ void Trace::NameTrack(int pid, int tid, const std::string& process, const std::s
 
 namespace {
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
-
-namespace {
-
 // A counter's samples (time, value), sorted by time, as written: one per
 // window of `w` cycles from `from` on (a rate: the window's average of the
 // step function the samples define; a level: its peak), each only where
@@ -198,110 +177,63 @@ std::vector<std::pair<double, double>> Windowed(std::vector<std::pair<double, do
 
 }  // namespace
 
-std::string Trace::ToJson(double clock_mhz) const {
-  auto us = [&](double cycles) { return absl::StrFormat("%.4f", cycles / clock_mhz); };
-  std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  bool first = true;
-  auto emit = [&](const std::string& e) {
-    if (!first) out += ",\n";
-    first = false;
-    out += e;
-  };
-  std::set<int> pids;
-  for (const TrackName& n : names_) {
-    if (!pids.count(n.pid)) {
-      pids.insert(n.pid);
-      emit(absl::StrFormat(R"({"ph":"M","name":"process_name","pid":%d,"tid":0,"args":{"name":"%s"}})", n.pid,
-                           Escape(n.process)));
-      emit(absl::StrFormat(R"({"ph":"M","name":"process_sort_index","pid":%d,"tid":0,"args":{"sort_index":%d}})", n.pid,
-                           n.pid));
-    }
-    emit(absl::StrFormat(R"({"ph":"M","name":"thread_name","pid":%d,"tid":%d,"args":{"name":"%s"}})", n.pid, n.tid,
-                         Escape(n.thread)));
-    emit(absl::StrFormat(R"({"ph":"M","name":"thread_sort_index","pid":%d,"tid":%d,"args":{"sort_index":%d}})", n.pid,
-                         n.tid, n.tid));
-  }
-  // The span written: the window, narrowed to the kept kernels' span when
-  // only some kernels are traced.
-  double from = options_.from, to = options_.to;
-  if (!options_.kernels.empty()) {
-    double lo = -1, hi = -1;
-    for (const Slice& s : slices_)
-      if (s.program) {
-        lo = lo < 0 ? s.start : std::min(lo, s.start);
-        hi = std::max(hi, s.end);
-      }
-    if (lo >= 0) {
-      from = std::max(from, lo);
-      to = to > 0 ? std::min(to, hi) : hi;
-    }
-  }
-  for (const Slice& s : slices_) {
-    if (!s.program && (s.end < from || (to > 0 && s.start > to))) continue;
-    std::string name, args;
-    const std::string busy = s.count > 1 ? absl::StrFormat(R"(,"busy_cycles":%.0f)", s.busy) : "";
+Trace::Span Trace::WrittenSpan() const {
+  Span span{options_.from, options_.to};
+  if (options_.kernels.empty()) return span;
+  double lo = -1, hi = -1;
+  for (const Slice& s : slices_)
     if (s.program) {
-      const Inst& in = s.program->insts[s.pc];
-      const OpInfo& info = Info(in.op);
-      name = info.name;
-      if (info.ndtypes >= 1) absl::StrAppend(&name, ".", DTypeName(in.dtype));
-      if (info.ndtypes == 2) absl::StrAppend(&name, ".", DTypeName(in.dtype2));
-      std::string text = InstText(*s.program, in);
-      args = absl::StrFormat(R"({"kernel":"%s","pc":%d,"count":%d%s,"inst":"%s"})", Escape(s.program->name), s.pc,
-                             s.count, busy, Escape(text));
-    } else {
-      name = labels_[s.label];
-      args = absl::StrFormat(R"({"count":%d%s})", s.count, busy);
+      lo = lo < 0 ? s.start : std::min(lo, s.start);
+      hi = std::max(hi, s.end);
     }
-    emit(absl::StrFormat(R"({"ph":"X","name":"%s","cat":"%s","pid":%d,"tid":%d,"ts":%s,"dur":%s,"args":%s})",
-                         Escape(name), s.program ? "inst" : "op", s.pid, s.tid, us(s.start), us(s.end - s.start),
-                         args));
-    // A flow leaves its set_flag and enters its wait_flag just before each
-    // slice ends (the moment the flag is set, the moment the wait releases),
-    // inside the slice so viewers bind it there.
-    double at = s.end - std::min(0.5, (s.end - s.start) / 2);
-    if (s.flow_out >= 0)
-      emit(absl::StrFormat(R"({"ph":"s","name":"flag","cat":"flag","id":%d,"pid":%d,"tid":%d,"ts":%s})", s.flow_out,
-                           s.pid, s.tid, us(at)));
-    if (s.flow_in >= 0)
-      emit(absl::StrFormat(R"({"ph":"f","bp":"e","name":"flag","cat":"flag","id":%d,"pid":%d,"tid":%d,"ts":%s})",
-                           s.flow_in, s.pid, s.tid, us(at)));
+  if (lo >= 0) {
+    span.from = std::max(span.from, lo);
+    span.to = span.to > 0 ? std::min(span.to, hi) : hi;
   }
-  // Counters, series by series in the order they first appear.
-  std::vector<std::pair<int, int32_t>> series;
-  std::map<std::pair<int, int32_t>, std::pair<bool, std::vector<std::pair<double, double>>>> samples;
+  return span;
+}
+
+std::string Trace::SliceName(const Slice& s) const {
+  if (!s.program) return labels_[s.label];
+  const Inst& in = s.program->insts[s.pc];
+  const OpInfo& info = Info(in.op);
+  std::string name = info.name;
+  if (info.ndtypes >= 1) absl::StrAppend(&name, ".", DTypeName(in.dtype));
+  if (info.ndtypes == 2) absl::StrAppend(&name, ".", DTypeName(in.dtype2));
+  return name;
+}
+
+std::vector<Trace::Series> Trace::CounterSeries(const Span& span) const {
+  std::vector<Series> out;
+  std::map<std::pair<int, int32_t>, size_t> index;
+  std::vector<std::vector<std::pair<double, double>>> raw;
   for (const Counter& c : counters_) {
-    auto key = std::make_pair(c.pid, c.label);
-    auto [it, fresh] = samples.try_emplace(key);
-    if (fresh) series.push_back(key);
-    it->second.first = c.rate;
-    it->second.second.emplace_back(c.t, c.value);
+    auto [it, fresh] = index.try_emplace(std::make_pair(c.pid, c.label), out.size());
+    if (fresh) {
+      out.push_back(Series{c.pid, c.label, c.rate, {}});
+      raw.emplace_back();
+    }
+    out[it->second].rate = c.rate;
+    raw[it->second].emplace_back(c.t, c.value);
   }
-  for (const auto& key : series) {
-    const auto& [rate, values] = samples[key];
-    for (const auto& [t, v] : Windowed(values, options_.counter_window_cycles, rate, from, to))
-      emit(absl::StrFormat(R"({"ph":"C","name":"%s","pid":%d,"tid":0,"ts":%s,"args":{"value":%.6g}})",
-                           Escape(labels_[key.second]), key.first, us(t), v));
-  }
-  out += "\n],\"metadata\":{\"clock_mhz\":";
-  absl::StrAppend(&out, clock_mhz, ",\"truncated\":", truncated_ ? "true" : "false", "}}\n");
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i].samples = Windowed(std::move(raw[i]), options_.counter_window_cycles, out[i].rate, span.from, span.to);
   return out;
 }
 
-std::string Trace::ToJsonGz(double clock_mhz) const {
-  const std::string json = ToJson(clock_mhz);
-  z_stream z{};
-  // windowBits 15 + 16: a gzip stream; level 6, zlib's default.
-  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return std::string();
-  std::string out(deflateBound(&z, json.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(json.data()));
-  z.avail_in = static_cast<uInt>(json.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return rc == Z_STREAM_END ? out : std::string();
+TraceFormat TraceFormatOf(const std::string& path) {
+  if (absl::EndsWith(path, ".pftrace") || absl::EndsWith(path, ".perfetto-trace")) return TraceFormat::kPerfetto;
+  if (absl::EndsWith(path, ".gz")) return TraceFormat::kJsonGz;
+  return TraceFormat::kJson;
+}
+
+std::string Trace::Write(TraceFormat format, double clock_mhz) const {
+  switch (format) {
+    case TraceFormat::kJsonGz: return ToJsonGz(clock_mhz);
+    case TraceFormat::kPerfetto: return ToPerfetto(clock_mhz);
+    case TraceFormat::kJson: break;
+  }
+  return ToJson(clock_mhz);
 }
 
 }  // namespace kiln::sim

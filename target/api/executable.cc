@@ -1,6 +1,7 @@
 //===- executable.cc - The runtime half of a target -----------------------===//
 #include "target/api/executable.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace kiln::target {
@@ -12,6 +13,12 @@ std::string TensorSpec::ToString() const {
     absl::StrAppend(&s, i ? "," : "", dims[i] >= 0 ? absl::StrCat(dims[i]) : named ? symbols[i] : "?");
   }
   return s + "]";
+}
+
+ReportKind TraceKindOf(const std::string& path) {
+  if (absl::EndsWith(path, ".pftrace") || absl::EndsWith(path, ".perfetto-trace")) return ReportKind::kTracePerfetto;
+  if (absl::EndsWith(path, ".gz")) return ReportKind::kTraceJsonGz;
+  return ReportKind::kTraceJson;
 }
 
 }  // namespace kiln::target

@@ -80,8 +80,15 @@ struct RunOptions {
 // What Executable::Report gives. kTasksCsv: the run's tasks in launch
 // order, one per row, under the header of kTasksCsvHeader (a field holding
 // a comma or a quote is quoted, RFC 4180), then a row named "total" with
-// the run's cycles: what `kiln diff` aligns two runs by.
-enum class ReportKind : uint8_t { kText, kCsv, kTraceJson, kRooflineSvg, kRooflineCsv, kTasksCsv, kTraceJsonGz };
+// the run's cycles: what `kiln diff` aligns two runs by. The traces:
+// kTraceJson (Chrome trace-event JSON), kTraceJsonGz (the same, gzip'd),
+// kTracePerfetto (Perfetto's protobuf format, names interned).
+enum class ReportKind : uint8_t {
+  kText, kCsv, kTraceJson, kRooflineSvg, kRooflineCsv, kTasksCsv, kTraceJsonGz, kTracePerfetto
+};
+// The trace kind a file's name asks for: ".pftrace" or ".perfetto-trace"
+// Perfetto's protobuf, ".gz" gzip'd JSON, else JSON.
+ReportKind TraceKindOf(const std::string& path);
 inline constexpr char kTasksCsvHeader[] =
     "task,engine,cycles,estimated_cycles,cube_utilization,cores,bound,hbm_read_bytes,hbm_write_bytes";
 

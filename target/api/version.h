@@ -22,7 +22,9 @@
 // Version 4: ReportKind::kTasksCsv, a run's tasks one per row (`kiln run
 // --report-tasks`, `kiln diff`); kTraceJsonGz; RunOptions say what a trace
 // covers (trace_from, trace_to, trace_kernels) and take a progress callback.
-#define KILN_TARGET_API_VERSION 4
+// Version 5: ReportKind::kTracePerfetto (Perfetto's protobuf trace) and
+// TraceKindOf, the trace kind a file's name asks for.
+#define KILN_TARGET_API_VERSION 5
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake
 // package (KilnConfigVersion.cmake).

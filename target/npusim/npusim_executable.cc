@@ -705,6 +705,7 @@ absl::StatusOr<std::string> NpusimExecutable::Report(ReportKind kind, const std:
     case ReportKind::kTasksCsv: return ReportTasksCsv();
     case ReportKind::kTraceJson: return device_->trace().ToJson(machine_.chip().clock_mhz());
     case ReportKind::kTraceJsonGz: return device_->trace().ToJsonGz(machine_.chip().clock_mhz());
+    case ReportKind::kTracePerfetto: return device_->trace().ToPerfetto(machine_.chip().clock_mhz());
     case ReportKind::kRooflineCsv: return sim::RooflineCsv(Roofline());
     case ReportKind::kRooflineSvg:
       return sim::RooflineSvg(Roofline(), sim::MachineRoofs(machine_),

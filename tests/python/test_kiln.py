@@ -97,6 +97,15 @@ class Reports(unittest.TestCase):
             self.m.trace(path + ".gz", self.x)
             with gzip.open(path + ".gz", "rt") as f:
                 self.assertIn("traceEvents", json.load(f))
+            # Perfetto's protobuf: packets (field 1, length-delimited), the
+            # first a track descriptor of the chip's root track.
+            self.m.trace(os.path.join(d, "run.pftrace"))
+            with open(os.path.join(d, "run.pftrace"), "rb") as f:
+                raw = f.read()
+            self.assertEqual(raw[0], 0x0A)
+            self.assertIn(b"simulated chip", raw)
+            with open(path, "rb") as f:
+                self.assertLess(len(raw), len(f.read()))
 
     def test_explain(self):
         self.assertIn("cube", self.m.explain())

@@ -24,6 +24,6 @@ sed -n '/^<!-- quickstart -->$/,/^<!-- \/quickstart -->$/p' "$work/clone/README.
 test -s "$work/quickstart.sh"
 cd "$work/clone"
 bash -euxo pipefail "$work/quickstart.sh"
-test -s out/qs/tiny.json && test -f out/qs/y/y.npy
+test -s out/qs/tiny.pftrace && test -f out/qs/y/y.npy
 # Nothing lands outside out/.
 test -z "$(git status --porcelain --ignored=matching | grep -v -e '^!! out/$' -e '^!! build/$' -e '^ M README.md$')"

@@ -215,8 +215,7 @@ int RunCompiled(const std::string& path) {
       {absl::GetFlag(FLAGS_report_csv), target::ReportKind::kCsv},
       {absl::GetFlag(FLAGS_report_tasks), target::ReportKind::kTasksCsv},
       {roofline, absl::EndsWith(roofline, ".csv") ? target::ReportKind::kRooflineCsv : target::ReportKind::kRooflineSvg},
-      {absl::GetFlag(FLAGS_trace),
-       absl::EndsWith(absl::GetFlag(FLAGS_trace), ".gz") ? target::ReportKind::kTraceJsonGz : target::ReportKind::kTraceJson}};
+      {absl::GetFlag(FLAGS_trace), target::TraceKindOf(absl::GetFlag(FLAGS_trace))}};
   for (const auto& [file, kind] : files) {
     if (file.empty()) continue;
     auto text = exe.Report(kind, title);
@@ -313,9 +312,10 @@ artifact's target lacks is refused.
 flags:
   --input NAME=FILE    an input (repeat for each input)
   --output-dir=DIR     where to write the outputs
-  --trace=FILE         * Chrome trace-event JSON of the run (Perfetto, chrome://tracing);
-                       gzip-compressed when FILE ends in .gz (what Perfetto opens
-                       best for a large model)
+  --trace=FILE         * the run's trace: Perfetto's protobuf format when FILE ends
+                       in .pftrace (the smallest, for ui.perfetto.dev), Chrome
+                       trace-event JSON otherwise (Perfetto, chrome://tracing),
+                       gzip-compressed when FILE ends in .gz
   --trace-window=START:END  * trace only these cycles (END left out: to the end)
   --trace-kernels=REGEX  * trace only the kernels whose name matches (the HBM,
                        stream and AICPU tracks over their span)

@@ -166,8 +166,7 @@ int Sim(const std::vector<std::string>& args) {
       return Fail(s);
   if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
     const double mhz = machine.chip().clock_mhz();
-    if (absl::Status s = WriteFile(tr, absl::EndsWith(tr, ".gz") ? d.trace().ToJsonGz(mhz) : d.trace().ToJson(mhz));
-        !s.ok())
+    if (absl::Status s = WriteFile(tr, d.trace().Write(sim::TraceFormatOf(tr), mhz)); !s.ok())
       return Fail(s);
     if (d.trace().truncated())
       std::cerr << "kiln: warning: the trace reached its size bound and was truncated\n";
@@ -192,8 +191,9 @@ the output's first values), and prints the cycle count. Deadlocks, runaway progr
 
 flags:
   --machine=FILE       machine description (sim/machines/*.textproto); default ascend910-like
-  --trace=FILE         Chrome trace-event JSON (open in Perfetto or chrome://tracing);
-                       gzip-compressed when FILE ends in .gz
+  --trace=FILE         the trace: Perfetto's protobuf format when FILE ends in
+                       .pftrace, Chrome trace-event JSON otherwise (Perfetto or
+                       chrome://tracing), gzip-compressed when FILE ends in .gz
   --trace-window=START:END  trace only these cycles (END left out: to the end)
   --trace-kernels=REGEX  trace only the kernels whose name matches
   --report             per-kernel, per-pipe busy cycles, utilization and bound,

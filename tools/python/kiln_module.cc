@@ -175,6 +175,17 @@ py::array ToArray(const Tensor& t) {
 }
 
 // A loaded artifact: its target's executable.
+// The report kinds by the names Compiled.report takes.
+constexpr std::pair<const char*, target::ReportKind> kReportKinds[] = {
+    {"text", target::ReportKind::kText},
+    {"csv", target::ReportKind::kCsv},
+    {"tasks", target::ReportKind::kTasksCsv},
+    {"trace", target::ReportKind::kTraceJson},
+    {"trace_gz", target::ReportKind::kTraceJsonGz},
+    {"trace_perfetto", target::ReportKind::kTracePerfetto},
+    {"roofline_svg", target::ReportKind::kRooflineSvg},
+    {"roofline_csv", target::ReportKind::kRooflineCsv}};
+
 class Compiled {
  public:
   explicit Compiled(const std::string& path) : path_(path) {
@@ -250,19 +261,17 @@ class Compiled {
   py::bytes Report(const std::string& kind) const { return py::bytes(ReportText(kind)); }
 
   std::string ReportText(const std::string& kind) const {
-    static const std::pair<const char*, target::ReportKind> kKinds[] = {
-        {"text", target::ReportKind::kText},         {"csv", target::ReportKind::kCsv},
-        {"tasks", target::ReportKind::kTasksCsv},    {"trace", target::ReportKind::kTraceJson},
-        {"trace_gz", target::ReportKind::kTraceJsonGz},
-        {"roofline_svg", target::ReportKind::kRooflineSvg}, {"roofline_csv", target::ReportKind::kRooflineCsv}};
-    for (const auto& [name, k] : kKinds)
+    for (const auto& [name, k] : kReportKinds)
       if (kind == name) {
-        if (!exe_->features().report && k != target::ReportKind::kTraceJson && k != target::ReportKind::kTraceJsonGz)
+        const bool trace = k == target::ReportKind::kTraceJson || k == target::ReportKind::kTraceJsonGz ||
+                           k == target::ReportKind::kTracePerfetto;
+        if (!exe_->features().report && !trace)
           throw Error(absl::StrCat("runs of target ", target_, " have no reports"));
         return Check(exe_->Report(k, std::filesystem::path(path_).filename().string()));
       }
-    throw Error("report kind must be text, csv, tasks, trace, trace_gz, roofline_svg or roofline_csv, not '" + kind +
-                "'");
+    throw Error(
+        "report kind must be text, csv, tasks, trace, trace_gz, trace_perfetto, roofline_svg or roofline_csv, not '" +
+        kind + "'");
   }
 
  private:
@@ -282,6 +291,13 @@ PYBIND11_MODULE(_kiln, m) {
   m.def("compile", &Compile, py::arg("model_path"), py::arg("out"), py::arg("target"), py::arg("precision"),
         py::arg("fusion"), py::arg("passes"), py::arg("settings"), py::arg("explain"),
         py::call_guard<py::gil_scoped_release>());
+  // The report kind of a trace written to `path` (by its name, as `kiln run --trace`).
+  m.def("trace_kind", [](const std::string& path) {
+    const kiln::target::ReportKind kind = kiln::target::TraceKindOf(path);
+    for (const auto& [name, k] : kiln::python::kReportKinds)
+      if (k == kind) return std::string(name);
+    return std::string("trace");
+  });
   m.def("artifact_suffix", [](const std::string& target_name) {
     SetUp();
     return Check(kiln::target::TargetRegistry::Global().Create(target_name))->description().artifact_suffix;

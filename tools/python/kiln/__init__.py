@@ -183,15 +183,16 @@ class CompiledModel:
         return self._compiled.report(kind).decode()
 
     def trace(self, path, *args, timing_only=False, **kwargs):
-        """Writes a Chrome trace-event JSON of a run to `path` (gzip-compressed
-        when it ends in .gz): of a run of the inputs given, or, with none, of
-        the last run made by trace()."""
+        """Writes the trace of a run to `path`: of a run of the inputs given,
+        or, with none, of the last run made by trace(). Its form follows the
+        name, as `kiln run --trace`: Perfetto's protobuf for .pftrace,
+        gzip'd JSON for .gz, Chrome trace-event JSON otherwise."""
         if args or kwargs:
             self._run(args, kwargs, timing_only=timing_only, trace=True)
         elif not self._traced:
             raise Error("trace() needs the inputs of a run to trace")
         with open(path, "wb") as f:
-            f.write(self._compiled.report("trace_gz" if str(path).endswith(".gz") else "trace"))
+            f.write(self._compiled.report(_kiln.trace_kind(str(path))))
 
     def explain(self):
         """Where each node runs and why (`kiln compile --explain-placement`)."""
