@@ -21,6 +21,7 @@
 #include "target/api/target_registry.h"
 #include "target/artifact/artifact_io.h"
 #include "tools/kiln/cli_util.h"
+#include "tools/kiln/progress_line.h"
 #include "tools/kiln/run_setup.h"
 
 ABSL_FLAG(std::string, output_dir, "", "Directory to write each output as <name>.npy.");
@@ -172,22 +173,8 @@ int RunCompiled(const std::string& path) {
     options.feeds = *feeds;
     options.after_step = PrintSteps(steps, out_names, *feeds);
   }
-  // A progress line on a terminal, at most four times a second, cleared
-  // when the run ends; nothing when stderr is not a terminal.
-  bool progress_shown = false;
-  auto last_progress = std::chrono::steady_clock::now();
-  if (isatty(2))
-    options.progress = [&](const std::string& done) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_progress < std::chrono::milliseconds(250)) return;
-      last_progress = now;
-      progress_shown = true;
-      std::cerr << "\rkiln: " << done << "\033[K" << std::flush;
-    };
-  auto clear_progress = [&progress_shown] {
-    if (progress_shown) std::cerr << "\r\033[K" << std::flush;
-    progress_shown = false;
-  };
+  ProgressLine progress;
+  if (progress.active()) options.progress = [&progress](const std::string& done) { progress.Show(done); };
   auto plan = exe.Prepare(*inputs, options);
   if (!plan.ok()) return Fail(plan.status());
   if (isatty(2))
@@ -200,7 +187,7 @@ int RunCompiled(const std::string& path) {
         steps, *inputs, *feeds, [&](std::vector<Tensor> in) { return exe.Run(std::move(in), options); },
         PrintSteps(steps, out_names, *feeds));
   }
-  clear_progress();
+  progress.Clear();
   if (!outputs.ok()) return Fail(outputs.status());
   if (int rc = WriteOutputs(out_names, *outputs); rc != 0) return rc;
   const std::string title = std::filesystem::path(path).filename().string();

@@ -24,6 +24,7 @@
 #include "sim/model/report.h"
 #include "sim/model/roofline.h"
 #include "tools/kiln/cli_util.h"
+#include "tools/kiln/progress_line.h"
 
 ABSL_DECLARE_FLAG(std::string, output_dir);
 ABSL_FLAG(std::string, machine, "", "Machine description (.textproto) for `kiln sim`; default ascend910-like.");
@@ -124,7 +125,13 @@ int Sim(const std::vector<std::string>& args) {
   opt.trace_options.to = scope->to;
   opt.trace_options.kernels = scope->kernels;
   opt.cycle_limit = absl::GetFlag(FLAGS_cycle_limit);
+  ProgressLine progress;
+  if (progress.active())
+    opt.progress = [&progress](double cycles) {
+      progress.Show(absl::StrFormat("%.2f M cycles simulated", cycles / 1e6));
+    };
   auto stats = d.Run(opt);
+  progress.Clear();
   if (!stats.ok()) return Fail(stats.status());
 
   // Outputs are files only where --output-dir asks for them, never in the
