@@ -140,6 +140,8 @@ class Errors(unittest.TestCase):
             (lambda: kiln.compile(tiny)(np.zeros((2, 2), np.float32)), "expects f32[1,3,32,32]"),
             (lambda: kiln.compile(tiny)(x, x), "takes 1 inputs"),
             (lambda: kiln.compile(tiny)(nope=x), "no input named 'nope'"),
+            (lambda: kiln.compile(tiny)(inptu_0=x), "(did you mean 'input_0'?)"),
+            (lambda: kiln.compile(tiny, target="npusim", precison="fp16"), "no argument 'precison' (did you mean"),
             (lambda: kiln.compile(tiny).report(), "no reports"),
             (lambda: kiln.compile(tiny, target="npusim").report("pie"), "report kind"),
             (lambda: kiln.compile(tiny, target="npusim").trace("t.json"), "inputs of a run"),

@@ -16,6 +16,7 @@ Settings a target declares (`kiln compile --target=NAME --help`) are keyword
 arguments: kiln.compile(path, target="npusim", machine="ascend910b-like.textproto").
 Every failure raises kiln.Error with kiln's one-line message.
 """
+import difflib
 import os
 import shutil
 import sys
@@ -34,6 +35,12 @@ __all__ = ["Error", "CompiledModel", "compile", "load", "targets", "register_tor
 def targets():
     """The registered targets' names."""
     return list(_kiln.targets())
+
+
+def _did_you_mean(name, candidates, prefix=""):
+    """" (did you mean 'x'?)" for the candidate nearest a misspelled name, else ""."""
+    near = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean '{prefix}{near[0]}'?)" if near else ""
 
 
 def _is_torch_module(obj):
@@ -91,6 +98,12 @@ def compile(model, example_inputs=None, *, target="reference", precision="fp32",
                 raise Error(f"{path}: cannot open file")
         else:
             raise Error(f"a model is a path, ONNX bytes or a torch.nn.Module, not {type(model).__name__}")
+        # A misspelled keyword of compile() itself would otherwise reach the
+        # target as a setting it does not take.
+        for key in settings:
+            hint = _did_you_mean(key, ["target", "precision", "fusion", "passes", "opset", "example_inputs"])
+            if hint:
+                raise Error(f"compile() has no argument '{key}'{hint}")
         out = os.path.join(workdir, "model" + _kiln.artifact_suffix(target))
         pairs = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in settings.items()]
         explanation = _kiln.compile(path, out, target, precision, fusion, passes, pairs, True)
@@ -144,7 +157,8 @@ class CompiledModel:
         values = list(args) + [None] * (len(names) - len(args))
         for key, value in kwargs.items():
             if key not in names:
-                raise Error(f"the model has no input named '{key}'; it takes {', '.join(names)}")
+                raise Error(f"the model has no input named '{key}'{_did_you_mean(key, names)}; "
+                            f"it takes {', '.join(names)}")
             i = names.index(key)
             if i < len(args):
                 raise Error(f"input '{key}' is given twice")
