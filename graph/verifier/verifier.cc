@@ -11,9 +11,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/ir/printer.h"
+#include "graph/support/checked_math.h"
 
 namespace kiln {
 namespace {
+
+// Whether a tensor of `type` has an element count and a byte size that fit
+// 64 bits, taking its static dims (a zero among them does not excuse the
+// others: no pass or target should multiply them and wrap).
+bool SizeFits(const Type& type) {
+  if (!type.is_tensor() || !type.shape().ranked()) return true;
+  std::vector<int64_t> dims;
+  for (const Dim& d : type.shape().dims())
+    if (d.is_static()) dims.push_back(d.value());
+  std::optional<int64_t> n = CheckedProduct(dims);
+  return n && CheckedMul(*n, std::max<int64_t>(1, static_cast<int64_t>(DTypeSize(type.dtype()))));
+}
 
 std::string NodeLabel(const Node& n, int index) {
   std::string s = index >= 0 ? absl::StrCat("node ", index, " ") : std::string("node ");
@@ -237,6 +250,9 @@ class Verifier {
       if (v->name().empty()) Add(absl::StrCat(gl, ": [ssa] a value has an empty name"));
       else if (!names.insert(v->name()).second)
         Add(absl::StrCat(gl, ": [ssa] value name ", vn, " is defined more than once"));
+      if (!SizeFits(v->type()))
+        Add(absl::StrCat(gl, ": [types] value ", vn, " has type ", PrintType(v->type()),
+                         ", whose size does not fit 64 bits"));
       switch (v->kind()) {
         case Value::Kind::kInput:
           if (!inputs.count(v)) Add(absl::StrCat(gl, ": [ssa] input value ", vn, " is not among the graph inputs"));

@@ -401,6 +401,7 @@ absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigur
   // Tiles: whole rows for reductions; else up to the columns one row's
   // buffers fit. As many rows as fit, fewer when that leaves units idle.
   const int64_t rows = view.rows(), cols = view.cols();
+  if (rows == 0 || cols == 0) return absl::UnimplementedError("a dimension is zero: there is nothing to tile");
   int64_t full = 0, row = 0, col = 0, scalar = 0;  // bytes per element of each form
   for (const auto& buf : b.buffers()) {
     const int64_t bytes = static_cast<int64_t>(DTypeSize(buf.dtype));

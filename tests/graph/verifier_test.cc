@@ -169,6 +169,18 @@ TEST(Verifier, UnknownOp) {
                "graph 'main': node 0 'f' (com.other.Fused): [op] unknown op 'com.other.Fused'");
 }
 
+// A type whose element count or bytes do not fit 64 bits is refused, a zero
+// dim among its static dims or not, so no pass or target multiplies and wraps.
+TEST(Verifier, TypesWhoseSizeOverflows) {
+  ExpectErrors("graph @main(%x: f32[4294967296,4294967296,0]) {\n  %y = Id(%x)\n  return %y\n}",
+               "graph 'main': [types] value %x has type f32[4294967296,4294967296,0], whose size does not fit 64 bits");
+  ExpectErrors("graph @main(%x: f32[n,2305843009213693952]) {\n  %y = Id(%x)\n  return %x\n}",
+               "graph 'main': [types] value %x has type f32[n,2305843009213693952], whose size does not fit 64 bits");
+  Model fits = Parse("graph @main(%x: f32[n,576460752303423488], %z: f32[0,4]) {\n  return %x, %z\n}");
+  absl::Status s = VerifyModel(fits);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(Verifier, Arity) {
   ExpectErrors("graph @main(%x: f32[1]) {\n  %y = Bin(%x)\n  return %y\n}",
                "graph 'main': node 0 (Bin) %y: [arity] has 1 inputs, Bin needs at least 2");
