@@ -10,12 +10,14 @@ neighbour of it (another instruction, another field, another reader):
      .kiln's constants and device memory, an ONNX initializer, a machine's
      HBM);
   3. element counts that overflow before a zero dimension is reached (.npy,
-     .kir);
+     .kir, an ONNX graph whose ConstantOfShape or Expand makes such a shape,
+     compiled for each target);
   4. byte sizes that overflow (a program argument's shape, an attribute
      wider than its field).
 
 Every case must end with exit status 1 and exactly one line on stderr,
-"kiln: error: ..." holding the expected words: no signal, no abort, no
+"kiln: error: ..." holding the expected words (a case expecting no words
+must succeed: it makes the file the next case reads): no signal, no abort, no
 sanitizer report, no hang. With --limit-gb N (the release build's run) each
 command runs under an address-space limit of N GiB, as on a small machine:
 a size that got past its check would then fail to allocate and abort.
@@ -131,6 +133,23 @@ def set_reg(a, value):
             return
 
 
+def onnx_shape_model(op, shape):
+    """An ONNX model whose one node (ConstantOfShape or Expand) makes a tensor of `shape`."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    s = helper.make_tensor("s", TensorProto.INT64, [len(shape)], shape)
+    inputs = []
+    if op == "Expand":
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])]
+        node = helper.make_node("Expand", ["x", "s"], ["y"])
+    else:
+        node = helper.make_node(op, ["s"], ["y"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]))
+    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[s])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]).SerializeToString()
+
+
 KASM_HEAD = ".program p\n.regs 4\n.block_dim 1\n.arg a f32[1024] init=random(1)\n"
 
 
@@ -206,6 +225,15 @@ def cases(kiln, source, scratch):
          {"m.textproto": re.sub(rb"hbm_size_mib: *\d+", b"hbm_size_mib: 9223372036854775807",
                                 open(os.path.join(source, "sim/machines/ascend910-like.textproto"), "rb").read())},
          "hbm_size_mib"),
+        ("onnx ConstantOfShape whose count overflows", ["compile", "c.onnx", "--target=npusim", "-o", "c.kiln"],
+         {"c.onnx": onnx_shape_model("ConstantOfShape", [big, big, 16])}, "too large"),
+        ("onnx Expand whose count overflows before a zero", ["compile", "e.onnx", "--target=cuda", "-o", "e.cuda"],
+         {"e.onnx": onnx_shape_model("Expand", [big, big, 0])}, "does not fit 64 bits"),
+        ("onnx Expand to 4 TiB, compiled", ["compile", "h.onnx", "--target=npusim", "-o", "h.kiln"],
+         {"h.onnx": onnx_shape_model("Expand", [1 << 40])}, None),
+        ("onnx Expand to 4 TiB, run on the model", ["run", "h.kiln", "--input=x=one.npy"],
+         {"one.npy": npy([1], b"\0\0\x80\x3f")}, "device memory"),
+        ("onnx Expand to 4 TiB, run on the host", ["run", "h.onnx", "--input=x=one.npy"], {}, "too large"),
         ("onnx initializer larger than its data", ["opt", os.path.join(source, "tests/fuzz/regressions/onnx_declared_size.onnx")],
          {}, "bytes of data"),
     ]
@@ -228,10 +256,13 @@ def main():
                     out.write(data)
             rc, _, err = run(kiln, argv, scratch, args.limit_gb)
             lines = err.splitlines()
-            ok = (rc == 1 and len(lines) == 1 and lines[0].startswith("kiln: error: ") and words in lines[0])
+            if words is None:  # a step that must succeed (it makes the next case's file)
+                ok = rc == 0
+            else:
+                ok = (rc == 1 and len(lines) == 1 and lines[0].startswith("kiln: error: ") and words in lines[0])
             print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {rc}: {err.strip()[:300]}")
             failures += not ok
-    print(f"{len(all_cases) - failures} of {len(all_cases)} hostile inputs refused with one line"
+    print(f"{len(all_cases) - failures} of {len(all_cases)} cases as they should be: hostile inputs refused with one line"
           + (f" (address space {args.limit_gb} GiB)" if args.limit_gb else ""))
     sys.exit(1 if failures else 0)
 
