@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -57,8 +58,9 @@ absl::Status CheckFields(const google::protobuf::Message& msg, const std::string
       default: continue;
     }
     // Latencies and the burst gap may be zero; counts, sizes, clocks and rates may not.
+    // Energy figures may be zero (an action taken as free).
     bool may_be_zero = name.find("latency") != std::string::npos || name == "chip_links.count" ||
-                       name == "core.mte_burst_cycles";
+                       name == "core.mte_burst_cycles" || absl::StartsWith(name, "energy.");
     if (!(v >= 0) || (!may_be_zero && v == 0))
       return InvalidArgument("machine field ", name, " must be ", may_be_zero ? "non-negative" : "positive",
                              ", got ", v);

@@ -154,6 +154,8 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
     st.busy_cycles += *t - start;
   }
   ++st.instructions;
+  st.energy_pj += cost.energy_pj;
+  if (opt.trace && cost.energy_pj > 0) trace.Energy(start, *t, cost.energy_pj);
   KernelStats& kst = *c.launch->stats;
   kst.cube_macs += cost.macs;
   if (p == Pipe::kCube) kst.cube_cycles += cost.busy;
@@ -401,6 +403,7 @@ void Device::Impl::CoreMain(CoreState& c) {
       L->stats->pipes[p].busy_cycles += c.stats[p].busy_cycles - before[p].busy_cycles;
       L->stats->pipes[p].stall_cycles += c.stats[p].stall_cycles - before[p].stall_cycles;
       L->stats->pipes[p].instructions += c.stats[p].instructions - before[p].instructions;
+      L->stats->pipes[p].energy_pj += c.stats[p].energy_pj - before[p].energy_pj;
     }
     c.launch = nullptr;
     if (++L->done_blocks == L->block_dim) {

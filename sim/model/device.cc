@@ -33,6 +33,7 @@
 #include "sim/isa/verify.h"
 #include "sim/machine/machine.h"
 #include "sim/model/device_impl.h"
+#include "sim/model/energy.h"
 
 // libsystemc's own main() calls sc_main. kiln never runs that main (the model
 // drives sc_start itself), but the shared library needs the symbol; weak, so
@@ -172,7 +173,10 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   links_busy = false;
   trace.Reset(opt.trace_options);
   trace.set_enabled(opt.trace);
-  if (opt.trace) trace.NameTrack(Trace::kHbm, 0, "HBM", "bandwidth");
+  if (opt.trace) {
+    trace.NameTrack(Trace::kHbm, 0, "HBM", "bandwidth");
+    trace.SetPower(StaticWatts(machine), machine.chip().clock_mhz());
+  }
 
   const int ncores = machine.chip().ai_cores();
   // Cores keep their buffers between runs; a fresh core starts zeroed.

@@ -75,6 +75,7 @@ struct PipeStats {
                             // SCALAR: its own instructions and one cycle per instruction it issues)
   double stall_cycles = 0;  // time blocked in wait_flag (and, for SCALAR, on full queues and barriers)
   int64_t instructions = 0; // instructions this pipe executed (each instruction counts once, on its pipe)
+  double energy_pj = 0;     // the dynamic energy of its instructions' actions (Machine.energy)
 };
 
 struct KernelStats {

@@ -487,6 +487,7 @@ int64_t GmRuns(const Inst& in) {
 
 Cost InstCost(const Inst& in, const Machine& m) {
   const Core& k = m.core();
+  const Energy& e = m.energy();
   const auto& a = in.attrs;
   double hbm_lat = static_cast<double>(m.chip().hbm_latency_cycles());
   Cost c;
@@ -496,12 +497,14 @@ Cost InstCost(const Inst& in, const Machine& m) {
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
       c.rate_cap = BurstCap(k.mte2_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte2_latency_cycles();
+      c.energy_pj = c.gm_bytes * (e.hbm_pj_per_byte() + (in.op == Op::kCopyGmL1 ? e.l1_pj_per_byte() : e.ub_pj_per_byte()));
       break;
     case Op::kNd2Nz:
       c.dma = true;
       c.gm_bytes = a[attr::kNzRows] * a[attr::kNzCols] * DTypeSize(in.dtype);
       c.rate_cap = BurstCap(k.mte2_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte2_latency_cycles();
+      c.energy_pj = c.gm_bytes * (e.hbm_pj_per_byte() + e.l1_pj_per_byte());
       break;
     case Op::kCopyUbGm:
       c.dma = true;
@@ -509,15 +512,20 @@ Cost InstCost(const Inst& in, const Machine& m) {
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
       c.rate_cap = BurstCap(k.mte3_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte3_latency_cycles();
+      c.energy_pj = c.gm_bytes * (e.ub_pj_per_byte() + e.hbm_pj_per_byte());
       break;
     case Op::kLoadL0A: case Op::kLoadL0B:
       c.busy = a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes / k.mte1_bytes_per_cycle();
       if (a[attr::kLdTranspose] && DTypeSize(in.dtype) == 4) c.busy *= 2;  // squares of two fractals
       c.latency = k.mte1_latency_cycles();
+      c.energy_pj = static_cast<double>(a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes) *
+                    (e.l1_pj_per_byte() + e.l0_pj_per_byte());
       break;
     case Op::kImg2Col:
       c.busy = a[attr::kIcM] * a[attr::kIcK] * kFractalBytes / k.mte1_bytes_per_cycle();
       c.latency = k.mte1_latency_cycles();
+      c.energy_pj = static_cast<double>(a[attr::kIcM] * a[attr::kIcK] * kFractalBytes) *
+                    (e.l1_pj_per_byte() + e.l0_pj_per_byte());
       break;
     case Op::kMmad: {
       int64_t k0 = kBlockBytes / DTypeSize(in.dtype);
@@ -527,6 +535,15 @@ Cost InstCost(const Inst& in, const Machine& m) {
                                                : k.cube_fp16_macs_per_cycle();
       c.busy = static_cast<double>(c.macs) / static_cast<double>(rate);
       c.latency = k.cube_latency_cycles();
+      // The MACs, the operand fractals read from L0A and L0B, and the fp32
+      // accumulators read and written in L0C.
+      const double pj_per_mac = in.dtype == DType::kS8    ? e.cube_int8_pj_per_mac()
+                                : in.dtype == DType::kF32 ? e.cube_fp32_pj_per_mac()
+                                                          : e.cube_fp16_pj_per_mac();
+      const int64_t mm = a[attr::kMmM], kk = a[attr::kMmK], nn = a[attr::kMmN];
+      c.energy_pj = static_cast<double>(c.macs) * pj_per_mac +
+                    static_cast<double>((mm * kk + kk * nn) * kFractalBytes + 2 * mm * nn * 256 * 4) *
+                        e.l0_pj_per_byte();
       break;
     }
     case Op::kFixp: {
@@ -539,8 +556,12 @@ Cost InstCost(const Inst& in, const Machine& m) {
         // The read-out of L0C bounds the rate at which output bytes leave.
         c.rate_cap = k.fixp_bytes_per_cycle() * c.gm_bytes / l0c_bytes;
         c.latency += hbm_lat;
+        c.energy_pj = l0c_bytes * e.l0_pj_per_byte() + static_cast<double>(c.gm_bytes) * e.hbm_pj_per_byte();
       } else {
         c.busy = l0c_bytes / k.fixp_bytes_per_cycle();
+        c.energy_pj = l0c_bytes * e.l0_pj_per_byte() +
+                      static_cast<double>(a[attr::kFxM] * a[attr::kFxN] * 256 * DTypeSize(in.dtype)) *
+                          e.ub_pj_per_byte();
       }
       break;
     }
@@ -552,6 +573,13 @@ Cost InstCost(const Inst& in, const Machine& m) {
         c.busy = a[attr::kRepeat] * per_repeat;
         c.elements = a[attr::kRepeat] * a[attr::kMask];  // the active elements of each repeat
         c.latency = k.vector_latency_cycles();
+        // Its elements' arithmetic (by their width), and a repeat's bytes
+        // read or written in UB for each memory operand.
+        int operands = 0;
+        for (const Operand& o : in.ops) operands += o.kind == Operand::Kind::kAddr;
+        const double per_element = IsSpecial(in.op) ? e.vector_special_pj_per_element() : e.vector_pj_per_element();
+        c.energy_pj = static_cast<double>(c.elements) * per_element * static_cast<double>(DTypeSize(in.dtype)) / 2 +
+                      static_cast<double>(a[attr::kRepeat] * kRepeatBytes * operands) * e.ub_pj_per_byte();
       }
   }
   return c;

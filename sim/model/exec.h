@@ -41,6 +41,9 @@ struct Cost {
   double rate_cap = 0;    // DMA: the pipe's own bandwidth in bytes per cycle
   int64_t macs = 0;       // cube multiply-accumulates
   int64_t elements = 0;   // vector: elements it computes (repeats times the active elements of one)
+  // The energy its action takes (Machine.energy): the arithmetic it does
+  // and the bytes it reads and writes in each memory, in picojoules.
+  double energy_pj = 0;
 };
 Cost InstCost(const Inst& in, const Machine& m);
 

@@ -40,6 +40,7 @@ bool Device::Impl::RunAllReduce(int s, StreamOp& op, std::string* label) {
   if (opt.trace) {
     trace.NameTrack(Trace::kLinks, 0, "Chip links", "AllReduce");
     trace.Named(Trace::kLinks, 0, op.name, t, Now());
+    trace.Energy(t, Now(), static_cast<double>(op.bytes) * machine.energy().chip_link_pj_per_byte());
   }
   return true;
 }

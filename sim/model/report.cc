@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/machine/machine.h"
+#include "sim/model/energy.h"
 
 namespace kiln::sim {
 namespace {
@@ -48,14 +49,18 @@ std::string ReportText(const RunStats& s, const Machine& m) {
     double d = k.end_cycle - k.start_cycle;
     absl::StrAppendFormat(&out,
                           "\nkernel %d %s: block_dim %d on %d cores, cycles %.0f (%.0f..%.0f)\n"
-                          "  cube utilization %.1f%% of peak, HBM %.1f%% (read %d B, write %d B), bound: %s\n",
+                          "  cube utilization %.1f%% of peak, HBM %.1f%% (read %d B, write %d B), bound: %s\n"
+                          "  energy %.3f uJ (its actions)\n",
                           i, k.name, k.block_dim, k.cores_used, d, k.start_cycle, k.end_cycle, 100 * CubeUtil(k),
-                          100 * HbmUtil(k, m), k.hbm_read_bytes, k.hbm_write_bytes, KernelBound(k, m));
-    absl::StrAppendFormat(&out, "  %-7s %14s %14s %10s %7s\n", "pipe", "busy cycles", "stall cycles", "insts", "busy%");
+                          100 * HbmUtil(k, m), k.hbm_read_bytes, k.hbm_write_bytes, KernelBound(k, m),
+                          KernelEnergyJ(k) * 1e6);
+    absl::StrAppendFormat(&out, "  %-7s %14s %14s %10s %7s %12s\n", "pipe", "busy cycles", "stall cycles", "insts",
+                          "busy%", "energy uJ");
     for (int p = 0; p < kNumPipes; ++p) {
       const PipeStats& ps = k.pipes[p];
-      absl::StrAppendFormat(&out, "  %-7s %14.0f %14.0f %10d %6.1f%%\n", PipeTraceName(static_cast<Pipe>(p)),
-                            ps.busy_cycles, ps.stall_cycles, ps.instructions, 100 * ps.busy_cycles / Span(k));
+      absl::StrAppendFormat(&out, "  %-7s %14.0f %14.0f %10d %6.1f%% %12.3f\n", PipeTraceName(static_cast<Pipe>(p)),
+                            ps.busy_cycles, ps.stall_cycles, ps.instructions, 100 * ps.busy_cycles / Span(k),
+                            ps.energy_pj * 1e-6);
     }
   }
   absl::StrAppendFormat(&out,
@@ -68,7 +73,18 @@ std::string ReportText(const RunStats& s, const Machine& m) {
     absl::StrAppendFormat(&out, ", AllReduce %d (%d B, %.0f cycles on the chip links)", s.collectives,
                           s.collective_bytes, CollectiveCycles(s));
   }
-  out += "\n";
+  out += "\n" + EnergyLine(s, m);
+  return out;
+}
+
+std::string EnergyLine(const RunStats& s, const Machine& m) {
+  const RunEnergy e = EnergyOf(s, m);
+  std::string out = absl::StrFormat("energy: %.3f uJ (kernels %.3f, static %.3f", e.total_j() * 1e6,
+                                    e.kernels_j * 1e6, e.static_j * 1e6);
+  if (e.host_link_j > 0) absl::StrAppendFormat(&out, ", host link %.3f", e.host_link_j * 1e6);
+  if (e.copies_j > 0) absl::StrAppendFormat(&out, ", copies in HBM %.3f", e.copies_j * 1e6);
+  if (e.chip_link_j > 0) absl::StrAppendFormat(&out, ", chip links %.3f", e.chip_link_j * 1e6);
+  absl::StrAppendFormat(&out, "); average power %.1f W\n", s.seconds > 0 ? e.total_j() / s.seconds : 0.0);
   return out;
 }
 
@@ -80,7 +96,7 @@ double CollectiveCycles(const RunStats& s) {
 
 std::string ReportCsv(const RunStats& s, const Machine& m) {
   std::string out = "kernel_index,kernel,pipe,busy_cycles,stall_cycles,instructions,utilization,kernel_cycles,"
-                    "cube_utilization,hbm_utilization,bound\n";
+                    "cube_utilization,hbm_utilization,bound,energy_uj\n";
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelStats& k = s.kernels[i];
     double d = k.end_cycle - k.start_cycle;
@@ -91,11 +107,13 @@ std::string ReportCsv(const RunStats& s, const Machine& m) {
       total.busy_cycles += ps.busy_cycles;
       total.stall_cycles += ps.stall_cycles;
       total.instructions += ps.instructions;
-      absl::StrAppendFormat(&out, "%d,%s,%s,%.0f,%.0f,%d,%.4f,%s\n", i, k.name, PipeTraceName(static_cast<Pipe>(p)),
-                            ps.busy_cycles, ps.stall_cycles, ps.instructions, ps.busy_cycles / Span(k), common);
+      total.energy_pj += ps.energy_pj;
+      absl::StrAppendFormat(&out, "%d,%s,%s,%.0f,%.0f,%d,%.4f,%s,%.6f\n", i, k.name, PipeTraceName(static_cast<Pipe>(p)),
+                            ps.busy_cycles, ps.stall_cycles, ps.instructions, ps.busy_cycles / Span(k), common,
+                            ps.energy_pj * 1e-6);
     }
-    absl::StrAppendFormat(&out, "%d,%s,total,%.0f,%.0f,%d,,%s\n", i, k.name, total.busy_cycles, total.stall_cycles,
-                          total.instructions, common);
+    absl::StrAppendFormat(&out, "%d,%s,total,%.0f,%.0f,%d,,%s,%.6f\n", i, k.name, total.busy_cycles, total.stall_cycles,
+                          total.instructions, common, total.energy_pj * 1e-6);
   }
   return out;
 }

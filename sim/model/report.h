@@ -6,7 +6,8 @@
 // busiest pipe: "compute" (CUBE or VECTOR), "HBM bandwidth" or "HBM latency"
 // (MTE2 or MTE3, which move global memory: bandwidth when the kernel keeps
 // HBM at least half busy), "internal transfer" (MTE1, FIXP) or "SCALAR issue";
-// when no pipe is busy half the time, "sync stalls".
+// when no pipe is busy half the time, "sync stalls". Each kernel's and
+// pipe's energy (its actions', sim/model/energy.h) and the run's.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -20,6 +21,9 @@ namespace kiln::sim {
 
 std::string KernelBound(const KernelStats& k, const Machine& m);
 std::string ReportText(const RunStats& s, const Machine& m);
+// "energy: 12.345 uJ (kernels ..., static ...); average power 123.4 W":
+// the run's energy (sim/model/energy.h) and its average power.
+std::string EnergyLine(const RunStats& s, const Machine& m);
 
 // The cycles the chip links carried collectives: their spans summed (they
 // hold the links one at a time, so the spans do not overlap).

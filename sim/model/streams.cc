@@ -78,6 +78,7 @@ void Device::Impl::StreamMain(int s) {
         if (opt.trace) {
           trace.NameTrack(Trace::kPcie, dir, "PCIe", dir == 0 ? "H2D" : "D2H");
           trace.Named(Trace::kPcie, dir, label, t, Now());
+          trace.Energy(t, Now(), static_cast<double>(op.bytes) * machine.energy().host_link_pj_per_byte());
         }
         break;
       }
@@ -100,6 +101,7 @@ void Device::Impl::StreamMain(int s) {
         if (opt.trace) {
           trace.NameTrack(Trace::kHbm, 1, "HBM", "D2D copies");
           trace.Named(Trace::kHbm, 1, label, t, Now());
+          trace.Energy(t, Now(), 2.0 * static_cast<double>(op.bytes) * machine.energy().hbm_pj_per_byte());
         }
         break;
       }

@@ -20,6 +20,37 @@ void Trace::Reset(const TraceOptions& options) {
   names_.clear();
   last_.clear();
   kept_programs_.clear();
+  energy_bins_.clear();
+  energy_bin_cycles_ = options.counter_window_cycles > 0 ? options.counter_window_cycles : 100;
+  static_watts_ = power_clock_mhz_ = 0;
+}
+
+void Trace::SetPower(double static_watts, double clock_mhz) {
+  static_watts_ = static_watts;
+  power_clock_mhz_ = clock_mhz;
+  NameTrack(kPower, 0, "Power", "chip");
+  Label("chip power W");
+}
+
+void Trace::Energy(double start, double end, double pj) {
+  if (!enabled_ || !(pj > 0) || !(start >= 0) || !(end >= start)) return;
+  const double w = energy_bin_cycles_;
+  const int64_t first = static_cast<int64_t>(start / w), last = static_cast<int64_t>(end / w);
+  // Bounded like the events: a span past max_events windows is not kept.
+  if (last >= options_.max_events) {
+    truncated_ = true;
+    return;
+  }
+  if (static_cast<int64_t>(energy_bins_.size()) <= last) energy_bins_.resize(last + 1, 0.0);
+  if (first == last || end <= start) {
+    energy_bins_[first] += pj;
+    return;
+  }
+  const double per_cycle = pj / (end - start);
+  for (int64_t b = first; b <= last; ++b) {
+    const double lo = std::max(start, static_cast<double>(b) * w), hi = std::min(end, static_cast<double>(b + 1) * w);
+    if (hi > lo) energy_bins_[b] += per_cycle * (hi - lo);
+  }
 }
 
 bool Trace::Room() {
@@ -218,6 +249,17 @@ std::vector<Trace::Series> Trace::CounterSeries(const Span& span) const {
   }
   for (size_t i = 0; i < out.size(); ++i)
     out[i].samples = Windowed(std::move(raw[i]), options_.counter_window_cycles, out[i].rate, span.from, span.to);
+  // The chip's power: each window's energy over its time, and the static power.
+  if (power_clock_mhz_ > 0 && !energy_bins_.empty()) {
+    std::vector<std::pair<double, double>> watts;
+    const double seconds = energy_bin_cycles_ / (power_clock_mhz_ * 1e6);
+    for (size_t b = 0; b < energy_bins_.size(); ++b)
+      watts.emplace_back(static_cast<double>(b) * energy_bin_cycles_, static_watts_ + energy_bins_[b] * 1e-12 / seconds);
+    watts.emplace_back(static_cast<double>(energy_bins_.size()) * energy_bin_cycles_, static_watts_);
+    auto it = std::find(labels_.begin(), labels_.end(), "chip power W");
+    const int32_t label = static_cast<int32_t>(it - labels_.begin());
+    out.push_back(Series{kPower, label, true, Windowed(std::move(watts), energy_bin_cycles_, true, span.from, span.to)});
+  }
   return out;
 }
 

@@ -51,7 +51,8 @@ TraceFormat TraceFormatOf(const std::string& path);
 class Trace {
  public:
   // Process ids of the non-core processes; AI core c is process c.
-  static constexpr int kHbm = 100000, kAicpu = 100001, kHost = 100002, kPcie = 100003, kLinks = 100004;
+  static constexpr int kHbm = 100000, kAicpu = 100001, kHost = 100002, kPcie = 100003, kLinks = 100004,
+                       kPower = 100005;
 
   struct Slice {
     int pid, tid;
@@ -84,6 +85,13 @@ class Trace {
   // the like, averaged over a window when written (else its peak).
   void Count(int pid, const std::string& name, double t, double value, bool rate = false);
   void NameTrack(int pid, int tid, const std::string& process, const std::string& thread);
+  // Dynamic energy spent evenly over the cycles [start, end] (an
+  // instruction's action, a transfer). It is written as the counter
+  // "chip power W" of the Power process: per counter window, the energy
+  // spent in it over its time at `clock_mhz`, plus `static_watts`
+  // (SetPower, which also names the track).
+  void Energy(double start, double end, double pj);
+  void SetPower(double static_watts, double clock_mhz);
 
   struct TrackName {
     int pid, tid;
@@ -142,6 +150,10 @@ class Trace {
   std::vector<Counter> counters_;
   std::vector<std::string> labels_;
   std::vector<TrackName> names_;
+  // Energy per power window (picojoules), the windows' width in cycles,
+  // the static power and the clock (SetPower).
+  std::vector<double> energy_bins_;
+  double energy_bin_cycles_ = 100, static_watts_ = 0, power_clock_mhz_ = 0;
   // Index of the last slice on each (pid, tid), for merging.
   std::vector<std::pair<int64_t, int64_t>> last_;  // key = pid * 64 + tid, index
 };

@@ -79,11 +79,11 @@ bool SplitCsv(absl::string_view text, std::vector<std::vector<std::string>>* rec
 std::string TasksCsv(const TasksReport& r) {
   std::string out = absl::StrCat(kTasksCsvHeader, "\n");
   auto row = [&out](const TaskReportRow& t) {
-    absl::StrAppendFormat(&out, "%s,%s,%.0f,%s,%s,%s,%s,%d,%d\n", Field(t.task), Field(t.engine), t.cycles,
+    absl::StrAppendFormat(&out, "%s,%s,%.0f,%s,%s,%s,%s,%d,%d,%s\n", Field(t.task), Field(t.engine), t.cycles,
                           t.estimated_cycles >= 0 ? absl::StrFormat("%.0f", t.estimated_cycles) : "",
                           t.cube_utilization < 0 ? "" : absl::StrFormat("%.4f", t.cube_utilization),
                           t.cores > 0 ? absl::StrCat(t.cores) : "", Field(t.bound), t.hbm_read_bytes,
-                          t.hbm_write_bytes);
+                          t.hbm_write_bytes, t.energy_uj >= 0 ? absl::StrFormat("%.3f", t.energy_uj) : "");
   };
   for (const TaskReportRow& t : r.tasks) row(t);
   TaskReportRow total = r.total;
@@ -111,7 +111,8 @@ absl::StatusOr<TasksReport> ParseTasksCsv(absl::string_view text, absl::string_v
   };
   const int c_task = column("task"), c_engine = column("engine"), c_cycles = column("cycles"),
             c_estimated = column("estimated_cycles"), c_cube = column("cube_utilization"), c_cores = column("cores"),
-            c_bound = column("bound"), c_read = column("hbm_read_bytes"), c_write = column("hbm_write_bytes");
+            c_bound = column("bound"), c_read = column("hbm_read_bytes"), c_write = column("hbm_write_bytes"),
+            c_energy = column("energy_uj");
   if (c_task < 0 || c_cycles < 0)
     return bad(lines[0], absl::StrCat("not a tasks report: the header has no task and cycles columns (expected '",
                                       kTasksCsvHeader, "')"));
@@ -131,9 +132,11 @@ absl::StatusOr<TasksReport> ParseTasksCsv(absl::string_view text, absl::string_v
     t.task = f[c_task];
     double read = 0, write = 0, cores = 0;
     if (!number(c_cycles, &t.cycles) || !number(c_estimated, &t.estimated_cycles) || !number(c_read, &read) ||
-        !number(c_write, &write) || !number(c_cores, &cores) || !number(c_cube, &t.cube_utilization))
+        !number(c_write, &write) || !number(c_cores, &cores) || !number(c_cube, &t.cube_utilization) ||
+        !number(c_energy, &t.energy_uj))
       return bad(line, "a count that is not a non-negative number");
     if (c_cube < 0 || f[c_cube].empty()) t.cube_utilization = -1;
+    if (c_energy < 0 || f[c_energy].empty()) t.energy_uj = -1;
     if (c_estimated < 0 || f[c_estimated].empty()) t.estimated_cycles = -1;
     t.hbm_read_bytes = static_cast<int64_t>(read);
     t.hbm_write_bytes = static_cast<int64_t>(write);

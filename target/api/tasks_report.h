@@ -26,6 +26,7 @@ struct TaskReportRow {
   double cube_utilization = -1;  // of the cube's peak, 0..1; < 0: not a kernel
   int cores = 0;                 // 0: not reported
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
+  double energy_uj = -1;         // microjoules (the total: the run's, static included); < 0: not reported
 };
 
 struct TasksReport {

@@ -24,7 +24,9 @@
 // covers (trace_from, trace_to, trace_kernels) and take a progress callback.
 // Version 5: ReportKind::kTracePerfetto (Perfetto's protobuf trace) and
 // TraceKindOf, the trace kind a file's name asks for.
-#define KILN_TARGET_API_VERSION 5
+// Version 6: TaskReportRow::energy_uj, and kTasksCsvHeader's energy_uj
+// column (a run's tasks with their energy).
+#define KILN_TARGET_API_VERSION 6
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake
 // package (KilnConfigVersion.cmake).

@@ -14,6 +14,7 @@
 #include "graph/support/status.h"
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
+#include "sim/model/energy.h"
 #include "sim/model/report.h"
 #include "target/api/tasks_report.h"
 
@@ -570,6 +571,7 @@ std::vector<NpusimExecutable::TaskRow> NpusimExecutable::TaskRows() const {
     r.bound = sim::KernelBound(ks, machine_);
     r.hbm_read = ks.hbm_read_bytes;
     r.hbm_write = ks.hbm_write_bytes;
+    r.energy_uj = sim::KernelEnergyJ(ks) * 1e6;
     rows.push_back(std::move(r));
   }
   return rows;
@@ -589,6 +591,7 @@ std::string NpusimExecutable::ReportTasksCsv() const {
     t.cores = r.cube < 0 ? 0 : r.cores;
     t.hbm_read_bytes = r.hbm_read;
     t.hbm_write_bytes = r.hbm_write;
+    t.energy_uj = r.energy_uj;
     report.tasks.push_back(std::move(t));
   }
   const sim::RunStats& s = summary_.stats;
@@ -596,6 +599,7 @@ std::string NpusimExecutable::ReportTasksCsv() const {
   report.total.estimated_cycles = summary_.estimated_cycles;
   report.total.hbm_read_bytes = s.hbm_read_bytes;
   report.total.hbm_write_bytes = s.hbm_write_bytes;
+  report.total.energy_uj = sim::EnergyOf(s, machine_).total_j() * 1e6;
   return TasksCsv(report);
 }
 
@@ -634,6 +638,10 @@ std::string NpusimExecutable::ReportText() const {
                         summary_.batches == 1 ? "" : (summary_.loop ? "s" : "es"), s.instructions, s.hbm_read_bytes,
                         s.hbm_write_bytes, s.h2d_bytes, s.d2h_bytes,
                         s.d2d_bytes ? absl::StrFormat(", D2D %d B", s.d2d_bytes) : "", s.aicpu_tasks);
+  out += sim::EnergyLine(s, machine_);
+  if (summary_.batches > 1)
+    absl::StrAppendFormat(&out, "energy per %s: %.3f uJ\n", summary_.loop ? "step" : "batch",
+                          sim::EnergyOf(s, machine_).total_j() * 1e6 / summary_.batches);
   if (summary_.loop) {
     absl::StrAppendFormat(&out,
                           "training loop on the device: the parameters and optimizer state (%d B) cross PCIe once "

@@ -102,6 +102,7 @@ class NpusimExecutable final : public runtime::DeviceModule {
     double cube = -1;    // cube utilization; < 0: not a kernel
     int cores = 0;
     int64_t hbm_read = 0, hbm_write = 0;
+    double energy_uj = -1;  // a kernel's actions (sim/model/energy.h); < 0: none modeled
   };
   std::vector<TaskRow> TaskRows() const;
   // A data-parallel module (replicas > 1): inputs whose leading dim is

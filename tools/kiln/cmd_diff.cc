@@ -50,6 +50,7 @@ struct Side {
   std::vector<TaskRow> tasks;
   double total_cycles = 0;
   int64_t total_hbm_bytes = 0;
+  double total_energy_uj = -1;  // < 0: not reported
 };
 
 // A tasks report (`kiln run --report-tasks=FILE`, ReportKind::kTasksCsv).
@@ -67,6 +68,7 @@ absl::Status ParseTasks(const std::string& text, const std::string& name, Side* 
   }
   side->total_cycles = report.total.cycles;
   side->total_hbm_bytes = report.total.hbm_read_bytes + report.total.hbm_write_bytes;
+  side->total_energy_uj = report.total.energy_uj;
   return absl::OkStatus();
 }
 
@@ -185,6 +187,9 @@ void PrintTasks(Side& a, Side& b) {
                                Ratio(b.total_cycles, a.total_cycles));
   std::cout << absl::StrFormat("%-40s %-7s %12d %12d %6s\n", "HBM bytes", "", a.total_hbm_bytes, b.total_hbm_bytes,
                                Ratio(static_cast<double>(b.total_hbm_bytes), static_cast<double>(a.total_hbm_bytes)));
+  if (a.total_energy_uj >= 0 && b.total_energy_uj >= 0)
+    std::cout << absl::StrFormat("%-40s %-7s %12.1f %12.1f %6s\n", "energy uJ", "", a.total_energy_uj,
+                                 b.total_energy_uj, Ratio(b.total_energy_uj, a.total_energy_uj));
   std::cout << absl::StrFormat("%-40s %-7s %12d %12d\n", "tasks", "", a.tasks.size(), b.tasks.size());
 }
 
@@ -293,7 +298,7 @@ the host reference executor, an artifact on its target's device).
 Prints the tasks both runs have, aligned by task name (the node a task
 runs), in A's order: each side's cycles, B/A, the cube's utilization and
 the bound, A -> B; then the tasks only one side has, the totals (cycles,
-HBM bytes, tasks) and their ratio. Runs of a target without reports
+HBM bytes, energy where both report it, tasks) and their ratio. Runs of a target without reports
 (the reference executor, a GPU package) have no task table. For two runs,
 each output of B against A's: the largest absolute difference, where, and
 its share of A's largest magnitude. For example, fp16 against fp32:
