@@ -17,6 +17,7 @@
 #include "sim/model/device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -139,6 +140,7 @@ std::string Device::Impl::DeadlockReport() {
 }
 
 absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
   InitSystemC();
   ++run_count;
   opt = options;
@@ -271,6 +273,7 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
       stats.hbm_read_bytes += k.hbm_read_bytes;
       stats.hbm_write_bytes += k.hbm_write_bytes;
     }
+    stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     return stats;
   } catch (const std::exception& e) {
     return Internal("SystemC: ", e.what());

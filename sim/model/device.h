@@ -97,6 +97,7 @@ struct KernelStats {
 struct RunStats {
   double total_cycles = 0;
   double seconds = 0;  // total_cycles at the machine's clock
+  double wall_seconds = 0;  // the host's time to simulate the run (the simulator's own speed)
   std::vector<std::array<PipeStats, kNumPipes>> cores;  // per core, per pipe
   std::vector<KernelStats> kernels;                      // in launch order
   int64_t instructions = 0;  // executed, over all pipes and cores

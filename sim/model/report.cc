@@ -73,8 +73,16 @@ std::string ReportText(const RunStats& s, const Machine& m) {
     absl::StrAppendFormat(&out, ", AllReduce %d (%d B, %.0f cycles on the chip links)", s.collectives,
                           s.collective_bytes, CollectiveCycles(s));
   }
-  out += "\n" + EnergyLine(s, m);
+  out += "\n" + EnergyLine(s, m) + SimulatorSpeedLine(s);
   return out;
+}
+
+std::string SimulatorSpeedLine(const RunStats& s) {
+  const double wall = std::max(s.wall_seconds, 1e-9);
+  return absl::StrFormat("simulator: %.0f cycles and %d instructions in %.3f s of wall time: %.2f M cycles/s, "
+                         "%.2f M instructions/s\n",
+                         s.total_cycles, s.instructions, s.wall_seconds, s.total_cycles / wall / 1e6,
+                         static_cast<double>(s.instructions) / wall / 1e6);
 }
 
 std::string EnergyLine(const RunStats& s, const Machine& m) {

@@ -24,6 +24,10 @@ std::string ReportText(const RunStats& s, const Machine& m);
 // "energy: 12.345 uJ (kernels ..., static ...); average power 123.4 W":
 // the run's energy (sim/model/energy.h) and its average power.
 std::string EnergyLine(const RunStats& s, const Machine& m);
+// "simulator: ... cycles and ... instructions in ... s of wall time: ... M
+// cycles/s, ... M instructions/s": the simulator's own speed on this host
+// (the one line of a report that differs from run to run).
+std::string SimulatorSpeedLine(const RunStats& s);
 
 // The cycles the chip links carried collectives: their spans summed (they
 // hold the links one at a time, so the spans do not overlap).

@@ -642,6 +642,7 @@ std::string NpusimExecutable::ReportText() const {
   if (summary_.batches > 1)
     absl::StrAppendFormat(&out, "energy per %s: %.3f uJ\n", summary_.loop ? "step" : "batch",
                           sim::EnergyOf(s, machine_).total_j() * 1e6 / summary_.batches);
+  out += sim::SimulatorSpeedLine(s);
   if (summary_.loop) {
     absl::StrAppendFormat(&out,
                           "training loop on the device: the parameters and optimizer state (%d B) cross PCIe once "
