@@ -169,6 +169,19 @@ def main():
         "targets": {
             "plugin": "acts: loads the plugin",
         },
+        "sweep": {
+            "target": "acts: the target each point compiles for",
+            "set": "acts: an axis of the grid",
+            "machine": "acts: the base machine",
+            "precision": "acts: passed to each compile",
+            "input": "acts: an input of each run",
+            "o": "acts: where the points go",
+            "jobs": ([MODEL, "--target=npusim", "--set", "core.l1_kib=512", "--job-list", "--jobs=2", "-o",
+                      os.path.join(work, "sw")], "--job-list only writes them"),
+            "job-list": (["--collect", os.path.join(work, "sw"), "--job-list"], "give it alone"),
+            "collect": "acts: gathers a sweep's results",
+            "max-points": (["--collect", os.path.join(work, "sw"), "--max-points=5"], "give it alone"),
+        },
     }
     for flag in ("mixed-type", "mixed-allow", "mixed-infer", "mixed-clear", "mixed-deny", "mixed-min-macs-per-cast"):
         cases["opt"][flag] = ([MODEL, f"--{flag}={'bf16' if flag == 'mixed-type' else '4' if 'macs' in flag else 'MatMul' if flag == 'mixed-allow' else 'Add'}"] + o,

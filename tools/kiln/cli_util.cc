@@ -33,6 +33,11 @@ std::vector<std::string>& RepeatedInputs() {
   return inputs;
 }
 
+std::vector<std::string>& RepeatedSweepSets() {
+  static std::vector<std::string> sets;
+  return sets;
+}
+
 std::string HostOpsLibraryPath() {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);

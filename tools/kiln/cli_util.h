@@ -36,6 +36,8 @@ const std::vector<Command>& Commands();
 
 // Values of the repeatable `--input NAME=FILE` flag, in order.
 std::vector<std::string>& RepeatedInputs();
+// Values of the repeatable `--set FIELD=V1,V2` flag of `kiln sweep`, in order.
+std::vector<std::string>& RepeatedSweepSets();
 
 // The target settings given on the command line (--NAME=VALUE where NAME is
 // a setting some registered target declares), in order.

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     }
     // --plugin (taken above) and --input (collected here) are refused like
     // any flag by a command whose help does not list them.
-    for (const char* own : {"plugin", "input"})
+    for (const char* own : {"plugin", "input", "set"})
       if ((a == absl::StrCat("--", own) || absl::StartsWith(a, absl::StrCat("--", own, "="))) &&
           !CommandTakesFlag(*cmd, own))
         return kiln::cli::Fail(absl::StrCat("kiln ", cmd->name, " has no flag --", own, " (see `kiln ", cmd->name,
@@ -188,6 +188,16 @@ int main(int argc, char** argv) {
     }
     if (absl::StartsWith(a, "--input=")) {
       kiln::cli::RepeatedInputs().push_back(a.substr(8));
+      continue;
+    }
+    // --set FIELD=V1,V2 (kiln sweep) repeats, and its commas are its own.
+    if (a == "--set") {
+      if (i + 1 >= argc) return kiln::cli::Fail("--set needs FIELD=V1,V2,...");
+      kiln::cli::RepeatedSweepSets().push_back(argv[++i]);
+      continue;
+    }
+    if (absl::StartsWith(a, "--set=")) {
+      kiln::cli::RepeatedSweepSets().push_back(a.substr(6));
       continue;
     }
     if (a == "--") {
@@ -245,11 +255,12 @@ extern const Command kRunCommand;
 extern const Command kSimCommand;
 extern const Command kTargetsCommand;
 extern const Command kTileCommand;
+extern const Command kSweepCommand;
 
 // The table of commands, in the order `kiln --help` lists them.
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      kCompileCommand, kRunCommand, kDiffCommand, kOptCommand, kSimCommand, kTileCommand, kConformanceCommand, kTargetsCommand,
+      kCompileCommand, kRunCommand, kDiffCommand, kOptCommand, kSimCommand, kSweepCommand, kTileCommand, kConformanceCommand, kTargetsCommand,
   };
   return commands;
 }
