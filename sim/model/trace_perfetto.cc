@@ -58,32 +58,34 @@ class Writer {
   }
   void End() { one_.AppendToString(&out_); }
 
-  uint64_t EventName(pf::TracePacket* p, const std::string& s) {
-    auto [it, fresh] = event_names_.try_emplace(s, event_names_.size() + 1);
-    if (fresh) {
-      pf::EventName* e = p->mutable_interned_data()->add_event_names();
-      e->set_iid(it->second);
-      e->set_name(s);
-    }
+  // The id of `s` in `table`; a string seen first here is added to the
+  // packet's interned data by `add` (with its new id).
+  template <typename Add>
+  static uint64_t Intern(std::unordered_map<std::string, uint64_t>& table, const std::string& s, Add add) {
+    auto [it, fresh] = table.try_emplace(s, table.size() + 1);
+    if (fresh) add(it->second);
     return it->second;
+  }
+  uint64_t EventName(pf::TracePacket* p, const std::string& s) {
+    return Intern(event_names_, s, [&](uint64_t iid) {
+      pf::EventName* e = p->mutable_interned_data()->add_event_names();
+      e->set_iid(iid);
+      e->set_name(s);
+    });
   }
   uint64_t AnnotationName(pf::TracePacket* p, const std::string& s) {
-    auto [it, fresh] = annotation_names_.try_emplace(s, annotation_names_.size() + 1);
-    if (fresh) {
+    return Intern(annotation_names_, s, [&](uint64_t iid) {
       pf::DebugAnnotationName* e = p->mutable_interned_data()->add_debug_annotation_names();
-      e->set_iid(it->second);
+      e->set_iid(iid);
       e->set_name(s);
-    }
-    return it->second;
+    });
   }
   uint64_t String(pf::TracePacket* p, const std::string& s) {
-    auto [it, fresh] = strings_.try_emplace(s, strings_.size() + 1);
-    if (fresh) {
+    return Intern(strings_, s, [&](uint64_t iid) {
       pf::InternedString* e = p->mutable_interned_data()->add_debug_annotation_string_values();
-      e->set_iid(it->second);
+      e->set_iid(iid);
       e->set_str(s);
-    }
-    return it->second;
+    });
   }
   void Annotate(pf::TracePacket* p, const std::string& name, int64_t value) {
     pf::DebugAnnotation* a = p->mutable_track_event()->add_debug_annotations();

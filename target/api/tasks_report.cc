@@ -9,17 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/support/checked_math.h"
+#include "graph/support/csv_field.h"
 #include "target/api/executable.h"
 
 namespace kiln::target {
 namespace {
-
-std::string Field(const std::string& f) {
-  if (f.find_first_of(",\"\n\r") == std::string::npos) return f;
-  std::string q = "\"";
-  for (char c : f) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
 // The records of `text`: fields split at commas and line breaks outside
 // quotes; false (with the line) on an unterminated quote.
@@ -79,10 +73,10 @@ bool SplitCsv(absl::string_view text, std::vector<std::vector<std::string>>* rec
 std::string TasksCsv(const TasksReport& r) {
   std::string out = absl::StrCat(kTasksCsvHeader, "\n");
   auto row = [&out](const TaskReportRow& t) {
-    absl::StrAppendFormat(&out, "%s,%s,%.0f,%s,%s,%s,%s,%d,%d,%s\n", Field(t.task), Field(t.engine), t.cycles,
+    absl::StrAppendFormat(&out, "%s,%s,%.0f,%s,%s,%s,%s,%d,%d,%s\n", CsvField(t.task), CsvField(t.engine), t.cycles,
                           t.estimated_cycles >= 0 ? absl::StrFormat("%.0f", t.estimated_cycles) : "",
                           t.cube_utilization < 0 ? "" : absl::StrFormat("%.4f", t.cube_utilization),
-                          t.cores > 0 ? absl::StrCat(t.cores) : "", Field(t.bound), t.hbm_read_bytes,
+                          t.cores > 0 ? absl::StrCat(t.cores) : "", CsvField(t.bound), t.hbm_read_bytes,
                           t.hbm_write_bytes, t.energy_uj >= 0 ? absl::StrFormat("%.3f", t.energy_uj) : "");
   };
   for (const TaskReportRow& t : r.tasks) row(t);

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "sim/isa/isa.h"
 #include "sim/model/trace.h"
+#include "tests/sim/trace_test_util.h"
 
 namespace kiln::sim {
 namespace {
@@ -29,16 +30,9 @@ Program MakeProgram(const std::string& name) {
   return p;
 }
 
-Trace Fresh(TraceOptions o = {}) {
-  Trace t;
-  t.Reset(o);
-  t.set_enabled(true);
-  return t;
-}
-
 TEST(TraceOptions, SameOpSlicesWithinTheGapMerge) {
   const Program p = MakeProgram("k");
-  Trace t = Fresh();  // merge gap 16 cycles
+  Trace t = FreshTrace();  // merge gap 16 cycles
   t.Instruction(0, Pipe::kMte2, &p, 0, 0, 10, true);
   t.Instruction(0, Pipe::kMte2, &p, 1, 20, 30, true);   // gap 10: merged
   t.Instruction(0, Pipe::kMte2, &p, 2, 50, 60, true);   // gap 20: a slice of its own
@@ -52,14 +46,14 @@ TEST(TraceOptions, SameOpSlicesWithinTheGapMerge) {
 
   TraceOptions abutting;
   abutting.merge_gap_cycles = 0;
-  Trace u = Fresh(abutting);
+  Trace u = FreshTrace(abutting);
   u.Instruction(0, Pipe::kMte2, &p, 0, 0, 10, true);
   u.Instruction(0, Pipe::kMte2, &p, 1, 11, 20, true);
   EXPECT_EQ(u.slices().size(), 2u);
 }
 
 TEST(TraceOptions, CountersAreWindowedAverageOrPeak) {
-  Trace t = Fresh();  // windows of 100 cycles
+  Trace t = FreshTrace();  // windows of 100 cycles
   // A rate: 100 for the first 50 cycles, then 0 until 250, then 40.
   t.Count(Trace::kHbm, "HBM GB/s", 0, 100, /*rate=*/true);
   t.Count(Trace::kHbm, "HBM GB/s", 50, 0, true);
@@ -90,7 +84,7 @@ TEST(TraceOptions, AWindowKeepsWhatOverlapsIt) {
   o.from = 100;
   o.to = 200;
   o.counter_window_cycles = 0;
-  Trace t = Fresh(o);
+  Trace t = FreshTrace(o);
   t.Instruction(0, Pipe::kCube, &p, 0, 0, 50, false);     // before: dropped
   t.Instruction(0, Pipe::kCube, &p, 1, 90, 110, false);   // overlaps: kept
   t.Instruction(0, Pipe::kCube, &p, 2, 250, 260, false);  // after: dropped
@@ -110,7 +104,7 @@ TEST(TraceOptions, AKernelFilterKeepsMatchingPrograms) {
   const Program conv = MakeProgram("conv_img2col"), pool = MakeProgram("vec_MaxPool");
   TraceOptions o;
   o.kernels = "conv";
-  Trace t = Fresh(o);
+  Trace t = FreshTrace(o);
   t.Instruction(0, Pipe::kCube, &conv, 0, 100, 200, false);
   t.Instruction(0, Pipe::kVector, &pool, 0, 300, 400, false);
   t.Named(Trace::kAicpu, 0, "TopK", 150, 160);  // inside conv's span: kept
@@ -125,7 +119,7 @@ TEST(TraceOptions, AKernelFilterKeepsMatchingPrograms) {
 
 TEST(TraceOptions, GzipInflatesToTheJson) {
   const Program p = MakeProgram("k");
-  Trace t = Fresh();
+  Trace t = FreshTrace();
   for (int i = 0; i < 100; ++i) t.Instruction(i % 4, Pipe::kCube, &p, 0, i * 100, i * 100 + 30, false);
   const std::string json = t.ToJson(1000), gz = t.ToJsonGz(1000);
   ASSERT_GE(gz.size(), 2u);

@@ -18,6 +18,7 @@
 #include "sim/isa/isa.h"
 #include "sim/model/perfetto_trace.pb.h"
 #include "sim/model/trace.h"
+#include "tests/sim/trace_test_util.h"
 
 namespace kiln::sim {
 namespace {
@@ -120,16 +121,9 @@ Program MakeProgram(const std::string& name) {
   return p;
 }
 
-Trace Fresh(TraceOptions o = {}) {
-  Trace t;
-  t.Reset(o);
-  t.set_enabled(true);
-  return t;
-}
-
 TEST(TracePerfetto, TracksNestUnderTheChipInTheJsonsOrder) {
   const Program p = MakeProgram("k");
-  Trace t = Fresh();
+  Trace t = FreshTrace();
   t.NameTrack(1, 2, "AI core 1", "MTE2");
   t.NameTrack(0, 5, "AI core 0", "VECTOR");
   t.NameTrack(0, 1, "AI core 0", "MTE1");
@@ -160,7 +154,7 @@ TEST(TracePerfetto, TracksNestUnderTheChipInTheJsonsOrder) {
 
 TEST(TracePerfetto, SlicesAreBeginsAndEndsInNanosecondsAndNest) {
   const Program p = MakeProgram("conv");
-  Trace t = Fresh();
+  Trace t = FreshTrace();
   t.NameTrack(0, 4, "AI core 0", "Cube");
   // A wait released at cycle 100 as the instruction after it starts: zero
   // cycles, recorded after the longer slice that starts with it.
@@ -195,7 +189,7 @@ TEST(TracePerfetto, SlicesAreBeginsAndEndsInNanosecondsAndNest) {
 
 TEST(TracePerfetto, FlagsAreFlowsFromTheSetToTheWait) {
   const Program p = MakeProgram("k");
-  Trace t = Fresh();
+  Trace t = FreshTrace();
   t.Instruction(0, Pipe::kMte2, &p, 2, 0, 1, false, /*flow_out=*/0);
   t.Instruction(0, Pipe::kMte1, &p, 1, 0, 5, false, -1, /*flow_in=*/0);
   const Read r = Parse(t.ToPerfetto(1000));
@@ -210,7 +204,7 @@ TEST(TracePerfetto, FlagsAreFlowsFromTheSetToTheWait) {
 }
 
 TEST(TracePerfetto, CountersAreTheJsonsWindowedSamples) {
-  Trace t = Fresh();  // 100-cycle windows
+  Trace t = FreshTrace();  // 100-cycle windows
   t.Count(Trace::kHbm, "HBM GB/s", 0, 10, /*rate=*/true);
   t.Count(Trace::kHbm, "HBM GB/s", 50, 30, true);
   t.Count(Trace::kHbm, "HBM GB/s", 250, 0, true);
@@ -231,7 +225,7 @@ TEST(TracePerfetto, ATruncatedTraceSaysSo) {
   const Program p = MakeProgram("k");
   TraceOptions o;
   o.max_events = 1;
-  Trace t = Fresh(o);
+  Trace t = FreshTrace(o);
   t.Instruction(0, Pipe::kMte2, &p, 0, 0, 10, false);
   t.Instruction(0, Pipe::kMte2, &p, 0, 10, 20, false);
   ASSERT_TRUE(t.truncated());
@@ -248,7 +242,7 @@ TEST(TracePerfetto, TheFormatFollowsTheFileName) {
   EXPECT_EQ(TraceFormatOf("run.json.gz"), TraceFormat::kJsonGz);
   EXPECT_EQ(TraceFormatOf("run.json"), TraceFormat::kJson);
   EXPECT_EQ(TraceFormatOf("run"), TraceFormat::kJson);
-  Trace t = Fresh();
+  Trace t = FreshTrace();
   t.Named(Trace::kHost, 0, "launch", 0, 10);
   EXPECT_EQ(t.Write(TraceFormat::kPerfetto, 1000), t.ToPerfetto(1000));
   EXPECT_EQ(t.Write(TraceFormat::kJson, 1000), t.ToJson(1000));

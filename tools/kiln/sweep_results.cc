@@ -7,17 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "graph/support/csv_field.h"
 #include "target/api/tasks_report.h"
 
 namespace kiln::cli {
 namespace {
-
-std::string CsvField(const std::string& f) {
-  if (f.find_first_of(",\"\n") == std::string::npos) return f;
-  std::string q = "\"";
-  for (char c : f) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
 std::string Xml(const std::string& s) {
   std::string out;
