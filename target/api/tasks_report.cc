@@ -122,18 +122,22 @@ absl::StatusOr<TasksReport> ParseTasksCsv(absl::string_view text, absl::string_v
       if (c < 0 || f[c].empty()) return true;
       return absl::SimpleAtod(f[c], out) && std::isfinite(*out) && *out >= 0 && *out < 4.6e18;
     };
+    // A byte count: empty (0) or an integer >= 0 (up to 2^62), read as an
+    // integer (a double would round counts past 2^53).
+    auto bytes = [&](int c, int64_t* out) {
+      if (c < 0 || f[c].empty()) return true;
+      return absl::SimpleAtoi(f[c], out) && *out >= 0 && *out < (int64_t{1} << 62);
+    };
     TaskReportRow t;
     t.task = f[c_task];
-    double read = 0, write = 0, cores = 0;
-    if (!number(c_cycles, &t.cycles) || !number(c_estimated, &t.estimated_cycles) || !number(c_read, &read) ||
-        !number(c_write, &write) || !number(c_cores, &cores) || !number(c_cube, &t.cube_utilization) ||
-        !number(c_energy, &t.energy_uj))
+    double cores = 0;
+    if (!number(c_cycles, &t.cycles) || !number(c_estimated, &t.estimated_cycles) ||
+        !bytes(c_read, &t.hbm_read_bytes) || !bytes(c_write, &t.hbm_write_bytes) || !number(c_cores, &cores) ||
+        !number(c_cube, &t.cube_utilization) || !number(c_energy, &t.energy_uj))
       return bad(line, "a count that is not a non-negative number");
     if (c_cube < 0 || f[c_cube].empty()) t.cube_utilization = -1;
     if (c_energy < 0 || f[c_energy].empty()) t.energy_uj = -1;
     if (c_estimated < 0 || f[c_estimated].empty()) t.estimated_cycles = -1;
-    t.hbm_read_bytes = static_cast<int64_t>(read);
-    t.hbm_write_bytes = static_cast<int64_t>(write);
     t.cores = static_cast<int>(std::min(cores, 1e9));
     if (c_engine >= 0) t.engine = f[c_engine];
     if (c_bound >= 0) t.bound = f[c_bound];
@@ -151,10 +155,13 @@ absl::StatusOr<TasksReport> ParseTasksCsv(absl::string_view text, absl::string_v
       r.total.cycles += t.cycles;
       std::optional<int64_t> read = CheckedAdd(r.total.hbm_read_bytes, t.hbm_read_bytes);
       std::optional<int64_t> write = CheckedAdd(r.total.hbm_write_bytes, t.hbm_write_bytes);
-      if (!read || !write) return bad(lines.back(), "the tasks' HBM bytes overflow a 64-bit count");
+      // The sums must read back as the counts do (below 2^62 bytes, 4.6e18 cycles).
+      if (!read || !write || *read >= (int64_t{1} << 62) || *write >= (int64_t{1} << 62))
+        return bad(lines.back(), "the tasks' HBM bytes add up to more than a count holds");
       r.total.hbm_read_bytes = *read;
       r.total.hbm_write_bytes = *write;
     }
+    if (!(r.total.cycles < 4.6e18)) return bad(lines.back(), "the tasks' cycles add up to more than a count holds");
   }
   return r;
 }
