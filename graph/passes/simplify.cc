@@ -105,7 +105,7 @@ class SimplifyPass : public Pass {
   // readers a value has can apply after those too, where the graph holds
   // their ops.
   ChangeKinds woken_by(const Graph& graph) const override {
-    return HoldsUseCountPatternOp(graph) ? kAnyChange : kChangeOther;
+    return HoldsUseCountPatternOp(graph) ? kAnyChange : ChangeKinds{kChangeOther};
   }
   absl::StatusOr<bool> Run(Graph& graph) override {
     ChangeKinds kinds = 0;

@@ -23,13 +23,14 @@ void Trace::Reset(const TraceOptions& options) {
   energy_bins_.clear();
   energy_bin_cycles_ = options.counter_window_cycles > 0 ? options.counter_window_cycles : 100;
   static_watts_ = power_clock_mhz_ = 0;
+  power_label_ = -1;
 }
 
 void Trace::SetPower(double static_watts, double clock_mhz) {
   static_watts_ = static_watts;
   power_clock_mhz_ = clock_mhz;
   NameTrack(kPower, 0, "Power", "chip");
-  Label("chip power W");
+  power_label_ = Label("chip power W");
 }
 
 void Trace::Energy(double start, double end, double pj) {
@@ -256,9 +257,8 @@ std::vector<Trace::Series> Trace::CounterSeries(const Span& span) const {
     for (size_t b = 0; b < energy_bins_.size(); ++b)
       watts.emplace_back(static_cast<double>(b) * energy_bin_cycles_, static_watts_ + energy_bins_[b] * 1e-12 / seconds);
     watts.emplace_back(static_cast<double>(energy_bins_.size()) * energy_bin_cycles_, static_watts_);
-    auto it = std::find(labels_.begin(), labels_.end(), "chip power W");
-    const int32_t label = static_cast<int32_t>(it - labels_.begin());
-    out.push_back(Series{kPower, label, true, Windowed(std::move(watts), energy_bin_cycles_, true, span.from, span.to)});
+    out.push_back(
+        Series{kPower, power_label_, true, Windowed(std::move(watts), energy_bin_cycles_, true, span.from, span.to)});
   }
   return out;
 }

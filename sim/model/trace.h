@@ -154,6 +154,7 @@ class Trace {
   // the static power and the clock (SetPower).
   std::vector<double> energy_bins_;
   double energy_bin_cycles_ = 100, static_watts_ = 0, power_clock_mhz_ = 0;
+  int32_t power_label_ = -1;  // "chip power W" in labels(), once SetPower named it
   // Index of the last slice on each (pid, tid), for merging.
   std::vector<std::pair<int64_t, int64_t>> last_;  // key = pid * 64 + tid, index
 };

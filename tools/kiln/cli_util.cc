@@ -158,6 +158,14 @@ absl::Status WriteFile(const std::string& path, const std::string& data) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 absl::Status CheckRooflinePath(const std::string& path) {
   if (absl::EndsWith(path, ".svg") || absl::EndsWith(path, ".csv")) return absl::OkStatus();
   return absl::InvalidArgumentError(

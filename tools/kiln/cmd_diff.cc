@@ -73,14 +73,11 @@ absl::Status ParseTasks(const std::string& text, const std::string& name, Side* 
 }
 
 absl::StatusOr<Side> ReadReport(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream text;
-  text << in.rdbuf();
+  KILN_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   Side side;
   side.path = path;
   side.where = "report";
-  KILN_RETURN_IF_ERROR(ParseTasks(text.str(), path, &side));
+  KILN_RETURN_IF_ERROR(ParseTasks(text, path, &side));
   return side;
 }
 

@@ -14,10 +14,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <thread>
 
 #include "absl/flags/declare.h"
@@ -56,14 +54,6 @@ std::string Quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
-}
-
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string PointDir(const std::string& out, size_t k) { return (fs::path(out) / absl::StrCat("p", k)).string(); }
@@ -113,7 +103,7 @@ absl::Status WritePoints(const std::string& out, const std::vector<SweepAxis>& a
 }
 
 int Collect(const std::string& out) {
-  auto points = ReadText((fs::path(out) / "points.csv").string());
+  auto points = ReadFile((fs::path(out) / "points.csv").string());
   if (!points.ok()) return Fail(absl::StrCat(out, " holds no sweep (no points.csv): ", points.status().message()));
   std::vector<std::string> rows = absl::StrSplit(*points, '\n', absl::SkipEmpty());
   if (rows.empty()) return Fail(absl::StrCat(out, "/points.csv is empty"));
@@ -128,7 +118,7 @@ int Collect(const std::string& out) {
     const std::string dir = (fs::path(out) / row[0]).string();
     SweepResult r;
     auto machine = sim::LoadMachine((fs::path(dir) / "machine.textproto").string());
-    auto tasks = ReadText((fs::path(dir) / "tasks.csv").string());
+    auto tasks = ReadFile((fs::path(dir) / "tasks.csv").string());
     if (machine.ok() && tasks.ok()) {
       auto read = ReadSweepResult(*tasks, (fs::path(dir) / "tasks.csv").string(), *machine);
       if (read.ok()) r = *std::move(read);
@@ -136,7 +126,7 @@ int Collect(const std::string& out) {
     } else if (!machine.ok()) {
       r.error = std::string(machine.status().message());
     } else {
-      auto log = ReadText((fs::path(dir) / "log.txt").string());
+      auto log = ReadFile((fs::path(dir) / "log.txt").string());
       std::string last = "it wrote no result";
       if (log.ok())
         for (absl::string_view l : absl::StrSplit(*log, '\n', absl::SkipEmpty())) last = std::string(l);
