@@ -152,6 +152,10 @@ struct TargetDescription {
   // kernels that could not be generated moved to a fallback engine), so
   // `--explain-placement` prints that instead of the per-node placement.
   bool explains_artifacts = false;
+  // This target runs kiln's reference executor, the semantics every other
+  // target is checked against: the driver compiles for it when --target is
+  // not given (TargetRegistry::DefaultTarget).
+  bool golden = false;
 };
 
 // Where a node runs, and why.

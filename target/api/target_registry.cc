@@ -134,6 +134,15 @@ absl::StatusOr<std::unique_ptr<Target>> TargetRegistry::Create(absl::string_view
   return e->factory();
 }
 
+std::string TargetRegistry::DefaultTarget() const {
+  for (const Entry& e : entries_) {
+    std::unique_ptr<Target> t = e.factory();
+    if (t && t->description().golden) return e.name;
+  }
+  const std::vector<const Entry*> all = List();
+  return all.empty() ? std::string() : all.front()->name;
+}
+
 std::unique_ptr<Target> TargetRegistry::TargetFor(const std::string& path) const {
   for (const Entry* e : List()) {
     std::unique_ptr<Target> t = e->factory();

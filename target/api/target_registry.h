@@ -67,6 +67,10 @@ class TargetRegistry {
   std::vector<const Entry*> List() const;
   const Entry* Find(absl::string_view name) const;
   absl::StatusOr<std::unique_ptr<Target>> Create(absl::string_view name) const;
+  // The target --target defaults to: the first registered target (built-in
+  // ones first) whose description is golden, else the first by name; empty
+  // when none is registered.
+  std::string DefaultTarget() const;
   // The target whose Recognizes(path) is true, or null.
   std::unique_ptr<Target> TargetFor(const std::string& path) const;
 

@@ -26,7 +26,9 @@
 // TraceKindOf, the trace kind a file's name asks for.
 // Version 6: TaskReportRow::energy_uj, and kTasksCsvHeader's energy_uj
 // column (a run's tasks with their energy).
-#define KILN_TARGET_API_VERSION 6
+// Version 7: TargetDescription::golden and TargetRegistry::DefaultTarget, so
+// the driver's default target is the one that declares itself golden.
+#define KILN_TARGET_API_VERSION 7
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake
 // package (KilnConfigVersion.cmake).

@@ -18,6 +18,7 @@ class ReferenceTarget final : public Target {
     desc_.summary = "host reference kernels (the golden model)";
     desc_.engines = {{"host", EngineKind::kHost, "kiln's reference kernels on the host CPU"}};
     desc_.bundles_gears = true;
+    desc_.golden = true;
   }
   const TargetDescription& description() const override { return desc_; }
 

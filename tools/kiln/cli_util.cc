@@ -21,7 +21,9 @@
 #include "graph/ir/parser.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/support/status.h"
+#include "target/api/target_registry.h"
 
+ABSL_DECLARE_FLAG(std::string, target);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(std::string, trace_window);
 ABSL_DECLARE_FLAG(std::string, trace_kernels);
@@ -156,6 +158,11 @@ absl::Status WriteFile(const std::string& path, const std::string& data) {
   if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size())))
     return absl::InvalidArgumentError("cannot write '" + path + "'");
   return absl::OkStatus();
+}
+
+std::string TargetFromFlags() {
+  const std::string given = absl::GetFlag(FLAGS_target);
+  return given.empty() ? target::TargetRegistry::Global().DefaultTarget() : given;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

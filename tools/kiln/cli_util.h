@@ -17,9 +17,6 @@ namespace kiln::cli {
 // many cycles.
 inline constexpr double kDefaultCycleLimit = 1e10;
 
-// The target `kiln tile KERNEL.tir` verifies against when --target is not given.
-inline constexpr char kDefaultTileTarget[] = "npusim";
-
 // A subcommand: its name, one-line summary, full help text and entry point.
 // `args` are the positional arguments left after flag parsing.
 // `target_settings`: the command compiles for a target and takes that
@@ -95,6 +92,10 @@ struct TraceScope {
   std::string kernels;
 };
 absl::StatusOr<TraceScope> TraceScopeFromFlags();
+
+// --target, or the registry's default target (the golden one) when it is
+// not given.
+std::string TargetFromFlags();
 
 // Writes `data` to `path` (reports, traces).
 absl::Status WriteFile(const std::string& path, const std::string& data);

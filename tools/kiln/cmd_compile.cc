@@ -94,7 +94,7 @@ absl::Status CompileGearsInto(Model& model, const PassOptions& po, const target:
 
 int Compile(const std::vector<std::string>& args) {
   if (args.size() != 1) return Fail("compile takes one model (MODEL.onnx or MODEL.kir)");
-  std::string target_name = absl::GetFlag(FLAGS_target);
+  std::string target_name = TargetFromFlags();
   auto target = target::TargetRegistry::Global().Create(target_name);
   if (!target.ok()) return Fail(target.status());
   const target::TargetDescription& description = (*target)->description();

@@ -19,7 +19,8 @@
 #include "tools/conformance/conformance.h"
 #include "tools/kiln/cli_util.h"
 
-ABSL_FLAG(std::string, target, "reference", "Target to compile for and run on (`kiln targets`).");
+ABSL_FLAG(std::string, target, "",
+          "Target to compile for and run on (`kiln targets`; default: the golden target it names).");
 ABSL_FLAG(std::string, filter, "", "Regular expression selecting tests by 'suite/test_name'.");
 ABSL_FLAG(std::string, data_dir, "/usr/share/libonnx-testdata/data", "Root of the ONNX backend test data.");
 ABSL_FLAG(bool, verbose, false, "Also print the tests that pass.");
@@ -146,7 +147,7 @@ flags:
       if (!args.empty()) return Fail("conformance takes no positional arguments");
       if (!absl::GetFlag(FLAGS_isolate) && FlagGiven("timeout"))
         return Fail("--timeout limits isolated tests; --noisolate runs them in-process, unlimited");
-      const std::string target_name = absl::GetFlag(FLAGS_target);
+      const std::string target_name = TargetFromFlags();
       auto target = target::TargetRegistry::Global().Create(target_name);
       if (!target.ok()) return Fail(target.status());
       target::CompileOptions given;

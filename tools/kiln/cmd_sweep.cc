@@ -171,7 +171,7 @@ int Sweep(const std::vector<std::string>& args) {
   if (absl::GetFlag(FLAGS_job_list) && FlagGiven("jobs"))
     return Fail("--jobs runs the points, and --job-list only writes them: give one");
   if (args.size() != 1) return Fail("usage: kiln sweep MODEL --target=T --set FIELD=V1,V2 ... (see kiln sweep --help)");
-  const std::string target_name = absl::GetFlag(FLAGS_target);
+  const std::string target_name = TargetFromFlags();
   const auto* entry = target::TargetRegistry::Global().Find(target_name);
   if (!entry) return Fail(absl::StrCat("unknown target '", target_name, "' (see `kiln targets`)"));
   bool has_machine = false;

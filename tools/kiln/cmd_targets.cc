@@ -24,6 +24,7 @@ flags:
     [](const std::vector<std::string>& args) -> int {
       if (!args.empty()) return Fail("targets takes no positional arguments");
       std::cout << "target API version " << KILN_TARGET_API_VERSION << "\n";
+      std::cout << "default target (no --target): " << target::TargetRegistry::Global().DefaultTarget() << "\n";
       for (const auto* e : target::TargetRegistry::Global().List()) {
         std::cout << e->name << std::string(e->name.size() < 12 ? 12 - e->name.size() : 1, ' ') << e->summary
                   << " [" << e->origin << "]\n";

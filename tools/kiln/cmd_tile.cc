@@ -1,11 +1,13 @@
 //===- cmd_tile.cc - `kiln tile`: tile IR kernels, read or lowered ---------===//
 //
 // `kiln tile FILE.tir` parses a tile kernel, verifies it against a target's
-// tile figures and prints it back; `kiln tile MODEL --target=NAME` runs the
+// tile figures (without --target, every target's that tiles) and prints it
+// back; `kiln tile MODEL --target=NAME` runs the
 // target's optimizer pipeline and prints every node's tile kernel as the
 // shared lowering makes it, or why the node has none.
 //
 //===----------------------------------------------------------------------===//
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -38,7 +40,9 @@ absl::StatusOr<DType> MatrixInputOf(const std::string& precision) {
   return absl::InvalidArgumentError("kiln tile takes --precision=fp32, fp16 or bf16, not '" + precision + "'");
 }
 
-int TileFile(const std::string& path, const tile::TileCostFigures& figures) {
+// Verifies `path` on each of `targets` (tile figures of targets that tile);
+// prints it once when it verifies on all.
+int TileFile(const std::string& path, const std::vector<tile::TileCostFigures>& targets) {
   // A tile kernel is printed as it is: what acts on models does nothing here.
   for (const char* flag : {"precision", "passes", "outputs", "print-after", "print-after-all", "time-passes", "stats",
                            "verify-each", "fold-max-elements"})
@@ -50,8 +54,15 @@ int TileFile(const std::string& path, const tile::TileCostFigures& figures) {
   text << in.rdbuf();
   auto kernel = tile::Parse(text.str());
   if (!kernel.ok()) return Fail(absl::StrCat(path, ": ", kernel.status().message()));
-  if (absl::Status s = tile::Verify(*kernel, figures.target); !s.ok()) {
-    return Fail(absl::StrCat(path, ": ", s.message()));
+  for (const tile::TileCostFigures& figures : targets) {
+    if (absl::Status s = tile::Verify(*kernel, figures.target); !s.ok()) {
+      // Named only where the kernel verified elsewhere: a rule every target
+      // holds fails alike on each.
+      const bool only_here = std::any_of(targets.begin(), targets.end(), [&](const tile::TileCostFigures& f) {
+        return tile::Verify(*kernel, f.target).ok();
+      });
+      return Fail(absl::StrCat(path, ": ", s.message(), only_here ? " (on target " + figures.target.name + ")" : ""));
+    }
   }
   std::cout << tile::Print(*kernel);
   return 0;
@@ -96,11 +107,20 @@ int Tile(const std::vector<std::string>& args) {
   const absl::CommandLineFlag* flag = absl::FindCommandLineFlag("target");
   const bool target_given = flag && flag->CurrentValue() != flag->DefaultValue();
   if (!is_tir && !target_given) return Fail("kiln tile MODEL needs --target=NAME");
-  const std::string target_name = target_given ? absl::GetFlag(FLAGS_target) : kDefaultTileTarget;
-  auto target = target::TargetRegistry::Global().Create(target_name);
+  if (is_tir && !target_given) {
+    // A kernel meant for every target: each one that tiles (has MMA shapes).
+    std::vector<tile::TileCostFigures> tiling;
+    for (const auto* e : target::TargetRegistry::Global().List()) {
+      tile::TileCostFigures f = tile::FiguresOf(e->factory()->description());
+      if (!f.target.mma.empty()) tiling.push_back(std::move(f));
+    }
+    if (tiling.empty()) return Fail("no registered target tiles kernels (see `kiln targets`)");
+    return TileFile(args[0], tiling);
+  }
+  auto target = target::TargetRegistry::Global().Create(absl::GetFlag(FLAGS_target));
   if (!target.ok()) return Fail(target.status());
   const tile::TileCostFigures figures = tile::FiguresOf((*target)->description());
-  return is_tir ? TileFile(args[0], figures) : TileModel(args[0], **target, figures);
+  return is_tir ? TileFile(args[0], {figures}) : TileModel(args[0], **target, figures);
 }
 
 }  // namespace
@@ -112,12 +132,14 @@ const Command kTileCommand = {
        kiln tile MODEL.onnx|MODEL.kir --target=NAME [--precision=fp32|fp16|bf16]
 
 With a .tir file: parses the tile kernel, verifies it against the target's
-scopes, capacities and MMA shapes (default npusim) and prints it.
+scopes, capacities and MMA shapes and prints it; without --target, against
+every registered target that tiles (an error names the target where the
+kernel verifies on others).
 With a model: runs the target's optimizer pipeline (or --passes) and prints,
 for every node, its tile kernel (GEMM, elementwise or row-reduction form,
 tiled by the cost model for the target), or `// NODE: no tile kernel: WHY`.
-On npusim (fp32), a node the cube runs prints with the tiling of the cube
-program kiln generates for it (marked `(npusim cube kernel)`).
+A node the target runs by a program of its own prints with that program's
+tiling, marked with the target's note.
 docs/tile-ir.md describes the tile IR.
 
 flags:

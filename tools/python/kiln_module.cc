@@ -302,6 +302,10 @@ PYBIND11_MODULE(_kiln, m) {
     SetUp();
     return Check(kiln::target::TargetRegistry::Global().Create(target_name))->description().artifact_suffix;
   });
+  m.def("default_target", [] {
+    SetUp();
+    return kiln::target::TargetRegistry::Global().DefaultTarget();
+  });
   m.def("targets", [] {
     SetUp();
     std::vector<std::string> names;

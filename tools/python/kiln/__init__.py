@@ -72,7 +72,7 @@ def _export_module(module, example_inputs, path, opset):
                       output_names=[f"output_{i}" for i in range(count)], **extra)
 
 
-def compile(model, example_inputs=None, *, target="reference", precision="fp32", fusion=True,
+def compile(model, example_inputs=None, *, target=None, precision="fp32", fusion=True,
             passes="default", opset=14, **settings):
     """Compiles `model` for `target`; returns a CompiledModel.
 
@@ -82,7 +82,11 @@ def compile(model, example_inputs=None, *, target="reference", precision="fp32",
     precision: fp32, fp16, bf16 or mixed. fusion=False gives every op a
     kernel of its own. passes: the optimizer pipeline ("default": the
     target's; "none"). Other keyword arguments are the target's settings.
+    target: a name from kiln.targets(); None is the golden target (kiln's
+    reference executor).
     """
+    if target is None:
+        target = _kiln.default_target()
     workdir = tempfile.mkdtemp(prefix="kiln-")
     try:
         if isinstance(model, (bytes, bytearray, memoryview)):
