@@ -60,7 +60,8 @@ absl::Status CheckFields(const google::protobuf::Message& msg, const std::string
     // Latencies and the burst gap may be zero; counts, sizes, clocks and rates may not.
     // Energy figures may be zero (an action taken as free).
     bool may_be_zero = name.find("latency") != std::string::npos || name == "chip_links.count" ||
-                       name == "core.mte_burst_cycles" || absl::StartsWith(name, "energy.");
+                       name == "core.mte_burst_cycles" || name == "chip.l2_size_mib" ||
+                       absl::StartsWith(name, "energy.");
     if (!(v >= 0) || (!may_be_zero && v == 0))
       return InvalidArgument("machine field ", name, " must be ", may_be_zero ? "non-negative" : "positive",
                              ", got ", v);
@@ -81,6 +82,14 @@ absl::Status ValidateMachine(const Machine& m) {
     return InvalidArgument("machine field core.vector_bytes_per_cycle must be a multiple of 32, got ",
                            k.vector_bytes_per_cycle());
   if (m.chip().ai_cores() > 4096) return InvalidArgument("machine field chip.ai_cores is too large");
+  // The L2's tags are kept per line: 16 Mi lines at most (1 GiB of 64-byte lines).
+  if (m.chip().l2_line_bytes() > (1 << 20)) return InvalidArgument("machine field chip.l2_line_bytes is too large");
+  if (m.chip().l2_ways() > 1024) return InvalidArgument("machine field chip.l2_ways is too large");
+  if (m.chip().l2_size_mib() > (int64_t{1} << 20) ||
+      (m.chip().l2_size_mib() << 20) / m.chip().l2_line_bytes() > (int64_t{1} << 24))
+    return InvalidArgument("machine field chip.l2_size_mib is too large for its l2_line_bytes (",
+                           m.chip().l2_size_mib(), " MiB in ", m.chip().l2_line_bytes(),
+                           "-byte lines; 16 Mi lines at most)");
   // HBM in bytes (hbm_size_mib << 20) must fit 64 bits with room: 1 PiB at most.
   if (m.chip().hbm_size_mib() > (int64_t{1} << 30))
     return InvalidArgument("machine field chip.hbm_size_mib is too large (", m.chip().hbm_size_mib(),
@@ -111,6 +120,7 @@ absl::StatusOr<Machine> LoadMachine(const std::string& path) {
 }
 
 double HbmBytesPerCycle(const Machine& m) { return m.chip().hbm_bandwidth_gbps() * 1e3 / m.chip().clock_mhz(); }
+double L2BytesPerCycle(const Machine& m) { return m.chip().l2_bandwidth_gbps() * 1e3 / m.chip().clock_mhz(); }
 double HostLinkBytesPerCycle(const Machine& m) {
   return m.host_link().bandwidth_gbps() * 1e3 / m.chip().clock_mhz();
 }

@@ -32,6 +32,7 @@ absl::Status ValidateMachine(const Machine& m);
 
 // Derived figures the model and the reports use.
 double HbmBytesPerCycle(const Machine& m);       // chip HBM bandwidth in bytes per core cycle
+double L2BytesPerCycle(const Machine& m);        // chip L2 bandwidth in bytes per core cycle
 double HostLinkBytesPerCycle(const Machine& m);  // PCIe bandwidth per direction in bytes per core cycle
 double ChipLinkBytesPerCycle(const Machine& m);  // one chip link's bandwidth per direction in bytes per core cycle
 double UsToCycles(const Machine& m, double us);  // microseconds to core cycles

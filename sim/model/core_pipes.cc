@@ -140,14 +140,41 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
   double start = *t;
   PipeStats& st = c.stats[static_cast<int>(p)];
   if (cost.dma) {
-    if (!WaitUntil(start) || !HbmTransfer(static_cast<double>(cost.gm_bytes), cost.rate_cap)) return false;
+    if (!WaitUntil(start)) return false;
+    // The L2 serves what it holds; HBM the misses and the dirty lines they evict.
+    L2Cache::Outcome l2_out;
+    const DevAddr base = c.launch->gm_dev[in.ops[cost.gm_write ? 0 : 1].arg];
+    ForEachGmRun(in, x.addr[cost.gm_write ? 0 : 1], [&](int64_t offset, int64_t len) {
+      l2_tags.Access(base + static_cast<uint64_t>(offset), len, cost.gm_write, &l2_out);
+    });
+    const double bytes = static_cast<double>(cost.gm_bytes);
+    const double hbm_bytes = static_cast<double>(l2_out.fill_bytes + l2_out.writeback_bytes);
+    const double l2_bytes = static_cast<double>(l2_out.hit_bytes);
+    // Both parts run at the pipe's pace: alone, each ends when the pipe
+    // would have moved the DMA's bytes (line fills and write-backs are the
+    // L2's traffic, not the pipe's); HBM's or the L2's sharing slows them.
+    const double pace = bytes > 0 ? cost.rate_cap / bytes : 0;
+    if (!Transfer(hbm_bytes, pace * hbm_bytes, l2_bytes, pace * l2_bytes))
+      return false;
     *t = Now();
+    // An access the L2 served whole waits its hit latency, not HBM's (and
+    // never longer than a miss would).
+    double latency = cost.latency;
+    if (l2_out.hit_bytes > 0 && l2_out.miss_bytes == 0 && l2_out.writeback_bytes == 0)
+      latency += std::min(static_cast<double>(machine.chip().l2_hit_latency_cycles()), cost.hbm_latency) -
+                 cost.hbm_latency;
     // Busy from its start to its completion, less what overlaps the previous DMA's tail.
-    double done = *t + cost.latency;
+    double done = *t + latency;
     st.busy_cycles += done - std::max(start, ps.done);
     ps.done = std::max(ps.done, done);
     KernelStats* ks = c.launch->stats;
-    (cost.gm_write ? ks->hbm_write_bytes : ks->hbm_read_bytes) += cost.gm_bytes;
+    ks->hbm_read_bytes += l2_out.fill_bytes;
+    ks->l2_miss_bytes += l2_out.miss_bytes;
+    ks->hbm_write_bytes += l2_out.writeback_bytes;
+    (cost.gm_write ? ks->l2_write_bytes : ks->l2_hit_bytes) += l2_out.hit_bytes;
+    const Energy& e = machine.energy();
+    // Every GM byte passes the L2 (where there is one); HBM's are the ones charged above, less the hits.
+    cost.energy_pj += (hbm_bytes - bytes) * e.hbm_pj_per_byte() + (l2_tags.enabled() ? bytes * e.l2_pj_per_byte() : 0);
   } else {
     *t = start + cost.latency + cost.busy;
     ps.done = std::max(ps.done, *t);

@@ -40,6 +40,7 @@ struct LaunchState {
   int64_t next_block = 0;
   int64_t done_blocks = 0;
   std::vector<uint8_t*> gm;
+  std::vector<uint64_t> gm_dev;  // the arguments' device addresses (for the L2)
   sc_event done_ev;
   bool finished = false;
   std::set<int> cores;

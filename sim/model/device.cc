@@ -64,6 +64,7 @@ Device::Impl::Impl(const Machine& m) : machine(m), memory(m.chip().hbm_size_mib(
   sizes.bytes[static_cast<int>(Space::kL0B)] = k.l0b_kib() << 10;
   sizes.bytes[static_cast<int>(Space::kL0C)] = k.l0c_kib() << 10;
   sizes.bytes[static_cast<int>(Space::kUb)] = k.ub_kib() << 10;
+  l2_tags.Configure(m.chip().l2_size_mib() << 20, m.chip().l2_line_bytes(), m.chip().l2_ways());
 }
 
 Device::Impl::~Impl() { StopEngine(); }
@@ -86,8 +87,10 @@ void Device::Impl::WakeAll() {
   aicpu_ev.notify(d);
   links_ev.notify(d);
   for (auto& e : event_evs) e->notify(d);
-  for (XferSlot& x : xfers) x.owner->done.notify(d);
-  hbm_ev.notify(d);
+  for (Arbiter* a : {&hbm, &l2}) {
+    for (XferSlot& x : a->xfers) x.owner->done.notify(d);
+    a->ev.notify(d);
+  }
 }
 
 template <typename F>
@@ -151,12 +154,10 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   live_threads = 0;
   streams_done = 0;
   launches.clear();
-  xfers.clear();
-  hbm_ev.cancel();
-  hbm_total = -1;
-  hbm_last = 0;
+  hbm.Reset(HbmBytesPerCycle(machine));
+  l2.Reset(L2BytesPerCycle(machine));
+  l2_tags.Reset();  // every run starts with a cold L2
   next_flow = 0;
-  hbm_bw = HbmBytesPerCycle(machine);
   stats = RunStats{};
   stats.kernels.reserve(64);
   size_t nlaunch = 0, nd2d = 0;  // device copies need the HBM arbiter too
@@ -177,6 +178,7 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   trace.set_enabled(opt.trace);
   if (opt.trace) {
     trace.NameTrack(Trace::kHbm, 0, "HBM", "bandwidth");
+    if (l2_tags.enabled()) trace.NameTrack(Trace::kL2, 0, "L2", "bandwidth");
     trace.SetPower(StaticWatts(machine), machine.chip().clock_mhz());
   }
 
@@ -212,7 +214,8 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
     Spawn(absl::StrCat("stream", s), false, [this, s] { StreamMain(static_cast<int>(s)); });
   if (nlaunch + nd2d > 0 && !engine_alive) {
     engine_alive = true;
-    Spawn("hbm", true, [this] { HbmMain(); });
+    Spawn("hbm", true, [this] { ArbMain(hbm); });
+    Spawn("l2", true, [this] { ArbMain(l2); });
     for (auto& c : cores) {
       CoreState* cp = c.get();
       Spawn(absl::StrCat("core", cp->id), true, [this, cp] { CoreMain(*cp); });
@@ -272,6 +275,9 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
     for (const KernelStats& k : stats.kernels) {
       stats.hbm_read_bytes += k.hbm_read_bytes;
       stats.hbm_write_bytes += k.hbm_write_bytes;
+      stats.l2_hit_bytes += k.l2_hit_bytes;
+      stats.l2_write_bytes += k.l2_write_bytes;
+      stats.l2_miss_bytes += k.l2_miss_bytes;
     }
     stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     return stats;

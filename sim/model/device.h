@@ -91,7 +91,10 @@ struct KernelStats {
   // units could do its work in, on one core.
   double cube_cycles = 0, vector_cycles = 0;
   int64_t vector_elements = 0;               // elements its vector instructions computed
-  int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
+  int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;  // misses read, dirty lines written back
+  // Bytes the L2 served: reads that hit, and writes it absorbed; and the
+  // bytes of reads that missed (hbm_read_bytes are the whole lines fetched).
+  int64_t l2_hit_bytes = 0, l2_write_bytes = 0, l2_miss_bytes = 0;
 };
 
 struct RunStats {
@@ -102,6 +105,7 @@ struct RunStats {
   std::vector<KernelStats> kernels;                      // in launch order
   int64_t instructions = 0;  // executed, over all pipes and cores
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
+  int64_t l2_hit_bytes = 0, l2_write_bytes = 0, l2_miss_bytes = 0;
   int64_t h2d_bytes = 0, d2h_bytes = 0;
   int64_t d2d_bytes = 0;  // copied within device memory (CopyD2D)
   int64_t aicpu_tasks = 0;

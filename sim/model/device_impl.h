@@ -3,7 +3,7 @@
 // Device::Impl is one simulated chip: its memory, programs and streams,
 // the state of a run, and the wait helpers every SystemC process uses. Each
 // part of the model defines its own members in the file named for it:
-// hbm_arbiter.cc (the HBM bandwidth arbiter), core_pipes.cc (each AI core's
+// memory_arbiter.cc (the HBM and L2 bandwidth arbiters), core_pipes.cc (each AI core's
 // scalar unit and pipes), streams.cc (the streams: launches, copies, events),
 // aicpu.cc (the AICPU cluster) and links.cc (the chip links); device.cc wires
 // them into a chip and runs it. Internal to sim/model: it includes SystemC.
@@ -36,6 +36,7 @@
 #include "sim/machine/machine.pb.h"
 #include "sim/model/core_state.h"
 #include "sim/model/device.h"
+#include "sim/model/l2_cache.h"
 #include "sim/model/memory.h"
 #include "sim/model/trace.h"
 
@@ -85,6 +86,26 @@ struct XferSlot {
   Xfer* owner;
 };
 
+// A shared bandwidth (HBM, the L2) and the transfers it carries.
+struct Arbiter {
+  Arbiter(int trace_track, const char* counter_name) : track(trace_track), counter(counter_name) {}
+  int track;            // the trace process of its counter
+  const char* counter;  // the counter's name ("HBM GB/s")
+  double bw = 0;            // bytes per cycle
+  std::vector<XferSlot> xfers;
+  sc_event ev;  // the next finish of a transfer
+  double last = 0;
+  std::vector<XferSlot*> order;
+  double total = -1;
+  void Reset(double bytes_per_cycle) {
+    xfers.clear();
+    ev.cancel();
+    total = -1;
+    last = 0;
+    bw = bytes_per_cycle;
+  }
+};
+
 struct Device::Impl {
   Machine machine;
   DeviceMemory memory;
@@ -118,14 +139,11 @@ struct Device::Impl {
   sc_event aicpu_ev;
   bool links_busy = false;  // the chip links carry one collective at a time
   sc_event links_ev;
-  std::vector<XferSlot> xfers;
-  sc_event hbm_ev;  // the next finish of a transfer
-  double hbm_last = 0;
+  Arbiter hbm{Trace::kHbm, "HBM GB/s"};
+  Arbiter l2{Trace::kL2, "L2 GB/s"};
+  L2Cache l2_tags;
   int64_t next_flow = 0;
-  std::vector<XferSlot*> hbm_order;
-  double hbm_total = -1;
   RunStats stats;
-  double hbm_bw = 0;
 
   explicit Impl(const Machine& m);
   ~Impl();
@@ -165,11 +183,14 @@ struct Device::Impl {
   std::string DeadlockReport();
   absl::StatusOr<RunStats> Run(const RunOptions& options);
 
-  // ----- HBM (hbm_arbiter.cc) -----
-  void HbmAdvance();
-  void HbmReplan();
-  void HbmMain();
-  bool HbmTransfer(double bytes, double cap);
+  // ----- HBM and the L2 (memory_arbiter.cc) -----
+  void ArbAdvance(Arbiter& a);
+  void ArbReplan(Arbiter& a);
+  void ArbMain(Arbiter& a);
+  void ArbStart(Arbiter& a, double bytes, double cap, Xfer* x);
+  // Moves `hbm_bytes` through HBM and `l2_bytes` through the L2 at once,
+  // each at up to its cap; false when the run was aborted.
+  bool Transfer(double hbm_bytes, double hbm_cap, double l2_bytes = 0, double l2_cap = 0);
 
   // ----- Cores (core_pipes.cc) -----
   void NameCoreTracks(int core);

@@ -485,6 +485,39 @@ int64_t GmRuns(const Inst& in) {
   }
 }
 
+int ForEachGmRun(const Inst& in, int64_t gm_offset, absl::FunctionRef<void(int64_t, int64_t)> f) {
+  const auto& a = in.attrs;
+  int64_t runs = 0, len = 0, stride = 0;
+  int gm = -1;
+  switch (in.op) {
+    case Op::kCopyGmL1: case Op::kCopyGmUb:
+      gm = 1, runs = a[attr::kNburst], len = a[attr::kLen], stride = a[attr::kSrcStride];
+      break;
+    case Op::kCopyUbGm:
+      gm = 0, runs = a[attr::kNburst], len = a[attr::kLen], stride = a[attr::kDstStride];
+      break;
+    case Op::kNd2Nz: {
+      const int64_t es = DTypeSize(in.dtype);
+      gm = 1, runs = a[attr::kNzRows], len = a[attr::kNzCols] * es, stride = a[attr::kNzSrcRowStride] * es;
+      break;
+    }
+    case Op::kFixp: {
+      if (in.ops[0].space != Space::kGm) return -1;
+      const int64_t es = DTypeSize(in.dtype);
+      gm = 0, runs = a[attr::kFxM] * 16, len = a[attr::kFxN] * 16 * es, stride = a[attr::kFxDstRowStride] * es;
+      break;
+    }
+    default:
+      return -1;
+  }
+  if (stride == len) {
+    f(gm_offset, runs * len);
+  } else {
+    for (int64_t r = 0; r < runs; ++r) f(gm_offset + r * stride, len);
+  }
+  return gm;
+}
+
 Cost InstCost(const Inst& in, const Machine& m) {
   const Core& k = m.core();
   const Energy& e = m.energy();
@@ -497,6 +530,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
       c.rate_cap = BurstCap(k.mte2_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte2_latency_cycles();
+      c.hbm_latency = hbm_lat;
       c.energy_pj = c.gm_bytes * (e.hbm_pj_per_byte() + (in.op == Op::kCopyGmL1 ? e.l1_pj_per_byte() : e.ub_pj_per_byte()));
       break;
     case Op::kNd2Nz:
@@ -504,6 +538,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
       c.gm_bytes = a[attr::kNzRows] * a[attr::kNzCols] * DTypeSize(in.dtype);
       c.rate_cap = BurstCap(k.mte2_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte2_latency_cycles();
+      c.hbm_latency = hbm_lat;
       c.energy_pj = c.gm_bytes * (e.hbm_pj_per_byte() + e.l1_pj_per_byte());
       break;
     case Op::kCopyUbGm:
@@ -512,6 +547,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
       c.rate_cap = BurstCap(k.mte3_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte3_latency_cycles();
+      c.hbm_latency = hbm_lat;
       c.energy_pj = c.gm_bytes * (e.ub_pj_per_byte() + e.hbm_pj_per_byte());
       break;
     case Op::kLoadL0A: case Op::kLoadL0B:
@@ -556,6 +592,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
         // The read-out of L0C bounds the rate at which output bytes leave.
         c.rate_cap = k.fixp_bytes_per_cycle() * c.gm_bytes / l0c_bytes;
         c.latency += hbm_lat;
+        c.hbm_latency = hbm_lat;
         c.energy_pj = l0c_bytes * e.l0_pj_per_byte() + static_cast<double>(c.gm_bytes) * e.hbm_pj_per_byte();
       } else {
         c.busy = l0c_bytes / k.fixp_bytes_per_cycle();

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+
 #include "sim/isa/isa.h"
 #include "sim/machine/machine.pb.h"
 
@@ -36,6 +38,7 @@ struct Cost {
   bool dma = false;
   double busy = 0;        // cycles, non-DMA
   double latency = 0;     // cycles
+  double hbm_latency = 0; // DMA: the part of `latency` that is HBM's (an L2 hit waits the L2's instead)
   int64_t gm_bytes = 0;   // DMA: bytes through HBM
   bool gm_write = false;  // DMA direction
   double rate_cap = 0;    // DMA: the pipe's own bandwidth in bytes per cycle
@@ -51,5 +54,10 @@ Cost InstCost(const Inst& in, const Machine& m);
 // or 1 when they follow each other in GM; 0 for other instructions. A DMA of
 // n bursts moves at most bytes / (n * mte_burst_cycles) per cycle.
 int64_t GmRuns(const Inst& in);
+
+// Calls `f(offset, bytes)` for each burst a DMA instruction moves in GM, in
+// order, with `gm_offset` the byte offset of its GM operand; returns the
+// index of that operand (-1, calling nothing, for other instructions).
+int ForEachGmRun(const Inst& in, int64_t gm_offset, absl::FunctionRef<void(int64_t, int64_t)> f);
 
 }  // namespace kiln::sim

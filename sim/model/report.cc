@@ -18,6 +18,16 @@ double HbmUtil(const KernelStats& k, const Machine& m) {
   return (k.hbm_read_bytes + k.hbm_write_bytes) / (HbmBytesPerCycle(m) * d);
 }
 
+double L2Util(const KernelStats& k, const Machine& m) {
+  double d = std::max(1e-9, k.end_cycle - k.start_cycle);
+  return (k.l2_hit_bytes + k.l2_write_bytes) / (L2BytesPerCycle(m) * d);
+}
+
+std::string HitRateText(int64_t hits, int64_t misses) {
+  const double rate = L2HitRate(hits, misses);
+  return rate < 0 ? "-" : absl::StrFormat("%.1f%%", 100 * rate);
+}
+
 }  // namespace
 
 std::string KernelBound(const KernelStats& k, const Machine& m) {
@@ -33,9 +43,13 @@ std::string KernelBound(const KernelStats& k, const Machine& m) {
   if (best < 0.5) return "sync stalls";
   switch (static_cast<Pipe>(top)) {
     case Pipe::kCube: case Pipe::kVector: return absl::StrCat("compute (", PipeTraceName(static_cast<Pipe>(top)), ")");
-    case Pipe::kMte2: case Pipe::kMte3:
-      return absl::StrCat(HbmUtil(k, m) >= 0.5 ? "HBM bandwidth (" : "HBM latency (", PipeName(static_cast<Pipe>(top)),
-                          ")");
+    case Pipe::kMte2: case Pipe::kMte3: {
+      const char* what = HbmUtil(k, m) >= 0.5                          ? "HBM bandwidth ("
+                         : L2Util(k, m) >= 0.5                         ? "L2 bandwidth ("
+                         : L2HitRate(k.l2_hit_bytes, k.l2_miss_bytes) > 0.5 ? "L2 latency ("
+                                                                          : "HBM latency (";
+      return absl::StrCat(what, PipeName(static_cast<Pipe>(top)), ")");
+    }
     case Pipe::kMte1: case Pipe::kFixp: return absl::StrCat("internal transfer (", PipeName(static_cast<Pipe>(top)), ")");
     default: return "SCALAR issue";
   }
@@ -54,6 +68,10 @@ std::string ReportText(const RunStats& s, const Machine& m) {
                           i, k.name, k.block_dim, k.cores_used, d, k.start_cycle, k.end_cycle, 100 * CubeUtil(k),
                           100 * HbmUtil(k, m), k.hbm_read_bytes, k.hbm_write_bytes, KernelBound(k, m),
                           KernelEnergyJ(k) * 1e6);
+    if (m.chip().l2_size_mib() > 0)
+      absl::StrAppendFormat(&out, "  L2 hit rate %s (hits %d B, writes absorbed %d B), L2 %.1f%% busy\n",
+                            HitRateText(k.l2_hit_bytes, k.l2_miss_bytes), k.l2_hit_bytes, k.l2_write_bytes,
+                            100 * L2Util(k, m));
     absl::StrAppendFormat(&out, "  %-7s %14s %14s %10s %7s %12s\n", "pipe", "busy cycles", "stall cycles", "insts",
                           "busy%", "energy uJ");
     for (int p = 0; p < kNumPipes; ++p) {
@@ -73,8 +91,21 @@ std::string ReportText(const RunStats& s, const Machine& m) {
     absl::StrAppendFormat(&out, ", AllReduce %d (%d B, %.0f cycles on the chip links)", s.collectives,
                           s.collective_bytes, CollectiveCycles(s));
   }
-  out += "\n" + EnergyLine(s, m) + SimulatorSpeedLine(s);
+  out += "\n" + L2Line(s, m) + EnergyLine(s, m) + SimulatorSpeedLine(s);
   return out;
+}
+
+double L2HitRate(int64_t hit_bytes, int64_t miss_bytes) {
+  const int64_t reads = hit_bytes + miss_bytes;
+  return reads > 0 ? static_cast<double>(hit_bytes) / static_cast<double>(reads) : -1;
+}
+
+std::string L2Line(const RunStats& s, const Machine& m) {
+  if (m.chip().l2_size_mib() == 0) return "";
+  return absl::StrFormat("L2 %d MiB: %s of reads hit (%d B; %d B missed, %d B of lines from HBM), %d B of writes "
+                         "absorbed, %d B of dirty lines written back\n",
+                         m.chip().l2_size_mib(), HitRateText(s.l2_hit_bytes, s.l2_miss_bytes), s.l2_hit_bytes,
+                         s.l2_miss_bytes, s.hbm_read_bytes, s.l2_write_bytes, s.hbm_write_bytes);
 }
 
 std::string SimulatorSpeedLine(const RunStats& s) {
@@ -104,11 +135,13 @@ double CollectiveCycles(const RunStats& s) {
 
 std::string ReportCsv(const RunStats& s, const Machine& m) {
   std::string out = "kernel_index,kernel,pipe,busy_cycles,stall_cycles,instructions,utilization,kernel_cycles,"
-                    "cube_utilization,hbm_utilization,bound,energy_uj\n";
+                    "cube_utilization,hbm_utilization,bound,energy_uj,l2_hit_rate\n";
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelStats& k = s.kernels[i];
     double d = k.end_cycle - k.start_cycle;
     std::string common = absl::StrFormat("%.0f,%.4f,%.4f,%s", d, CubeUtil(k), HbmUtil(k, m), KernelBound(k, m));
+    const double hit = L2HitRate(k.l2_hit_bytes, k.l2_miss_bytes);
+    const std::string l2 = m.chip().l2_size_mib() > 0 && hit >= 0 ? absl::StrFormat("%.4f", hit) : "";
     PipeStats total;
     for (int p = 0; p < kNumPipes; ++p) {
       const PipeStats& ps = k.pipes[p];
@@ -116,12 +149,12 @@ std::string ReportCsv(const RunStats& s, const Machine& m) {
       total.stall_cycles += ps.stall_cycles;
       total.instructions += ps.instructions;
       total.energy_pj += ps.energy_pj;
-      absl::StrAppendFormat(&out, "%d,%s,%s,%.0f,%.0f,%d,%.4f,%s,%.6f\n", i, k.name, PipeTraceName(static_cast<Pipe>(p)),
-                            ps.busy_cycles, ps.stall_cycles, ps.instructions, ps.busy_cycles / Span(k), common,
-                            ps.energy_pj * 1e-6);
+      absl::StrAppendFormat(&out, "%d,%s,%s,%.0f,%.0f,%d,%.4f,%s,%.6f,%s\n", i, k.name,
+                            PipeTraceName(static_cast<Pipe>(p)), ps.busy_cycles, ps.stall_cycles, ps.instructions,
+                            ps.busy_cycles / Span(k), common, ps.energy_pj * 1e-6, l2);
     }
-    absl::StrAppendFormat(&out, "%d,%s,total,%.0f,%.0f,%d,,%s,%.6f\n", i, k.name, total.busy_cycles, total.stall_cycles,
-                          total.instructions, common, total.energy_pj * 1e-6);
+    absl::StrAppendFormat(&out, "%d,%s,total,%.0f,%.0f,%d,,%s,%.6f,%s\n", i, k.name, total.busy_cycles,
+                          total.stall_cycles, total.instructions, common, total.energy_pj * 1e-6, l2);
   }
   return out;
 }

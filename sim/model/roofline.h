@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,11 @@ struct RooflinePoint {
   double compute_bound() const { return cube_bound > vector_bound ? cube_bound : vector_bound; }
   double work() const { return cube_flops + vector_elements; }
   // Work per HBM byte (0 when it moved none).
-  double intensity() const { return hbm_bytes > 0 ? work() / hbm_bytes : 0; }
+  // Work per HBM byte: infinite for work done without HBM traffic (its
+  // data all in the L2), 0 for none.
+  double intensity() const {
+    return hbm_bytes > 0 ? work() / hbm_bytes : work() > 0 ? std::numeric_limits<double>::infinity() : 0;
+  }
   // Work per cycle, achieved and allowed by the roofs.
   double attained() const { return cycles > 0 ? work() / cycles : 0; }
   double roof() const;

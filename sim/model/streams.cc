@@ -44,6 +44,7 @@ void Device::Impl::StreamMain(int s) {
             return;
           }
           L->gm.push_back(*ptr);
+          L->gm_dev.push_back(op.args[i]);
         }
         LaunchState* raw = L.get();
         launches.push_back(std::move(L));
@@ -69,6 +70,7 @@ void Device::Impl::StreamMain(int s) {
           Fail(ptr.status());
           return;
         }
+        if (dir == 0) l2_tags.Invalidate(op.dev, op.bytes);
         if (dir == 0) std::memcpy(*ptr, op.chost, op.bytes);
         else std::memcpy(op.host, *ptr, op.bytes);
         (dir == 0 ? stats.h2d_bytes : stats.d2h_bytes) += op.bytes;
@@ -87,7 +89,8 @@ void Device::Impl::StreamMain(int s) {
         // kernels' transfers in flight, then the HBM latency.
         stream_state[s] = "a copy through HBM";
         double t = Now();
-        if (!HbmTransfer(2.0 * static_cast<double>(op.bytes), hbm_bw)) return;
+        if (!Transfer(2.0 * static_cast<double>(op.bytes), hbm.bw)) return;
+        l2_tags.Invalidate(op.dev, op.bytes);
         if (!WaitCycles(static_cast<double>(machine.chip().hbm_latency_cycles()))) return;
         auto dst = memory.Resolve(op.dev, op.bytes);
         auto src = memory.Resolve(op.src, op.bytes);

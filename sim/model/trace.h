@@ -52,7 +52,7 @@ class Trace {
  public:
   // Process ids of the non-core processes; AI core c is process c.
   static constexpr int kHbm = 100000, kAicpu = 100001, kHost = 100002, kPcie = 100003, kLinks = 100004,
-                       kPower = 100005;
+                       kPower = 100005, kL2 = 100006;
 
   struct Slice {
     int pid, tid;

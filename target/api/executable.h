@@ -90,7 +90,8 @@ enum class ReportKind : uint8_t {
 // Perfetto's protobuf, ".gz" gzip'd JSON, else JSON.
 ReportKind TraceKindOf(const std::string& path);
 inline constexpr char kTasksCsvHeader[] =
-    "task,engine,cycles,estimated_cycles,cube_utilization,cores,bound,hbm_read_bytes,hbm_write_bytes,energy_uj";
+    "task,engine,cycles,estimated_cycles,cube_utilization,cores,bound,hbm_read_bytes,hbm_write_bytes,energy_uj,"
+    "l2_hit_rate";
 
 class Executable {
  public:

@@ -73,11 +73,12 @@ bool SplitCsv(absl::string_view text, std::vector<std::vector<std::string>>* rec
 std::string TasksCsv(const TasksReport& r) {
   std::string out = absl::StrCat(kTasksCsvHeader, "\n");
   auto row = [&out](const TaskReportRow& t) {
-    absl::StrAppendFormat(&out, "%s,%s,%.0f,%s,%s,%s,%s,%d,%d,%s\n", CsvField(t.task), CsvField(t.engine), t.cycles,
+    absl::StrAppendFormat(&out, "%s,%s,%.0f,%s,%s,%s,%s,%d,%d,%s,%s\n", CsvField(t.task), CsvField(t.engine), t.cycles,
                           t.estimated_cycles >= 0 ? absl::StrFormat("%.0f", t.estimated_cycles) : "",
                           t.cube_utilization < 0 ? "" : absl::StrFormat("%.4f", t.cube_utilization),
                           t.cores > 0 ? absl::StrCat(t.cores) : "", CsvField(t.bound), t.hbm_read_bytes,
-                          t.hbm_write_bytes, t.energy_uj >= 0 ? absl::StrFormat("%.3f", t.energy_uj) : "");
+                          t.hbm_write_bytes, t.energy_uj >= 0 ? absl::StrFormat("%.3f", t.energy_uj) : "",
+                          t.l2_hit_rate >= 0 ? absl::StrFormat("%.4f", t.l2_hit_rate) : "");
   };
   for (const TaskReportRow& t : r.tasks) row(t);
   TaskReportRow total = r.total;
@@ -106,7 +107,7 @@ absl::StatusOr<TasksReport> ParseTasksCsv(absl::string_view text, absl::string_v
   const int c_task = column("task"), c_engine = column("engine"), c_cycles = column("cycles"),
             c_estimated = column("estimated_cycles"), c_cube = column("cube_utilization"), c_cores = column("cores"),
             c_bound = column("bound"), c_read = column("hbm_read_bytes"), c_write = column("hbm_write_bytes"),
-            c_energy = column("energy_uj");
+            c_energy = column("energy_uj"), c_l2 = column("l2_hit_rate");
   if (c_task < 0 || c_cycles < 0)
     return bad(lines[0], absl::StrCat("not a tasks report: the header has no task and cycles columns (expected '",
                                       kTasksCsvHeader, "')"));
@@ -133,11 +134,12 @@ absl::StatusOr<TasksReport> ParseTasksCsv(absl::string_view text, absl::string_v
     double cores = 0;
     if (!number(c_cycles, &t.cycles) || !number(c_estimated, &t.estimated_cycles) ||
         !bytes(c_read, &t.hbm_read_bytes) || !bytes(c_write, &t.hbm_write_bytes) || !number(c_cores, &cores) ||
-        !number(c_cube, &t.cube_utilization) || !number(c_energy, &t.energy_uj))
+        !number(c_cube, &t.cube_utilization) || !number(c_energy, &t.energy_uj) || !number(c_l2, &t.l2_hit_rate))
       return bad(line, "a count that is not a non-negative number");
     if (c_cube < 0 || f[c_cube].empty()) t.cube_utilization = -1;
     if (c_energy < 0 || f[c_energy].empty()) t.energy_uj = -1;
     if (c_estimated < 0 || f[c_estimated].empty()) t.estimated_cycles = -1;
+    if (c_l2 < 0 || f[c_l2].empty()) t.l2_hit_rate = -1;
     t.cores = static_cast<int>(std::min(cores, 1e9));
     if (c_engine >= 0) t.engine = f[c_engine];
     if (c_bound >= 0) t.bound = f[c_bound];

@@ -27,6 +27,9 @@ struct TaskReportRow {
   int cores = 0;                 // 0: not reported
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
   double energy_uj = -1;         // microjoules (the total: the run's, static included); < 0: not reported
+  // The share of the GM bytes it read that a cache in front of global
+  // memory served, 0..1; < 0: no cache reported (or nothing read).
+  double l2_hit_rate = -1;
 };
 
 struct TasksReport {

@@ -28,7 +28,9 @@
 // column (a run's tasks with their energy).
 // Version 7: TargetDescription::golden and TargetRegistry::DefaultTarget, so
 // the driver's default target is the one that declares itself golden.
-#define KILN_TARGET_API_VERSION 7
+// Version 8: TaskReportRow::l2_hit_rate, and kTasksCsvHeader's l2_hit_rate
+// column (the share of GM reads a cache served).
+#define KILN_TARGET_API_VERSION 8
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake
 // package (KilnConfigVersion.cmake).

@@ -571,6 +571,7 @@ std::vector<NpusimExecutable::TaskRow> NpusimExecutable::TaskRows() const {
     r.bound = sim::KernelBound(ks, machine_);
     r.hbm_read = ks.hbm_read_bytes;
     r.hbm_write = ks.hbm_write_bytes;
+    if (machine_.chip().l2_size_mib() > 0) r.l2_hit_rate = sim::L2HitRate(ks.l2_hit_bytes, ks.l2_miss_bytes);
     r.energy_uj = sim::KernelEnergyJ(ks) * 1e6;
     rows.push_back(std::move(r));
   }
@@ -579,6 +580,7 @@ std::vector<NpusimExecutable::TaskRow> NpusimExecutable::TaskRows() const {
 
 std::string NpusimExecutable::ReportTasksCsv() const {
   TasksReport report;
+  const bool l2 = machine_.chip().l2_size_mib() > 0;
   for (const TaskRow& r : TaskRows()) {
     if (!r.shown) continue;
     TaskReportRow t;
@@ -591,6 +593,7 @@ std::string NpusimExecutable::ReportTasksCsv() const {
     t.cores = r.cube < 0 ? 0 : r.cores;
     t.hbm_read_bytes = r.hbm_read;
     t.hbm_write_bytes = r.hbm_write;
+    t.l2_hit_rate = r.l2_hit_rate;
     t.energy_uj = r.energy_uj;
     report.tasks.push_back(std::move(t));
   }
@@ -599,6 +602,7 @@ std::string NpusimExecutable::ReportTasksCsv() const {
   report.total.estimated_cycles = summary_.estimated_cycles;
   report.total.hbm_read_bytes = s.hbm_read_bytes;
   report.total.hbm_write_bytes = s.hbm_write_bytes;
+  if (l2) report.total.l2_hit_rate = sim::L2HitRate(s.l2_hit_bytes, s.l2_miss_bytes);
   report.total.energy_uj = sim::EnergyOf(s, machine_).total_j() * 1e6;
   return TasksCsv(report);
 }
@@ -638,7 +642,7 @@ std::string NpusimExecutable::ReportText() const {
                         summary_.batches == 1 ? "" : (summary_.loop ? "s" : "es"), s.instructions, s.hbm_read_bytes,
                         s.hbm_write_bytes, s.h2d_bytes, s.d2h_bytes,
                         s.d2d_bytes ? absl::StrFormat(", D2D %d B", s.d2d_bytes) : "", s.aicpu_tasks);
-  out += sim::EnergyLine(s, machine_);
+  out += sim::L2Line(s, machine_) + sim::EnergyLine(s, machine_);
   if (summary_.batches > 1)
     absl::StrAppendFormat(&out, "energy per %s: %.3f uJ\n", summary_.loop ? "step" : "batch",
                           sim::EnergyOf(s, machine_).total_j() * 1e6 / summary_.batches);

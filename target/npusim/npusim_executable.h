@@ -102,6 +102,7 @@ class NpusimExecutable final : public runtime::DeviceModule {
     double cube = -1;    // cube utilization; < 0: not a kernel
     int cores = 0;
     int64_t hbm_read = 0, hbm_write = 0;
+    double l2_hit_rate = -1;  // < 0: no L2, or nothing read
     double energy_uj = -1;  // a kernel's actions (sim/model/energy.h); < 0: none modeled
   };
   std::vector<TaskRow> TaskRows() const;

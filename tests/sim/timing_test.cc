@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "sim/machine/machine.h"
@@ -345,6 +346,92 @@ TEST(TimingTest, DeviceCopiesGoThroughHbm) {
   // Addresses outside memory are refused when the copy is enqueued.
   EXPECT_FALSE(dev.CopyD2D(s0, *b + bytes, *a, bytes).ok());
   EXPECT_FALSE(dev.CopyD2D(s0, *b, *a, -1).ok());
+}
+
+// The L2 (docs/npu.md, "L2"): what a kernel read or wrote earlier in the
+// run is served at the L2's bandwidth and hit latency; HBM sees the misses
+// and the dirty lines evicted.
+TEST(TimingTest, AReReadOfAResidentTileIsAnL2Hit) {
+  Machine m = DefaultMachine();
+  m.mutable_chip()->set_l2_bandwidth_gbps(128 * m.chip().clock_mhz() / 1e3);  // 128 B/cycle: hits L2-bound
+  auto l = Load(".program t\n.arg x f16[32768]\n  copy_gm_ub UB[0], x[0], len=65536\n"
+                "  copy_gm_l1 L1[0], x[0], len=65536\n", m);
+  ASSERT_TRUE(l);
+  auto r = l->Run(Traced());
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto mte2 = PipeSlices(*l->dev, Pipe::kMte2);
+  ASSERT_EQ(mte2.size(), 2u);  // to UB, then to L1 (two ops: their slices stay apart)
+  EXPECT_DOUBLE_EQ(mte2[0].end - mte2[0].start, 65536 / m.core().mte2_bytes_per_cycle());  // from HBM
+  EXPECT_DOUBLE_EQ(mte2[1].end - mte2[1].start, 65536 / 128.0);                            // from the L2
+  // The hit completes after the L2's latency, not HBM's.
+  EXPECT_DOUBLE_EQ(r->total_cycles, mte2[1].end + m.chip().l2_hit_latency_cycles() + m.core().mte2_latency_cycles());
+  EXPECT_EQ(r->hbm_read_bytes, 65536);
+  EXPECT_EQ(r->l2_hit_bytes, 65536);
+  // Each run starts cold: the same figures again.
+  auto again = l->Run();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->hbm_read_bytes, 65536);
+  EXPECT_DOUBLE_EQ(again->total_cycles, r->total_cycles);
+  // Without an L2 both reads go to HBM.
+  m.mutable_chip()->set_l2_size_mib(0);
+  auto none = Load(".program t\n.arg x f16[32768]\n  copy_gm_ub UB[0], x[0], len=65536\n"
+                   "  copy_gm_l1 L1[0], x[0], len=65536\n", m);
+  auto rn = none->Run();
+  ASSERT_TRUE(rn.ok());
+  EXPECT_EQ(rn->hbm_read_bytes, 2 * 65536);
+  EXPECT_EQ(rn->l2_hit_bytes, 0);
+  EXPECT_DOUBLE_EQ(rn->total_cycles, 2 * 65536 / m.core().mte2_bytes_per_cycle() + m.chip().hbm_latency_cycles() +
+                                         m.core().mte2_latency_cycles());
+}
+
+TEST(TimingTest, AWorkingSetBeyondTheL2Misses) {
+  // A 1 MiB L2; 2 MiB read in 64 KiB pieces, then the first piece again:
+  // by then LRU has evicted it.
+  Machine m = DefaultMachine();
+  m.mutable_chip()->set_l2_size_mib(1);
+  std::string prog = ".program t\n.arg x f16[1048576]\n";
+  for (int i = 0; i <= 32; ++i) prog += "  copy_gm_ub UB[0], x[" + std::to_string((i % 32) * 65536) + "], len=65536\n";
+  auto l = Load(prog, m);
+  ASSERT_TRUE(l);
+  auto r = l->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->hbm_read_bytes, 33 * 65536);
+  EXPECT_EQ(r->l2_hit_bytes, 0);
+  // With 4 MiB the same program's last read hits.
+  m.mutable_chip()->set_l2_size_mib(4);
+  auto big = Load(prog, m);
+  auto rb = big->Run();
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(rb->hbm_read_bytes, 32 * 65536);
+  EXPECT_EQ(rb->l2_hit_bytes, 65536);
+}
+
+TEST(TimingTest, WritesStayInTheL2UntilEvicted) {
+  Machine m = DefaultMachine();
+  auto l = Load(R"(.program t
+.arg y f16[32768]
+  copy_ub_gm y[0], UB[0], len=65536
+  set_flag MTE3, MTE2, 0
+  wait_flag MTE3, MTE2, 0
+  copy_gm_ub UB[65536], y[0], len=65536
+)", m);
+  ASSERT_TRUE(l);
+  auto r = l->Run(Traced());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->hbm_write_bytes, 0);
+  EXPECT_EQ(r->hbm_read_bytes, 0);
+  EXPECT_EQ(r->l2_write_bytes, 65536);
+  EXPECT_EQ(r->l2_hit_bytes, 65536);
+  auto mte3 = PipeSlices(*l->dev, Pipe::kMte3);
+  auto mte2 = PipeSlices(*l->dev, Pipe::kMte2);
+  ASSERT_EQ(mte3.size(), 2u);  // copy, set_flag
+  // The write completes after the L2's latency; the flag follows it.
+  EXPECT_DOUBLE_EQ(mte3[1].end, mte3[0].end + m.chip().l2_hit_latency_cycles() + m.core().mte3_latency_cycles() +
+                                    m.core().flag_latency_cycles());
+  // The trace has the L2's bandwidth counter.
+  bool counted = false;
+  for (const auto& c : l->dev->trace().counters()) counted |= c.pid == Trace::kL2;
+  EXPECT_TRUE(counted);
 }
 
 TEST(TimingTest, AicpuTasksRunWithTheirCost) {
