@@ -61,6 +61,7 @@ absl::Status CheckFields(const google::protobuf::Message& msg, const std::string
     // Energy figures may be zero (an action taken as free).
     bool may_be_zero = name.find("latency") != std::string::npos || name == "chip_links.count" ||
                        name == "core.mte_burst_cycles" || name == "chip.l2_size_mib" ||
+                       name == "core.mte2_ub_bytes_per_cycle" || name == "core.mte1_l0b_bytes_per_cycle" ||
                        absl::StartsWith(name, "energy.");
     if (!(v >= 0) || (!may_be_zero && v == 0))
       return InvalidArgument("machine field ", name, " must be ", may_be_zero ? "non-negative" : "positive",
@@ -120,6 +121,13 @@ absl::StatusOr<Machine> LoadMachine(const std::string& path) {
 }
 
 double HbmBytesPerCycle(const Machine& m) { return m.chip().hbm_bandwidth_gbps() * 1e3 / m.chip().clock_mhz(); }
+double GmUbBytesPerCycle(const Machine& m) {
+  return m.core().mte2_ub_bytes_per_cycle() > 0 ? m.core().mte2_ub_bytes_per_cycle() : m.core().mte2_bytes_per_cycle();
+}
+double L0bBytesPerCycle(const Machine& m) {
+  return m.core().mte1_l0b_bytes_per_cycle() > 0 ? m.core().mte1_l0b_bytes_per_cycle()
+                                                 : m.core().mte1_bytes_per_cycle();
+}
 double L2BytesPerCycle(const Machine& m) { return m.chip().l2_bandwidth_gbps() * 1e3 / m.chip().clock_mhz(); }
 double HostLinkBytesPerCycle(const Machine& m) {
   return m.host_link().bandwidth_gbps() * 1e3 / m.chip().clock_mhz();

@@ -33,6 +33,8 @@ absl::Status ValidateMachine(const Machine& m);
 // Derived figures the model and the reports use.
 double HbmBytesPerCycle(const Machine& m);       // chip HBM bandwidth in bytes per core cycle
 double L2BytesPerCycle(const Machine& m);        // chip L2 bandwidth in bytes per core cycle
+double GmUbBytesPerCycle(const Machine& m);      // MTE2 into UB, per core
+double L0bBytesPerCycle(const Machine& m);       // MTE1 into L0B, per core
 double HostLinkBytesPerCycle(const Machine& m);  // PCIe bandwidth per direction in bytes per core cycle
 double ChipLinkBytesPerCycle(const Machine& m);  // one chip link's bandwidth per direction in bytes per core cycle
 double UsToCycles(const Machine& m, double us);  // microseconds to core cycles

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "graph/support/float16.h"
+#include "sim/machine/machine.h"
 
 namespace kiln::sim {
 namespace {
@@ -528,7 +529,8 @@ Cost InstCost(const Inst& in, const Machine& m) {
     case Op::kCopyGmL1: case Op::kCopyGmUb:
       c.dma = true;
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
-      c.rate_cap = BurstCap(k.mte2_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
+      c.rate_cap = BurstCap(in.op == Op::kCopyGmUb ? GmUbBytesPerCycle(m) : k.mte2_bytes_per_cycle(), c.gm_bytes,
+                            GmRuns(in), k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte2_latency_cycles();
       c.hbm_latency = hbm_lat;
       c.energy_pj = c.gm_bytes * (e.hbm_pj_per_byte() + (in.op == Op::kCopyGmL1 ? e.l1_pj_per_byte() : e.ub_pj_per_byte()));
@@ -551,7 +553,8 @@ Cost InstCost(const Inst& in, const Machine& m) {
       c.energy_pj = c.gm_bytes * (e.ub_pj_per_byte() + e.hbm_pj_per_byte());
       break;
     case Op::kLoadL0A: case Op::kLoadL0B:
-      c.busy = a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes / k.mte1_bytes_per_cycle();
+      c.busy = a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes /
+               (in.op == Op::kLoadL0B ? L0bBytesPerCycle(m) : k.mte1_bytes_per_cycle());
       if (a[attr::kLdTranspose] && DTypeSize(in.dtype) == 4) c.busy *= 2;  // squares of two fractals
       c.latency = k.mte1_latency_cycles();
       c.energy_pj = static_cast<double>(a[attr::kLdRows] * a[attr::kLdCols] * kFractalBytes) *

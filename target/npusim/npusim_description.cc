@@ -2,6 +2,7 @@
 #include "target/npusim/npusim_description.h"
 
 #include "absl/strings/str_cat.h"
+#include "sim/machine/machine.h"
 
 namespace kiln::target::npusim {
 
@@ -25,7 +26,7 @@ TargetDescription DescriptionOf(const sim::Machine& m) {
       {"GM", m.chip().hbm_size_mib() << 20, mte2, "global"},
       {"L1", core.l1_kib() << 10, mte2, "stage"},
       {"L0A", core.l0a_kib() << 10, core.mte1_bytes_per_cycle(), "operand_a"},
-      {"L0B", core.l0b_kib() << 10, core.mte1_bytes_per_cycle(), "operand_b"},
+      {"L0B", core.l0b_kib() << 10, sim::L0bBytesPerCycle(m), "operand_b"},
       {"L0C", core.l0c_kib() << 10, core.fixp_bytes_per_cycle(), "accumulator"},
       {"UB", core.ub_kib() << 10, static_cast<double>(core.vector_bytes_per_cycle()), "vector"},
   };

@@ -201,7 +201,7 @@ absl::StatusOr<GeneratedKernel> GenerateIndexedGather(const KernelRequest& req) 
   const double lat = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
   const double chunks = static_cast<double>(CeilDiv(per, cap));
   k.estimated_cycles =
-      lat * (1 + 2 * chunks) + static_cast<double>(per) * (row / m.core().mte2_bytes_per_cycle() + 12);
+      lat * (1 + 2 * chunks) + static_cast<double>(per) * (row / sim::GmUbBytesPerCycle(m) + 12);
   k.plan = absl::StrFormat("Gather of %d rows of %d B by indices read at run time (ld): %d per block over %d blocks",
                            count, row, per, used);
   return k;
@@ -294,7 +294,7 @@ absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   // overlap), at the lesser of the MTE rate and its share of HBM, plus the
   // HBM latency of every transfer's load, and of the last one's store (the
   // other stores overlap the next loads through the second buffer).
-  const double per_core = std::min(m.core().mte2_bytes_per_cycle(), sim::HbmBytesPerCycle(m) / blocks);
+  const double per_core = std::min(sim::GmUbBytesPerCycle(m), sim::HbmBytesPerCycle(m) / blocks);
   const double per_block_transfers = std::ceil(static_cast<double>(transfers.size()) / blocks);
   k.estimated_cycles = static_cast<double>(total) / blocks / per_core +
                        (per_block_transfers + 1) * (m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());

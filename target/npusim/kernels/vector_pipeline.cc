@@ -72,7 +72,6 @@ sim::DType IsaOf(const Value* v) {
 
 sim::DType ComputeOf(sim::DType t) { return t == sim::DType::kS32 ? sim::DType::kS32 : sim::DType::kF32; }
 
-double HbmBytesPerCycle(const sim::Machine& m) { return m.chip().hbm_bandwidth_gbps() * 1000.0 / m.chip().clock_mhz(); }
 
 namespace {
 
@@ -374,7 +373,7 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   for (const FlatTensor& t : s.ins) elem_bytes += sim::DTypeSize(t.dt);
   for (const FlatTensor& t : outs) elem_bytes += sim::DTypeSize(t.dt);
   double hbm = static_cast<double>(s.numel * elem_bytes) / HbmBytesPerCycle(m);
-  double core_dma = static_cast<double>(per * elem_bytes) / m.core().mte2_bytes_per_cycle();
+  double core_dma = static_cast<double>(per * elem_bytes) / sim::GmUbBytesPerCycle(m);
   double tiles = static_cast<double>(CeilDiv(per, tile));
   double core_vec = tiles * tile_vec;
   double lat = 2.0 * static_cast<double>(m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());
@@ -386,7 +385,7 @@ absl::StatusOr<GeneratedKernel> EmitFlat(const KernelRequest& req, const FlatSpe
   for (const FlatTensor& t : outs) out_bytes += sim::DTypeSize(t.dt);
   const double hbm_lat = static_cast<double>(m.chip().hbm_latency_cycles());
   const double tile_in = hbm_lat + static_cast<double>(m.core().mte2_latency_cycles()) +
-                         static_cast<double>(tile * in_bytes) / m.core().mte2_bytes_per_cycle();
+                         static_cast<double>(tile * in_bytes) / sim::GmUbBytesPerCycle(m);
   const double tile_out = hbm_lat + static_cast<double>(m.core().mte3_latency_cycles()) +
                           static_cast<double>(tile * out_bytes) / m.core().mte3_bytes_per_cycle();
   const double chain = tiles * std::max(tile_in, tile_out) + std::min(tile_in, tile_out);
@@ -566,7 +565,7 @@ absl::StatusOr<GeneratedKernel> EmitRows(const KernelRequest& req, const RowSpec
   for (const RowInput& in : s.ins) row_bytes += in.cols * sim::DTypeSize(in.t.dt);
   for (const RowInput& o : outs) row_bytes += o.cols * sim::DTypeSize(o.t.dt);
   double hbm = static_cast<double>(s.rows * row_bytes) / HbmBytesPerCycle(m);
-  double core_dma = static_cast<double>(per * row_bytes) / m.core().mte2_bytes_per_cycle();
+  double core_dma = static_cast<double>(per * row_bytes) / sim::GmUbBytesPerCycle(m);
   // Each row also costs its loop's scalar instructions (about 4 + inputs).
   const double per_row = row_vec + 4 + static_cast<double>(s.ins.size());
   double core_vec = static_cast<double>(per) * per_row;

@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/ir/graph.h"
+#include "sim/machine/machine.h"
 #include "target/npusim/kernels/kernel.h"
 #include "target/npusim/kernels/vector_kasm.h"
 
@@ -48,8 +49,6 @@ sim::DType IsaOf(const Value* v);
 // float type (f16 and bf16 convert on the way in and out), s32 for s32.
 sim::DType ComputeOf(sim::DType t);
 
-// HBM bytes per core cycle of the whole chip.
-double HbmBytesPerCycle(const sim::Machine& m);
 
 //===--- Pieces shared by the skeletons and the custom kernels ---------------===//
 

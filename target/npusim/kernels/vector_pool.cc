@@ -31,6 +31,7 @@
 #include <cmath>
 #include <vector>
 
+#include "sim/machine/machine.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/support/status.h"
@@ -445,7 +446,7 @@ absl::StatusOr<GeneratedKernel> GeneratePool(const KernelRequest& req) {
   g.workspace_bytes = blocks * ws_block;
   // Estimate: phase 1 moves the input in and the padded planes out; phase 2
   // gathers KW copies of the rows each tile needs and writes the output.
-  const double hbm_rate = HbmBytesPerCycle(m), mte = m.core().mte2_bytes_per_cycle();
+  const double hbm_rate = HbmBytesPerCycle(m), mte = sim::GmUbBytesPerCycle(m);
   const double tiles = T == OH ? static_cast<double>(CeilDiv(per, Tq)) : static_cast<double>(per * CeilDiv(OH, T));
   const double rin_t = static_cast<double>(rin_max);
   const double p1 = static_cast<double>(per) * (H * W * in_es + plane_ws * 4);

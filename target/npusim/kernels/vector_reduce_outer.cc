@@ -134,7 +134,7 @@ absl::StatusOr<GeneratedKernel> GenerateReduceOuter(const KernelRequest& req, in
   g.engine = "vector";
   const double in_bytes = static_cast<double>(A * R * B * es), hbm = HbmBytesPerCycle(m);
   const double lat = 2.0 * static_cast<double>(m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());
-  const double core = static_cast<double>(per) * std::max(static_cast<double>(R * Bc * es) / m.core().mte2_bytes_per_cycle(),
+  const double core = static_cast<double>(per) * std::max(static_cast<double>(R * Bc * es) / sim::GmUbBytesPerCycle(m),
                                                           unit_vec);
   g.estimated_cycles = std::max(in_bytes / hbm, core) + lat * static_cast<double>(std::max<int64_t>(1, per / 8)) + lat;
   g.plan = absl::StrCat(node.op(), " of [", A, ",", R, ",", B, "] over the middle axis: ", blocks, " blocks of ", per,
