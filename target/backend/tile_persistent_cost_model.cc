@@ -168,7 +168,16 @@ void EstimateFitting(const Shape& s, const TileCostFigures& f, const GemmKernelT
   // steps. The active units stream in step, so each gets its share of the
   // global bandwidth while they transfer and all wait out the latency together.
   const double dma_latency = f.global_latency_cycles + f.latency.stage_load + f.latency.sync;
-  const double unit_bw = std::min(f.stage_bytes_per_cycle, f.global_bytes_per_cycle / static_cast<double>(active));
+  // With a cache that holds every operand the launch reads (A and B, each
+  // batch item's), each is fetched from global memory once and the tiles'
+  // re-reads hit the cache: the units load at their share of the cache's
+  // bandwidth, not of global memory's.
+  const double panel_bytes = static_cast<double>(tiles) * static_cast<double>((rows + cols) * s.K * ib);
+  const double operand_bytes = static_cast<double>(s.batch * (s.M + s.N) * s.K * ib);
+  const bool cached = f.cache_bytes > 0 && f.cache_bytes_per_cycle > 0 &&
+                      operand_bytes <= static_cast<double>(f.cache_bytes) && operand_bytes < panel_bytes;
+  const double unit_bw = std::min(f.stage_bytes_per_cycle, cached ? f.cache_bytes_per_cycle
+                                                                  : f.global_bytes_per_cycle / static_cast<double>(active));
   // A DMA of n bursts takes at least n * burst_cycles.
   auto load = [&](int64_t r, int64_t c, double bursts) {
     return std::max(static_cast<double>(r * c * ib) / unit_bw, bursts * f.burst_cycles);
@@ -231,9 +240,10 @@ void EstimateFitting(const Shape& s, const TileCostFigures& f, const GemmKernelT
   double unit_time = fill + static_cast<double>(tiles_per_unit) * tile_time - first_stage + tail_compute + write_out;
   if (traits.items_on_one_block) unit_time += static_cast<double>(items_per_unit) * traits.item_prologue_cycles;
 
-  // The chip's global traffic: A and B panels for every tile, Y written once.
+  // The chip's global traffic: A and B panels for every tile (once each
+  // when the cache holds them), Y written once.
   const double global_bytes =
-      static_cast<double>(tiles) * static_cast<double>((rows + cols) * s.K * ib) +
+      (cached ? operand_bytes : panel_bytes) +
       static_cast<double>(s.batch * s.M * s.N * (s.out_bytes + (traits.residual ? ib : 0))) +
       static_cast<double>(s.batch) * traits.item_prologue_bytes;
   t->global_cycles = global_bytes / f.global_bytes_per_cycle;

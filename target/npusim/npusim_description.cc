@@ -30,6 +30,9 @@ TargetDescription DescriptionOf(const sim::Machine& m) {
       {"L0C", core.l0c_kib() << 10, core.fixp_bytes_per_cycle(), "accumulator"},
       {"UB", core.ub_kib() << 10, static_cast<double>(core.vector_bytes_per_cycle()), "vector"},
   };
+  // The L2 in front of HBM, shared by the cores: each one's share of its bandwidth.
+  if (m.chip().l2_size_mib() > 0)
+    d.memory.push_back({"L2", m.chip().l2_size_mib() << 20, sim::L2BytesPerCycle(m) / m.chip().ai_cores(), ""});
   const double f16 = static_cast<double>(core.cube_fp16_macs_per_cycle());
   d.mma = {{16, 16, 16, DType::kF16, DType::kF32, f16},
            {16, 16, 16, DType::kBF16, DType::kF32, f16},

@@ -346,10 +346,13 @@ TEST(NpusimCompile, DescriptionIsTheDefaultMachine) {
   EXPECT_DOUBLE_EQ(d.clock_ghz * 1000, m.chip().clock_mhz());
   EXPECT_DOUBLE_EQ(d.global_bytes_per_second, m.chip().hbm_bandwidth_gbps() * 1e9);
   EXPECT_DOUBLE_EQ(d.tiling.global_latency_cycles, m.chip().hbm_latency_cycles());
-  ASSERT_EQ(d.memory.size(), 6u);
-  // The documented ascend910-like figures (docs/npu.md).
-  const std::vector<std::pair<int64_t, double>> levels = {{int64_t{32} << 30, 256}, {1 << 20, 256}, {64 << 10, 512},
-                                                           {64 << 10, 512},         {256 << 10, 256}, {256 << 10, 256}};
+  ASSERT_EQ(d.memory.size(), 7u);
+  // The documented ascend910-like figures (docs/npu.md); the L2 last, a
+  // cache (no tile IR scope), each core's share of its 6,000 B/cycle.
+  const std::vector<std::pair<int64_t, double>> levels = {
+      {int64_t{32} << 30, 256}, {1 << 20, 256},    {64 << 10, 512},        {64 << 10, 512},
+      {256 << 10, 256},         {256 << 10, 256},  {32 << 20, 6000.0 / 32}};
+  EXPECT_EQ(d.memory[6].scope, "");
   for (size_t i = 0; i < levels.size(); ++i) {
     EXPECT_EQ(d.memory[i].bytes, levels[i].first) << d.memory[i].name;
     EXPECT_DOUBLE_EQ(d.memory[i].bytes_per_cycle, levels[i].second) << d.memory[i].name;
