@@ -331,16 +331,17 @@ bool Device::Impl::RunBlock(CoreState& c, LaunchState& L, int64_t block) {
       case Op::kBlt: if (c.regs[o[0].reg] < value(o[1])) next = o[2].imm; break;
       case Op::kBge: if (c.regs[o[0].reg] >= value(o[1])) next = o[2].imm; break;
       case Op::kLd: {
-        // A word of UB, sign-extended: what MTE2 wrote before a flag the scalar unit awaited.
+        // A word of UB, sign-extended: what MTE2 wrote before a flag the
+        // scalar unit awaited (0 in a timing-only run, before any run made UB).
         const std::vector<uint8_t>& ub = c.buf[static_cast<int>(Space::kUb)];
         const int64_t a = o[1].imm + (o[1].reg >= 0 ? c.regs[o[1].reg] : 0);
-        if (a < 0 || a % 4 || a + 4 > static_cast<int64_t>(ub.size())) {
+        if (a < 0 || a % 4 || a + 4 > sizes.bytes[static_cast<int>(Space::kUb)]) {
           Fail(InvalidArgument("block ", block, ": instruction ", pc, " (", InstText(p, in), "): UB offset ", a,
                                " is not a word inside UB"));
           return false;
         }
-        int32_t w;
-        std::memcpy(&w, ub.data() + a, 4);
+        int32_t w = 0;
+        if (!ub.empty()) std::memcpy(&w, ub.data() + a, 4);
         c.regs[o[0].reg] = w;
         break;
       }

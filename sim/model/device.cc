@@ -183,19 +183,24 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   }
 
   const int ncores = machine.chip().ai_cores();
-  // Cores keep their buffers between runs; a fresh core starts zeroed.
+  // Cores keep their buffers between runs; a fresh core starts zeroed. A
+  // timing-only run computes nothing, so the buffers are made (and zeroed)
+  // by the first run that does.
   if (static_cast<int>(cores.size()) != ncores) {
     cores.clear();
     for (int i = 0; i < ncores; ++i) {
       auto c = std::make_unique<CoreState>();
       c->id = i;
-      for (int s = 2; s < 7; ++s) {
-        c->buf[s].assign(static_cast<size_t>(sizes.bytes[s]), 0);
-        c->ctx.local[s] = c->buf[s].data();
-      }
       cores.push_back(std::move(c));
     }
   }
+  if (opt.functional)
+    for (auto& c : cores)
+      for (int s = 2; s < 7; ++s)
+        if (c->buf[s].empty()) {
+          c->buf[s].assign(static_cast<size_t>(sizes.bytes[s]), 0);
+          c->ctx.local[s] = c->buf[s].data();
+        }
   for (auto& c : cores) {
     c->stats = {};
     c->launch = nullptr;

@@ -9,13 +9,18 @@ void L2Cache::Configure(int64_t bytes, int64_t line_bytes, int ways) {
   line_ = std::max<int64_t>(line_bytes, 1);
   ways_ = std::max(ways, 1);
   sets_ = bytes > 0 ? static_cast<uint64_t>(bytes / (line_ * ways_)) : 0;
-  tags_.assign(sets_ * static_cast<uint64_t>(ways_), Way{});
+  const size_t n = sets_ * static_cast<uint64_t>(ways_);
+  lines_.assign(n, kEmpty);
+  used_.assign(n, 0);
+  dirty_.assign(n, 0);
   clock_ = 0;
 }
 
 void L2Cache::Reset() {
   if (clock_ == 0) return;  // nothing was touched since the last reset
-  std::fill(tags_.begin(), tags_.end(), Way{});
+  std::fill(lines_.begin(), lines_.end(), kEmpty);
+  std::fill(used_.begin(), used_.end(), 0);
+  std::fill(dirty_.begin(), dirty_.end(), 0);
   clock_ = 0;
 }
 
@@ -25,6 +30,12 @@ uint64_t L2Cache::SetOf(uint64_t line) const {
   // 8192-line block the fold is a fixed permutation), and lines a large
   // power of two apart no longer share a set.
   return (line ^ (line >> 13) ^ (line >> 23)) % sets_;
+}
+
+void L2Cache::Drop(size_t way) {
+  lines_[way] = kEmpty;
+  used_[way] = 0;
+  dirty_[way] = 0;
 }
 
 void L2Cache::Access(uint64_t addr, int64_t len, bool write, Outcome* out) {
@@ -40,28 +51,29 @@ void L2Cache::Access(uint64_t addr, int64_t len, bool write, Outcome* out) {
   }
   const uint64_t line_bytes = static_cast<uint64_t>(line_);
   const uint64_t end = addr + static_cast<uint64_t>(len);
+  const size_t ways = static_cast<size_t>(ways_);
   for (uint64_t line = addr / line_bytes; line * line_bytes < end; ++line) {
     const uint64_t from = std::max(addr, line * line_bytes), to = std::min(end, (line + 1) * line_bytes);
     const int64_t bytes = static_cast<int64_t>(to - from);
-    Way* set = &tags_[SetOf(line) * static_cast<uint64_t>(ways_)];
-    Way* hit = nullptr;
-    Way* victim = set;
-    for (int w = 0; w < ways_; ++w) {
-      if (set[w].used != 0 && set[w].line == line) {
-        hit = &set[w];
-        break;
-      }
-      if (set[w].used < victim->used) victim = &set[w];
-    }
+    const size_t base = SetOf(line) * ways;
+    const uint64_t* set = &lines_[base];
+    size_t w = 0;
+    while (w < ways && set[w] != line) ++w;
     ++clock_;
-    if (hit) {
-      hit->used = clock_;
-      hit->dirty |= write;
+    if (w < ways) {  // a hit
+      used_[base + w] = clock_;
+      dirty_[base + w] |= write;
       out->hit_bytes += bytes;
       continue;
     }
-    if (victim->used != 0 && victim->dirty) out->writeback_bytes += line_;
-    *victim = Way{line, clock_, write};
+    // A miss: the least recently used way (an empty one has never been used).
+    size_t victim = base;
+    for (size_t v = base + 1; v < base + ways; ++v)
+      if (used_[v] < used_[victim]) victim = v;
+    if (lines_[victim] != kEmpty && dirty_[victim]) out->writeback_bytes += line_;
+    lines_[victim] = line;
+    used_[victim] = clock_;
+    dirty_[victim] = write;
     if (write) {
       out->hit_bytes += bytes;
     } else {
@@ -76,15 +88,16 @@ void L2Cache::Invalidate(uint64_t addr, int64_t len) {
   const uint64_t line_bytes = static_cast<uint64_t>(line_);
   const uint64_t end = addr + static_cast<uint64_t>(len);
   // A range larger than the cache: visit the tags instead of the lines.
-  if (static_cast<uint64_t>(len) / line_bytes > tags_.size()) {
-    for (Way& w : tags_)
-      if (w.used != 0 && w.line * line_bytes < end && (w.line + 1) * line_bytes > addr) w = Way{};
+  if (static_cast<uint64_t>(len) / line_bytes > lines_.size()) {
+    for (size_t w = 0; w < lines_.size(); ++w)
+      if (lines_[w] != kEmpty && lines_[w] * line_bytes < end && (lines_[w] + 1) * line_bytes > addr) Drop(w);
     return;
   }
+  const size_t ways = static_cast<size_t>(ways_);
   for (uint64_t line = addr / line_bytes; line * line_bytes < end; ++line) {
-    Way* set = &tags_[SetOf(line) * static_cast<uint64_t>(ways_)];
-    for (int w = 0; w < ways_; ++w)
-      if (set[w].used != 0 && set[w].line == line) set[w] = Way{};
+    const size_t base = SetOf(line) * ways;
+    for (size_t w = base; w < base + ways; ++w)
+      if (lines_[w] == line) Drop(w);
   }
 }
 

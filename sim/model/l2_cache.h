@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -48,18 +49,19 @@ class L2Cache {
   void Invalidate(uint64_t addr, int64_t len);
 
  private:
-  struct Way {
-    uint64_t line = 0;
-    uint64_t used = 0;  // LRU stamp; 0: empty
-    bool dirty = false;
-  };
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
   uint64_t SetOf(uint64_t line) const;
+  void Drop(size_t way);
 
   int64_t line_ = 0;
   int ways_ = 0;
   uint64_t sets_ = 0;
   uint64_t clock_ = 0;
-  std::vector<Way> tags_;  // sets_ * ways_
+  // Per way (sets_ * ways_, a set's ways side by side): the line it holds
+  // (kEmpty: none), when it was last used (LRU), whether it is dirty. Kept
+  // apart so a lookup scans only the lines.
+  std::vector<uint64_t> lines_, used_;
+  std::vector<uint8_t> dirty_;
 };
 
 }  // namespace kiln::sim
