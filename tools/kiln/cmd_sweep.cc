@@ -275,8 +275,9 @@ every machine of the grid the --set flags span (each a machine field,
 sim/machine/machine.proto, and its values; every combination, the last
 --set varying fastest), runs each timing-only, and writes DIR/sweep.csv (one
 row per point: the fields varied, cycles, latency, inferences per second,
-energy, average power, cube utilization, the bound of its longest task,
-whether it is on the Pareto frontier of latency and energy) and
+energy, average power, cube utilization, the L2's hit rate, the bound of
+its longest task, whether it is on the Pareto frontier of latency and
+energy) and
 DIR/sweep.svg (energy against latency, the frontier marked). The target
 must take a machine file (a --machine setting). Inputs not given are zeros
 (a timing-only run reads no value).

@@ -48,6 +48,7 @@ absl::StatusOr<SweepResult> ReadSweepResult(const std::string& tasks_csv, const 
       r.bound = t.bound.empty() ? t.engine : t.bound;
     }
   }
+  r.l2_hit_rate = report->total.l2_hit_rate;
   const double chip = r.cycles * machine.chip().ai_cores();
   r.cube_utilization = chip > 0 ? weighted / chip : 0;
   return r;
@@ -71,19 +72,20 @@ void MarkPareto(std::vector<SweepResult>* results) {
 
 std::string SweepCsv(const std::vector<std::string>& fields, const std::vector<SweepResult>& results) {
   std::string out = absl::StrCat(absl::StrJoin(fields, ","), fields.empty() ? "" : ",",
-                                 "cycles,latency_us,per_second,energy_uj,average_watts,cube_utilization,bound,pareto,"
-                                 "error\n");
+                                 "cycles,latency_us,per_second,energy_uj,average_watts,cube_utilization,l2_hit_rate,"
+                                 "bound,pareto,error\n");
   for (const SweepResult& r : results) {
     std::vector<std::string> row;
     for (const std::string& v : r.values) row.push_back(CsvField(v));
     if (!r.error.empty()) {
-      absl::StrAppend(&out, absl::StrJoin(row, ","), row.empty() ? "" : ",", ",,,,,,,0,", CsvField(r.error), "\n");
+      absl::StrAppend(&out, absl::StrJoin(row, ","), row.empty() ? "" : ",", ",,,,,,,,0,", CsvField(r.error), "\n");
       continue;
     }
     absl::StrAppend(&out, absl::StrJoin(row, ","), row.empty() ? "" : ",",
-                    absl::StrFormat("%.0f,%.3f,%.1f,%s,%s,%.4f,%s,%d,\n", r.cycles, r.latency_us, r.per_second,
+                    absl::StrFormat("%.0f,%.3f,%.1f,%s,%s,%.4f,%s,%s,%d,\n", r.cycles, r.latency_us, r.per_second,
                                     r.energy_uj >= 0 ? absl::StrFormat("%.3f", r.energy_uj) : "",
                                     r.watts >= 0 ? absl::StrFormat("%.2f", r.watts) : "", r.cube_utilization,
+                                    r.l2_hit_rate >= 0 ? absl::StrFormat("%.4f", r.l2_hit_rate) : "",
                                     CsvField(r.bound), r.pareto ? 1 : 0));
   }
   return out;

@@ -26,6 +26,7 @@ struct SweepResult {
   double cycles = 0, latency_us = 0, per_second = 0;
   double energy_uj = -1, watts = -1;  // < 0: the target reports no energy
   double cube_utilization = 0;
+  double l2_hit_rate = -1;  // < 0: no L2 reported
   std::string bound;
   bool pareto = false;
 };
