@@ -12,6 +12,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/support/status.h"
+#include "graph/support/read_file.h"
 #include "onnx/onnx_pb.h"
 
 namespace kiln::onnx_import {
@@ -415,13 +416,9 @@ absl::StatusOr<Model> ImportBytes(absl::string_view bytes, const std::string& di
 }
 
 absl::StatusOr<Model> ImportFile(const std::string& path, const ImportOptions& options) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return NotFound(path, ": cannot open file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  return ImportBytes(ss.str(), path, dir, options);
+  KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return ImportBytes(bytes, path, parent.empty() ? std::string(".") : parent.string(), options);
 }
 
 }  // namespace kiln::onnx_import

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/support/checked_math.h"
+#include "graph/support/read_file.h"
+#include "graph/support/status.h"
 
 namespace kiln {
 namespace {
@@ -344,11 +346,8 @@ absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
 }
 
 absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto t = ParseNpy(ss.str());
+  KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
+  auto t = ParseNpy(bytes);
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
   return t;
 }

@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/support/checked_math.h"
+#include "graph/support/read_file.h"
+#include "graph/support/status.h"
 
 namespace kiln {
 
@@ -203,7 +205,14 @@ class ByteReader {
 }  // namespace
 
 std::string SerializeBlobStore(const BlobStore& store) {
-  std::string out(kBlobMagic, sizeof(kBlobMagic));
+  // Sized up front: the blobs are a model's constants (100 MB for ResNet-50).
+  size_t size = sizeof(kBlobMagic) + 12;
+  for (const auto& [hash, t] : store.blobs)
+    size += 8 + 4 + DTypeName(t.dtype()).size() + 4 + 8 * static_cast<size_t>(t.rank()) + 8 +
+            (t.dtype() == DType::kString ? 0 : static_cast<size_t>(t.nbytes()));
+  std::string out;
+  out.reserve(size);
+  out.append(kBlobMagic, sizeof(kBlobMagic));
   PutU32(&out, kBlobVersion);
   PutU64(&out, store.blobs.size());
   for (const auto& [hash, t] : store.blobs) {
@@ -306,11 +315,8 @@ absl::Status SaveBlobStore(const BlobStore& store, const std::string& path) {
 }
 
 absl::Status LoadBlobStore(const std::string& path, BlobStore* store) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  absl::Status s = DeserializeBlobStore(ss.str(), store);
+  KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
+  absl::Status s = DeserializeBlobStore(bytes, store);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   return absl::OkStatus();
 }

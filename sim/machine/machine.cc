@@ -11,6 +11,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "graph/support/status.h"
+#include "graph/support/read_file.h"
 #include "sim/machine/default_machine_text.h"
 
 namespace kiln::sim {
@@ -113,11 +114,9 @@ absl::StatusOr<Machine> ParseMachine(const std::string& text, const std::string&
 }
 
 absl::StatusOr<Machine> LoadMachine(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open machine file '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseMachine(ss.str(), path);
+  auto text = ReadFileBytes(path);
+  if (!text.ok()) return NotFound("cannot open machine file '", path, "'");
+  return ParseMachine(*text, path);
 }
 
 double HbmBytesPerCycle(const Machine& m) { return m.chip().hbm_bandwidth_gbps() * 1e3 / m.chip().clock_mhz(); }

@@ -13,6 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "graph/support/read_file.h"
+#include "graph/support/status.h"
 
 namespace kiln::artifact {
 namespace {
@@ -61,12 +63,18 @@ std::string DescribeSignature(const TensorSignature& s) {
 }
 
 absl::Status WriteArtifact(const Artifact& artifact, const std::string& path) {
-  std::string bytes;
+  // Into a buffer of the message's size: a growing string would copy the
+  // constants over and over.
+  const size_t size = artifact.ByteSizeLong();
+  if (size > static_cast<size_t>(INT32_MAX))
+    return absl::InvalidArgumentError(absl::StrCat("the artifact (", size, " bytes) is past protobuf's 2 GiB"));
+  std::string bytes(size, '\0');
   {
-    google::protobuf::io::StringOutputStream sos(&bytes);
-    google::protobuf::io::CodedOutputStream cos(&sos);
+    google::protobuf::io::ArrayOutputStream aos(bytes.data(), static_cast<int>(bytes.size()));
+    google::protobuf::io::CodedOutputStream cos(&aos);
     cos.SetSerializationDeterministic(true);
-    if (!artifact.SerializeToCodedStream(&cos)) return absl::InternalError("cannot serialize the artifact");
+    if (!artifact.SerializeToCodedStream(&cos) || cos.ByteCount() != static_cast<int64_t>(bytes.size()))
+      return absl::InternalError("cannot serialize the artifact");
   }
   std::ofstream f(path, std::ios::binary);
   if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
@@ -81,11 +89,9 @@ absl::Status WriteArtifact(const Artifact& artifact, const std::string& path) {
 }
 
 absl::StatusOr<Artifact> ReadArtifact(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string bytes = ss.str();
+  absl::StatusOr<std::string> read = ReadFileBytes(path);
+  if (!read.ok()) return read.status();
+  const std::string& bytes = *read;
   if (bytes.size() < sizeof kMagic || bytes.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0)
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a kiln artifact (bad magic)"));
   auto version_error = [&](uint32_t version) {

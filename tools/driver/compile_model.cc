@@ -14,6 +14,7 @@
 #include "graph/ir/parser.h"
 #include "graph/ir/printer.h"
 #include "graph/support/status.h"
+#include "graph/support/read_file.h"
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/builtin_targets.h"
@@ -43,15 +44,12 @@ absl::Status SetUpTargets(const std::vector<std::string>& plugins,
 
 absl::StatusOr<Model> LoadModel(const std::string& path) {
   if (absl::EndsWith(path, ".kir")) {
-    std::ifstream f(path);
-    if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-    std::stringstream ss;
-    ss << f.rdbuf();
+    KILN_ASSIGN_OR_RETURN(const std::string text, ReadFileBytes(path));
     BlobStore blobs;
     std::string blob_path = path + ".blobs";
     std::error_code ec;
     if (std::filesystem::exists(blob_path, ec)) KILN_RETURN_IF_ERROR(LoadBlobStore(blob_path, &blobs));
-    return ParseModel(ss.str(), path, &blobs);
+    return ParseModel(text, path, &blobs);
   }
   if (absl::EndsWith(path, ".onnx")) return onnx_import::ImportFile(path);
   return absl::InvalidArgumentError(absl::StrCat(path, ": unknown model format (expected .onnx or .kir)"));

@@ -21,6 +21,7 @@
 #include "graph/ir/parser.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/support/status.h"
+#include "graph/support/read_file.h"
 #include "target/api/target_registry.h"
 
 ABSL_DECLARE_FLAG(std::string, target);
@@ -163,14 +164,6 @@ absl::Status WriteFile(const std::string& path, const std::string& data) {
 std::string TargetFromFlags() {
   const std::string given = absl::GetFlag(FLAGS_target);
   return given.empty() ? target::TargetRegistry::Global().DefaultTarget() : given;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 absl::Status CheckRooflinePath(const std::string& path) {

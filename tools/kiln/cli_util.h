@@ -99,8 +99,6 @@ std::string TargetFromFlags();
 
 // Writes `data` to `path` (reports, traces).
 absl::Status WriteFile(const std::string& path, const std::string& data);
-// The bytes of the file at `path`, or "PATH: cannot open file".
-absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 // --roofline=FILE of `kiln run` and `kiln sim`: the chart when FILE ends in
 // .svg, the table when it ends in .csv. CheckRooflinePath refuses any other

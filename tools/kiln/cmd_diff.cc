@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/exec/executor.h"
 #include "graph/support/status.h"
+#include "graph/support/read_file.h"
 #include "target/api/executable.h"
 #include "target/api/tasks_report.h"
 #include "target/api/target_registry.h"
@@ -73,7 +74,7 @@ absl::Status ParseTasks(const std::string& text, const std::string& name, Side* 
 }
 
 absl::StatusOr<Side> ReadReport(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  KILN_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(path));
   Side side;
   side.path = path;
   side.where = "report";

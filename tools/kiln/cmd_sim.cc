@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/io/npy.h"
+#include "graph/support/read_file.h"
 #include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
 #include "sim/model/device.h"
@@ -61,11 +62,9 @@ int Sim(const std::vector<std::string>& args) {
   absl::StatusOr<TraceScope> scope = TraceScopeFromFlags();
   if (!scope.ok()) return Fail(scope.status());
   const std::string& path = args[0];
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail("cannot open '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto file = sim::Assemble(text.str(), path);
+  auto text = ReadFileBytes(path);
+  if (!text.ok()) return Fail(text.status());
+  auto file = sim::Assemble(*text, path);
   if (!file.ok()) return Fail(file.status());
 
   sim::Machine machine = sim::DefaultMachine();

@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/text_format.h"
 #include "graph/io/npy.h"
+#include "graph/support/read_file.h"
 #include "sim/machine/machine.h"
 #include "target/api/target_registry.h"
 #include "tools/driver/compile_model.h"
@@ -103,7 +104,7 @@ absl::Status WritePoints(const std::string& out, const std::vector<SweepAxis>& a
 }
 
 int Collect(const std::string& out) {
-  auto points = ReadFile((fs::path(out) / "points.csv").string());
+  auto points = ReadFileBytes((fs::path(out) / "points.csv").string());
   if (!points.ok()) return Fail(absl::StrCat(out, " holds no sweep (no points.csv): ", points.status().message()));
   std::vector<std::string> rows = absl::StrSplit(*points, '\n', absl::SkipEmpty());
   if (rows.empty()) return Fail(absl::StrCat(out, "/points.csv is empty"));
@@ -118,7 +119,7 @@ int Collect(const std::string& out) {
     const std::string dir = (fs::path(out) / row[0]).string();
     SweepResult r;
     auto machine = sim::LoadMachine((fs::path(dir) / "machine.textproto").string());
-    auto tasks = ReadFile((fs::path(dir) / "tasks.csv").string());
+    auto tasks = ReadFileBytes((fs::path(dir) / "tasks.csv").string());
     if (machine.ok() && tasks.ok()) {
       auto read = ReadSweepResult(*tasks, (fs::path(dir) / "tasks.csv").string(), *machine);
       if (read.ok()) r = *std::move(read);
@@ -126,7 +127,7 @@ int Collect(const std::string& out) {
     } else if (!machine.ok()) {
       r.error = std::string(machine.status().message());
     } else {
-      auto log = ReadFile((fs::path(dir) / "log.txt").string());
+      auto log = ReadFileBytes((fs::path(dir) / "log.txt").string());
       std::string last = "it wrote no result";
       if (log.ok())
         for (absl::string_view l : absl::StrSplit(*log, '\n', absl::SkipEmpty())) last = std::string(l);

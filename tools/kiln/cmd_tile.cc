@@ -17,6 +17,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "graph/support/read_file.h"
 #include "graph/verifier/verifier.h"
 #include "target/api/target_registry.h"
 #include "target/backend/tile_lowering.h"
@@ -48,11 +49,9 @@ int TileFile(const std::string& path, const std::vector<tile::TileCostFigures>& 
                            "verify-each", "fold-max-elements"})
     if (FlagGiven(flag))
       return Fail(absl::StrCat("--", flag, " acts on models; a tile kernel (", path, ") is verified and printed as it is"));
-  std::ifstream in(path);
-  if (!in) return Fail("cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto kernel = tile::Parse(text.str());
+  auto text = ReadFileBytes(path);
+  if (!text.ok()) return Fail(text.status());
+  auto kernel = tile::Parse(*text);
   if (!kernel.ok()) return Fail(absl::StrCat(path, ": ", kernel.status().message()));
   for (const tile::TileCostFigures& figures : targets) {
     if (absl::Status s = tile::Verify(*kernel, figures.target); !s.ok()) {
