@@ -163,9 +163,10 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
     if (l2_out.hit_bytes > 0 && l2_out.miss_bytes == 0 && l2_out.writeback_bytes == 0)
       latency += std::min(static_cast<double>(machine.chip().l2_hit_latency_cycles()), cost.hbm_latency) -
                  cost.hbm_latency;
-    // Busy from its start to its completion, less what overlaps the previous DMA's tail.
+    // Busy from its start to its completion, less what overlaps the previous
+    // DMA's tail (a hit's short latency may end inside a miss's long one).
     double done = *t + latency;
-    st.busy_cycles += done - std::max(start, ps.done);
+    st.busy_cycles += std::max(0.0, done - std::max(start, ps.done));
     ps.done = std::max(ps.done, done);
     KernelStats* ks = c.launch->stats;
     ks->hbm_read_bytes += l2_out.fill_bytes;

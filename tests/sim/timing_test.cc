@@ -372,6 +372,18 @@ TEST(TimingTest, AReReadOfAResidentTileIsAnL2Hit) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->hbm_read_bytes, 65536);
   EXPECT_DOUBLE_EQ(again->total_cycles, r->total_cycles);
+  // At the default L2 bandwidth the hit ends (512 + 250) before the miss
+  // it follows (256 + 550): the pipe is busy from the first start to the
+  // last completion, and the hit adds nothing to that.
+  Machine fast = DefaultMachine();
+  auto f = Load(".program t\n.arg x f16[32768]\n  copy_gm_ub UB[0], x[0], len=65536\n"
+                "  copy_gm_l1 L1[0], x[0], len=65536\n", fast);
+  auto rf = f->Run();
+  ASSERT_TRUE(rf.ok());
+  const double miss_done = 65536 / fast.core().mte2_bytes_per_cycle() + fast.chip().hbm_latency_cycles() +
+                           fast.core().mte2_latency_cycles();
+  EXPECT_DOUBLE_EQ(rf->total_cycles, miss_done);
+  EXPECT_DOUBLE_EQ(rf->kernels[0].pipes[static_cast<int>(Pipe::kMte2)].busy_cycles, miss_done);
   // Without an L2 both reads go to HBM.
   m.mutable_chip()->set_l2_size_mib(0);
   auto none = Load(".program t\n.arg x f16[32768]\n  copy_gm_ub UB[0], x[0], len=65536\n"
