@@ -9,6 +9,7 @@ void L2Cache::Configure(int64_t bytes, int64_t line_bytes, int ways) {
   line_ = std::max<int64_t>(line_bytes, 1);
   ways_ = std::max(ways, 1);
   sets_ = bytes > 0 ? static_cast<uint64_t>(bytes / (line_ * ways_)) : 0;
+  set_mask_ = sets_ > 0 && (sets_ & (sets_ - 1)) == 0 ? sets_ - 1 : 0;
   const size_t n = sets_ * static_cast<uint64_t>(ways_);
   lines_.assign(n, kEmpty);
   used_.assign(n, 0);
@@ -29,7 +30,8 @@ uint64_t L2Cache::SetOf(uint64_t line) const {
   // hashes do: consecutive lines still fill the sets evenly (within each
   // 8192-line block the fold is a fixed permutation), and lines a large
   // power of two apart no longer share a set.
-  return (line ^ (line >> 13) ^ (line >> 23)) % sets_;
+  const uint64_t h = line ^ (line >> 13) ^ (line >> 23);
+  return set_mask_ != 0 || sets_ == 1 ? h & set_mask_ : h % sets_;
 }
 
 void L2Cache::Drop(size_t way) {

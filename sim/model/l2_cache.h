@@ -56,6 +56,7 @@ class L2Cache {
   int64_t line_ = 0;
   int ways_ = 0;
   uint64_t sets_ = 0;
+  uint64_t set_mask_ = 0;  // sets_ - 1 where sets_ is a power of two (an AND, not a division), else 0
   uint64_t clock_ = 0;
   // Per way (sets_ * ways_, a set's ways side by side): the line it holds
   // (kEmpty: none), when it was last used (LRU), whether it is dirty. Kept
