@@ -2,6 +2,7 @@
 #include "sim/machine/machine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -63,6 +64,7 @@ absl::Status CheckFields(const google::protobuf::Message& msg, const std::string
     bool may_be_zero = name.find("latency") != std::string::npos || name == "chip_links.count" ||
                        name == "core.mte_burst_cycles" || name == "chip.l2_size_mib" ||
                        name == "core.mte2_ub_bytes_per_cycle" || name == "core.mte1_l0b_bytes_per_cycle" ||
+                       name == "core.vector_exp_ln_elements_per_cycle" ||
                        absl::StartsWith(name, "energy.");
     if (!(v >= 0) || (!may_be_zero && v == 0))
       return InvalidArgument("machine field ", name, " must be ", may_be_zero ? "non-negative" : "positive",
@@ -120,6 +122,14 @@ absl::StatusOr<Machine> LoadMachine(const std::string& path) {
 }
 
 double HbmBytesPerCycle(const Machine& m) { return m.chip().hbm_bandwidth_gbps() * 1e3 / m.chip().clock_mhz(); }
+double VectorCyclesPerRepeat(const Machine& m, int element_bytes, bool special, bool exp_or_ln) {
+  const Core& k = m.core();
+  const double plain = std::ceil(256.0 / static_cast<double>(k.vector_bytes_per_cycle()));
+  if (exp_or_ln && k.vector_exp_ln_elements_per_cycle() > 0)
+    return std::max(plain, 256.0 / std::max(element_bytes, 1) / k.vector_exp_ln_elements_per_cycle());
+  return special ? plain * static_cast<double>(k.vector_special_cycles_per_repeat()) : plain;
+}
+
 double GmUbBytesPerCycle(const Machine& m) {
   return m.core().mte2_ub_bytes_per_cycle() > 0 ? m.core().mte2_ub_bytes_per_cycle() : m.core().mte2_bytes_per_cycle();
 }

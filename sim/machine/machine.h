@@ -34,6 +34,12 @@ absl::Status ValidateMachine(const Machine& m);
 double HbmBytesPerCycle(const Machine& m);       // chip HBM bandwidth in bytes per core cycle
 double L2BytesPerCycle(const Machine& m);        // chip L2 bandwidth in bytes per core cycle
 double GmUbBytesPerCycle(const Machine& m);      // MTE2 into UB, per core
+// Cycles of one repeat (256 bytes) of a vector instruction on elements of
+// `element_bytes`: special functions (exp, ln, sqrt, division, ...) take
+// vector_special_cycles_per_repeat times a plain one; exp and ln the
+// machine's element rate where it gives one. The one rule the model and
+// the kernel generators' estimates share.
+double VectorCyclesPerRepeat(const Machine& m, int element_bytes, bool special, bool exp_or_ln);
 double L0bBytesPerCycle(const Machine& m);       // MTE1 into L0B, per core
 double HostLinkBytesPerCycle(const Machine& m);  // PCIe bandwidth per direction in bytes per core cycle
 double ChipLinkBytesPerCycle(const Machine& m);  // one chip link's bandwidth per direction in bytes per core cycle

@@ -607,8 +607,8 @@ Cost InstCost(const Inst& in, const Machine& m) {
     }
     default:
       if (Info(in.op).pipe == Pipe::kVector) {
-        double per_repeat = std::ceil(static_cast<double>(kRepeatBytes) / k.vector_bytes_per_cycle());
-        if (IsSpecial(in.op)) per_repeat *= k.vector_special_cycles_per_repeat();
+        double per_repeat = VectorCyclesPerRepeat(m, DTypeSize(in.dtype), IsSpecial(in.op),
+                                                  in.op == Op::kVexp || in.op == Op::kVln);
         if (in.op == Op::kVtranspose) per_repeat *= 2;  // 512 bytes a repeat
         c.busy = a[attr::kRepeat] * per_repeat;
         c.elements = a[attr::kRepeat] * a[attr::kMask];  // the active elements of each repeat

@@ -9,8 +9,10 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
 #include "sim/model/device.h"
+#include "sim/model/exec.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace kiln::sim {
@@ -63,6 +65,24 @@ TEST(TimingTest, VtransposeTakesTwoRepeatsPerMatrix) {
   auto vec = PipeSlices(*l->dev, Pipe::kVector);
   ASSERT_EQ(vec.size(), 1u);
   EXPECT_DOUBLE_EQ(vec[0].end - vec[0].start, m.core().vector_latency_cycles() + 5 * 2 * per_repeat);
+}
+
+TEST(TimingTest, ExpAndLnTakeTheMachinesElementRateWhereItGivesOne) {
+  // One instruction of 4 repeats on a vector unit of 256 B/cycle: plain, 4
+  // cycles; special, twice that; exp and ln at 64 elements a cycle take a
+  // 64-element fp32 repeat in 1 cycle and a 128-element fp16 one in 2.
+  Machine m = DefaultMachine();
+  auto busy = [&](const Machine& mm, const std::string& line) {
+    auto p = Assemble(".program p\n.regs 4\n.block_dim 1\n  " + line + "\n", "t.kasm");
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? InstCost(p->program.insts[0], mm).busy : -1;
+  };
+  EXPECT_DOUBLE_EQ(busy(m, "vexp.f32 UB[0], UB[1024], repeat=4"), 8);
+  EXPECT_DOUBLE_EQ(busy(m, "vadd.f32 UB[0], UB[1024], UB[2048], repeat=4"), 4);
+  m.mutable_core()->set_vector_exp_ln_elements_per_cycle(64);
+  EXPECT_DOUBLE_EQ(busy(m, "vexp.f32 UB[0], UB[1024], repeat=4"), 4);
+  EXPECT_DOUBLE_EQ(busy(m, "vln.f16 UB[0], UB[1024], repeat=4"), 8);
+  EXPECT_DOUBLE_EQ(busy(m, "vdiv.f32 UB[0], UB[1024], UB[2048], repeat=4"), 8);  // division keeps its factor
 }
 
 TEST(TimingTest, DmaTakesLatencyPlusBytesOverBandwidth) {

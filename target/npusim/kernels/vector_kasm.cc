@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sim/isa/asm.h"
+#include "sim/machine/machine.h"
 
 namespace kiln::target::npusim::vec {
 
@@ -98,10 +100,10 @@ void Kasm::VecOne(absl::string_view mnemonic, VArg dst, const std::vector<VArg>&
     if (srcs[k].bcast) absl::StrAppend(&s, ", src", k, "_blk_stride=0, src", k, "_rep_stride=0");
   if (!extra.empty()) absl::StrAppend(&s, ", ", extra);
   Op(std::move(s));
-  const sim::Core& c = machine_.core();
-  double per = std::ceil(256.0 / static_cast<double>(c.vector_bytes_per_cycle()));
-  if (special) per *= static_cast<double>(c.vector_special_cycles_per_repeat());
-  vector_cycles_ += static_cast<double>(c.vector_latency_cycles()) + static_cast<double>(repeat) * per;
+  const bool exp_or_ln = absl::StartsWith(mnemonic, "vexp.") || absl::StartsWith(mnemonic, "vln.");
+  const double per = sim::VectorCyclesPerRepeat(machine_, static_cast<int>(256 / std::max<int64_t>(epr, 1)), special,
+                                                exp_or_ln);
+  vector_cycles_ += static_cast<double>(machine_.core().vector_latency_cycles()) + static_cast<double>(repeat) * per;
   (void)dst_es;
   (void)src_es;
 }
