@@ -7,9 +7,10 @@
 // instead of building modules, and time runs on across runs from an offset.
 //
 // The parts share the chip's state (Device::Impl, device_impl.h) and live
-// in files named for them: the HBM arbiter (hbm_arbiter.cc), the AI cores'
-// pipes (core_pipes.cc), the streams (streams.cc), the AICPU cluster
-// (aicpu.cc) and the chip links (links.cc). Here: the chip's threads and a
+// in files named for them: the HBM and L2 arbiters (memory_arbiter.cc; the
+// L2's tags in l2_cache.cc), the AI cores' pipes (core_pipes.cc), the
+// streams (streams.cc), the AICPU cluster (aicpu.cc) and the chip links
+// (links.cc). Here: the chip's threads and a
 // run, the deadlock report, and the API's device memory and programs.
 //
 //===----------------------------------------------------------------------===//
