@@ -29,9 +29,13 @@ fixpipe buffers, GM straight to L0A/L0B) and sizes past the 910B-like
 machine's buffers are counted, not run.
 
   benchmarks/npusim_calibration.py build/tools/kiln/kiln [--machine FILE] [--rows all|some]
+      [--only INSTR,...] [--require-within FRACTION]
 
 prints one line per path (rows, within 10%, the worst error) and, with
---rows all, every row: size, measured, modeled, error.
+--rows all, every row: size, measured, modeled, error. --only keeps the
+rows of those instructions (mmad, GM_L1, vadd, ...); --require-within
+exits 1 when a path has fewer of its rows within 10% than that share (the
+ctest npusim.calibration holds three paths to it).
 """
 import argparse
 import collections
@@ -190,7 +194,11 @@ def main():
     p.add_argument("--table", default=TABLE)
     p.add_argument("--rows", default="some", choices=["all", "some"],
                    help="all: print every row; some: one line per path")
+    p.add_argument("--only", default="", help="comma-separated instructions (mmad, GM_L1, vadd, ...)")
+    p.add_argument("--require-within", type=float, default=0,
+                   help="exit 1 when a path has fewer of its run rows within 10%% than this share")
     a = p.parse_args()
+    only = set(filter(None, a.only.split(",")))
     clock_hz = machine_field(a.machine, "clock_mhz", 1000) * 1e6
     caps = {k: int(machine_field(a.machine, k.lower() + "_kib", d)) << 10
             for k, d in (("L1", 1024), ("UB", 256), ("L0A", 64), ("L0C", 256))}
@@ -199,6 +207,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="kiln-calib-", dir=os.environ.get("TMPDIR")) as d:
         sim = Sim(os.path.abspath(a.kiln), os.path.abspath(a.machine), d)
         for r in rows(a.table):
+            if only and r["instr"] not in only:
+                continue
             pair = pairs.get((r["kind"], r["instr"], r["dtype"]))
             if pair:
                 half = interp(pair, int(r["size"]) / 2)
@@ -228,6 +238,16 @@ def main():
                 print("    %-12s measured %10.2f modeled %10.2f  %+6.1f%%" % (r["size"], float(r["measured"]), m,
                                                                            100 * e))
     print("(%d simulator runs)" % sim.n)
+    short = []
+    for key, items in by_path.items():
+        ran = [(r, m) for r, m, _ in items if m is not None]
+        within = sum(abs((m - float(r["measured"])) / float(r["measured"])) <= 0.10 for r, m in ran)
+        if ran and within < a.require_within * len(ran):
+            short.append("%s: %d of %d within 10%%" % (key, within, len(ran)))
+    if short:
+        print("below --require-within %.2f: %s" % (a.require_within, "; ".join(short)))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
