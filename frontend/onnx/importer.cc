@@ -2,8 +2,6 @@
 #include "frontend/onnx/importer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"

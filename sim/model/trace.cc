@@ -263,12 +263,6 @@ std::vector<Trace::Series> Trace::CounterSeries(const Span& span) const {
   return out;
 }
 
-TraceFormat TraceFormatOf(const std::string& path) {
-  if (absl::EndsWith(path, ".pftrace") || absl::EndsWith(path, ".perfetto-trace")) return TraceFormat::kPerfetto;
-  if (absl::EndsWith(path, ".gz")) return TraceFormat::kJsonGz;
-  return TraceFormat::kJson;
-}
-
 std::string Trace::Write(TraceFormat format, double clock_mhz) const {
   switch (format) {
     case TraceFormat::kJsonGz: return ToJsonGz(clock_mhz);

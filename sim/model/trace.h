@@ -43,10 +43,9 @@ struct TraceOptions {
   std::string kernels;              // ECMAScript regex: only kernels whose name it matches (empty: all)
 };
 
-// The forms a trace is written in, chosen by the file's name: ".pftrace"
-// or ".perfetto-trace" Perfetto's protobuf, ".gz" gzip'd JSON, else JSON.
+// The forms a trace is written in (the caller chooses: kiln's tools by the
+// file's name, target::TraceKindOf).
 enum class TraceFormat { kJson, kJsonGz, kPerfetto };
-TraceFormat TraceFormatOf(const std::string& path);
 
 class Trace {
  public:

@@ -9,9 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"

@@ -7,9 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -24,6 +22,7 @@
 #include "sim/model/device.h"
 #include "sim/model/report.h"
 #include "sim/model/roofline.h"
+#include "target/api/executable.h"
 #include "tools/kiln/cli_util.h"
 #include "tools/kiln/progress_line.h"
 
@@ -172,7 +171,11 @@ int Sim(const std::vector<std::string>& args) {
       return Fail(s);
   if (std::string tr = absl::GetFlag(FLAGS_trace); !tr.empty()) {
     const double mhz = machine.chip().clock_mhz();
-    if (absl::Status s = WriteFile(tr, d.trace().Write(sim::TraceFormatOf(tr), mhz)); !s.ok())
+    const target::ReportKind kind = target::TraceKindOf(tr);
+    const sim::TraceFormat format = kind == target::ReportKind::kTracePerfetto ? sim::TraceFormat::kPerfetto
+                                    : kind == target::ReportKind::kTraceJsonGz ? sim::TraceFormat::kJsonGz
+                                                                               : sim::TraceFormat::kJson;
+    if (absl::Status s = WriteFile(tr, d.trace().Write(format, mhz)); !s.ok())
       return Fail(s);
     if (d.trace().truncated())
       std::cerr << "kiln: warning: the trace reached its size bound and was truncated\n";

@@ -8,9 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
