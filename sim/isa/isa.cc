@@ -180,6 +180,16 @@ bool FindOp(const std::string& name, Op* op) {
   return false;
 }
 
+bool IsSpecialFunction(Op op) {
+  switch (op) {
+    case Op::kVexp: case Op::kVln: case Op::kVsqrt: case Op::kVrsqrt: case Op::kVrec: case Op::kVtanh:
+    case Op::kVsigmoid: case Op::kVerf: case Op::kVdiv:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Pipe ExecPipe(const Inst& in) {
   switch (in.op) {
     case Op::kSetFlag: return static_cast<Pipe>(in.ops[0].imm);

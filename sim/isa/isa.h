@@ -136,6 +136,10 @@ struct OpInfo {
 const OpInfo& Info(Op op);
 const std::vector<OpInfo>& Ops();
 bool FindOp(const std::string& name, Op* op);
+// The vector unit's special functions (exp, ln, sqrt, rsqrt, reciprocal,
+// tanh, sigmoid, erf, division): slower per repeat than plain arithmetic
+// (docs/npu.md, "Timing").
+bool IsSpecialFunction(Op op);
 
 // Attribute indices of the op families (the attrs of every family member
 // are laid out the same way).

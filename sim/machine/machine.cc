@@ -120,12 +120,12 @@ absl::StatusOr<Machine> LoadMachine(const std::string& path) {
 }
 
 double HbmBytesPerCycle(const Machine& m) { return m.chip().hbm_bandwidth_gbps() * 1e3 / m.chip().clock_mhz(); }
-double VectorCyclesPerRepeat(const Machine& m, int element_bytes, bool special, bool exp_or_ln) {
+double VectorCyclesPerRepeat(const Machine& m, Op op, int element_bytes) {
   const Core& k = m.core();
   const double plain = std::ceil(256.0 / static_cast<double>(k.vector_bytes_per_cycle()));
-  if (exp_or_ln && k.vector_exp_ln_elements_per_cycle() > 0)
+  if ((op == Op::kVexp || op == Op::kVln) && k.vector_exp_ln_elements_per_cycle() > 0)
     return std::max(plain, 256.0 / std::max(element_bytes, 1) / k.vector_exp_ln_elements_per_cycle());
-  return special ? plain * static_cast<double>(k.vector_special_cycles_per_repeat()) : plain;
+  return IsSpecialFunction(op) ? plain * static_cast<double>(k.vector_special_cycles_per_repeat()) : plain;
 }
 
 double GmUbBytesPerCycle(const Machine& m) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "sim/isa/isa.h"
 #include "sim/machine/machine.pb.h"
 
 namespace kiln::sim {
@@ -34,13 +35,13 @@ absl::Status ValidateMachine(const Machine& m);
 double HbmBytesPerCycle(const Machine& m);       // chip HBM bandwidth in bytes per core cycle
 double L2BytesPerCycle(const Machine& m);        // chip L2 bandwidth in bytes per core cycle
 double GmUbBytesPerCycle(const Machine& m);      // MTE2 into UB, per core
-// Cycles of one repeat (256 bytes) of a vector instruction on elements of
-// `element_bytes`: special functions (exp, ln, sqrt, division, ...) take
+double L0bBytesPerCycle(const Machine& m);       // MTE1 into L0B, per core
+// Cycles of one repeat (256 bytes) of vector instruction `op` on elements of
+// `element_bytes`: special functions (IsSpecialFunction) take
 // vector_special_cycles_per_repeat times a plain one; exp and ln the
 // machine's element rate where it gives one. The one rule the model and
 // the kernel generators' estimates share.
-double VectorCyclesPerRepeat(const Machine& m, int element_bytes, bool special, bool exp_or_ln);
-double L0bBytesPerCycle(const Machine& m);       // MTE1 into L0B, per core
+double VectorCyclesPerRepeat(const Machine& m, Op op, int element_bytes);
 double HostLinkBytesPerCycle(const Machine& m);  // PCIe bandwidth per direction in bytes per core cycle
 double ChipLinkBytesPerCycle(const Machine& m);  // one chip link's bandwidth per direction in bytes per core cycle
 double UsToCycles(const Machine& m, double us);  // microseconds to core cycles

@@ -143,8 +143,8 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
     if (!WaitUntil(start)) return false;
     // The L2 serves what it holds; HBM the misses and the dirty lines they evict.
     L2Cache::Outcome l2_out;
-    const DevAddr base = c.launch->gm_dev[in.ops[cost.gm_write ? 0 : 1].arg];
-    ForEachGmRun(in, x.addr[cost.gm_write ? 0 : 1], [&](int64_t offset, int64_t len) {
+    ForEachGmRun(in, x.addr, [&](int operand, int64_t offset, int64_t len) {
+      const DevAddr base = c.launch->gm_dev[in.ops[operand].arg];
       l2_tags.Access(base + static_cast<uint64_t>(offset), len, cost.gm_write, &l2_out);
     });
     const double bytes = static_cast<double>(cost.gm_bytes);

@@ -435,16 +435,6 @@ void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContex
   }
 }
 
-bool IsSpecial(Op op) {
-  switch (op) {
-    case Op::kVexp: case Op::kVln: case Op::kVsqrt: case Op::kVrsqrt: case Op::kVrec: case Op::kVtanh:
-    case Op::kVsigmoid: case Op::kVerf: case Op::kVdiv:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // A DMA pipe starts one burst every `gap` cycles: `runs` bursts of `bytes`
 // in all move at most bytes / (runs * gap) per cycle.
 double BurstCap(double pipe_rate, int64_t bytes, int64_t runs, double gap) {
@@ -472,51 +462,55 @@ void Execute(const Inst& in, const std::array<int64_t, 4>& addr, const ExecConte
   }
 }
 
-int64_t GmRuns(const Inst& in) {
+namespace {
+
+// The bursts a DMA instruction moves in GM: `runs` of `len` bytes, `stride`
+// apart, through its operand `operand` (-1: the instruction moves nothing
+// through GM).
+struct GmBursts {
+  int operand = -1;
+  int64_t runs = 0, len = 0, stride = 0;
+};
+
+GmBursts GmBurstsOf(const Inst& in) {
   const auto& a = in.attrs;
   switch (in.op) {
     case Op::kCopyGmL1: case Op::kCopyGmUb:
-      return a[attr::kSrcStride] == a[attr::kLen] ? 1 : a[attr::kNburst];
+      return {1, a[attr::kNburst], a[attr::kLen], a[attr::kSrcStride]};
     case Op::kCopyUbGm:
-      return a[attr::kDstStride] == a[attr::kLen] ? 1 : a[attr::kNburst];
-    case Op::kNd2Nz:
-      return a[attr::kNzSrcRowStride] == a[attr::kNzCols] ? 1 : a[attr::kNzRows];
+      return {0, a[attr::kNburst], a[attr::kLen], a[attr::kDstStride]};
+    case Op::kNd2Nz: {
+      const int64_t es = DTypeSize(in.dtype);
+      return {1, a[attr::kNzRows], a[attr::kNzCols] * es, a[attr::kNzSrcRowStride] * es};
+    }
+    case Op::kFixp: {
+      if (in.ops[0].space != Space::kGm) return {};
+      const int64_t es = DTypeSize(in.dtype);
+      return {0, a[attr::kFxM] * 16, a[attr::kFxN] * 16 * es, a[attr::kFxDstRowStride] * es};
+    }
     default:
-      return 0;
+      return {};
   }
 }
 
-int ForEachGmRun(const Inst& in, int64_t gm_offset, absl::FunctionRef<void(int64_t, int64_t)> f) {
-  const auto& a = in.attrs;
-  int64_t runs = 0, len = 0, stride = 0;
-  int gm = -1;
-  switch (in.op) {
-    case Op::kCopyGmL1: case Op::kCopyGmUb:
-      gm = 1, runs = a[attr::kNburst], len = a[attr::kLen], stride = a[attr::kSrcStride];
-      break;
-    case Op::kCopyUbGm:
-      gm = 0, runs = a[attr::kNburst], len = a[attr::kLen], stride = a[attr::kDstStride];
-      break;
-    case Op::kNd2Nz: {
-      const int64_t es = DTypeSize(in.dtype);
-      gm = 1, runs = a[attr::kNzRows], len = a[attr::kNzCols] * es, stride = a[attr::kNzSrcRowStride] * es;
-      break;
-    }
-    case Op::kFixp: {
-      if (in.ops[0].space != Space::kGm) return -1;
-      const int64_t es = DTypeSize(in.dtype);
-      gm = 0, runs = a[attr::kFxM] * 16, len = a[attr::kFxN] * 16 * es, stride = a[attr::kFxDstRowStride] * es;
-      break;
-    }
-    default:
-      return -1;
-  }
-  if (stride == len) {
-    f(gm_offset, runs * len);
+}  // namespace
+
+int64_t GmRuns(const Inst& in) {
+  const GmBursts b = GmBurstsOf(in);
+  if (b.operand < 0) return 0;
+  return b.stride == b.len ? 1 : b.runs;
+}
+
+void ForEachGmRun(const Inst& in, const std::array<int64_t, 4>& addr,
+                  absl::FunctionRef<void(int operand, int64_t offset, int64_t bytes)> f) {
+  const GmBursts b = GmBurstsOf(in);
+  if (b.operand < 0) return;
+  const int64_t start = addr[b.operand];
+  if (b.stride == b.len) {
+    f(b.operand, start, b.runs * b.len);
   } else {
-    for (int64_t r = 0; r < runs; ++r) f(gm_offset + r * stride, len);
+    for (int64_t r = 0; r < b.runs; ++r) f(b.operand, start + r * b.stride, b.len);
   }
-  return gm;
 }
 
 Cost InstCost(const Inst& in, const Machine& m) {
@@ -607,8 +601,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
     }
     default:
       if (Info(in.op).pipe == Pipe::kVector) {
-        double per_repeat = VectorCyclesPerRepeat(m, DTypeSize(in.dtype), IsSpecial(in.op),
-                                                  in.op == Op::kVexp || in.op == Op::kVln);
+        double per_repeat = VectorCyclesPerRepeat(m, in.op, DTypeSize(in.dtype));
         if (in.op == Op::kVtranspose) per_repeat *= 2;  // 512 bytes a repeat
         c.busy = a[attr::kRepeat] * per_repeat;
         c.elements = a[attr::kRepeat] * a[attr::kMask];  // the active elements of each repeat
@@ -617,7 +610,7 @@ Cost InstCost(const Inst& in, const Machine& m) {
         // read or written in UB for each memory operand.
         int operands = 0;
         for (const Operand& o : in.ops) operands += o.kind == Operand::Kind::kAddr;
-        const double per_element = IsSpecial(in.op) ? e.vector_special_pj_per_element() : e.vector_pj_per_element();
+        const double per_element = IsSpecialFunction(in.op) ? e.vector_special_pj_per_element() : e.vector_pj_per_element();
         c.energy_pj = static_cast<double>(c.elements) * per_element * static_cast<double>(DTypeSize(in.dtype)) / 2 +
                       static_cast<double>(a[attr::kRepeat] * kRepeatBytes * operands) * e.ub_pj_per_byte();
       }

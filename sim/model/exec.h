@@ -51,13 +51,16 @@ struct Cost {
 Cost InstCost(const Inst& in, const Machine& m);
 
 // The bursts (runs of contiguous GM bytes) a DMA instruction moves: its rows,
-// or 1 when they follow each other in GM; 0 for other instructions. A DMA of
-// n bursts moves at most bytes / (n * mte_burst_cycles) per cycle.
+// or 1 when they follow each other in GM; 0 for instructions that move
+// nothing through GM. A DMA of n bursts moves at most
+// bytes / (n * mte_burst_cycles) per cycle.
 int64_t GmRuns(const Inst& in);
 
-// Calls `f(offset, bytes)` for each burst a DMA instruction moves in GM, in
-// order, with `gm_offset` the byte offset of its GM operand; returns the
-// index of that operand (-1, calling nothing, for other instructions).
-int ForEachGmRun(const Inst& in, int64_t gm_offset, absl::FunctionRef<void(int64_t, int64_t)> f);
+// Calls `f(operand, offset, bytes)` for each of those bursts, in order:
+// `operand` is the instruction's GM operand and `offset` the burst's byte
+// offset in its argument (`addr` holds the operands' offsets, as for
+// Execute). Calls nothing for instructions that move nothing through GM.
+void ForEachGmRun(const Inst& in, const std::array<int64_t, 4>& addr,
+                  absl::FunctionRef<void(int operand, int64_t offset, int64_t bytes)> f);
 
 }  // namespace kiln::sim

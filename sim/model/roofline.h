@@ -41,7 +41,6 @@ struct RooflinePoint {
   double memory_bound = 0;
   double compute_bound() const { return cube_bound > vector_bound ? cube_bound : vector_bound; }
   double work() const { return cube_flops + vector_elements; }
-  // Work per HBM byte (0 when it moved none).
   // Work per HBM byte: infinite for work done without HBM traffic (its
   // data all in the L2), 0 for none.
   double intensity() const {

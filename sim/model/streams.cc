@@ -70,9 +70,12 @@ void Device::Impl::StreamMain(int s) {
           Fail(ptr.status());
           return;
         }
-        if (dir == 0) l2_tags.Invalidate(op.dev, op.bytes);
-        if (dir == 0) std::memcpy(*ptr, op.chost, op.bytes);
-        else std::memcpy(op.host, *ptr, op.bytes);
+        if (dir == 0) {
+          l2_tags.Invalidate(op.dev, op.bytes);
+          std::memcpy(*ptr, op.chost, op.bytes);
+        } else {
+          std::memcpy(op.host, *ptr, op.bytes);
+        }
         (dir == 0 ? stats.h2d_bytes : stats.d2h_bytes) += op.bytes;
         link_busy[dir] = false;
         link_ev[dir].notify();

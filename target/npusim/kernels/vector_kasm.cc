@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -33,10 +32,6 @@ std::string GmText(absl::string_view arg, int reg, int64_t off) {
   return absl::StrCat(arg, "[r", reg, " + ", off, "]");
 }
 
-bool IsSpecialOp(absl::string_view op) {
-  return op == "vexp" || op == "vln" || op == "vsqrt" || op == "vrsqrt" || op == "vrec" || op == "vtanh" ||
-         op == "vsigmoid" || op == "verf" || op == "vdiv";
-}
 
 }  // namespace
 
@@ -89,7 +84,7 @@ void Kasm::WaitFlag(absl::string_view src, absl::string_view dst, int id) {
 
 void Kasm::VecOne(absl::string_view mnemonic, VArg dst, const std::vector<VArg>& srcs, int dst_es,
                   const std::vector<int>& src_es, int64_t repeat, int64_t mask, int64_t epr,
-                  std::optional<double> imm, absl::string_view extra, bool special) {
+                  std::optional<double> imm, absl::string_view extra) {
   std::string s = absl::StrCat(mnemonic, " ", UbText(dst.at));
   for (const VArg& a : srcs) absl::StrAppend(&s, ", ", UbText(a.at));
   if (imm) absl::StrAppend(&s, ", ", FloatImm(*imm));
@@ -100,9 +95,10 @@ void Kasm::VecOne(absl::string_view mnemonic, VArg dst, const std::vector<VArg>&
     if (srcs[k].bcast) absl::StrAppend(&s, ", src", k, "_blk_stride=0, src", k, "_rep_stride=0");
   if (!extra.empty()) absl::StrAppend(&s, ", ", extra);
   Op(std::move(s));
-  const bool exp_or_ln = absl::StartsWith(mnemonic, "vexp.") || absl::StartsWith(mnemonic, "vln.");
-  const double per = sim::VectorCyclesPerRepeat(machine_, static_cast<int>(256 / std::max<int64_t>(epr, 1)), special,
-                                                exp_or_ln);
+  // Its cost by the model's own rule for the op the mnemonic names.
+  sim::Op op = sim::Op::kVadd;
+  sim::FindOp(std::string(mnemonic.substr(0, mnemonic.find('.'))), &op);
+  const double per = sim::VectorCyclesPerRepeat(machine_, op, static_cast<int>(256 / std::max<int64_t>(epr, 1)));
   vector_cycles_ += static_cast<double>(machine_.core().vector_latency_cycles()) + static_cast<double>(repeat) * per;
   (void)dst_es;
   (void)src_es;
@@ -132,11 +128,10 @@ void Kasm::Vec(absl::string_view op, sim::DType dt, VArg dst, const std::vector<
   int es = sim::DTypeSize(dt);
   int64_t epr = 256 / es;
   std::string mn = absl::StrCat(op, ".", sim::DTypeName(dt));
-  bool special = IsSpecialOp(op);
   Split(n, epr, [&](int64_t e, int64_t rep, int64_t mask) {
     std::vector<VArg> s;
     for (const VArg& a : srcs) s.push_back(Advance(a, e * es));
-    VecOne(mn, Advance(dst, e * es), s, es, {}, rep, mask, epr, imm, "", special);
+    VecOne(mn, Advance(dst, e * es), s, es, {}, rep, mask, epr, imm, "");
   });
 }
 
@@ -147,8 +142,7 @@ void Kasm::Conv(sim::DType to, sim::DType from, VArg dst, VArg src, int64_t n, a
   std::string mn = absl::StrCat("vconv.", sim::DTypeName(to), ".", sim::DTypeName(from));
   std::string extra = round.empty() ? "" : absl::StrCat("round=", round);
   Split(n, epr, [&](int64_t e, int64_t rep, int64_t mask) {
-    VecOne(mn, Advance(dst, e * des), {Advance(src, e * ses)}, des, {ses}, rep, mask, epr, std::nullopt, extra,
-           false);
+    VecOne(mn, Advance(dst, e * des), {Advance(src, e * ses)}, des, {ses}, rep, mask, epr, std::nullopt, extra);
   });
 }
 
@@ -156,8 +150,7 @@ void Kasm::Raw(absl::string_view mnemonic, Ub dst, const std::vector<Ub>& srcs, 
                int64_t epr, absl::string_view extra, std::optional<double> imm) {
   std::vector<VArg> s;
   for (const Ub& u : srcs) s.push_back(V(u));
-  absl::string_view op = mnemonic.substr(0, mnemonic.find('.'));
-  VecOne(mnemonic, V(dst), s, 0, {}, repeat, mask, epr, imm, extra, IsSpecialOp(op));
+  VecOne(mnemonic, V(dst), s, 0, {}, repeat, mask, epr, imm, extra);
 }
 
 void Kasm::CopyBits(sim::DType dt, Ub dst, Ub src, int64_t n) {
@@ -167,8 +160,7 @@ void Kasm::CopyBits(sim::DType dt, Ub dst, Ub src, int64_t n) {
 
 void Kasm::Reduce(absl::string_view op, sim::DType dt, Ub dst, Ub src, int64_t repeat, int64_t mask) {
   int64_t epr = 256 / sim::DTypeSize(dt);
-  VecOne(absl::StrCat(op, ".", sim::DTypeName(dt)), V(dst), {V(src)}, 0, {}, repeat, mask, epr, std::nullopt, "",
-         false);
+  VecOne(absl::StrCat(op, ".", sim::DTypeName(dt)), V(dst), {V(src)}, 0, {}, repeat, mask, epr, std::nullopt, "");
 }
 
 void Kasm::Brcb(sim::DType dt, Ub dst, Ub src, int64_t repeat) {

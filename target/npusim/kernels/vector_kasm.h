@@ -99,7 +99,7 @@ class Kasm {
  private:
   void VecOne(absl::string_view mnemonic, VArg dst, const std::vector<VArg>& srcs, int dst_es,
               const std::vector<int>& src_es, int64_t repeat, int64_t mask, int64_t epr, std::optional<double> imm,
-              absl::string_view extra, bool special);
+              absl::string_view extra);
 
   const sim::Machine& machine_;
   std::string name_;
