@@ -23,8 +23,8 @@ double L2Util(const KernelStats& k, const Machine& m) {
   return (k.l2_hit_bytes + k.l2_write_bytes) / (L2BytesPerCycle(m) * d);
 }
 
-std::string HitRateText(int64_t hits, int64_t misses) {
-  const double rate = L2HitRate(hits, misses);
+std::string HitRateText(const Machine& m, int64_t hits, int64_t misses) {
+  const double rate = L2HitRate(m, hits, misses);
   return rate < 0 ? "-" : absl::StrFormat("%.1f%%", 100 * rate);
 }
 
@@ -44,10 +44,10 @@ std::string KernelBound(const KernelStats& k, const Machine& m) {
   switch (static_cast<Pipe>(top)) {
     case Pipe::kCube: case Pipe::kVector: return absl::StrCat("compute (", PipeTraceName(static_cast<Pipe>(top)), ")");
     case Pipe::kMte2: case Pipe::kMte3: {
-      const char* what = HbmUtil(k, m) >= 0.5                          ? "HBM bandwidth ("
-                         : L2Util(k, m) >= 0.5                         ? "L2 bandwidth ("
-                         : L2HitRate(k.l2_hit_bytes, k.l2_miss_bytes) > 0.5 ? "L2 latency ("
-                                                                          : "HBM latency (";
+      const char* what = HbmUtil(k, m) >= 0.5                                 ? "HBM bandwidth ("
+                         : L2Util(k, m) >= 0.5                                ? "L2 bandwidth ("
+                         : L2HitRate(m, k.l2_hit_bytes, k.l2_miss_bytes) > 0.5 ? "L2 latency ("
+                                                                               : "HBM latency (";
       return absl::StrCat(what, PipeName(static_cast<Pipe>(top)), ")");
     }
     case Pipe::kMte1: case Pipe::kFixp: return absl::StrCat("internal transfer (", PipeName(static_cast<Pipe>(top)), ")");
@@ -70,7 +70,7 @@ std::string ReportText(const RunStats& s, const Machine& m) {
                           KernelEnergyJ(k) * 1e6);
     if (m.chip().l2_size_mib() > 0)
       absl::StrAppendFormat(&out, "  L2 hit rate %s (hits %d B, writes absorbed %d B), L2 %.1f%% busy\n",
-                            HitRateText(k.l2_hit_bytes, k.l2_miss_bytes), k.l2_hit_bytes, k.l2_write_bytes,
+                            HitRateText(m, k.l2_hit_bytes, k.l2_miss_bytes), k.l2_hit_bytes, k.l2_write_bytes,
                             100 * L2Util(k, m));
     absl::StrAppendFormat(&out, "  %-7s %14s %14s %10s %7s %12s\n", "pipe", "busy cycles", "stall cycles", "insts",
                           "busy%", "energy uJ");
@@ -95,16 +95,16 @@ std::string ReportText(const RunStats& s, const Machine& m) {
   return out;
 }
 
-double L2HitRate(int64_t hit_bytes, int64_t miss_bytes) {
+double L2HitRate(const Machine& m, int64_t hit_bytes, int64_t miss_bytes) {
   const int64_t reads = hit_bytes + miss_bytes;
-  return reads > 0 ? static_cast<double>(hit_bytes) / static_cast<double>(reads) : -1;
+  return m.chip().l2_size_mib() > 0 && reads > 0 ? static_cast<double>(hit_bytes) / static_cast<double>(reads) : -1;
 }
 
 std::string L2Line(const RunStats& s, const Machine& m) {
   if (m.chip().l2_size_mib() == 0) return "";
   return absl::StrFormat("L2 %d MiB: %s of reads hit (%d B; %d B missed, %d B of lines from HBM), %d B of writes "
                          "absorbed, %d B of dirty lines written back\n",
-                         m.chip().l2_size_mib(), HitRateText(s.l2_hit_bytes, s.l2_miss_bytes), s.l2_hit_bytes,
+                         m.chip().l2_size_mib(), HitRateText(m, s.l2_hit_bytes, s.l2_miss_bytes), s.l2_hit_bytes,
                          s.l2_miss_bytes, s.hbm_read_bytes, s.l2_write_bytes, s.hbm_write_bytes);
 }
 
@@ -140,8 +140,8 @@ std::string ReportCsv(const RunStats& s, const Machine& m) {
     const KernelStats& k = s.kernels[i];
     double d = k.end_cycle - k.start_cycle;
     std::string common = absl::StrFormat("%.0f,%.4f,%.4f,%s", d, CubeUtil(k), HbmUtil(k, m), KernelBound(k, m));
-    const double hit = L2HitRate(k.l2_hit_bytes, k.l2_miss_bytes);
-    const std::string l2 = m.chip().l2_size_mib() > 0 && hit >= 0 ? absl::StrFormat("%.4f", hit) : "";
+    const double hit = L2HitRate(m, k.l2_hit_bytes, k.l2_miss_bytes);
+    const std::string l2 = hit >= 0 ? absl::StrFormat("%.4f", hit) : "";
     PipeStats total;
     for (int p = 0; p < kNumPipes; ++p) {
       const PipeStats& ps = k.pipes[p];

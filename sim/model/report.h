@@ -23,8 +23,8 @@ namespace kiln::sim {
 
 std::string KernelBound(const KernelStats& k, const Machine& m);
 // The share of a kernel's (or run's) GM read bytes the L2 served, 0..1;
-// -1 for one that read nothing from GM.
-double L2HitRate(int64_t hit_bytes, int64_t miss_bytes);
+// -1 on a machine without an L2, or for one that read nothing from GM.
+double L2HitRate(const Machine& m, int64_t hit_bytes, int64_t miss_bytes);
 // "L2 32 MiB: 87.3% of reads hit (1234 B; 567 B missed, 1024 B of lines
 // from HBM), 890 B of writes absorbed, 512 B of dirty lines written back":
 // the run's L2 traffic; empty for a machine without an L2.

@@ -571,7 +571,7 @@ std::vector<NpusimExecutable::TaskRow> NpusimExecutable::TaskRows() const {
     r.bound = sim::KernelBound(ks, machine_);
     r.hbm_read = ks.hbm_read_bytes;
     r.hbm_write = ks.hbm_write_bytes;
-    if (machine_.chip().l2_size_mib() > 0) r.l2_hit_rate = sim::L2HitRate(ks.l2_hit_bytes, ks.l2_miss_bytes);
+    r.l2_hit_rate = sim::L2HitRate(machine_, ks.l2_hit_bytes, ks.l2_miss_bytes);
     r.energy_uj = sim::KernelEnergyJ(ks) * 1e6;
     rows.push_back(std::move(r));
   }
@@ -580,7 +580,6 @@ std::vector<NpusimExecutable::TaskRow> NpusimExecutable::TaskRows() const {
 
 std::string NpusimExecutable::ReportTasksCsv() const {
   TasksReport report;
-  const bool l2 = machine_.chip().l2_size_mib() > 0;
   for (const TaskRow& r : TaskRows()) {
     if (!r.shown) continue;
     TaskReportRow t;
@@ -602,7 +601,7 @@ std::string NpusimExecutable::ReportTasksCsv() const {
   report.total.estimated_cycles = summary_.estimated_cycles;
   report.total.hbm_read_bytes = s.hbm_read_bytes;
   report.total.hbm_write_bytes = s.hbm_write_bytes;
-  if (l2) report.total.l2_hit_rate = sim::L2HitRate(s.l2_hit_bytes, s.l2_miss_bytes);
+  report.total.l2_hit_rate = sim::L2HitRate(machine_, s.l2_hit_bytes, s.l2_miss_bytes);
   report.total.energy_uj = sim::EnergyOf(s, machine_).total_j() * 1e6;
   return TasksCsv(report);
 }
