@@ -51,15 +51,15 @@ int TileFile(const std::string& path, const std::vector<tile::TileCostFigures>& 
   if (!text.ok()) return Fail(text.status());
   auto kernel = tile::Parse(*text);
   if (!kernel.ok()) return Fail(absl::StrCat(path, ": ", kernel.status().message()));
-  for (const tile::TileCostFigures& figures : targets) {
-    if (absl::Status s = tile::Verify(*kernel, figures.target); !s.ok()) {
-      // Named only where the kernel verified elsewhere: a rule every target
-      // holds fails alike on each.
-      const bool only_here = std::any_of(targets.begin(), targets.end(), [&](const tile::TileCostFigures& f) {
-        return tile::Verify(*kernel, f.target).ok();
-      });
-      return Fail(absl::StrCat(path, ": ", s.message(), only_here ? " (on target " + figures.target.name + ")" : ""));
-    }
+  std::vector<absl::Status> verified;
+  for (const tile::TileCostFigures& figures : targets) verified.push_back(tile::Verify(*kernel, figures.target));
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (verified[i].ok()) continue;
+    // The target is named only where the kernel verified on another: a
+    // rule every target holds fails alike on each.
+    const bool elsewhere = std::any_of(verified.begin(), verified.end(), [](const absl::Status& s) { return s.ok(); });
+    return Fail(absl::StrCat(path, ": ", verified[i].message(),
+                             elsewhere ? " (on target " + targets[i].target.name + ")" : ""));
   }
   std::cout << tile::Print(*kernel);
   return 0;

@@ -72,7 +72,6 @@ sim::DType IsaOf(const Value* v) {
 
 sim::DType ComputeOf(sim::DType t) { return t == sim::DType::kS32 ? sim::DType::kS32 : sim::DType::kF32; }
 
-
 namespace {
 
 constexpr const char* kV = "VECTOR";

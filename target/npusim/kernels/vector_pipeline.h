@@ -49,7 +49,6 @@ sim::DType IsaOf(const Value* v);
 // float type (f16 and bf16 convert on the way in and out), s32 for s32.
 sim::DType ComputeOf(sim::DType t);
 
-
 //===--- Pieces shared by the skeletons and the custom kernels ---------------===//
 
 int64_t UbBytes(const sim::Machine& m);

@@ -31,10 +31,10 @@
 #include <cmath>
 #include <vector>
 
-#include "sim/machine/machine.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/support/status.h"
+#include "sim/machine/machine.h"
 #include "target/backend/window.h"
 #include "target/npusim/kernels/vector_internal.h"
 #include "target/npusim/kernels/vector_pipeline.h"
