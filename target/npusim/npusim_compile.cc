@@ -21,7 +21,9 @@
 #include "sim/isa/encode.h"
 #include "sim/machine/machine.h"
 #include "target/artifact/artifact_io.h"
+#include "runtime/step_loop.h"
 #include "target/backend/copy_pieces.h"
+#include "target/backend/donation.h"
 #include "target/backend/memory_plan.h"
 #include "target/npusim/allreduce_buckets.h"
 #include "target/npusim/kernels/cube.h"
@@ -76,9 +78,11 @@ bool IsView(const Node& n) {
 
 absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& n, const sim::Machine& machine,
                                          const CompileOptions& options, bool want_tile_ir = false,
-                                         const absl::flat_hash_set<const Value*>* c1hwc0 = nullptr) {
+                                         const absl::flat_hash_set<const Value*>* c1hwc0 = nullptr,
+                                         bool in_place = false) {
   npusim::KernelRequest req;
   req.node = &n;
+  req.in_place = in_place;
   req.machine = &machine;
   req.fp16_matrix = options.precision == Precision::kFp16;
   req.want_tile_ir = want_tile_ir;
@@ -88,7 +92,7 @@ absl::StatusOr<GeneratedKernel> Generate(const std::string& engine, const Node& 
   }
   if (engine == "cube") return npusim::GenerateCubeKernel(req);
   if (engine == "vector") {
-    if (HasCopyPieces(n)) return npusim::GenerateMoveKernel(req);
+    if (HasCopyPieces(n) || npusim::IsIndexedMove(n)) return npusim::GenerateMoveKernel(req);
     return npusim::GenerateVectorKernel(req);
   }
   return absl::InvalidArgumentError(absl::StrCat("no kernel generator for engine '", engine, "'"));
@@ -552,6 +556,25 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
 
   BufferTable buffers(module);
   for (const Value* v : g.inputs()) buffers.Add(v, Buffer::INPUT);
+  // Step outputs NAME.next computed over their inputs NAME (a KV cache's
+  // scatter writes its new positions only), so a loop copies nothing.
+  absl::flat_hash_set<const Node*> in_place;
+  {
+    std::vector<std::string> in_names, out_names;
+    for (const Value* v : g.inputs()) in_names.push_back(v->name());
+    for (const Value* v : g.outputs()) out_names.push_back(v->name());
+    std::vector<std::pair<const Value*, const Value*>> feeds;
+    for (const runtime::StepFeed& f : runtime::StepFeeds(in_names, out_names))
+      feeds.emplace_back(g.inputs()[f.input], g.outputs()[f.output]);
+    // An AICPU task reads its operands before it writes: in place too.
+    for (const Donation& d : FindDonations(g, feeds, IsView, [](const Node& n) {
+           return npusim::WritesInPlace(n) && OnDevice(n.output(0));
+         })) {
+      buffers.Alias(d.output, d.input);
+      module->mutable_buffers(buffers.Get(d.output))->set_donated(true);
+      in_place.insert(d.writer);
+    }
+  }
   for (const Value* v : g.outputs()) {
     if (v->is_constant()) buffers.Add(v, Buffer::CONSTANT);
     else if (v->producer() && !IsView(*v->producer())) buffers.Add(v, Buffer::OUTPUT);
@@ -640,7 +663,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     absl::StatusOr<GeneratedKernel> kernel = absl::UnimplementedError("");
     if (engine == "cube" || engine == "vector") {
       if (auto it = kernels.find(n); it != kernels.end()) kernel = std::move(it->second);
-      else kernel = Generate(engine, *n, machine, options, /*want_tile_ir=*/false, &c1hwc0);
+      else kernel = Generate(engine, *n, machine, options, /*want_tile_ir=*/false, &c1hwc0, in_place.contains(n));
       if (!kernel.ok() && !OrderBlind(*n) && TouchesC1hwc0(*n, c1hwc0))
         return absl::InternalError(absl::StrCat("node '", task->node(), "': the kernel for an NC1HWC0 tensor: ",
                                                 kernel.status().message()));

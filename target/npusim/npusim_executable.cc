@@ -311,7 +311,14 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   const artifact::NpusimModule& m = *im.module;
   sim::Device& d = *device_;
   const int batches = std::max(1, options.batches);
-  const int num_slots = batches > 1 ? 2 : 1;
+  // A loop whose fed outputs are computed over their inputs (donated) keeps
+  // them in one place: one activation region, so no step copies them.
+  int donated_feeds = 0;
+  for (const StepFeed& f : options.feeds)
+    if (f.input >= 0 && f.input < m.input_buffers_size() && f.output >= 0 && f.output < m.output_buffers_size() &&
+        im.Root(m.input_buffers(f.input)) == im.Root(m.output_buffers(f.output)))
+      ++donated_feeds;
+  const int num_slots = batches > 1 && donated_feeds == 0 ? 2 : 1;
   im.functional = options.functional;
   while (static_cast<int>(im.slots.size()) < num_slots) {
     KILN_ASSIGN_OR_RETURN(sim::DevAddr a, d.Malloc(std::max<int64_t>(m.device_bytes(), 512)));
@@ -519,7 +526,11 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   // A loop's variables stay on the device: not part of a step's transfers.
   int64_t in_bytes = 0, out_bytes = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (fed_input[i] >= 0) summary_.fed_bytes += static_cast<int64_t>(inputs[i].nbytes());
+    if (fed_input[i] >= 0) {
+      summary_.fed_bytes += static_cast<int64_t>(inputs[i].nbytes());
+      if (im.Root(m.input_buffers(i)) == im.Root(m.output_buffers(fed_input[i])))
+        summary_.donated_bytes += static_cast<int64_t>(inputs[i].nbytes());
+    }
     else in_bytes += static_cast<int64_t>(inputs[i].nbytes());
   }
   for (size_t i = 0; i < result.size(); ++i)
@@ -647,10 +658,14 @@ std::string NpusimExecutable::ReportText() const {
                           sim::EnergyOf(s, machine_).total_j() * 1e6 / summary_.batches);
   out += sim::SimulatorSpeedLine(s);
   if (summary_.loop) {
-    absl::StrAppendFormat(&out,
-                          "training loop on the device: the parameters and optimizer state (%d B) cross PCIe once "
-                          "each way and move from step to step by copies within HBM\n",
+    const int64_t copied = summary_.fed_bytes - summary_.donated_bytes;
+    absl::StrAppendFormat(&out, "loop on the device: the state fed from step to step (%d B) crosses PCIe once each way",
                           summary_.fed_bytes);
+    if (summary_.donated_bytes)
+      absl::StrAppendFormat(&out, "; %d B of it computed in place (donated: NAME.next written over NAME)",
+                            summary_.donated_bytes);
+    if (copied) absl::StrAppendFormat(&out, "; %d B copied within HBM each step", copied);
+    out += "\n";
   }
   if (s.collectives > 0) {
     double last = 0;

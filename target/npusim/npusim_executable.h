@@ -49,6 +49,7 @@ struct NpusimRunSummary {
   int batches = 1;
   bool loop = false;  // the batches were the steps of a loop with feeds
   int64_t fed_bytes = 0;  // a loop: the bytes of the fed inputs (the variables)
+  int64_t donated_bytes = 0;  // ... of which computed in place (Buffer.donated: no copy between steps)
   double compute_cycles = 0;   // one batch's tasks, from the first kernel's start to the last task's end
   // One batch's host<->device copies at the link's bandwidth and latency,
   // in the slower direction (H2D and D2H have a lane each).

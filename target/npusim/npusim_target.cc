@@ -88,6 +88,9 @@ const OpTables& Tables() {
     t->vector_dtype = CoreNumeric;
     t->vector_dtype_refusal = "the vector unit has no f64, string or complex support";
     t->copies = [](const Node& n, const std::function<Placement(std::string)>& fallback) -> std::optional<Placement> {
+      if (npusim::IsIndexedMove(n) && AllTensorsAre(n, CoreNumeric))
+        return Placement{"vector", "data movement by DMA, each update written where an index the scalar unit reads "
+                                   "(ld) says"};
       if (!HasCopyPieces(n)) return std::nullopt;
       if (!AllTensorsAre(n, [](DType t) { return t != DType::kString; })) return fallback("strings live on the host");
       if (n.op() == "Gather" && !(n.input(1) && n.input(1)->is_constant()))

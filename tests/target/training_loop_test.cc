@@ -245,7 +245,7 @@ TEST(TrainingLoop, OnTheDeviceAsFromTheHost) {
   EXPECT_EQ(stats.h2d_bytes, steps * data_bytes + variable_bytes);
   EXPECT_EQ(stats.d2d_bytes, (steps - 1) * variable_bytes);
   EXPECT_TRUE(target::NpusimOf(*loaded)->summary().loop);
-  EXPECT_NE(target::NpusimOf(*loaded)->ReportText().find("training loop on the device"), std::string::npos);
+  EXPECT_NE(target::NpusimOf(*loaded)->ReportText().find("loop on the device"), std::string::npos);
 
   // A feed between buffers of different sizes is refused.
   target::NpusimRunOptions bad = ro;

@@ -61,6 +61,10 @@ struct KernelRequest {
   // through img2col or not at all.
   bool x_c1hwc0 = false;
   bool y_c1hwc0 = false;
+  // Output 0 shares input 0's bytes (the driver donated them: a step's
+  // NAME.next over NAME; target/backend/donation.h): the kernel writes only
+  // what differs from input 0 (WritesInPlace in move.h names the ops).
+  bool in_place = false;
 };
 
 // A constant argument a kernel reads as its fractal image: the matrix

@@ -27,6 +27,20 @@ namespace kiln::target::npusim {
 // (HasCopyPieces), where the DMA can do them. Gather along axis 0 by
 // indices read at run time too: the scalar unit reads them from UB (`ld`)
 // and addresses each row's DMA.
+// ScatterElements (no reduction) by indices read at run time, too: data
+// copied to the output (unless KernelRequest::in_place), then each update
+// written where its index says; where the indices are an Expand that
+// repeats one index along the trailing axes (a KV cache's new positions),
+// each index moves a whole run of updates.
 absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req);
+
+// The moves without copy pieces GenerateMoveKernel also runs (ScatterElements).
+bool IsIndexedMove(const Node& n);
+// ScatterElements' kernel (move_scatter.cc); GenerateMoveKernel's for it.
+absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req);
+
+// Whether the node's kernel (or its AICPU task) can write output 0 over
+// input 0, moving only what changes: ScatterElements without reduction.
+bool WritesInPlace(const Node& n);
 
 }  // namespace kiln::target::npusim

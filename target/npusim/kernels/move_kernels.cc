@@ -212,6 +212,7 @@ absl::StatusOr<GeneratedKernel> GenerateIndexedGather(const KernelRequest& req) 
 absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   const Node& n = *req.node;
   const sim::Machine& m = *req.machine;
+  if (IsIndexedMove(n)) return GenerateScatterKernel(req);
   if (!HasCopyPieces(n)) return absl::UnimplementedError(absl::StrCat("no data-movement kernel for ", n.QualifiedOp()));
   for (const Value* v : n.inputs())
     if (v && (!v->type().is_tensor() || !v->type().shape().is_static() || v->type().dtype() == DType::kString))
