@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/text_format.h"
@@ -505,8 +506,12 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   };
   absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
   bool narrowed = false;
+  bool fused_attention = true;
+  if (std::string v = options.Setting("fused-attention"); !v.empty() && !absl::SimpleAtob(v, &fused_attention))
+    return absl::InvalidArgumentError(absl::StrCat("--fused-attention=", v, ": expected true or false"));
   auto keep = [&](Node* n) {
     if (kernels.contains(n)) return true;
+    if (n->domain() == "kiln" && n->op() == "Attention" && !fused_attention) return false;
     if (n->domain() == "kiln" && n->op() == "Fused" && (!options.fusion || (narrows && !narrowed)))
       return false;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);

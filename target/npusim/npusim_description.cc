@@ -75,6 +75,9 @@ TargetDescription DescriptionOf(const sim::Machine& m) {
        "data-parallel steps (`kiln opt --replicas=N`): how the gradients' AllReduces are grouped into collectives "
        "on the chip links: search (default: the split points that end the last one soonest, by the compile-time "
        "estimates), ddp (PyTorch DDP's 25 MiB buckets, the first at 1 MiB), single, per-tensor, or a size in MiB"},
+      {"fused-attention", SettingSpec::Type::kBool, "BOOL",
+       "kiln.Attention as one kernel where it runs (default true: FlashAttention's schedule, the scores kept on "
+       "chip); false splits it back into MatMul, Softmax and MatMul, to see what fusing buys"},
   };
   d.bundles_gears = true;
   d.explains_artifacts = true;

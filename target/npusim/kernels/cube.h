@@ -17,6 +17,12 @@ namespace kiln::target::npusim {
 // cannot run it (the driver records it as the AICPU fallback reason).
 absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req);
 
+// kiln.Attention as one kernel (cube_attention.cc): FlashAttention's
+// schedule, the cube's two products and the vector unit's online softmax
+// overlapping; an error says what it does not run (the driver splits the
+// node back).
+absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req);
+
 // Whether `candidate` may join the fusion group of a matrix op whose members
 // so far are `group` (the anchor first): what the cube's fused kernels take
 // (GemmSpecOf: a MatMul's operand Transposes, then a Mul by a scalar,

@@ -102,6 +102,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
     return gm;
   }
   if (node.domain() == "kiln" && node.op() == "Fused") return GenerateMatrixGemm(node, req);
+  if (node.domain() == "kiln" && node.op() == "Attention") return GenerateCubeAttention(req);
   return absl::UnimplementedError(absl::StrCat("no cube kernel for ", node.QualifiedOp(), " yet"));
 }
 

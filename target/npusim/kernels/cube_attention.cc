@@ -1,0 +1,490 @@
+//===- cube_attention.cc - kiln.Attention as one kernel, FlashAttention's schedule -===//
+//
+// One block per (batch x head, 64-row tile of Q) at a time. Its Q tile
+// stays in L0A; the K and V tiles of 64 keys stream past it:
+//
+//   cube    S_j = Q K_j^T (fp32 in L0C; FIXP brings it to UB)
+//   vector  S_j = scale S_j + mask; m' = max(m, rowmax S_j); alpha = exp(m - m');
+//           P_j = exp(S_j - m'); l = alpha l + rowsum P_j; P_j to fp16
+//   MTE3/2  P_j through a workspace in GM (the L2 holds it) into L1: the
+//           vector unit cannot write L1; it writes P as L0A's fractals, so
+//           the round trip is two contiguous copies
+//   cube    O_j = P_j V_j; vector O = alpha O + O_j
+//
+// and at the end Y = O / l, in fp16. The S x S scores never reach HBM
+// (only a 64 x 64 fp16 tile of P at a time, which the L2 absorbs). The
+// tiles are double-buffered and the program is a software pipeline: the
+// cube's S_{j+2} and O_j are issued around the vector unit's softmax of
+// S_{j+1}, so the cube and the vector unit work at once. Each (row tile,
+// key tiles) body is straight-line code whose flags PipeSync derives from
+// the buffers each instruction touches; a causal attention has a body per
+// row tile (its key tiles end at the diagonal, whose tile adds a
+// triangular mask), the others one body for all.
+//
+// Runs: f16 Q, K, V (K not transposed) with the same batch dims, head size
+// a multiple of 16 up to 128, sequence lengths multiples of 64; no mask, a
+// causal one, or an additive f16/f32 mask whose rows and batch dims are
+// the scores' or 1. The rest is split back into MatMul, Softmax and MatMul.
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
+#include "graph/support/status.h"
+#include "sim/isa/asm.h"
+#include "sim/machine/machine.h"
+#include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/cube_kasm.h"
+#include "target/npusim/kernels/pipe_sync.h"
+
+namespace kiln::target::npusim {
+namespace {
+
+using sim::Pipe;
+
+constexpr int64_t kAttTile = 64;         // rows of Q and keys per tile
+constexpr int64_t kMaxBodyTiles = 2200;  // key tiles over all bodies (the program is unrolled)
+// Key tiles whose K and V one load brings into L1: a DMA's completion
+// latency (HBM's) is paid by the flag after it, once per group.
+constexpr int64_t kGroup = 4;
+
+absl::Status Refuse(absl::string_view why) { return absl::UnimplementedError(absl::StrCat("fused attention: ", why)); }
+
+// Registers of the attention program.
+enum Reg { rItem = 0, rBlockDim, rBh, rI, rQ, rKv, rTmp, rMask, rWs, rB, rH, kRegs };
+
+struct Geometry {
+  int64_t bh = 1, s = 0, l = 0, d = 0;  // batch x heads, query rows, keys, head size
+  int64_t heads = 1;                    // the last batch dim (the mask's head axis)
+  int64_t nq = 0, nk = 0;               // tiles of Q rows and of keys
+  bool causal = false;
+  double scale = 1;
+  // An additive mask: its dtype's size (0: none), the elements between its
+  // rows (0: one row for all), per batch item and per head (0: broadcast).
+  int64_t mask_es = 0, mask_row = 0, mask_b = 0, mask_h = 0;
+};
+
+absl::StatusOr<Geometry> GeometryOf(const Node& n) {
+  if (n.num_inputs() < 3) return Refuse("Q, K and V are needed");
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    const Value* v = n.input(i);
+    if (i < 3 && !v) return Refuse("Q, K and V are needed");
+    if (v && (!v->type().is_tensor() || !v->type().shape().is_static())) return Refuse("shapes known at compile time");
+  }
+  const Value* q = n.input(0);
+  const Value* k = n.input(1);
+  const Value* v = n.input(2);
+  for (const Value* x : {q, k, v, static_cast<const Value*>(n.output(0))})
+    if (x->type().dtype() != DType::kF16) return Refuse("f16 Q, K and V (fp32 runs split back)");
+  if (n.GetInt("k_transposed", 0)) return Refuse("K given transposed");
+  const Dims qd = q->type().shape().StaticDims(), kd = k->type().shape().StaticDims(),
+             vd = v->type().shape().StaticDims();
+  if (qd.size() < 2 || kd.size() != qd.size() || vd.size() != qd.size()) return Refuse("Q, K and V of one rank");
+  Geometry g;
+  const size_t r = qd.size();
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (kd[i] != qd[i] || vd[i] != qd[i]) return Refuse("batch dims broadcast between Q, K and V");
+    g.bh *= qd[i];
+  }
+  g.heads = r > 2 ? qd[r - 3] : 1;
+  g.s = qd[r - 2];
+  g.d = qd[r - 1];
+  g.l = kd[r - 2];
+  if (kd[r - 1] != g.d || vd[r - 2] != g.l || vd[r - 1] != g.d) return Refuse("V's head size differs from Q's");
+  if (g.d % 16 || g.d > 128) return Refuse("a head size that is a multiple of 16 up to 128");
+  if (g.s % kAttTile || g.l % kAttTile || g.s == 0 || g.l == 0) return Refuse("sequence lengths that are multiples of 64");
+  g.nq = g.s / kAttTile;
+  g.nk = g.l / kAttTile;
+  g.causal = n.GetInt("causal", 0) != 0;
+  g.scale = n.GetFloat("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.d))));
+  if (n.num_inputs() > 3 && n.input(3)) {
+    const Type& mt = n.input(3)->type();
+    if (mt.dtype() != DType::kF16 && mt.dtype() != DType::kF32) return Refuse("an additive f16 or f32 mask");
+    Dims md = mt.shape().StaticDims();
+    if (md.size() > r) return Refuse("a mask of higher rank than the scores");
+    md.insert(md.begin(), r - md.size(), 1);
+    if (md[r - 1] != g.l) return Refuse("a mask with a column per key");
+    if (md[r - 2] != g.s && md[r - 2] != 1) return Refuse("a mask with a row per query or one for all");
+    // Batch dims: all 1, or the scores' on the last (heads) and the ones before it (batch).
+    int64_t outer = 1, outer_scores = 1;
+    for (size_t i = 0; i + 3 < r; ++i) {
+      if (md[i] != 1 && md[i] != qd[i]) return Refuse("a mask whose batch dims broadcast partly");
+      outer *= md[i];
+      outer_scores *= qd[i];
+    }
+    if (outer != 1 && outer != outer_scores) return Refuse("a mask whose batch dims broadcast partly");
+    if (r > 2 && md[r - 3] != 1 && md[r - 3] != g.heads) return Refuse("a mask whose head dim broadcasts partly");
+    g.mask_es = static_cast<int64_t>(DTypeSize(mt.dtype()));
+    g.mask_row = md[r - 2] == 1 ? 0 : g.l;
+    const int64_t plane = (md[r - 2] == 1 ? 1 : g.s) * g.l;
+    g.mask_h = r > 2 && md[r - 3] != 1 ? plane : 0;
+    g.mask_b = outer != 1 ? plane * (r > 2 ? md[r - 3] : 1) : 0;
+  }
+  return g;
+}
+
+// Buffer offsets (bytes) in each on-chip memory.
+struct Layout {
+  int64_t l1_q, l1_k[2], l1_v[2], l1_p[2];
+  int64_t l0a_q, l0a_p[2];
+  int64_t l0b_k[2], l0b_v[2];
+  int64_t l0c_s[2], l0c_o[2];
+  int64_t ub_s[2], ub_p[2], ub_pv[2], ub_o, ub_oh, ub_mk[2], ub_mst[2], ub_tri;
+  int64_t ub_rmax, ub_rsum, ub_m[2], ub_alpha[2], ub_l, ub_tmp, ub_bm, ub_balpha[2], ub_bl;
+  int64_t ws_slot;  // bytes of one P slot in the workspace
+};
+
+absl::StatusOr<Layout> LayoutOf(const Geometry& g, const sim::Machine& m) {
+  const sim::Core& c = m.core();
+  Layout y;
+  const int64_t qt = kAttTile * g.d * 2, pt = kAttTile * kAttTile * 2;  // an f16 [64, d] and [64, 64] tile
+  int64_t at = 0;
+  auto take = [&](int64_t bytes, int64_t align) {
+    at = (at + align - 1) / align * align;
+    const int64_t off = at;
+    at += bytes;
+    return off;
+  };
+  auto fits = [&](const char* what, int64_t kib) -> absl::Status {
+    if (at > kib * 1024) return Refuse(absl::StrCat(what, " holds ", kib, " KiB; the tiles need ", (at + 1023) / 1024));
+    return absl::OkStatus();
+  };
+  at = 0;
+  y.l1_q = take(qt, 32);
+  for (int s = 0; s < 2; ++s)
+    y.l1_k[s] = take(qt * kGroup, 32), y.l1_v[s] = take(qt * kGroup, 32), y.l1_p[s] = take(pt, 32);
+  KILN_RETURN_IF_ERROR(fits("L1", c.l1_kib()));
+  at = 0;
+  y.l0a_q = take(qt, 512);
+  for (int s = 0; s < 2; ++s) y.l0a_p[s] = take(pt, 512);
+  KILN_RETURN_IF_ERROR(fits("L0A", c.l0a_kib()));
+  at = 0;
+  for (int s = 0; s < 2; ++s) y.l0b_k[s] = take(qt, 512), y.l0b_v[s] = take(qt, 512);
+  KILN_RETURN_IF_ERROR(fits("L0B", c.l0b_kib()));
+  at = 0;
+  for (int s = 0; s < 2; ++s) y.l0c_s[s] = take(kAttTile * kAttTile * 4, 512), y.l0c_o[s] = take(kAttTile * g.d * 4, 512);
+  KILN_RETURN_IF_ERROR(fits("L0C", c.l0c_kib()));
+  at = 0;
+  const int64_t row = kAttTile * 4;  // a row statistic: 64 fp32
+  for (int s = 0; s < 2; ++s) {
+    y.ub_s[s] = take(kAttTile * kAttTile * 4, 32);
+    y.ub_p[s] = take(pt, 32);
+    y.ub_pv[s] = take(kAttTile * g.d * 4, 32);
+    y.ub_m[s] = take(row, 32);
+    y.ub_alpha[s] = take(row, 32);
+    y.ub_balpha[s] = take(kAttTile * 32, 32);
+    if (g.mask_es) y.ub_mk[s] = take(kAttTile * kAttTile * 4, 32);
+    if (g.mask_es == 2) y.ub_mst[s] = take(pt, 32);
+  }
+  y.ub_o = take(kAttTile * g.d * 4, 32);
+  y.ub_oh = take(qt, 32);
+  y.ub_rmax = take(row, 32);
+  y.ub_rsum = take(row, 32);
+  y.ub_l = take(row, 32);
+  y.ub_tmp = take(row, 32);
+  y.ub_bm = take(kAttTile * 32, 32);
+  y.ub_bl = take(kAttTile * 32, 32);
+  if (g.causal) y.ub_tri = take(kAttTile * kAttTile * 4, 32);
+  KILN_RETURN_IF_ERROR(fits("UB", c.ub_kib()));
+  y.ws_slot = pt;
+  return y;
+}
+
+std::string Ub(int64_t off) { return absl::StrCat("UB[", off, "]"); }
+// The mask of the 64-column piece h of a row of d fp32 values (none when whole).
+std::string HalfMask(int64_t d, int64_t h) {
+  const int64_t cols = std::min<int64_t>(64, d - 64 * h);
+  return cols == 64 ? "" : absl::StrCat(", mask=", cols);
+}
+std::string S(const char* what, int slot) { return absl::StrCat(what, slot); }
+
+// One body: the row tile whose registers are set, against key tiles
+// 0 .. nk-1, the last of which is on the diagonal when `diagonal`.
+void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bool diagonal) {
+  PipeSync p;
+  const int64_t d1 = g.d / 16, halves = (g.d + 63) / 64;
+  const int64_t tile_bytes = kAttTile * g.d * 2;
+  const std::string qa = Addr("q", rQ, 0);
+  // The Q tile, resident in L0A for the whole body; O, m and l start afresh.
+  p.Add(Pipe::kMte2, absl::StrCat("nd2nz.f16 L1[", y.l1_q, "], ", qa, ", rows=64, cols=", g.d), {}, {"L1.q"});
+  p.Add(Pipe::kMte1, absl::StrCat("load_l0a.f16 L0A[", y.l0a_q, "], L1[", y.l1_q, "], rows=4, cols=", d1), {"L1.q"},
+        {"L0A.q"});
+  auto vec = [&](const std::string& text, std::vector<std::string> reads, std::vector<std::string> writes) {
+    p.Add(Pipe::kVector, text, reads, writes);
+  };
+  {
+    Emitter e;
+    VecOver(e, "vdup.f32", kAttTile * g.d, 4, y.ub_o, 0, 0, -1, ", 0");
+    VecOver(e, "vdup.f32", kAttTile, 4, y.ub_m[0], 0, 0, -1, ", -inf");
+    VecOver(e, "vdup.f32", kAttTile, 4, y.ub_l, 0, 0, -1, ", 0");
+    for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
+      vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {}, {"UB.o", "UB.m0", "UB.l"});
+  }
+  // Stage A of key tile j: S_j = Q K_j^T into UB (and its mask tile).
+  // Key tile j's place in L1: its group's slot and its offset there.
+  auto group_slot = [&](int64_t j) { return static_cast<int>((j / kGroup) % 2); };
+  auto in_group = [&](int64_t j) { return (j % kGroup) * tile_bytes; };
+  auto stage_a = [&](int64_t j) {
+    const int s = static_cast<int>(j % 2), gs = group_slot(j);
+    if (j % kGroup == 0) {
+      const int64_t rows = kAttTile * std::min(kGroup, nk - j);
+      for (const char* x : {"k", "v"})
+        p.Add(Pipe::kMte2,
+              absl::StrCat("nd2nz.f16 L1[", x[0] == 'k' ? y.l1_k[gs] : y.l1_v[gs], "], ", Addr(x, rKv, j * tile_bytes),
+                           ", rows=", rows, ", cols=", g.d),
+              {}, {S(x[0] == 'k' ? "L1.k" : "L1.v", gs)});
+    }
+    for (int64_t c = 0; c < d1; ++c)
+      p.Add(Pipe::kMte1,
+            absl::StrCat("load_l0b.f16 L0B[", y.l0b_k[s] + c * 4 * 512, "], L1[", y.l1_k[gs] + in_group(j) + c * 512,
+                         "], rows=4, cols=1, src_row_stride=", d1),
+            {S("L1.k", gs)}, {S("L0B.k", s)});
+    p.Add(Pipe::kCube,
+          absl::StrCat("mmad.f16 L0C[", y.l0c_s[s], "], L0A[", y.l0a_q, "], L0B[", y.l0b_k[s], "], m=4, k=", d1,
+                       ", n=4, init=1"),
+          {"L0A.q", S("L0B.k", s)}, {S("L0C.s", s)});
+    p.Add(Pipe::kFixp, absl::StrCat("fixp.f32.f32 ", Ub(y.ub_s[s]), ", L0C[", y.l0c_s[s], "], m=4, n=4"),
+          {S("L0C.s", s)}, {S("UB.s", s)});
+    if (g.mask_es) {
+      const int64_t dst = g.mask_es == 2 ? y.ub_mst[s] : y.ub_mk[s];
+      p.Add(Pipe::kMte2,
+            absl::StrCat("copy_gm_ub ", Ub(dst), ", ", Addr("mask", rMask, j * kAttTile * g.mask_es),
+                         ", nburst=64, len=", kAttTile * g.mask_es, ", src_stride=", g.mask_row * g.mask_es,
+                         ", dst_stride=", kAttTile * g.mask_es),
+            {}, {g.mask_es == 2 ? S("UB.mst", s) : S("UB.mk", s)});
+      if (g.mask_es == 2) {
+        Emitter e;
+        VecOver(e, "vconv.f32.f16", kAttTile * kAttTile, 4, y.ub_mk[s], 2, y.ub_mst[s], -1, "");
+        for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
+          vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {S("UB.mst", s)}, {S("UB.mk", s)});
+      }
+    }
+  };
+  // Stage B: the online softmax of S_j; P_j out to the workspace.
+  auto stage_b = [&](int64_t j) {
+    const int s = static_cast<int>(j % 2);
+    const std::string us = S("UB.s", s);
+    const int64_t sb = y.ub_s[s], n = kAttTile * kAttTile;
+    Emitter e;
+    auto flush = [&](std::vector<std::string> reads, std::vector<std::string> writes) {
+      for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
+        vec(std::string(absl::StripLeadingAsciiWhitespace(line)), reads, writes);
+      e.text().clear();
+    };
+    if (g.scale != 1.0) VecOver(e, "vmuls.f32", n, 4, sb, 4, sb, -1, absl::StrFormat(", %.9g", g.scale));
+    flush({us}, {us});
+    if (g.mask_es) {
+      VecOver(e, "vadd.f32", n, 4, sb, 4, sb, y.ub_mk[s], "");
+      flush({us, S("UB.mk", s)}, {us});
+    }
+    if (diagonal && j == nk - 1) {
+      VecOver(e, "vadd.f32", n, 4, sb, 4, sb, y.ub_tri, "");
+      flush({us, "UB.tri"}, {us});
+    }
+    const int64_t m_old = y.ub_m[s], m_new = y.ub_m[1 - s];
+    e.L("vcmax.f32 ", Ub(y.ub_rmax), ", ", Ub(sb), ", repeat=64");
+    flush({us}, {"UB.rmax"});
+    e.L("vmax.f32 ", Ub(m_new), ", ", Ub(m_old), ", ", Ub(y.ub_rmax));
+    flush({S("UB.m", s), "UB.rmax"}, {S("UB.m", 1 - s)});
+    e.L("vsub.f32 ", Ub(y.ub_tmp), ", ", Ub(m_old), ", ", Ub(m_new));
+    e.L("vexp.f32 ", Ub(y.ub_alpha[s]), ", ", Ub(y.ub_tmp));
+    flush({S("UB.m", s), S("UB.m", 1 - s)}, {"UB.tmp", S("UB.alpha", s)});
+    e.L("vbrcb.f32 ", Ub(y.ub_bm), ", ", Ub(m_new), ", repeat=8");
+    flush({S("UB.m", 1 - s)}, {"UB.bm"});
+    e.L("vsub.f32 ", Ub(sb), ", ", Ub(sb), ", ", Ub(y.ub_bm), ", repeat=64, src1_blk_stride=0, src1_rep_stride=1");
+    VecOver(e, "vexp.f32", n, 4, sb, 4, sb, -1, "");
+    flush({us, "UB.bm"}, {us});
+    e.L("vcadd.f32 ", Ub(y.ub_rsum), ", ", Ub(sb), ", repeat=64");
+    e.L("vmul.f32 ", Ub(y.ub_l), ", ", Ub(y.ub_l), ", ", Ub(y.ub_alpha[s]));
+    e.L("vadd.f32 ", Ub(y.ub_l), ", ", Ub(y.ub_l), ", ", Ub(y.ub_rsum));
+    flush({us, S("UB.alpha", s), "UB.l"}, {"UB.rsum", "UB.l"});
+    // P in f16 as the fractals L0A takes (16 x 16, row-major, a row of
+    // them per 16 rows): each row's four 16-element blocks a fractal apart.
+    for (int64_t rg = 0; rg < 4; ++rg)
+      e.L("vconv.f16.f32 ", Ub(y.ub_p[s] + rg * 2048), ", ", Ub(sb + rg * 16 * 256),
+          ", repeat=16, dst_blk_stride=16, dst_rep_stride=1");
+    flush({us}, {S("UB.p", s)});
+    e.L("vbrcb.f32 ", Ub(y.ub_balpha[s]), ", ", Ub(y.ub_alpha[s]), ", repeat=8");
+    flush({S("UB.alpha", s)}, {S("UB.balpha", s)});
+    p.Add(Pipe::kMte3,
+          absl::StrCat("copy_ub_gm ", Addr("ws", rWs, s * y.ws_slot), ", ", Ub(y.ub_p[s]), ", len=", y.ws_slot),
+          {S("UB.p", s)}, {S("GM.p", s)});
+  };
+  // Stage C: O_j = P_j V_j.
+  auto stage_c = [&](int64_t j) {
+    const int s = static_cast<int>(j % 2);
+    p.Add(Pipe::kMte2,
+          absl::StrCat("copy_gm_l1 L1[", y.l1_p[s], "], ", Addr("ws", rWs, s * y.ws_slot), ", len=", y.ws_slot),
+          {S("GM.p", s)}, {S("L1.p", s)});
+    p.Add(Pipe::kMte1, absl::StrCat("load_l0a.f16 L0A[", y.l0a_p[s], "], L1[", y.l1_p[s], "], rows=4, cols=4"),
+          {S("L1.p", s)}, {S("L0A.p", s)});
+    const int gs = group_slot(j);
+    p.Add(Pipe::kMte1,
+          absl::StrCat("load_l0b.f16 L0B[", y.l0b_v[s], "], L1[", y.l1_v[gs] + in_group(j), "], rows=4, cols=", d1,
+                       ", transpose=1"),
+          {S("L1.v", gs)}, {S("L0B.v", s)});
+    p.Add(Pipe::kCube,
+          absl::StrCat("mmad.f16 L0C[", y.l0c_o[s], "], L0A[", y.l0a_p[s], "], L0B[", y.l0b_v[s], "], m=4, k=4, n=", d1,
+                       ", init=1"),
+          {S("L0A.p", s), S("L0B.v", s)}, {S("L0C.o", s)});
+    p.Add(Pipe::kFixp, absl::StrCat("fixp.f32.f32 ", Ub(y.ub_pv[s]), ", L0C[", y.l0c_o[s], "], m=4, n=", d1),
+          {S("L0C.o", s)}, {S("UB.pv", s)});
+  };
+  // Stage D: O = alpha O + O_j on the vector unit.
+  auto stage_d = [&](int64_t j) {
+    const int s = static_cast<int>(j % 2);
+    const int64_t rep = g.d * 4 / 32;  // blocks per row of O
+    for (int64_t h = 0; h < halves; ++h)
+      vec(absl::StrCat("vmul.f32 ", Ub(y.ub_o + h * 256), ", ", Ub(y.ub_o + h * 256), ", ", Ub(y.ub_balpha[s]),
+                       ", repeat=64", HalfMask(g.d, h), ", dst_rep_stride=", rep, ", src0_rep_stride=", rep,
+                       ", src1_blk_stride=0, src1_rep_stride=1"),
+          {"UB.o", S("UB.balpha", s)}, {"UB.o"});
+    Emitter e;
+    VecOver(e, "vadd.f32", kAttTile * g.d, 4, y.ub_o, 4, y.ub_o, y.ub_pv[s], "");
+    for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
+      vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {"UB.o", S("UB.pv", s)}, {"UB.o"});
+  };
+  // The software pipeline: A_0, A_1, B_0, then per step A_{j+2}, D_{j-1},
+  // B_{j+1}, C_j: the cube's S_{j+2} and O_j go around the vector unit's
+  // softmax of S_{j+1}, which with the update of O by O_{j-1} covers P_j's
+  // round trip through the workspace.
+  stage_a(0);
+  if (nk > 1) stage_a(1);
+  stage_b(0);
+  for (int64_t j = 0; j < nk; ++j) {
+    if (j + 2 < nk) stage_a(j + 2);
+    if (j >= 1) stage_d(j - 1);
+    if (j + 1 < nk) stage_b(j + 1);
+    stage_c(j);
+  }
+  stage_d(nk - 1);
+  // Y = O / l, in f16.
+  {
+    const int64_t rep = g.d * 4 / 32;
+    vec(absl::StrCat("vbrcb.f32 ", Ub(y.ub_bl), ", ", Ub(y.ub_l), ", repeat=8"), {"UB.l"}, {"UB.bl"});
+    for (int64_t h = 0; h < halves; ++h)
+      vec(absl::StrCat("vdiv.f32 ", Ub(y.ub_o + h * 256), ", ", Ub(y.ub_o + h * 256), ", ", Ub(y.ub_bl),
+                       ", repeat=64", HalfMask(g.d, h), ", dst_rep_stride=", rep, ", src0_rep_stride=", rep,
+                       ", src1_blk_stride=0, src1_rep_stride=1"),
+          {"UB.o", "UB.bl"}, {"UB.o"});
+    Emitter e;
+    VecOver(e, "vconv.f16.f32", kAttTile * g.d, 2, y.ub_oh, 4, y.ub_o, -1, "");
+    for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
+      vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {"UB.o"}, {"UB.oh"});
+    p.Add(Pipe::kMte3, absl::StrCat("copy_ub_gm ", Addr("y", rQ, 0), ", ", Ub(y.ub_oh), ", len=", tile_bytes),
+          {"UB.oh"}, {});
+  }
+  absl::StrAppend(&t, p.Emit());
+  // The next row tile reuses every buffer: let this one drain first.
+  absl::StrAppend(&t, "  pipe_barrier ALL\n");
+}
+
+// The triangle of -inf above the diagonal of a 64 x 64 tile, once per block.
+void EmitTriangle(std::string& t, const Layout& y) {
+  Emitter e;
+  for (int64_t r = 0; r < kAttTile; ++r) {
+    const int64_t row = y.ub_tri + r * kAttTile * 4;
+    e.L("vdup.f32 ", Ub(row), ", -inf");
+    e.L("vdup.f32 ", Ub(row), ", 0, mask=", r + 1);
+  }
+  absl::StrAppend(&t, e.text(), "  pipe_barrier ALL\n");
+}
+
+}  // namespace
+
+absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) {
+  const Node& n = *req.node;
+  const sim::Machine& m = *req.machine;
+  KILN_ASSIGN_OR_RETURN(Geometry g, GeometryOf(n));
+  KILN_ASSIGN_OR_RETURN(Layout y, LayoutOf(g, m));
+  const int64_t body_tiles = g.causal ? g.nq * (g.nq + 1) / 2 : g.nk;
+  if (body_tiles > kMaxBodyTiles)
+    return Refuse(absl::StrCat(body_tiles, " key tiles of straight-line code (at most ", kMaxBodyTiles, ")"));
+  const int64_t items = g.bh * g.nq;
+  const int64_t cores = req.max_blocks > 0 ? req.max_blocks : m.chip().ai_cores();
+  const int64_t blocks = std::max<int64_t>(1, std::min(items, cores));
+  const bool has_mask = g.mask_es != 0;
+
+  std::string t = ".program attention\n";
+  absl::StrAppend(&t, ".regs ", static_cast<int>(kRegs), "\n");
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine(i == 0 ? "q" : i == 1 ? "k" : "v", *n.input(i)));
+    absl::StrAppend(&t, line, "\n");
+  }
+  if (n.num_inputs() > 3 && n.input(3)) {
+    KILN_ASSIGN_OR_RETURN(std::string line, KasmArgLine("mask", *n.input(3)));
+    absl::StrAppend(&t, line, "\n");
+  }
+  KILN_ASSIGN_OR_RETURN(std::string yl, KasmArgLine("y", *n.output(0)));
+  absl::StrAppend(&t, yl, "\n.arg ws s8[", blocks * 2 * y.ws_slot, "]\n");
+  absl::StrAppend(&t, "  block_idx r", rItem, "\n  block_dim r", rBlockDim, "\n  mul r", rWs, ", r", rItem, ", ",
+                  2 * y.ws_slot, "\n");
+  if (g.causal) EmitTriangle(t, y);
+  // Items: (batch x head, row tile); causal ones heaviest (last row tiles) first.
+  absl::StrAppend(&t, "item:\n  bge r", rItem, ", ", items, ", done\n");
+  if (g.causal) {
+    absl::StrAppend(&t, "  div r", rI, ", r", rItem, ", ", g.bh, "\n  rem r", rBh, ", r", rItem, ", ", g.bh, "\n  mul r",
+                    rI, ", r", rI, ", -1\n  add r", rI, ", r", rI, ", ", g.nq - 1, "\n");
+  } else {
+    absl::StrAppend(&t, "  div r", rBh, ", r", rItem, ", ", g.nq, "\n  rem r", rI, ", r", rItem, ", ", g.nq, "\n");
+  }
+  // Byte offsets: Q and Y [bh, s, d], K and V [bh, l, d], the mask's.
+  absl::StrAppend(&t, "  mul r", rQ, ", r", rBh, ", ", g.s * g.d * 2, "\n  mul r", rTmp, ", r", rI, ", ",
+                  kAttTile * g.d * 2, "\n  add r", rQ, ", r", rQ, ", r", rTmp, "\n  mul r", rKv, ", r", rBh, ", ",
+                  g.l * g.d * 2, "\n");
+  if (has_mask) {
+    absl::StrAppend(&t, "  div r", rB, ", r", rBh, ", ", g.heads, "\n  rem r", rH, ", r", rBh, ", ", g.heads,
+                    "\n  mul r", rMask, ", r", rB, ", ", g.mask_b * g.mask_es, "\n  mul r", rTmp, ", r", rH, ", ",
+                    g.mask_h * g.mask_es, "\n  add r", rMask, ", r", rMask, ", r", rTmp, "\n  mul r", rTmp, ", r", rI,
+                    ", ", kAttTile * g.mask_row * g.mask_es, "\n  add r", rMask, ", r", rMask, ", r", rTmp, "\n");
+  }
+  if (g.causal) {
+    for (int64_t i = 0; i + 1 < g.nq; ++i) absl::StrAppend(&t, "  beq r", rI, ", ", i, ", body", i, "\n");
+    for (int64_t i = g.nq - 1; i >= 0; --i) {
+      absl::StrAppend(&t, "body", i, ":\n");
+      const int64_t nk = std::min(i + 1, g.nk);
+      EmitBody(t, g, y, nk, /*diagonal=*/i < g.nk);
+      absl::StrAppend(&t, "  jmp next\n");
+    }
+  } else {
+    EmitBody(t, g, y, g.nk, /*diagonal=*/false);
+  }
+  absl::StrAppend(&t, "next:\n  add r", rItem, ", r", rItem, ", r", rBlockDim, "\n  jmp item\ndone:\n");
+
+  auto file = sim::Assemble(t, "attention.kasm");
+  if (!file.ok()) return absl::InternalError(absl::StrCat("attention kernel: ", file.status().message()));
+  GeneratedKernel k;
+  k.program = std::move(file->program);
+  k.block_dim = blocks;
+  k.engine = "cube";
+  k.workspace_bytes = blocks * 2 * y.ws_slot;  // the `ws` argument: two P tiles per block
+  // Per key tile: the cube's two products, the vector unit's passes over
+  // the 64 x 64 scores and the 64 x d output; the slower of the two sets
+  // the pace once the pipeline fills.
+  const auto cpr = [&](sim::Op op) { return sim::VectorCyclesPerRepeat(m, op, 4); };
+  const double lat = static_cast<double>(m.core().vector_latency_cycles());
+  const double score_passes = (g.scale != 1.0) + has_mask + 1;  // scale, mask, max
+  const double vec_tile = 64 * (score_passes * cpr(sim::Op::kVadd) + cpr(sim::Op::kVsub) + cpr(sim::Op::kVexp) +
+                                cpr(sim::Op::kVcadd) + cpr(sim::Op::kVconv)) +
+                          static_cast<double>(64 * g.d / 64) * 2 * cpr(sim::Op::kVadd) + 16 * lat;
+  const double cube_tile = 2.0 * (static_cast<double>(m.core().cube_latency_cycles()) + 16.0 * (g.d / 16));
+  const double per_tile = std::max(vec_tile, cube_tile);
+  const double tiles_per_item = g.causal ? (g.nq + 1) / 2.0 : static_cast<double>(g.nk);
+  const double hbm_lat = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
+  k.estimated_cycles = std::ceil(static_cast<double>(items) / blocks) * (tiles_per_item * per_tile + 4 * hbm_lat);
+  k.plan = absl::StrFormat(
+      "fused attention %dx%d over %d keys, head %d, %d heads x batches: 64x64 tiles, online softmax on the vector "
+      "unit, P through a %d KiB workspace per block, %d blocks%s%s",
+      g.s, g.s, g.l, g.d, g.bh, 2 * y.ws_slot / 1024, blocks, g.causal ? ", causal" : "", has_mask ? ", masked" : "");
+  return k;
+}
+
+}  // namespace kiln::target::npusim
