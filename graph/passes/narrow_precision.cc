@@ -239,12 +239,14 @@ bool IsF32MatrixOp(const Node& n) {
 void NarrowMatrixOp(Graph& g, Node* n, Node* next, DType narrow, Converted& converted) {
   for (int i = 0; i < n->num_inputs(); ++i) {
     Value* v = n->input(i);
-    if (!v) continue;
+    if (!v || v->type().dtype() != DType::kF32) continue;
     // An operand transposed for this MatMul alone is transposed narrow,
     // so that the GEMM reads it transposed (IsMatrixTranspose).
-    if (Node* t = v->producer(); n->op() == "MatMul" && t && IsMatrixTranspose(*t) && v->uses().size() == 1 &&
-                                 !t->input(0)->is_constant()) {
-      t->SetInput(0, CastToNarrow(g, t->input(0), narrow, t));
+    // A constant one (a tied embedding read as the output projection,
+    // too large to fold) is converted once and transposed narrow.
+    if (Node* t = v->producer(); n->op() == "MatMul" && t && IsMatrixTranspose(*t) && v->uses().size() == 1) {
+      Value* x = t->input(0);
+      t->SetInput(0, x->constant_data() ? NarrowConstant(g, x, narrow, converted) : CastToNarrow(g, x, narrow, t));
       v->set_type(Type::Tensor(narrow, v->type().shape()));
       continue;
     }
@@ -353,19 +355,23 @@ absl::Status CheckNarrowType(DType narrow) {
 
 }  // namespace
 
-absl::StatusOr<bool> NarrowMatrixOps(Graph& g, DType narrow) {
+absl::StatusOr<bool> NarrowMatrixOps(Graph& g, DType narrow, const std::function<bool(const Node&)>& also) {
   KILN_RETURN_IF_ERROR(CheckNarrowType(narrow));
   bool changed = false;
   Converted converted;
   std::vector<Node*> nodes = g.NodeList();
+  auto narrows_too = [&](const Node& n) {
+    return also && n.num_outputs() == 1 && n.output(0)->type().dtype() == DType::kF32 &&
+           n.output(0)->type().shape().is_static() && also(n);
+  };
   for (size_t k = 0; k < nodes.size(); ++k) {
-    if (!IsF32MatrixOp(*nodes[k])) continue;
+    if (!IsF32MatrixOp(*nodes[k]) && !narrows_too(*nodes[k])) continue;
     NarrowMatrixOp(g, nodes[k], k + 1 < nodes.size() ? nodes[k + 1] : nullptr, narrow, converted);
     changed = true;
   }
-  Converted sunk;
+  // One f16 copy of a constant that a matrix op and a sunk node both read.
   for (Node* n : g.NodeList())
-    if (KeepsNarrow(*n)) changed |= SinkInto(g, n, narrow, sunk);
+    if (KeepsNarrow(*n)) changed |= SinkInto(g, n, narrow, converted);
   changed |= CancelCastPairs(g, narrow);
   return changed;
 }

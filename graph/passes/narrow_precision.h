@@ -48,6 +48,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -57,8 +58,12 @@
 namespace kiln {
 
 // Narrows the matrix ops of `g` to `narrow` (f16 or bf16) as above; whether
-// anything changed.
-absl::StatusOr<bool> NarrowMatrixOps(Graph& g, DType narrow);
+// anything changed. `also` adds nodes a target computes narrow as it does
+// matrix ops (a composite it runs as one narrow kernel, such as npusim's
+// fused kiln.Attention): their f32 inputs arrive through Casts, other
+// inputs (a bool mask) as they are, and their result converts back.
+absl::StatusOr<bool> NarrowMatrixOps(Graph& g, DType narrow,
+                                     const std::function<bool(const Node&)>& also = nullptr);
 
 // Checks the list edits of `options`: every op named is one the lists know
 // (allow only takes matrix ops), and none is named twice.
