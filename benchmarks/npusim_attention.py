@@ -11,8 +11,14 @@ and the fused kernel against its cube bound (its multiply-adds at the
 whole chip's fp16 rate) and against its vector bound (the vector unit's busy
 cycles spread over the cores the kernel used).
 
-usage: benchmarks/npusim_attention.py KILN [--heads=16] [--seqs=128,...] [--dims=64,128] [--causal]
+With --overlap, instead: the fused kernel of S = 1024, D = 128 runs once
+with a trace, and the script reads the trace's AI core 0: how long its cube
+and its vector unit computed, and for how much of the cube's time the
+vector unit computed too.
+
+usage: benchmarks/npusim_attention.py KILN [--heads=16] [--seqs=128,...] [--dims=64,128] [--causal] [--overlap]
 """
+import json
 import os
 import subprocess
 import sys
@@ -51,9 +57,66 @@ def vector_busy(pipes_csv):
                if dict(zip(h, l.split(",")))["pipe"] == "VECTOR")
 
 
+def busy_intervals(events, names, track):
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                   if e.get("ph") == "X" and names.get((e["pid"], e["tid"])) == track
+                   and not e["name"].startswith(("set_flag", "wait_flag", "pipe_barrier")))
+    merged = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return merged
+
+
+def overlap(kiln, tmp, heads):
+    s, d = 1024, 128
+    shape = f"f16[1,{heads},{s},{d}]"
+    kir = os.path.join(tmp, "a.kir")
+    with open(kir, "w") as f:
+        f.write(f"graph @main(%q: {shape}, %k: {shape}, %v: {shape}) {{\n"
+                f"  %y = kiln.Attention(%q, %k, %v) : {shape}\n  return %y\n}}\n")
+    ins = []
+    for i, n in enumerate("qkv"):
+        path = os.path.join(tmp, f"{n}.npy")
+        np.save(path, np.random.RandomState(i).randn(1, heads, s, d).astype(np.float16))
+        ins.append(f"--input={n}={path}")
+    art, trace = os.path.join(tmp, "a.kiln"), os.path.join(tmp, "a.json")
+    run([kiln, "compile", kir, "--target=npusim", "-o", art])
+    run([kiln, "run", art, "--timing-only", f"--trace={trace}"] + ins)
+    data = json.load(open(trace))
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    names = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            names[(e["pid"], e["tid"])] = e["args"]["name"]
+    pid = next(p for (p, t), n in names.items() if n == "Cube")
+    names = {k: v for k, v in names.items() if k[0] == pid}
+    cube, vec = busy_intervals(events, names, "Cube"), busy_intervals(events, names, "VECTOR")
+    both = 0.0
+    j = 0
+    for a, b in cube:
+        while j < len(vec) and vec[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(vec) and vec[k][0] < b:
+            both += min(b, vec[k][1]) - max(a, vec[k][0])
+            k += 1
+    total_cube = sum(b - a for a, b in cube)
+    total_vec = sum(b - a for a, b in vec)
+    us = 1000  # the trace's microseconds, in cycles at 1 GHz
+    print(f"S={s} D={d}, AI core 0: cube computing {total_cube * us:,.0f} cycles, vector {total_vec * us:,.0f}; "
+          f"{both / total_cube:.0%} of the cube's time the vector unit computed too")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    if "--overlap" in sys.argv:
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
+            overlap(sys.argv[1], tmp, int(flag("heads", "16")))
+        return
     kiln = sys.argv[1]
     heads = int(flag("heads", "16"))
     seqs = [int(s) for s in flag("seqs", "128,256,512,1024,2048,4096").split(",")]

@@ -16,6 +16,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/form_fusion_groups.h"
+#include "graph/passes/narrow_precision.h"
 #include "graph/passes/fusion/outline.h"
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/support/status.h"
@@ -509,9 +510,16 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   bool fused_attention = true;
   if (std::string v = options.Setting("fused-attention"); !v.empty() && !absl::SimpleAtob(v, &fused_attention))
     return absl::InvalidArgumentError(absl::StrCat("--fused-attention=", v, ": expected true or false"));
+  auto attention = [](const Node* n) { return n->domain() == "kiln" && n->op() == "Attention"; };
   auto keep = [&](Node* n) {
     if (kernels.contains(n)) return true;
-    if (n->domain() == "kiln" && n->op() == "Attention" && !fused_attention) return false;
+    if (attention(n)) {
+      if (!fused_attention || !npusim::AttentionRunsFused(*n, machine)) return false;
+      // An f32 attention waits for narrowing; its kernel is made after.
+      if (narrows && !narrowed) return true;
+      if (n->input(0)->type().dtype() != DType::kF16) return false;
+      npusim::MakeAttentionMaskAdditive(g, n);
+    }
     if (n->domain() == "kiln" && n->op() == "Fused" && (!options.fusion || (narrows && !narrowed)))
       return false;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
@@ -521,7 +529,13 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   };
   if (fusion::SplitBackKilnNodes(g, keep)) KILN_RETURN_IF_ERROR(InferShapes(g));
   if (narrows) {
-    KILN_RETURN_IF_ERROR(NarrowForPrecision(g, options).status());
+    // The attentions kept whole compute narrow too, as the fused kernel does.
+    if (options.precision == Precision::kFp16 || options.precision == Precision::kBf16)
+      KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, MatrixDType(options.precision), [&](const Node& n) {
+                             return attention(&n) && n.output(0)->type().dtype() == DType::kF32;
+                           }).status());
+    else
+      KILN_RETURN_IF_ERROR(NarrowForPrecision(g, options).status());
     narrowed = true;
     // Narrowing changes the dtypes of composites kept whole (a kiln.Gelu
     // between two GEMMs now reads and writes f16): their kernels are made

@@ -450,5 +450,47 @@ TEST(NpusimCompile, NarrowRemakesTheKernelsOfCompositesItNarrows) {
   ExpectSimWithinRange(*art, m, {Random({16, 64}, 3)}, 1e-2);
 }
 
+// An f32 attention with a bool mask (the masked_fill of a causal decoder)
+// under --precision=fp16: kept whole through narrowing, computed in f16 by
+// the fused kernel, its mask made additive (Where before it), within the
+// fp16 tolerance of the reference's f32 attention; with
+// --fused-attention=false it is split back as before.
+TEST(NpusimCompile, Fp16AttentionRunsFusedWithItsBoolMask) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* q = g.AddInput("q", F32({1, 2, 128, 64}));
+  Value* k = g.AddInput("k", F32({1, 2, 128, 64}));
+  Value* v = g.AddInput("v", F32({1, 2, 128, 64}));
+  Value* keep = g.AddInput("keep", Type::Tensor(DType::kBool, Shape::Static({128, 128})));
+  Node* att = g.AddNode("Attention", {q, k, v, keep}, {"y"}, "kiln");
+  att->SetAttr("scale", Attribute::Float(0.125f));
+  g.AddOutput(att->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  Tensor mask(DType::kBool, {128, 128});
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 128; ++j) mask.data<bool>()[i * 128 + j] = j <= i + 5;  // a causal band, shifted
+  auto a = CompileNarrow(m, target::Precision::kFp16);
+  ASSERT_TRUE(a.ok()) << a.status();
+  bool fused = false, additive = false;
+  for (const auto& task : a->npusim().tasks()) {
+    fused |= task.op() == "kiln.Attention" && task.engine() == "cube";
+    additive |= task.op() == "Where";
+  }
+  EXPECT_TRUE(fused);
+  EXPECT_TRUE(additive);
+  auto r = RunOnSimAndReference(*a, m, {Random({1, 2, 128, 64}, 1), Random({1, 2, 128, 64}, 2),
+                                        Random({1, 2, 128, 64}, 3), mask});
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int64_t j = 0; j < r->want.numel(); ++j)
+    EXPECT_NEAR(r->got.GetDouble(j), r->want.GetDouble(j), 1e-2) << j;
+
+  target::CompileOptions split;
+  split.precision = target::Precision::kFp16;
+  split.settings = {{"fused-attention", "false"}};
+  auto b = target::CompileForNpusim(m, *Npusim(), split);
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (const auto& task : b->npusim().tasks()) EXPECT_NE(task.op(), "kiln.Attention");
+}
+
 }  // namespace
 }  // namespace kiln::npusim_test

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/machine/machine.pb.h"
 #include "target/npusim/kernels/kernel.h"
 
 namespace kiln::target::npusim {
@@ -22,6 +23,13 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req);
 // overlapping; an error says what it does not run (the driver splits the
 // node back).
 absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req);
+// Whether kiln.Attention `n` runs as that kernel on `m` once the driver has
+// narrowed it to f16 (--precision) and made a bool mask additive.
+bool AttentionRunsFused(const Node& n, const sim::Machine& m);
+// Gives kiln.Attention `n` the additive mask the kernel reads in place of
+// its bool one (mask_value -inf only): Where(mask, 0, -inf) in Q's dtype, a
+// node just before `n`. Whether it did.
+bool MakeAttentionMaskAdditive(Graph& g, Node* n);
 
 // Whether `candidate` may join the fusion group of a matrix op whose members
 // so far are `group` (the anchor first): what the cube's fused kernels take

@@ -72,7 +72,10 @@ struct Geometry {
   int64_t mask_es = 0, mask_row = 0, mask_b = 0, mask_h = 0;
 };
 
-absl::StatusOr<Geometry> GeometryOf(const Node& n) {
+// `narrow_later`: Q, K and V may still be f32 (the driver narrows the node
+// for --precision before generating), and a bool mask may still stand
+// (the driver makes it additive, AdditiveAttentionMask).
+absl::StatusOr<Geometry> GeometryOf(const Node& n, bool narrow_later = false) {
   if (n.num_inputs() < 3) return Refuse("Q, K and V are needed");
   for (int i = 0; i < n.num_inputs(); ++i) {
     const Value* v = n.input(i);
@@ -83,7 +86,8 @@ absl::StatusOr<Geometry> GeometryOf(const Node& n) {
   const Value* k = n.input(1);
   const Value* v = n.input(2);
   for (const Value* x : {q, k, v, static_cast<const Value*>(n.output(0))})
-    if (x->type().dtype() != DType::kF16) return Refuse("f16 Q, K and V (fp32 runs split back)");
+    if (x->type().dtype() != DType::kF16 && !(narrow_later && x->type().dtype() == DType::kF32))
+      return Refuse("f16 Q, K and V (fp32 runs split back)");
   if (n.GetInt("k_transposed", 0)) return Refuse("K given transposed");
   const Dims qd = q->type().shape().StaticDims(), kd = k->type().shape().StaticDims(),
              vd = v->type().shape().StaticDims();
@@ -107,7 +111,11 @@ absl::StatusOr<Geometry> GeometryOf(const Node& n) {
   g.scale = n.GetFloat("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.d))));
   if (n.num_inputs() > 3 && n.input(3)) {
     const Type& mt = n.input(3)->type();
-    if (mt.dtype() != DType::kF16 && mt.dtype() != DType::kF32) return Refuse("an additive f16 or f32 mask");
+    const bool bool_later = narrow_later && mt.dtype() == DType::kBool &&
+                            n.GetFloat("mask_value", -std::numeric_limits<float>::infinity()) ==
+                                -std::numeric_limits<float>::infinity();
+    if (mt.dtype() != DType::kF16 && mt.dtype() != DType::kF32 && !bool_later)
+      return Refuse("an additive f16 or f32 mask");
     Dims md = mt.shape().StaticDims();
     if (md.size() > r) return Refuse("a mask of higher rank than the scores");
     md.insert(md.begin(), r - md.size(), 1);
@@ -399,6 +407,25 @@ void EmitTriangle(std::string& t, const Layout& y) {
 }
 
 }  // namespace
+
+bool AttentionRunsFused(const Node& n, const sim::Machine& m) {
+  absl::StatusOr<Geometry> g = GeometryOf(n, /*narrow_later=*/true);
+  return g.ok() && LayoutOf(*g, m).ok() && (g->causal ? g->nq * (g->nq + 1) / 2 : g->nk) <= kMaxBodyTiles;
+}
+
+bool MakeAttentionMaskAdditive(Graph& g, Node* n) {
+  if (n->num_inputs() < 4 || !n->input(3) || n->input(3)->type().dtype() != DType::kBool) return false;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (n->GetFloat("mask_value", kNegInf) != kNegInf) return false;
+  const DType dt = n->input(0)->type().dtype();
+  Value* mask = n->input(3);
+  Value* zero = g.AddConstant(absl::StrCat(mask->name(), ".keep"), CastTensor(Tensor::Scalar<float>(0), dt));
+  Value* drop = g.AddConstant(absl::StrCat(mask->name(), ".drop"), CastTensor(Tensor::Scalar<float>(kNegInf), dt));
+  Node* w = g.AddNode("Where", {mask, zero, drop}, {absl::StrCat(mask->name(), ".additive")}, "", n);
+  w->output(0)->set_type(Type::Tensor(dt, mask->type().shape()));
+  n->SetInput(3, w->output(0));
+  return true;
+}
 
 absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) {
   const Node& n = *req.node;
