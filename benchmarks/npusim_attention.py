@@ -57,6 +57,22 @@ def vector_busy(pipes_csv):
                if dict(zip(h, l.split(",")))["pipe"] == "VECTOR")
 
 
+def attention_model(tmp, heads, s, d, causal):
+    """A KIR model of one attention over f16 [1, heads, s, d], and its --input flags."""
+    shape = f"f16[1,{heads},{s},{d}]"
+    kir = os.path.join(tmp, "a.kir")
+    with open(kir, "w") as f:
+        f.write(f"graph @main(%q: {shape}, %k: {shape}, %v: {shape}) {{\n"
+                f"  %y = kiln.Attention(%q, %k, %v){' {causal = 1}' if causal else ''} : {shape}\n"
+                f"  return %y\n}}\n")
+    ins = []
+    for i, n in enumerate("qkv"):
+        path = os.path.join(tmp, f"{n}.npy")
+        np.save(path, np.random.RandomState(i).randn(1, heads, s, d).astype(np.float16))
+        ins.append(f"--input={n}={path}")
+    return kir, ins
+
+
 def busy_intervals(events, names, track):
     spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
                    if e.get("ph") == "X" and names.get((e["pid"], e["tid"])) == track
@@ -72,16 +88,7 @@ def busy_intervals(events, names, track):
 
 def overlap(kiln, tmp, heads):
     s, d = 1024, 128
-    shape = f"f16[1,{heads},{s},{d}]"
-    kir = os.path.join(tmp, "a.kir")
-    with open(kir, "w") as f:
-        f.write(f"graph @main(%q: {shape}, %k: {shape}, %v: {shape}) {{\n"
-                f"  %y = kiln.Attention(%q, %k, %v) : {shape}\n  return %y\n}}\n")
-    ins = []
-    for i, n in enumerate("qkv"):
-        path = os.path.join(tmp, f"{n}.npy")
-        np.save(path, np.random.RandomState(i).randn(1, heads, s, d).astype(np.float16))
-        ins.append(f"--input={n}={path}")
+    kir, ins = attention_model(tmp, heads, s, d, False)
     art, trace = os.path.join(tmp, "a.kiln"), os.path.join(tmp, "a.json")
     run([kiln, "compile", kir, "--target=npusim", "-o", art])
     run([kiln, "run", art, "--timing-only", f"--trace={trace}"] + ins)
@@ -128,17 +135,7 @@ def main():
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
         for d in dims:
             for s in seqs:
-                shape = f"f16[1,{heads},{s},{d}]"
-                kir = os.path.join(tmp, "a.kir")
-                with open(kir, "w") as f:
-                    f.write(f"graph @main(%q: {shape}, %k: {shape}, %v: {shape}) {{\n"
-                            f"  %y = kiln.Attention(%q, %k, %v){' {causal = 1}' if causal else ''} : {shape}\n"
-                            f"  return %y\n}}\n")
-                ins = []
-                for i, n in enumerate("qkv"):
-                    path = os.path.join(tmp, f"{n}.npy")
-                    np.save(path, np.random.RandomState(i).randn(1, heads, s, d).astype(np.float16))
-                    ins.append(f"--input={n}={path}")
+                kir, ins = attention_model(tmp, heads, s, d, causal)
                 got = {}
                 for mode in ("split", "fused"):
                     art = os.path.join(tmp, f"{mode}.kiln")
