@@ -176,8 +176,14 @@ void EstimateFitting(const Shape& s, const TileCostFigures& f, const GemmKernelT
   const double operand_bytes = static_cast<double>(s.batch * (s.M + s.N) * s.K * ib);
   const bool cached = f.cache_bytes > 0 && f.cache_bytes_per_cycle > 0 &&
                       operand_bytes <= static_cast<double>(f.cache_bytes) && operand_bytes < panel_bytes;
-  const double unit_bw = std::min(f.stage_bytes_per_cycle, cached ? f.cache_bytes_per_cycle
-                                                                  : f.global_bytes_per_cycle / static_cast<double>(active));
+  // Cached, the operands still come from global memory once. Where A is a
+  // single row block (a GEMV, a decode step's projections) B's bytes are
+  // each read by one tile, so the units' loads go no faster than global
+  // memory delivers them, re-reads of A aside.
+  const double global_share = f.global_bytes_per_cycle / static_cast<double>(active);
+  double cache_bw = f.cache_bytes_per_cycle;
+  if (s.M <= s.mma_m) cache_bw = std::min(cache_bw, global_share * panel_bytes / operand_bytes);
+  const double unit_bw = std::min(f.stage_bytes_per_cycle, cached ? cache_bw : global_share);
   // A DMA of n bursts takes at least n * burst_cycles.
   auto load = [&](int64_t r, int64_t c, double bursts) {
     return std::max(static_cast<double>(r * c * ib) / unit_bw, bursts * f.burst_cycles);

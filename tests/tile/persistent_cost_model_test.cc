@@ -153,5 +153,31 @@ TEST(PersistentGemm, AnEpilogueThroughTheVectorScopeMustFitIt) {
   EXPECT_LE(chosen->bm * chosen->bn * 10, 256 << 10);
 }
 
+// A cache that holds every operand speeds the tiles' re-reads, not the
+// compulsory reads: a GEMV's weights (A one row block, each byte of B read
+// by one tile) come from global memory once at its bandwidth however fast
+// the cache, while a square GEMM's re-reads go at the cache's.
+TEST(PersistentGemm, ACacheDoesNotSpeedAGemvsCompulsoryReads) {
+  GemmProblem gemv;
+  gemv.M = 1;
+  gemv.N = 3072;
+  gemv.K = 768;
+  gemv.input = gemv.output = DType::kF32;
+  auto estimate = [&](const GemmProblem& p, double cache_bytes_per_cycle) {
+    TileCostFigures f = FiguresOf(AiCoreLike());
+    f.cache_bytes = 32 << 20;
+    f.cache_bytes_per_cycle = cache_bytes_per_cycle;
+    auto t = ChooseGemmTiling(p, f);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? t->estimated_cycles : 0.0;
+  };
+  const double slow = estimate(gemv, 100), fast = estimate(gemv, 1000);
+  EXPECT_DOUBLE_EQ(slow, fast);
+  // No faster than the weights' bytes at the global bandwidth.
+  EXPECT_GE(fast, 3072.0 * 768 * 4 / 1200);
+  // A square GEMM's re-reads still go faster with a faster cache.
+  EXPECT_LT(estimate(Square(1024), 1000), estimate(Square(1024), 40));
+}
+
 }  // namespace
 }  // namespace kiln::target::tile
