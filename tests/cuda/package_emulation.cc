@@ -2,16 +2,19 @@
 //
 // Its own test binary (cuda_emulation_tests), run by the ctest
 // cuda.emulate.exported_models with KILN_MODELS_DIR naming the models that
-// scripts/export_models.py wrote.
+// scripts/export_models.py wrote, and by cuda.emulate.decoder_generation
+// with KILN_DECODERS_DIR naming scripts/export_decoders.py's.
 //
 //===----------------------------------------------------------------------===//
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "graph/io/npy.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/models/exported_model.h"
 
@@ -45,6 +48,53 @@ TEST(CudaEmulation, ExportedModels) {
       std::cout << name << (fp16 ? " fp16" : " fp32") << ": " << p->kernels.size() << " kernels emulated in "
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
     }
+  }
+}
+
+// Greedy generation with a static KV cache on the cuda target: the tiny
+// decoder's prefill and decode steps as packages, emulated on the host, one
+// step after another (each step's token.next, pos.next and caches feed the
+// next), token for token against PyTorch's at fp32 and fp16.
+TEST(CudaEmulation, DecoderGeneration) {
+  const char* root = std::getenv("KILN_DECODERS_DIR");
+  if (!root) GTEST_SKIP() << "KILN_DECODERS_DIR names the decoders (scripts/export_decoders.py)";
+  const std::filesystem::path dir = std::filesystem::path(root) / "tiny_decoder";
+  auto npy = [&](const char* f) {
+    auto t = ReadNpy((dir / f).string());
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *std::move(t) : Tensor();
+  };
+  const Tensor expected = npy("tokens.npy");
+  for (const bool fp16 : {false, true}) {
+    SCOPED_TRACE(fp16 ? "fp16" : "fp32");
+    target::CompileOptions o;
+    o.precision = fp16 ? target::Precision::kFp16 : target::Precision::kFp32;
+    std::vector<target::cuda::CudaPackage> steps;
+    for (const char* file : {"prefill.onnx", "decode.onnx"}) {
+      auto m = onnx_import::ImportFile((dir / file).string());
+      ASSERT_TRUE(m.ok()) << m.status();
+      ASSERT_TRUE(cuda_test::Optimize(*m, *cuda_test::CudaTarget()).ok());
+      auto p = cuda_test::Package(*m, o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      steps.push_back(*std::move(p));
+    }
+    // Inputs token, pos, then each layer's k and v; outputs token.next,
+    // generated, pos.next, then the caches.
+    const Tensor cache = npy("cache0.npy");
+    std::vector<Tensor> in = {npy("prompt.npy"), npy("pos0.npy")};
+    const size_t caches = steps[0].inputs.size() - 2;
+    for (size_t i = 0; i < caches; ++i) in.push_back(cache);
+    std::vector<int64_t> tokens;
+    for (int64_t step = 0; step < expected.numel(); ++step) {
+      auto out = cuda_test::Emulate(steps[step == 0 ? 0 : 1], in);
+      ASSERT_TRUE(out.ok()) << out.status();
+      tokens.push_back(static_cast<int64_t>((*out)[1].GetDouble(0)));
+      in = {(*out)[0], (*out)[2]};
+      for (size_t i = 0; i < caches; ++i) in.push_back((*out)[3 + i]);
+    }
+    std::vector<int64_t> want(expected.numel());
+    for (int64_t i = 0; i < expected.numel(); ++i) want[i] = static_cast<int64_t>(expected.GetDouble(i));
+    EXPECT_EQ(tokens, want);
   }
 }
 
