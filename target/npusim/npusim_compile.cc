@@ -517,7 +517,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
       if (!fused_attention || !npusim::AttentionRunsFused(*n, machine)) return false;
       // An f32 attention waits for narrowing; its kernel is made after.
       if (narrows && !narrowed) return true;
-      if (n->input(0)->type().dtype() != DType::kF16) return false;
+      if (!npusim::AttentionRunsAsIs(*n)) return false;
       npusim::MakeAttentionMaskAdditive(g, n);
     }
     if (n->domain() == "kiln" && n->op() == "Fused" && (!options.fusion || (narrows && !narrowed)))

@@ -23,9 +23,14 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req);
 // overlapping; an error says what it does not run (the driver splits the
 // node back).
 absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req);
-// Whether kiln.Attention `n` runs as that kernel on `m` once the driver has
-// narrowed it to f16 (--precision) and made a bool mask additive.
+// One query row against a cache (a decode step), any of f16 and f32, on the
+// vector unit alone (cube_attention_decode.cc); GenerateCubeAttention's for it.
+absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req);
+// Whether kiln.Attention `n` runs as one of those kernels on `m` once the
+// driver has narrowed it to f16 (--precision) and made a bool mask additive;
+// and whether it does at the dtype it has (its bool mask made additive).
 bool AttentionRunsFused(const Node& n, const sim::Machine& m);
+bool AttentionRunsAsIs(const Node& n);
 // Gives kiln.Attention `n` the additive mask the kernel reads in place of
 // its bool one (mask_value -inf only): Where(mask, 0, -inf) in Q's dtype, a
 // node just before `n`. Whether it did.

@@ -42,6 +42,7 @@
 #include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube.h"
+#include "target/npusim/kernels/cube_attention_geometry.h"
 #include "target/npusim/kernels/cube_kasm.h"
 #include "target/npusim/kernels/pipe_sync.h"
 
@@ -50,94 +51,14 @@ namespace {
 
 using sim::Pipe;
 
-constexpr int64_t kAttTile = 64;         // rows of Q and keys per tile
 constexpr int64_t kMaxBodyTiles = 2200;  // key tiles over all bodies (the program is unrolled)
 // Key tiles whose K and V one load brings into L1: a DMA's completion
 // latency (HBM's) is paid by the flag after it, once per group.
 constexpr int64_t kGroup = 4;
 
-absl::Status Refuse(absl::string_view why) { return absl::UnimplementedError(absl::StrCat("fused attention: ", why)); }
 
 // Registers of the attention program.
 enum Reg { rItem = 0, rBlockDim, rBh, rI, rQ, rKv, rTmp, rMask, rWs, rB, rH, kRegs };
-
-struct Geometry {
-  int64_t bh = 1, s = 0, l = 0, d = 0;  // batch x heads, query rows, keys, head size
-  int64_t heads = 1;                    // the last batch dim (the mask's head axis)
-  int64_t nq = 0, nk = 0;               // tiles of Q rows and of keys
-  bool causal = false;
-  double scale = 1;
-  // An additive mask: its dtype's size (0: none), the elements between its
-  // rows (0: one row for all), per batch item and per head (0: broadcast).
-  int64_t mask_es = 0, mask_row = 0, mask_b = 0, mask_h = 0;
-};
-
-// `narrow_later`: Q, K and V may still be f32 (the driver narrows the node
-// for --precision before generating), and a bool mask may still stand
-// (the driver makes it additive, AdditiveAttentionMask).
-absl::StatusOr<Geometry> GeometryOf(const Node& n, bool narrow_later = false) {
-  if (n.num_inputs() < 3) return Refuse("Q, K and V are needed");
-  for (int i = 0; i < n.num_inputs(); ++i) {
-    const Value* v = n.input(i);
-    if (i < 3 && !v) return Refuse("Q, K and V are needed");
-    if (v && (!v->type().is_tensor() || !v->type().shape().is_static())) return Refuse("shapes known at compile time");
-  }
-  const Value* q = n.input(0);
-  const Value* k = n.input(1);
-  const Value* v = n.input(2);
-  for (const Value* x : {q, k, v, static_cast<const Value*>(n.output(0))})
-    if (x->type().dtype() != DType::kF16 && !(narrow_later && x->type().dtype() == DType::kF32))
-      return Refuse("f16 Q, K and V (fp32 runs split back)");
-  if (n.GetInt("k_transposed", 0)) return Refuse("K given transposed");
-  const Dims qd = q->type().shape().StaticDims(), kd = k->type().shape().StaticDims(),
-             vd = v->type().shape().StaticDims();
-  if (qd.size() < 2 || kd.size() != qd.size() || vd.size() != qd.size()) return Refuse("Q, K and V of one rank");
-  Geometry g;
-  const size_t r = qd.size();
-  for (size_t i = 0; i + 2 < r; ++i) {
-    if (kd[i] != qd[i] || vd[i] != qd[i]) return Refuse("batch dims broadcast between Q, K and V");
-    g.bh *= qd[i];
-  }
-  g.heads = r > 2 ? qd[r - 3] : 1;
-  g.s = qd[r - 2];
-  g.d = qd[r - 1];
-  g.l = kd[r - 2];
-  if (kd[r - 1] != g.d || vd[r - 2] != g.l || vd[r - 1] != g.d) return Refuse("V's head size differs from Q's");
-  if (g.d % 16 || g.d > 128) return Refuse("a head size that is a multiple of 16 up to 128");
-  if (g.s % kAttTile || g.l % kAttTile || g.s == 0 || g.l == 0) return Refuse("sequence lengths that are multiples of 64");
-  g.nq = g.s / kAttTile;
-  g.nk = g.l / kAttTile;
-  g.causal = n.GetInt("causal", 0) != 0;
-  g.scale = n.GetFloat("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.d))));
-  if (n.num_inputs() > 3 && n.input(3)) {
-    const Type& mt = n.input(3)->type();
-    const bool bool_later = narrow_later && mt.dtype() == DType::kBool &&
-                            n.GetFloat("mask_value", -std::numeric_limits<float>::infinity()) ==
-                                -std::numeric_limits<float>::infinity();
-    if (mt.dtype() != DType::kF16 && mt.dtype() != DType::kF32 && !bool_later)
-      return Refuse("an additive f16 or f32 mask");
-    Dims md = mt.shape().StaticDims();
-    if (md.size() > r) return Refuse("a mask of higher rank than the scores");
-    md.insert(md.begin(), r - md.size(), 1);
-    if (md[r - 1] != g.l) return Refuse("a mask with a column per key");
-    if (md[r - 2] != g.s && md[r - 2] != 1) return Refuse("a mask with a row per query or one for all");
-    // Batch dims: all 1, or the scores' on the last (heads) and the ones before it (batch).
-    int64_t outer = 1, outer_scores = 1;
-    for (size_t i = 0; i + 3 < r; ++i) {
-      if (md[i] != 1 && md[i] != qd[i]) return Refuse("a mask whose batch dims broadcast partly");
-      outer *= md[i];
-      outer_scores *= qd[i];
-    }
-    if (outer != 1 && outer != outer_scores) return Refuse("a mask whose batch dims broadcast partly");
-    if (r > 2 && md[r - 3] != 1 && md[r - 3] != g.heads) return Refuse("a mask whose head dim broadcasts partly");
-    g.mask_es = static_cast<int64_t>(DTypeSize(mt.dtype()));
-    g.mask_row = md[r - 2] == 1 ? 0 : g.l;
-    const int64_t plane = (md[r - 2] == 1 ? 1 : g.s) * g.l;
-    g.mask_h = r > 2 && md[r - 3] != 1 ? plane : 0;
-    g.mask_b = outer != 1 ? plane * (r > 2 ? md[r - 3] : 1) : 0;
-  }
-  return g;
-}
 
 // Buffer offsets (bytes) in each on-chip memory.
 struct Layout {
@@ -409,8 +330,14 @@ void EmitTriangle(std::string& t, const Layout& y) {
 }  // namespace
 
 bool AttentionRunsFused(const Node& n, const sim::Machine& m) {
-  absl::StatusOr<Geometry> g = GeometryOf(n, /*narrow_later=*/true);
+  if (GeometryOf(n, /*narrow_later=*/true, /*decode=*/true).ok()) return true;
+  absl::StatusOr<Geometry> g = GeometryOf(n, /*narrow_later=*/true, /*decode=*/false);
   return g.ok() && LayoutOf(*g, m).ok() && (g->causal ? g->nq * (g->nq + 1) / 2 : g->nk) <= kMaxBodyTiles;
+}
+
+bool AttentionRunsAsIs(const Node& n) {
+  return GeometryOf(n, /*narrow_later=*/true, /*decode=*/true).ok() ||
+         (n.input(0)->type().dtype() == DType::kF16 && GeometryOf(n, /*narrow_later=*/true, /*decode=*/false).ok());
 }
 
 bool MakeAttentionMaskAdditive(Graph& g, Node* n) {
@@ -430,7 +357,8 @@ bool MakeAttentionMaskAdditive(Graph& g, Node* n) {
 absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) {
   const Node& n = *req.node;
   const sim::Machine& m = *req.machine;
-  KILN_ASSIGN_OR_RETURN(Geometry g, GeometryOf(n));
+  if (GeometryOf(n, /*narrow_later=*/false, /*decode=*/true).ok()) return GenerateDecodeAttention(req);
+  KILN_ASSIGN_OR_RETURN(Geometry g, GeometryOf(n, /*narrow_later=*/false, /*decode=*/false));
   KILN_ASSIGN_OR_RETURN(Layout y, LayoutOf(g, m));
   const int64_t body_tiles = g.causal ? g.nq * (g.nq + 1) / 2 : g.nk;
   if (body_tiles > kMaxBodyTiles)
