@@ -64,10 +64,12 @@ const std::vector<PipelineInfo>& RegisteredPipelines() {
       // Constants are merged first as well as after folding: exports carry
       // many copies of the same small constants (scalars, axes, shape
       // pieces), and every walk of the fixpoint group then reads one of
-      // each instead of every copy.
+      // each instead of every copy. CSE after the composites merges what
+      // each recognition made alike (a decoder's layers each invert the
+      // one attention mask).
       {"default", "the optimizer every target runs",
        "dedup-constants,infer-shapes,fixpoint(fold-constants,infer-shapes,simplify,eliminate-dead-branches,cse,dce),"
-       "fold-batchnorm,dedup-constants,recognize-composites,dce"},
+       "fold-batchnorm,dedup-constants,recognize-composites,cse,dce"},
       {"cleanup", "folding and dead-code removal only",
        "infer-shapes,fixpoint(fold-constants,infer-shapes,cse,dce)"},
   };

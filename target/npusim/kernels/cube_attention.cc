@@ -346,6 +346,13 @@ bool MakeAttentionMaskAdditive(Graph& g, Node* n) {
   if (n->GetFloat("mask_value", kNegInf) != kNegInf) return false;
   const DType dt = n->input(0)->type().dtype();
   Value* mask = n->input(3);
+  // One additive mask for every attention that reads this one (a decoder's layers).
+  for (const Use& u : mask->uses())
+    if (u.user && u.user->op() == "Where" && u.index == 0 && u.user->output(0)->type().dtype() == dt &&
+        u.user->output(0)->name() == absl::StrCat(mask->name(), ".additive")) {
+      n->SetInput(3, u.user->output(0));
+      return true;
+    }
   Value* zero = g.AddConstant(absl::StrCat(mask->name(), ".keep"), CastTensor(Tensor::Scalar<float>(0), dt));
   Value* drop = g.AddConstant(absl::StrCat(mask->name(), ".drop"), CastTensor(Tensor::Scalar<float>(kNegInf), dt));
   Node* w = g.AddNode("Where", {mask, zero, drop}, {absl::StrCat(mask->name(), ".additive")}, "", n);
