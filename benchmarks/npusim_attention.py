@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Fused attention on npusim against the same attention split back, side by side.
 
-For each sequence length and head size, one kiln.Attention over f16 Q, K, V
-[1, HEADS, S, D] (a KIR model written here; causal too with --causal) is
+For each sequence length and head size, one kiln.Attention over f16 (or
+--dtype=f32) Q, K, V [1, HEADS, S, D] (a KIR model written here; causal with
+--causal) is
 compiled for npusim twice, with the fused kernel (the default) and with
 `--fused-attention=false` (MatMul, Softmax and MatMul, the scores through
 HBM), and each runs once timing-only. One Markdown row each: the kernels'
@@ -16,7 +17,8 @@ with a trace, and the script reads the trace's AI core 0: how long its cube
 and its vector unit computed, and for how much of the cube's time the
 vector unit computed too.
 
-usage: benchmarks/npusim_attention.py KILN [--heads=16] [--seqs=128,...] [--dims=64,128] [--causal] [--overlap]
+usage: benchmarks/npusim_attention.py KILN [--heads=16] [--seqs=128,...] [--dims=64,128] [--causal]
+                                       [--dtype=f16|f32] [--overlap]
 """
 import json
 import os
@@ -57,9 +59,9 @@ def vector_busy(pipes_csv):
                if dict(zip(h, l.split(",")))["pipe"] == "VECTOR")
 
 
-def attention_model(tmp, heads, s, d, causal):
-    """A KIR model of one attention over f16 [1, heads, s, d], and its --input flags."""
-    shape = f"f16[1,{heads},{s},{d}]"
+def attention_model(tmp, heads, s, d, causal, dtype="f16"):
+    """A KIR model of one attention over [1, heads, s, d] of `dtype`, and its --input flags."""
+    shape = f"{dtype}[1,{heads},{s},{d}]"
     kir = os.path.join(tmp, "a.kir")
     with open(kir, "w") as f:
         f.write(f"graph @main(%q: {shape}, %k: {shape}, %v: {shape}) {{\n"
@@ -68,7 +70,7 @@ def attention_model(tmp, heads, s, d, causal):
     ins = []
     for i, n in enumerate("qkv"):
         path = os.path.join(tmp, f"{n}.npy")
-        np.save(path, np.random.RandomState(i).randn(1, heads, s, d).astype(np.float16))
+        np.save(path, np.random.RandomState(i).randn(1, heads, s, d).astype(np.float16 if dtype == "f16" else np.float32))
         ins.append(f"--input={n}={path}")
     return kir, ins
 
@@ -129,13 +131,15 @@ def main():
     seqs = [int(s) for s in flag("seqs", "128,256,512,1024,2048,4096").split(",")]
     dims = [int(d) for d in flag("dims", "64,128").split(",")]
     causal = "--causal" in sys.argv
+    dtype = flag("dtype", "f16")
+    macs_per_cycle = MACS_PER_CYCLE / (2 if dtype == "f32" else 1)  # the cube's fp32 rate is half its fp16
     print(f"| S | D | split cycles | fused cycles | speed-up | split HBM MB | fused HBM MB | fused / cube bound | "
           f"fused / vector bound |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
         for d in dims:
             for s in seqs:
-                kir, ins = attention_model(tmp, heads, s, d, causal)
+                kir, ins = attention_model(tmp, heads, s, d, causal, dtype)
                 got = {}
                 for mode in ("split", "fused"):
                     art = os.path.join(tmp, f"{mode}.kiln")
@@ -146,7 +150,7 @@ def main():
                     run([kiln, "run", art, "--timing-only", f"--report-tasks={csv}", f"--report-csv={pipes}"] + ins)
                     got[mode] = tasks(csv) + (pipes,)
                 macs = 2 * heads * s * s * d * (0.5 if causal else 1)
-                cube_bound = macs / (CORES * MACS_PER_CYCLE)
+                cube_bound = macs / (CORES * macs_per_cycle)
                 # The fused kernel's vector busy cycles (summed over its blocks) spread over the cores.
                 blocks = min(CORES, heads * s // 64)
                 vector = vector_busy(got["fused"][2]) / blocks

@@ -78,7 +78,7 @@ void Check(const Case& c) {
   auto want = RunNodeOnReference(*b->node, b->inputs);
   ASSERT_TRUE(want.ok()) << want.status();
   // P is rounded to f16 before P V, as on the chip.
-  EXPECT_LT(MaxRelativeError(run->outputs[0], (*want)[0]), c.dt == DType::kF32 ? 1e-5 : 4e-3) << k->plan;
+  EXPECT_LT(MaxRelativeError(run->outputs[0], (*want)[0]), c.dt == DType::kF32 ? 1e-4 : 4e-3) << k->plan;
   // The scores stay on chip: HBM carries Q, K, V, the mask and Y (and at
   // most the workspace's P tiles, which the L2 absorbs).
   const sim::KernelStats& ks = run->stats.kernels.at(0);
@@ -90,6 +90,12 @@ TEST(CubeAttention, MatchesTheReference) {
   Check({});
   Check({.s = 128, .l = 256, .d = 128});
   Check({.b = 2, .h = 1, .s = 192, .l = 192, .d = 32});
+}
+
+TEST(CubeAttention, Fp32OnTheCube) {
+  Check({.dt = DType::kF32});
+  Check({.h = 1, .s = 128, .l = 192, .d = 128, .causal = true, .dt = DType::kF32});
+  Check({.b = 2, .h = 1, .s = 64, .l = 128, .d = 32, .mask = {2, 1, 1, 128}, .dt = DType::kF32});
 }
 
 TEST(CubeAttention, Causal) {

@@ -21,7 +21,7 @@
 // row tile (its key tiles end at the diagonal, whose tile adds a
 // triangular mask), the others one body for all.
 //
-// Runs: f16 Q, K, V (K not transposed) with the same batch dims, head size
+// Runs: f16 or f32 Q, K, V (K not transposed) with the same batch dims, head size
 // a multiple of 16 up to 128, sequence lengths multiples of 64; no mask, a
 // causal one, or an additive f16/f32 mask whose rows and batch dims are
 // the scores' or 1. The rest is split back into MatMul, Softmax and MatMul.
@@ -69,12 +69,13 @@ struct Layout {
   int64_t ub_s[2], ub_p[2], ub_pv[2], ub_o, ub_oh, ub_mk[2], ub_mst[2], ub_tri;
   int64_t ub_rmax, ub_rsum, ub_m[2], ub_alpha[2], ub_l, ub_tmp, ub_bm, ub_balpha[2], ub_bl;
   int64_t ws_slot;  // bytes of one P slot in the workspace
+  int l0b_slots = 2;
 };
 
 absl::StatusOr<Layout> LayoutOf(const Geometry& g, const sim::Machine& m) {
   const sim::Core& c = m.core();
   Layout y;
-  const int64_t qt = kAttTile * g.d * 2, pt = kAttTile * kAttTile * 2;  // an f16 [64, d] and [64, 64] tile
+  const int64_t qt = kAttTile * g.d * g.es, pt = kAttTile * kAttTile * g.es;  // a [64, d] and a [64, 64] tile
   int64_t at = 0;
   auto take = [&](int64_t bytes, int64_t align) {
     at = (at + align - 1) / align * align;
@@ -96,7 +97,9 @@ absl::StatusOr<Layout> LayoutOf(const Geometry& g, const sim::Machine& m) {
   for (int s = 0; s < 2; ++s) y.l0a_p[s] = take(pt, 512);
   KILN_RETURN_IF_ERROR(fits("L0A", c.l0a_kib()));
   at = 0;
-  for (int s = 0; s < 2; ++s) y.l0b_k[s] = take(qt, 512), y.l0b_v[s] = take(qt, 512);
+  // K's and V's tiles double-buffered where four fit (f32 at head size 128 takes one of each).
+  y.l0b_slots = 4 * qt <= c.l0b_kib() * 1024 ? 2 : 1;
+  for (int s = 0; s < y.l0b_slots; ++s) y.l0b_k[s] = take(qt, 512), y.l0b_v[s] = take(qt, 512);
   KILN_RETURN_IF_ERROR(fits("L0B", c.l0b_kib()));
   at = 0;
   for (int s = 0; s < 2; ++s) y.l0c_s[s] = take(kAttTile * kAttTile * 4, 512), y.l0c_o[s] = take(kAttTile * g.d * 4, 512);
@@ -114,7 +117,7 @@ absl::StatusOr<Layout> LayoutOf(const Geometry& g, const sim::Machine& m) {
     if (g.mask_es == 2) y.ub_mst[s] = take(pt, 32);
   }
   y.ub_o = take(kAttTile * g.d * 4, 32);
-  y.ub_oh = take(qt, 32);
+  y.ub_oh = g.es == 2 ? take(qt, 32) : y.ub_o;
   y.ub_rmax = take(row, 32);
   y.ub_rsum = take(row, 32);
   y.ub_l = take(row, 32);
@@ -139,12 +142,16 @@ std::string S(const char* what, int slot) { return absl::StrCat(what, slot); }
 // 0 .. nk-1, the last of which is on the diagonal when `diagonal`.
 void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bool diagonal) {
   PipeSync p;
-  const int64_t d1 = g.d / 16, halves = (g.d + 63) / 64;
-  const int64_t tile_bytes = kAttTile * g.d * 2;
+  // Fractals: K0 = 32 bytes of elements along K; D in K0s (Q's columns, K^T's
+  // rows), D in 16s (V's columns, O's), the 64 keys in K0s (P's columns).
+  const int64_t k0 = 32 / g.es, kq = g.d / k0, d1 = g.d / 16, kp = kAttTile / k0, halves = (g.d + 63) / 64;
+  const int64_t tile_bytes = kAttTile * g.d * g.es;
+  const std::string dt = g.es == 2 ? "f16" : "f32";
+  auto bslot = [&](int s) { return s % y.l0b_slots; };
   const std::string qa = Addr("q", rQ, 0);
   // The Q tile, resident in L0A for the whole body; O, m and l start afresh.
-  p.Add(Pipe::kMte2, absl::StrCat("nd2nz.f16 L1[", y.l1_q, "], ", qa, ", rows=64, cols=", g.d), {}, {"L1.q"});
-  p.Add(Pipe::kMte1, absl::StrCat("load_l0a.f16 L0A[", y.l0a_q, "], L1[", y.l1_q, "], rows=4, cols=", d1), {"L1.q"},
+  p.Add(Pipe::kMte2, absl::StrCat("nd2nz.", dt, " L1[", y.l1_q, "], ", qa, ", rows=64, cols=", g.d), {}, {"L1.q"});
+  p.Add(Pipe::kMte1, absl::StrCat("load_l0a.", dt, " L0A[", y.l0a_q, "], L1[", y.l1_q, "], rows=4, cols=", kq), {"L1.q"},
         {"L0A.q"});
   auto vec = [&](const std::string& text, std::vector<std::string> reads, std::vector<std::string> writes) {
     p.Add(Pipe::kVector, text, reads, writes);
@@ -167,19 +174,20 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
       const int64_t rows = kAttTile * std::min(kGroup, nk - j);
       for (const char* x : {"k", "v"})
         p.Add(Pipe::kMte2,
-              absl::StrCat("nd2nz.f16 L1[", x[0] == 'k' ? y.l1_k[gs] : y.l1_v[gs], "], ", Addr(x, rKv, j * tile_bytes),
+              absl::StrCat("nd2nz.", dt, " L1[", x[0] == 'k' ? y.l1_k[gs] : y.l1_v[gs], "], ",
+                           Addr(x, rKv, j * tile_bytes),
                            ", rows=", rows, ", cols=", g.d),
               {}, {S(x[0] == 'k' ? "L1.k" : "L1.v", gs)});
     }
-    for (int64_t c = 0; c < d1; ++c)
+    for (int64_t c = 0; c < kq; ++c)
       p.Add(Pipe::kMte1,
-            absl::StrCat("load_l0b.f16 L0B[", y.l0b_k[s] + c * 4 * 512, "], L1[", y.l1_k[gs] + in_group(j) + c * 512,
-                         "], rows=4, cols=1, src_row_stride=", d1),
-            {S("L1.k", gs)}, {S("L0B.k", s)});
+            absl::StrCat("load_l0b.", dt, " L0B[", y.l0b_k[bslot(s)] + c * 4 * 512, "], L1[",
+                         y.l1_k[gs] + in_group(j) + c * 512, "], rows=4, cols=1, src_row_stride=", kq),
+            {S("L1.k", gs)}, {S("L0B.k", bslot(s))});
     p.Add(Pipe::kCube,
-          absl::StrCat("mmad.f16 L0C[", y.l0c_s[s], "], L0A[", y.l0a_q, "], L0B[", y.l0b_k[s], "], m=4, k=", d1,
-                       ", n=4, init=1"),
-          {"L0A.q", S("L0B.k", s)}, {S("L0C.s", s)});
+          absl::StrCat("mmad.", dt, " L0C[", y.l0c_s[s], "], L0A[", y.l0a_q, "], L0B[", y.l0b_k[bslot(s)], "], m=4, k=",
+                       kq, ", n=4, init=1"),
+          {"L0A.q", S("L0B.k", bslot(s))}, {S("L0C.s", s)});
     p.Add(Pipe::kFixp, absl::StrCat("fixp.f32.f32 ", Ub(y.ub_s[s]), ", L0C[", y.l0c_s[s], "], m=4, n=4"),
           {S("L0C.s", s)}, {S("UB.s", s)});
     if (g.mask_es) {
@@ -235,11 +243,11 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
     e.L("vmul.f32 ", Ub(y.ub_l), ", ", Ub(y.ub_l), ", ", Ub(y.ub_alpha[s]));
     e.L("vadd.f32 ", Ub(y.ub_l), ", ", Ub(y.ub_l), ", ", Ub(y.ub_rsum));
     flush({us, S("UB.alpha", s), "UB.l"}, {"UB.rsum", "UB.l"});
-    // P in f16 as the fractals L0A takes (16 x 16, row-major, a row of
-    // them per 16 rows): each row's four 16-element blocks a fractal apart.
+    // P as the fractals L0A takes (16 x K0, row-major, a row of them per 16
+    // rows): each row's 32-byte blocks a fractal apart; f16 converted, f32 copied.
     for (int64_t rg = 0; rg < 4; ++rg)
-      e.L("vconv.f16.f32 ", Ub(y.ub_p[s] + rg * 2048), ", ", Ub(sb + rg * 16 * 256),
-          ", repeat=16, dst_blk_stride=16, dst_rep_stride=1");
+      e.L(g.es == 2 ? "vconv.f16.f32 " : "vadds.f32 ", Ub(y.ub_p[s] + rg * 16 * kAttTile * g.es), ", ",
+          Ub(sb + rg * 16 * 256), g.es == 2 ? "" : ", 0", ", repeat=16, dst_blk_stride=16, dst_rep_stride=1");
     flush({us}, {S("UB.p", s)});
     e.L("vbrcb.f32 ", Ub(y.ub_balpha[s]), ", ", Ub(y.ub_alpha[s]), ", repeat=8");
     flush({S("UB.alpha", s)}, {S("UB.balpha", s)});
@@ -253,17 +261,17 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
     p.Add(Pipe::kMte2,
           absl::StrCat("copy_gm_l1 L1[", y.l1_p[s], "], ", Addr("ws", rWs, s * y.ws_slot), ", len=", y.ws_slot),
           {S("GM.p", s)}, {S("L1.p", s)});
-    p.Add(Pipe::kMte1, absl::StrCat("load_l0a.f16 L0A[", y.l0a_p[s], "], L1[", y.l1_p[s], "], rows=4, cols=4"),
+    p.Add(Pipe::kMte1, absl::StrCat("load_l0a.", dt, " L0A[", y.l0a_p[s], "], L1[", y.l1_p[s], "], rows=4, cols=", kp),
           {S("L1.p", s)}, {S("L0A.p", s)});
     const int gs = group_slot(j);
     p.Add(Pipe::kMte1,
-          absl::StrCat("load_l0b.f16 L0B[", y.l0b_v[s], "], L1[", y.l1_v[gs] + in_group(j), "], rows=4, cols=", d1,
-                       ", transpose=1"),
-          {S("L1.v", gs)}, {S("L0B.v", s)});
+          absl::StrCat("load_l0b.", dt, " L0B[", y.l0b_v[bslot(s)], "], L1[", y.l1_v[gs] + in_group(j),
+                       "], rows=4, cols=", d1, ", src_row_stride=", kq, ", transpose=1"),
+          {S("L1.v", gs)}, {S("L0B.v", bslot(s))});
     p.Add(Pipe::kCube,
-          absl::StrCat("mmad.f16 L0C[", y.l0c_o[s], "], L0A[", y.l0a_p[s], "], L0B[", y.l0b_v[s], "], m=4, k=4, n=", d1,
-                       ", init=1"),
-          {S("L0A.p", s), S("L0B.v", s)}, {S("L0C.o", s)});
+          absl::StrCat("mmad.", dt, " L0C[", y.l0c_o[s], "], L0A[", y.l0a_p[s], "], L0B[", y.l0b_v[bslot(s)], "], m=4, k=",
+                       kp, ", n=", d1, ", init=1"),
+          {S("L0A.p", s), S("L0B.v", bslot(s))}, {S("L0C.o", s)});
     p.Add(Pipe::kFixp, absl::StrCat("fixp.f32.f32 ", Ub(y.ub_pv[s]), ", L0C[", y.l0c_o[s], "], m=4, n=", d1),
           {S("L0C.o", s)}, {S("UB.pv", s)});
   };
@@ -295,7 +303,7 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
     stage_c(j);
   }
   stage_d(nk - 1);
-  // Y = O / l, in f16.
+  // Y = O / l, in Y's dtype.
   {
     const int64_t rep = g.d * 4 / 32;
     vec(absl::StrCat("vbrcb.f32 ", Ub(y.ub_bl), ", ", Ub(y.ub_l), ", repeat=8"), {"UB.l"}, {"UB.bl"});
@@ -305,11 +313,13 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
                        ", src1_blk_stride=0, src1_rep_stride=1"),
           {"UB.o", "UB.bl"}, {"UB.o"});
     Emitter e;
-    VecOver(e, "vconv.f16.f32", kAttTile * g.d, 2, y.ub_oh, 4, y.ub_o, -1, "");
-    for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
-      vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {"UB.o"}, {"UB.oh"});
+    if (g.es == 2) {
+      VecOver(e, "vconv.f16.f32", kAttTile * g.d, 2, y.ub_oh, 4, y.ub_o, -1, "");
+      for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
+        vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {"UB.o"}, {"UB.oh"});
+    }
     p.Add(Pipe::kMte3, absl::StrCat("copy_ub_gm ", Addr("y", rQ, 0), ", ", Ub(y.ub_oh), ", len=", tile_bytes),
-          {"UB.oh"}, {});
+          {g.es == 2 ? "UB.oh" : "UB.o"}, {});
   }
   absl::StrAppend(&t, p.Emit());
   // The next row tile reuses every buffer: let this one drain first.
@@ -337,7 +347,7 @@ bool AttentionRunsFused(const Node& n, const sim::Machine& m) {
 
 bool AttentionRunsAsIs(const Node& n) {
   return GeometryOf(n, /*narrow_later=*/true, /*decode=*/true).ok() ||
-         (n.input(0)->type().dtype() == DType::kF16 && GeometryOf(n, /*narrow_later=*/true, /*decode=*/false).ok());
+         GeometryOf(n, /*narrow_later=*/true, /*decode=*/false).ok();
 }
 
 bool MakeAttentionMaskAdditive(Graph& g, Node* n) {
@@ -399,9 +409,9 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
     absl::StrAppend(&t, "  div r", rBh, ", r", rItem, ", ", g.nq, "\n  rem r", rI, ", r", rItem, ", ", g.nq, "\n");
   }
   // Byte offsets: Q and Y [bh, s, d], K and V [bh, l, d], the mask's.
-  absl::StrAppend(&t, "  mul r", rQ, ", r", rBh, ", ", g.s * g.d * 2, "\n  mul r", rTmp, ", r", rI, ", ",
-                  kAttTile * g.d * 2, "\n  add r", rQ, ", r", rQ, ", r", rTmp, "\n  mul r", rKv, ", r", rBh, ", ",
-                  g.l * g.d * 2, "\n");
+  absl::StrAppend(&t, "  mul r", rQ, ", r", rBh, ", ", g.s * g.d * g.es, "\n  mul r", rTmp, ", r", rI, ", ",
+                  kAttTile * g.d * g.es, "\n  add r", rQ, ", r", rQ, ", r", rTmp, "\n  mul r", rKv, ", r", rBh, ", ",
+                  g.l * g.d * g.es, "\n");
   if (has_mask) {
     absl::StrAppend(&t, "  div r", rB, ", r", rBh, ", ", g.heads, "\n  rem r", rH, ", r", rBh, ", ", g.heads,
                     "\n  mul r", rMask, ", r", rB, ", ", g.mask_b * g.mask_es, "\n  mul r", rTmp, ", r", rH, ", ",
@@ -437,7 +447,8 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
   const double vec_tile = 64 * (score_passes * cpr(sim::Op::kVadd) + cpr(sim::Op::kVsub) + cpr(sim::Op::kVexp) +
                                 cpr(sim::Op::kVcadd) + cpr(sim::Op::kVconv)) +
                           static_cast<double>(64 * g.d / 64) * 2 * cpr(sim::Op::kVadd) + 16 * lat;
-  const double cube_tile = 2.0 * (static_cast<double>(m.core().cube_latency_cycles()) + 16.0 * (g.d / 16));
+  const double cube_tile =
+      2.0 * (static_cast<double>(m.core().cube_latency_cycles()) + 16.0 * (g.d / 16) * (g.es == 4 ? 2 : 1));
   const double per_tile = std::max(vec_tile, cube_tile);
   const double tiles_per_item = g.causal ? (g.nq + 1) / 2.0 : static_cast<double>(g.nk);
   const double hbm_lat = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();

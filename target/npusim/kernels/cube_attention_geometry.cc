@@ -21,17 +21,15 @@ absl::StatusOr<Geometry> GeometryOf(const Node& n, bool narrow_later, bool decod
   const Value* k = n.input(1);
   const Value* v = n.input(2);
   const DType dt = q->type().dtype();
-  for (const Value* x : {q, k, v, static_cast<const Value*>(n.output(0))}) {
-    if (decode && (x->type().dtype() != dt || (dt != DType::kF16 && dt != DType::kF32)))
+  for (const Value* x : {q, k, v, static_cast<const Value*>(n.output(0))})
+    if (x->type().dtype() != dt || (dt != DType::kF16 && dt != DType::kF32))
       return Refuse("f16 or f32 Q, K and V of one dtype");
-    if (!decode && x->type().dtype() != DType::kF16 && !(narrow_later && x->type().dtype() == DType::kF32))
-      return Refuse("f16 Q, K and V (fp32 runs split back)");
-  }
   if (n.GetInt("k_transposed", 0)) return Refuse("K given transposed");
   const Dims qd = q->type().shape().StaticDims(), kd = k->type().shape().StaticDims(),
              vd = v->type().shape().StaticDims();
   if (qd.size() < 2 || kd.size() != qd.size() || vd.size() != qd.size()) return Refuse("Q, K and V of one rank");
   Geometry g;
+  g.es = static_cast<int64_t>(DTypeSize(dt));
   const size_t r = qd.size();
   for (size_t i = 0; i + 2 < r; ++i) {
     if (kd[i] != qd[i] || vd[i] != qd[i]) return Refuse("batch dims broadcast between Q, K and V");

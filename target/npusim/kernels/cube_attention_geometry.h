@@ -24,6 +24,7 @@ absl::Status Refuse(absl::string_view why);
 
 struct Geometry {
   int64_t bh = 1, s = 0, l = 0, d = 0;  // batch x heads, query rows, keys, head size
+  int64_t es = 2;                       // bytes of an element of Q, K, V and Y (f16 2, f32 4)
   int64_t heads = 1;                    // the last batch dim (the mask's head axis)
   int64_t nq = 0, nk = 0;               // tiles of Q rows and of keys
   bool causal = false;
@@ -36,7 +37,9 @@ struct Geometry {
 // `narrow_later`: Q, K and V may still be f32 (the driver narrows the node
 // for --precision before generating), and a bool mask may still stand
 // (the driver makes it additive, MakeAttentionMaskAdditive). `decode`: the
-// decode kernel's rules (one query row; f16 or f32; head size 64 or 128).
+// decode kernel's rules (one query row; head size 64 or 128); otherwise the
+// row tiles' (lengths multiples of 64, head size a multiple of 16 up to
+// 128). Both take f16 or f32 Q, K, V and Y of one dtype.
 absl::StatusOr<Geometry> GeometryOf(const Node& n, bool narrow_later, bool decode);
 
 }  // namespace kiln::target::npusim
