@@ -30,6 +30,7 @@ absl::StatusOr<GeneratedKernel> vec::GenerateOwn(const KernelRequest& req) {
     if (op == "Cast" || op == "CastLike") return vec::GenerateCast(req);
     if (op == "Softmax" || op == "LogSoftmax") return vec::GenerateSoftmax(req);
     if (op == "LayerNormalization") return vec::GenerateLayerNorm(req);
+    if (op == "ArgMax" || op == "ArgMin") return vec::GenerateArgMax(req);
     if (op == "BatchNormalization") return vec::GenerateBatchNorm(req);
   }
   return absl::UnimplementedError(absl::StrCat("no vector kernel for ", n.QualifiedOp()));

@@ -37,6 +37,8 @@ absl::StatusOr<GeneratedKernel> GenerateReduceOuter(const KernelRequest& req, in
                                                     const std::string& kind, bool mean);
 // Softmax / LogSoftmax over the last axis.
 absl::StatusOr<GeneratedKernel> GenerateSoftmax(const KernelRequest& req);
+// ArgMax / ArgMin over the last axis to i64 (vector_argmax.cc).
+absl::StatusOr<GeneratedKernel> GenerateArgMax(const KernelRequest& req);
 // LayerNormalization over the last axes.
 absl::StatusOr<GeneratedKernel> GenerateLayerNorm(const KernelRequest& req);
 // BatchNormalization (inference).
