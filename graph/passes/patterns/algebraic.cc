@@ -211,38 +211,6 @@ RewriteResult RemoveIdentityTranspose(Node* n) {
   return ReplaceWith(n, n->input(0));
 }
 
-// A Transpose that moves only axes of extent 1 keeps the elements' order:
-// a Reshape (a view on every target), as a decode step's head split of one
-// token ([1, 1, H, D] -> [1, H, 1, D]) is.
-RewriteResult UnitAxesTransposeToReshape(Node* n) {
-  auto p = PermOf(n);
-  const Shape* xs = RankedShape(n->input(0));
-  const Type& out = n->output(0)->type();
-  if (!p || !xs || IsIdentityPerm(*p) || !out.is_tensor() || !out.shape().is_static() || !xs->is_static())
-    return RewriteResult::kNoMatch;
-  int64_t last = -1;
-  for (int64_t axis : *p) {
-    if ((*xs)[static_cast<int>(axis)].value() == 1) continue;
-    if (axis < last) return RewriteResult::kNoMatch;
-    last = axis;
-  }
-  Graph& g = *n->owner();
-  const std::vector<int64_t> dims = out.shape().StaticDims();
-  Value* shape = g.AddConstant(g.UniqueName("shape"),
-                               Tensor::FromVector<int64_t>(dims, {static_cast<int64_t>(dims.size())}));
-  Node* r = g.AddNode("Reshape", {n->input(0), shape}, 1);
-  r->set_name(n->name());
-  r->output(0)->set_type(out);
-  g.MoveNode(r, n);
-  if (!CanReplace(n->output(0), r->output(0))) {
-    g.EraseNode(r);
-    DropIfDead(shape);
-    return RewriteResult::kNoMatch;
-  }
-  ReplaceNode(n, {r->output(0)});
-  return RewriteResult::kErased;
-}
-
 RewriteResult CollapseReshapes(Node* n) {
   Value* in = n->input(0);
   Node* inner = in ? in->producer() : nullptr;
@@ -312,6 +280,42 @@ RewriteResult RemoveSameShapeReshape(Node* n) {
   if (xs->is_static() && out.is_tensor() && out.shape().is_static() && out.shape() == *xs) return ReplaceWith(n, x);
   return RewriteResult::kNoMatch;
 }
+
+// A Transpose that moves only axes of extent 1 keeps the elements' order:
+// a Reshape (a view on every target), as a decode step's head split of one
+// token ([1, 1, H, D] -> [1, H, 1, D]) is.
+RewriteResult UnitAxesTransposeToReshape(Node* n) {
+  auto p = PermOf(n);
+  const Shape* xs = RankedShape(n->input(0));
+  const Type& out = n->output(0)->type();
+  if (!p || !xs || IsIdentityPerm(*p) || !out.is_tensor() || !out.shape().is_static() || !xs->is_static())
+    return RewriteResult::kNoMatch;
+  int64_t last = -1;
+  for (int64_t axis : *p) {
+    if ((*xs)[static_cast<int>(axis)].value() == 1) continue;
+    if (axis < last) return RewriteResult::kNoMatch;
+    last = axis;
+  }
+  Graph& g = *n->owner();
+  const std::vector<int64_t> dims = out.shape().StaticDims();
+  Value* shape = g.AddConstant(g.UniqueName("shape"),
+                               Tensor::FromVector<int64_t>(dims, {static_cast<int64_t>(dims.size())}));
+  Node* r = g.AddNode("Reshape", {n->input(0), shape}, 1);
+  r->set_name(n->name());
+  r->output(0)->set_type(out);
+  g.MoveNode(r, n);
+  if (!CanReplace(n->output(0), r->output(0))) {
+    g.EraseNode(r);
+    DropIfDead(shape);
+    return RewriteResult::kNoMatch;
+  }
+  ReplaceNode(n, {r->output(0)});
+  // The Reshape is before the node the sweep stands on: it meets the views
+  // it reads now, or a later sweep would find more to do.
+  if (CollapseReshapes(r) != RewriteResult::kErased) RemoveSameShapeReshape(r);
+  return RewriteResult::kErased;
+}
+
 
 RewriteResult RemoveSameDTypeCast(Node* n) {
   auto to = CastTarget(n);
