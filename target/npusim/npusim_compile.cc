@@ -532,7 +532,8 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     // The attentions kept whole compute narrow too, as the fused kernel does.
     if (options.precision == Precision::kFp16 || options.precision == Precision::kBf16)
       KILN_RETURN_IF_ERROR(NarrowMatrixOps(g, MatrixDType(options.precision), [&](const Node& n) {
-                             return attention(&n) && n.output(0)->type().dtype() == DType::kF32;
+                             return attention(&n) && n.output(0)->type().dtype() == DType::kF32 &&
+                                    !npusim::AttentionRunsAsDecode(n);
                            }).status());
     else
       KILN_RETURN_IF_ERROR(NarrowForPrecision(g, options).status());

@@ -24,7 +24,7 @@ namespace {
 struct Case {
   int64_t b = 1, h = 2, s = 128, l = 128, d = 64;
   bool causal = false;
-  Dims mask;  // empty: none
+  Dims mask = {};  // empty: none
   DType dt = DType::kF16;
   int64_t live = -1;  // >= 0: the mask keeps keys 0 .. live only (a cache masked beyond the position)
 };

@@ -31,6 +31,10 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
 // and whether it does at the dtype it has (its bool mask made additive).
 bool AttentionRunsFused(const Node& n, const sim::Machine& m);
 bool AttentionRunsAsIs(const Node& n);
+// Whether it runs as the decode kernel (one query row), which reads its f32
+// cache as it is under any precision: narrowing it would convert the whole
+// cache every step.
+bool AttentionRunsAsDecode(const Node& n);
 // Gives kiln.Attention `n` the additive mask the kernel reads in place of
 // its bool one (mask_value -inf only): Where(mask, 0, -inf) in Q's dtype, a
 // node just before `n`. Whether it did.

@@ -345,6 +345,8 @@ bool AttentionRunsFused(const Node& n, const sim::Machine& m) {
   return g.ok() && LayoutOf(*g, m).ok() && (g->causal ? g->nq * (g->nq + 1) / 2 : g->nk) <= kMaxBodyTiles;
 }
 
+bool AttentionRunsAsDecode(const Node& n) { return GeometryOf(n, /*narrow_later=*/true, /*decode=*/true).ok(); }
+
 bool AttentionRunsAsIs(const Node& n) {
   return GeometryOf(n, /*narrow_later=*/true, /*decode=*/true).ok() ||
          GeometryOf(n, /*narrow_later=*/true, /*decode=*/false).ok();

@@ -51,7 +51,6 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
   const int64_t d = g.d, halves = d / 64, rep = d / 8;  // 64-element pieces of a row, blocks per fp32 row
   const int64_t tile = kAttTile * d;                     // elements of a K or V tile
   const bool mask = g.mask_es != 0;
-  const char* mdt = g.mask_es == 2 ? "f16" : "f32";
 
   // UB, in bytes.
   int64_t at = 0;
