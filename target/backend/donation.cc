@@ -18,10 +18,7 @@ int LastOtherReader(const Value* v, const Node* writer, const absl::flat_hash_ma
     if (!u.user) return -2;  // a graph output
     auto it = order.find(u.user);
     if (it == order.end()) return -2;  // a nested graph's node
-    if (u.user == writer) {
-      if (u.index != 0) return -2;  // the writer reads it twice
-      continue;
-    }
+    if (u.user == writer) continue;  // the writer's one read (FindDonations counts them)
     last = std::max(last, it->second);
     if (is_view(*u.user) && u.user->num_outputs() == 1) {
       int through = LastOtherReader(u.user->output(0), writer, order, is_view);
@@ -36,7 +33,7 @@ int LastOtherReader(const Value* v, const Node* writer, const absl::flat_hash_ma
 
 std::vector<Donation> FindDonations(const Graph& g, const std::vector<std::pair<const Value*, const Value*>>& feeds,
                                     const std::function<bool(const Node&)>& is_view,
-                                    const std::function<bool(const Node&)>& writes_in_place) {
+                                    const std::function<bool(const Node&, int input)>& writes_in_place) {
   std::vector<Donation> out;
   if (feeds.empty()) return out;
   absl::flat_hash_map<const Node*, int> order;
@@ -44,18 +41,21 @@ std::vector<Donation> FindDonations(const Graph& g, const std::vector<std::pair<
   for (const Node* n : g.nodes()) order[n] = i++;
   for (const auto& [input, output] : feeds) {
     const Node* w = output->producer();
-    if (!w || !input->is_input() || w->num_inputs() == 0 || w->input(0) != input || w->output(0) != output)
-      continue;
+    if (!w || !input->is_input()) continue;
+    int index = -1, reads = 0;
+    for (int k = 0; k < w->num_inputs(); ++k)
+      if (w->input(k) == input) index = k, ++reads;
+    if (reads != 1) continue;  // the writer reads it twice, or not itself
     if (!(input->type() == output->type()) || !input->type().is_tensor() || !input->type().shape().is_static())
       continue;
-    if (!writes_in_place(*w)) continue;
+    if (!writes_in_place(*w, index)) continue;
     auto it = order.find(w);
     if (it == order.end()) continue;
     const int last = LastOtherReader(input, w, order, is_view);
     if (last == -2 || last > it->second) continue;
     // One output per donated input.
     if (std::any_of(out.begin(), out.end(), [&](const Donation& d) { return d.input == input; })) continue;
-    out.push_back({input, output, w});
+    out.push_back({input, output, w, index});
   }
   return out;
 }

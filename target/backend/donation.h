@@ -22,18 +22,21 @@ namespace kiln::target {
 struct Donation {
   const Value* input = nullptr;   // the graph input NAME, whose bytes are donated
   const Value* output = nullptr;  // the graph output NAME.next, computed in them
-  const Node* writer = nullptr;   // the node that computes it, writing over input 0
+  const Node* writer = nullptr;   // the node that computes it, writing over its input `input_index`
+  int input_index = 0;
 };
 
 // The donations of `g` among `feeds` (graph input, graph output) pairs:
-// each output whose producer `writes_in_place` accepts, that reads the
-// input as its input 0 and nowhere else, where the two have one static type
-// and every other reader of the input's bytes (through the views
-// `is_view` names, too) comes before the writer in node order. An input
-// that is also a graph output, or is read inside a nested graph, is
-// never donated.
+// each output (of any of its producer's outputs: a fused optimizer update
+// writes a parameter and its moments) whose producer reads the input as
+// exactly one of its inputs
+// (the index `writes_in_place` is asked about and accepts), where the two
+// have one static type and every other reader of the input's bytes
+// (through the views `is_view` names, too) comes before the writer in node
+// order. An input that is also a graph output, or is read inside a nested
+// graph, is never donated.
 std::vector<Donation> FindDonations(const Graph& g, const std::vector<std::pair<const Value*, const Value*>>& feeds,
                                     const std::function<bool(const Node&)>& is_view,
-                                    const std::function<bool(const Node&)>& writes_in_place);
+                                    const std::function<bool(const Node&, int input)>& writes_in_place);
 
 }  // namespace kiln::target

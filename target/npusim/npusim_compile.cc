@@ -587,12 +587,12 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     for (const runtime::StepFeed& f : runtime::StepFeeds(in_names, out_names))
       feeds.emplace_back(g.inputs()[f.input], g.outputs()[f.output]);
     // An AICPU task reads its operands before it writes: in place too.
-    for (const Donation& d : FindDonations(g, feeds, IsView, [](const Node& n) {
-           return npusim::WritesInPlace(n) && OnDevice(n.output(0));
+    for (const Donation& d : FindDonations(g, feeds, IsView, [](const Node& n, int input) {
+           return npusim::WritesInPlace(n, input) && OnDevice(n.output(0));
          })) {
       buffers.Alias(d.output, d.input);
       module->mutable_buffers(buffers.Get(d.output))->set_donated(true);
-      in_place.insert(d.writer);
+      if (d.input_index == 0) in_place.insert(d.writer);
     }
   }
   for (const Value* v : g.outputs()) {

@@ -37,8 +37,13 @@ struct NpusimExecutable::Impl {
     while (module->buffers(b).has_alias_of()) b = module->buffers(b).alias_of();
     return b;
   }
+  // The roots a loop's donated feeds live in (by buffer): one place for
+  // every step, slot 0's, whichever slot the step stages its data in.
+  std::vector<bool> shared;
   sim::DevAddr Address(int b, int slot) const {
-    const Buffer& r = module->buffers(Root(b));
+    const int root = Root(b);
+    const Buffer& r = module->buffers(root);
+    if (r.kind() != Buffer::CONSTANT && root < static_cast<int>(shared.size()) && shared[root]) slot = 0;
     return (r.kind() == Buffer::CONSTANT ? constants : slots[slot]) + static_cast<sim::DevAddr>(r.offset());
   }
   bool IsHost(int b) const { return module->buffers(Root(b)).kind() == Buffer::HOST; }
@@ -311,14 +316,15 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   const artifact::NpusimModule& m = *im.module;
   sim::Device& d = *device_;
   const int batches = std::max(1, options.batches);
-  // A loop whose fed outputs are computed over their inputs (donated) keeps
-  // them in one place: one activation region, so no step copies them.
-  int donated_feeds = 0;
+  // A loop's fed outputs computed over their inputs (donated) stay in one
+  // place for every step (Impl::shared), so no step copies them, while the
+  // next step's data is staged in the other slot.
+  im.shared.assign(m.buffers_size(), false);
   for (const StepFeed& f : options.feeds)
     if (f.input >= 0 && f.input < m.input_buffers_size() && f.output >= 0 && f.output < m.output_buffers_size() &&
         im.Root(m.input_buffers(f.input)) == im.Root(m.output_buffers(f.output)))
-      ++donated_feeds;
-  const int num_slots = batches > 1 && donated_feeds == 0 ? 2 : 1;
+      im.shared[im.Root(m.input_buffers(f.input))] = true;
+  const int num_slots = batches > 1 ? 2 : 1;
   im.functional = options.functional;
   while (static_cast<int>(im.slots.size()) < num_slots) {
     KILN_ASSIGN_OR_RETURN(sim::DevAddr a, d.Malloc(std::max<int64_t>(m.device_bytes(), 512)));

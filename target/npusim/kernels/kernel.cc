@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -83,6 +84,17 @@ Tensor FractalImage(const Tensor& t, const FractalConstant& f) {
       std::memcpy(dst + to * es, src + from * es, es);
     }
   return out;
+}
+
+bool WritesInPlace(const Node& n, int input) {
+  if (n.domain() == "kiln") return n.op() == "Fused" && n.GetString("kind", "") == "elementwise";
+  if (!n.domain().empty()) return false;
+  if (n.op() == "ScatterElements") return input == 0 && n.GetString("reduction", "none") == "none";
+  static const auto* elementwise = new absl::flat_hash_set<std::string>{
+      "Abs", "Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Pow", "Relu", "LeakyRelu",
+      "Sigmoid", "HardSigmoid", "Tanh", "Erf", "Softplus", "Clip", "Max", "Min", "Sum", "Mean", "Floor", "Ceil",
+      "Sign", "Where"};
+  return elementwise->contains(n.op());
 }
 
 }  // namespace kiln::target::npusim

@@ -62,8 +62,8 @@ struct KernelRequest {
   bool x_c1hwc0 = false;
   bool y_c1hwc0 = false;
   // Output 0 shares input 0's bytes (the driver donated them: a step's
-  // NAME.next over NAME; target/backend/donation.h): the kernel writes only
-  // what differs from input 0 (WritesInPlace in move.h names the ops).
+  // NAME.next over NAME; target/backend/donation.h): a ScatterElements
+  // writes only its updates (WritesInPlace).
   bool in_place = false;
 };
 
@@ -115,6 +115,13 @@ std::vector<const Value*> LaunchValues(const Node& node, const GeneratedKernel& 
 sim::DType IsaDTypeOf(DType t);
 // The `.arg NAME DT[d0,...]` line for a value (static shape, ISA dtype).
 absl::StatusOr<std::string> KasmArgLine(absl::string_view name, const Value& v);
+
+// Whether the node's kernel (or its AICPU task, which reads its operands
+// before it writes) may write its output over its input `input` of the
+// same type: ScatterElements over its data (writing only its updates), and
+// the elementwise ops and fused elementwise groups, whose tiles store where
+// they loaded (a training step's parameter and optimizer-state updates).
+bool WritesInPlace(const Node& n, int input);
 
 // The single value of a constant with one element (nullopt otherwise).
 std::optional<double> ConstScalar(const Value* v);

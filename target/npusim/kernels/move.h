@@ -39,8 +39,5 @@ bool IsIndexedMove(const Node& n);
 // ScatterElements' kernel (move_scatter.cc); GenerateMoveKernel's for it.
 absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req);
 
-// Whether the node's kernel (or its AICPU task) can write output 0 over
-// input 0, moving only what changes: ScatterElements without reduction.
-bool WritesInPlace(const Node& n);
 
 }  // namespace kiln::target::npusim
