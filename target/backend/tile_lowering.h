@@ -237,6 +237,16 @@ absl::StatusOr<TileKernel> LowerGemm(const GemmProblem& p, const GemmTiling& t, 
 absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigures& f,
                                            std::vector<const Value*>* values = nullptr);
 
+// kiln.Attention (tile_attention_lowering.cc) in FlashAttention's schedule:
+// a grid over the batch dims and 64-row tiles of Q, a serial loop over
+// 64-key tiles of K and V, S = Q K^T and O_j = P V on the MMA, the online
+// softmax (running row maximum and sum, O rescaled) in the vector scope, P
+// into the stage scope for its product. f16 Q, K, V (K not transposed),
+// lengths multiples of 16, head sizes multiples of 16 up to 128, no mask
+// or an additive one; not causal. Tiles of 64 rows and 64 keys, smaller
+// where the target's scopes hold less; verified against f.target.
+absl::StatusOr<TileKernel> LowerAttention(const Node& node, const TileCostFigures& f);
+
 // Any node: the window form for pools and depthwise convolutions, the GEMM
 // form when GemmProblemOf takes it, else LowerVectorNode.
 absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const TileCostFigures& f,

@@ -43,6 +43,8 @@
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube.h"
 #include "target/npusim/kernels/cube_attention_geometry.h"
+#include "target/backend/tile_lowering.h"
+#include "target/npusim/kernels/cube_figures.h"
 #include "target/npusim/kernels/cube_kasm.h"
 #include "target/npusim/kernels/pipe_sync.h"
 
@@ -440,6 +442,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
   k.block_dim = blocks;
   k.engine = "cube";
   k.workspace_bytes = blocks * 2 * y.ws_slot;  // the `ws` argument: two P tiles per block
+  // The schedule as the tile IR states it (for `kiln tile`), where it does.
+  if (req.want_tile_ir && !g.causal)
+    if (absl::StatusOr<tile::TileKernel> tk = tile::LowerAttention(n, CubeFiguresOf(m)); tk.ok())
+      k.tile_ir = tile::Print(*tk);
   // Per key tile: the cube's two products, the vector unit's passes over
   // the 64 x 64 scores and the 64 x d output; the slower of the two sets
   // the pace once the pipeline fills.

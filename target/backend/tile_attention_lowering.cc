@@ -1,0 +1,135 @@
+//===- tile_attention_lowering.cc - kiln.Attention in the tile IR ----------===//
+//
+// FlashAttention's schedule stated once, in the tile IR's text form, for
+// every target to print: per (batch dims, 64-row tile of Q) the Q tile
+// stays in operand_a; per 64-key tile, S = Q K^T on the MMA, the online
+// softmax in the vector scope (m' = max(m, rowmax S); alpha = exp(m - m');
+// P = exp(S - m'); l = alpha l + rowsum P), P into the stage scope and
+// operand_a, O = alpha O + P V; at the end Y = O / l. The interpreter runs
+// it as the reference meaning of the schedule; npusim's kernel
+// (cube_attention.cc) records it as its tile IR.
+//
+//===----------------------------------------------------------------------===//
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "graph/support/status.h"
+#include "target/backend/tile_lowering.h"
+
+namespace kiln::target::tile {
+namespace {
+
+absl::Status No(absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat("attention in the tile IR: ", why));
+}
+
+std::string Type(DType dt, const Dims& d) { return absl::StrCat(DTypeName(dt), "[", absl::StrJoin(d, ","), "]"); }
+
+}  // namespace
+
+absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& f) {
+  if (n.domain() != "kiln" || n.op() != "Attention" || n.num_inputs() < 3) return No("not a kiln.Attention");
+  for (int i = 0; i < n.num_inputs(); ++i)
+    if (n.input(i) && !n.input(i)->type().shape().is_static()) return No("shapes not static");
+  if (n.GetInt("k_transposed", 0)) return No("K given transposed");
+  if (n.GetInt("causal", 0)) return No("causal attention");
+  const DType dt = n.input(0)->type().dtype();
+  if (dt != DType::kF16) return No("f16 Q, K and V");
+  const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims(),
+             v = n.input(2)->type().shape().StaticDims();
+  const size_t r = q.size();
+  if (r < 2 || k.size() != r || v.size() != r) return No("Q, K and V of one rank");
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (k[i] != q[i] || v[i] != q[i]) return No("batch dims that broadcast");
+  const int64_t s = q[r - 2], d = q[r - 1], l = k[r - 2];
+  if (k[r - 1] != d || v[r - 2] != l || v[r - 1] != d) return No("V's shape");
+  if (s % 16 || l % 16 || d % 16 || d > 128) return No("lengths multiples of 16, head size up to 128");
+  const double scale = n.GetFloat("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
+  const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr;
+  if (mask && mask->type().dtype() != dt) return No("an additive mask of Q's dtype");
+
+  // The largest tiles (rows of Q, keys) whose buffers fit the target.
+  absl::Status last = No("no tiles fit");
+  for (const auto& [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {32, 64}, {16, 64}, {16, 32}, {16, 16}}) {
+    if (s % br || l % bc) continue;
+    // Grid variables: one per batch dim, then the row tile.
+    std::vector<std::string> grid, lead;
+    for (size_t i = 0; i + 2 < r; ++i) {
+      grid.push_back(absl::StrCat("%g", i, " = ", q[i]));
+      lead.push_back(absl::StrCat("%g", i));
+    }
+    grid.push_back(absl::StrCat("%i = ", s / br));
+    auto at = [&](const char* row) {
+      std::vector<std::string> st = lead;
+      st.push_back(row);
+      st.push_back("0");
+      return absl::StrCat("[", absl::StrJoin(st, ", "), "]");
+    };
+    const std::string t = std::string(DTypeName(dt));
+    std::string text = absl::StrCat("kernel @attention {\n  arg %q : ", Type(dt, q), " in\n  arg %k : ", Type(dt, k),
+                                    " in\n  arg %v : ", Type(dt, v), " in\n");
+    std::string mask_copy;
+    if (mask) {
+      const Dims md = mask->type().shape().StaticDims();
+      if (md.size() > r || md.size() < 2 || md.back() != l || (md[md.size() - 2] != s && md[md.size() - 2] != 1))
+        return No("a mask of the scores' shape or broadcast to it");
+      std::vector<std::string> st;
+      for (size_t i = 0; i + 2 < md.size(); ++i) {
+        const size_t qi = i + (r - md.size());
+        if (md[i] != 1 && md[i] != q[qi]) return No("a mask whose batch dims broadcast partly");
+        st.push_back(md[i] == 1 ? "0" : absl::StrCat("%g", qi));
+      }
+      st.push_back(md[md.size() - 2] == 1 ? "0" : absl::StrCat("%i*", br));
+      st.push_back(absl::StrCat("%j*", bc));
+      absl::StrAppend(&text, "  arg %mask : ", Type(dt, md), " in\n");
+      mask_copy = absl::StrCat("      buffer %mk : f32[", br, ",", bc, "] vector\n      copy %mask[", absl::StrJoin(st, ", "),
+                               "] -> %mk\n      ew add %sv <- %sv, %mk\n");
+    }
+    absl::StrAppend(&text, "  arg %y : ", Type(dt, q), " out\n  grid ", absl::StrJoin(grid, ", "), " {\n");
+    absl::StrAppendFormat(&text,
+                          "    buffer %%qs : %s[%d,%d] stage\n    buffer %%qa : %s[%d,%d] operand_a\n"
+                          "    buffer %%m : f32[%d,1] vector\n    buffer %%l : f32[%d,1] vector\n"
+                          "    buffer %%o : f32[%d,%d] vector\n    fill %%m, -inf\n    fill %%l, 0\n    fill %%o, 0\n",
+                          t, br, d, t, br, d, br, br, br, d);
+    const std::string row = absl::StrCat("%i*", br), key = absl::StrCat("%j*", bc);
+    absl::StrAppend(&text, "    copy %q", at(row.c_str()), " -> %qs\n    sync global -> stage\n    copy %qs -> %qa\n",
+                    "    sync stage -> operand_a\n");
+    absl::StrAppend(&text, "    serial %j = ", l / bc, " {\n");
+    absl::StrAppendFormat(&text,
+                          "      buffer %%ks : %s[%d,%d] stage\n      buffer %%kb : %s[%d,%d] operand_b\n"
+                          "      buffer %%vs : %s[%d,%d] stage\n      buffer %%vb : %s[%d,%d] operand_b\n"
+                          "      buffer %%s : f32[%d,%d] accumulator\n      buffer %%sv : f32[%d,%d] vector\n"
+                          "      buffer %%rm : f32[%d,1] vector\n      buffer %%mn : f32[%d,1] vector\n"
+                          "      buffer %%al : f32[%d,1] vector\n      buffer %%rs : f32[%d,1] vector\n"
+                          "      buffer %%p : %s[%d,%d] vector\n      buffer %%ps : %s[%d,%d] stage\n"
+                          "      buffer %%pa : %s[%d,%d] operand_a\n      buffer %%pv : f32[%d,%d] accumulator\n"
+                          "      buffer %%pvv : f32[%d,%d] vector\n",
+                          t, bc, d, t, d, bc, t, bc, d, t, bc, d, br, bc, br, bc, br, br, br, br, t, br, bc, t, br, bc, t,
+                          br, bc, br, d, br, d);
+    absl::StrAppend(&text, "      copy %k", at(key.c_str()), " -> %ks\n      copy %v", at(key.c_str()), " -> %vs\n",
+                    "      sync global -> stage\n      copy %ks -> %kb transpose\n      copy %vs -> %vb\n",
+                    "      sync stage -> operand_b\n      mma %s = %qa * %kb\n      copy %s -> %sv\n");
+    absl::StrAppendFormat(&text, "      ew mul %%sv <- %%sv, %.9g\n", scale);
+    absl::StrAppend(&text, mask_copy,
+                    "      reduce max %rm <- %sv axis 1\n      ew max %mn <- %m, %rm\n      ew sub %al <- %m, %mn\n"
+                    "      ew exp %al <- %al\n      ew sub %sv <- %sv, %mn\n      ew exp %sv <- %sv\n"
+                    "      reduce sum %rs <- %sv axis 1\n      ew mul %l <- %l, %al\n      ew add %l <- %l, %rs\n"
+                    "      ew copy %m <- %mn\n      ew cast %p <- %sv\n      copy %p -> %ps\n"
+                    "      sync vector -> stage\n      copy %ps -> %pa\n      sync stage -> operand_a\n"
+                    "      mma %pv = %pa * %vb\n      copy %pv -> %pvv\n      ew mul %o <- %o, %al\n"
+                    "      ew add %o <- %o, %pvv\n    }\n",
+                    "    ew div %o <- %o, %l\n    copy %o -> %y", at(row.c_str()), "\n  }\n}\n");
+    absl::StatusOr<TileKernel> kernel = Parse(text);
+    if (!kernel.ok()) return kernel.status();
+    kernel->plan = absl::StrFormat("attention %dx%d over %d keys, head %d: %dx%d tiles, online softmax", s, s, l, d,
+                                   br, bc);
+    last = Verify(*kernel, f.target);
+    if (last.ok()) return *std::move(kernel);
+  }
+  return last;
+}
+
+}  // namespace kiln::target::tile
