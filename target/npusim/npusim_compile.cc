@@ -705,6 +705,12 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
 
     if (engine != "aicpu") {
       GeneratedKernel& k = *kernel;
+      // The engine the kernel runs on (a decode-shaped attention placed on
+      // the cube runs on the vector unit alone).
+      if (!k.engine.empty() && k.engine != engine) {
+        task->set_engine(k.engine);
+        task->set_reason(absl::StrCat("placed on the ", engine, "; its kernel runs on the ", k.engine, " engine alone"));
+      }
       kernel_nodes.insert(n);
       artifact::KernelTask* kt = task->mutable_kernel();
       size_t first_output = 0;
