@@ -63,15 +63,21 @@ std::unique_ptr<Built> Build(const Case& c) {
   return b;
 }
 
+// The attention kernel of `b`'s node on `m` (at most `max_blocks` blocks; 0: every core).
+absl::StatusOr<target::npusim::GeneratedKernel> Generate(const Built& b, const sim::Machine& m, int max_blocks = 0) {
+  target::npusim::KernelRequest req;
+  req.node = b.node;
+  req.machine = &m;
+  req.max_blocks = max_blocks;
+  return target::npusim::GenerateCubeAttention(req);
+}
+
 void Check(const Case& c) {
   SCOPED_TRACE(::testing::Message() << "s " << c.s << " l " << c.l << " d " << c.d << " causal " << c.causal
                                     << " mask rank " << c.mask.size());
   auto b = Build(c);
   sim::Machine m = sim::DefaultMachine();
-  target::npusim::KernelRequest req;
-  req.node = b->node;
-  req.machine = &m;
-  auto k = target::npusim::GenerateCubeAttention(req);
+  auto k = Generate(*b, m);
   ASSERT_TRUE(k.ok()) << k.status();
   auto run = RunKernelOnSim(*k, *b->node, b->inputs, m);
   ASSERT_TRUE(run.ok()) << run.status() << "\n" << k->plan;
@@ -118,11 +124,7 @@ TEST(CubeAttention, PipesOverlapAndTheVectorUnitBounds) {
   Case c{.b = 1, .h = 1, .s = 64, .l = 2048, .d = 128};
   auto b = Build(c);
   sim::Machine m = sim::DefaultMachine();
-  target::npusim::KernelRequest req;
-  req.node = b->node;
-  req.machine = &m;
-  req.max_blocks = 1;
-  auto k = target::npusim::GenerateCubeAttention(req);
+  auto k = Generate(*b, m, /*max_blocks=*/1);
   ASSERT_TRUE(k.ok()) << k.status();
   auto run = RunKernelOnSim(*k, *b->node, b->inputs, m, /*functional=*/false);
   ASSERT_TRUE(run.ok()) << run.status();
@@ -152,10 +154,7 @@ TEST(CubeAttention, DecodeReadsOnlyTheLiveCache) {
   auto hbm_read = [&](int64_t live) {
     Case c{.b = 1, .h = 4, .s = 1, .l = 1024, .d = 64, .mask = {1, 1024}, .dt = DType::kF32, .live = live};
     auto b = Build(c);
-    target::npusim::KernelRequest req;
-    req.node = b->node;
-    req.machine = &m;
-    auto k = target::npusim::GenerateCubeAttention(req);
+    auto k = Generate(*b, m);
     EXPECT_TRUE(k.ok()) << k.status();
     auto run = RunKernelOnSim(*k, *b->node, b->inputs, m);
     EXPECT_TRUE(run.ok()) << run.status();
@@ -171,10 +170,7 @@ TEST(CubeAttention, RefusesWhatItDoesNotRun) {
   sim::Machine m = sim::DefaultMachine();
   auto refused = [&](const Case& c) {
     auto b = Build(c);
-    target::npusim::KernelRequest req;
-    req.node = b->node;
-    req.machine = &m;
-    auto k = target::npusim::GenerateCubeAttention(req);
+    auto k = Generate(*b, m);
     EXPECT_TRUE(absl::IsUnimplemented(k.status())) << k.status();
     return std::string(k.status().message());
   };

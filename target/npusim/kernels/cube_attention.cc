@@ -35,11 +35,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "graph/support/status.h"
-#include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube.h"
 #include "target/npusim/kernels/cube_attention_geometry.h"
@@ -163,8 +159,7 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
     VecOver(e, "vdup.f32", kAttTile * g.d, 4, y.ub_o, 0, 0, -1, ", 0");
     VecOver(e, "vdup.f32", kAttTile, 4, y.ub_m[0], 0, 0, -1, ", -inf");
     VecOver(e, "vdup.f32", kAttTile, 4, y.ub_l, 0, 0, -1, ", 0");
-    for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
-      vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {}, {"UB.o", "UB.m0", "UB.l"});
+    p.AddLines(Pipe::kVector, e.text(), {}, {"UB.o", "UB.m0", "UB.l"});
   }
   // Stage A of key tile j: S_j = Q K_j^T into UB (and its mask tile).
   // Key tile j's place in L1: its group's slot and its offset there.
@@ -202,8 +197,7 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
       if (g.mask_es == 2) {
         Emitter e;
         VecOver(e, "vconv.f32.f16", kAttTile * kAttTile, 4, y.ub_mk[s], 2, y.ub_mst[s], -1, "");
-        for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
-          vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {S("UB.mst", s)}, {S("UB.mk", s)});
+        p.AddLines(Pipe::kVector, e.text(), {S("UB.mst", s)}, {S("UB.mk", s)});
       }
     }
   };
@@ -214,8 +208,7 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
     const int64_t sb = y.ub_s[s], n = kAttTile * kAttTile;
     Emitter e;
     auto flush = [&](std::vector<std::string> reads, std::vector<std::string> writes) {
-      for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
-        vec(std::string(absl::StripLeadingAsciiWhitespace(line)), reads, writes);
+      p.AddLines(Pipe::kVector, e.text(), reads, writes);
       e.text().clear();
     };
     if (g.scale != 1.0) VecOver(e, "vmuls.f32", n, 4, sb, 4, sb, -1, absl::StrFormat(", %.9g", g.scale));
@@ -288,8 +281,7 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
           {"UB.o", S("UB.balpha", s)}, {"UB.o"});
     Emitter e;
     VecOver(e, "vadd.f32", kAttTile * g.d, 4, y.ub_o, 4, y.ub_o, y.ub_pv[s], "");
-    for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
-      vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {"UB.o", S("UB.pv", s)}, {"UB.o"});
+    p.AddLines(Pipe::kVector, e.text(), {"UB.o", S("UB.pv", s)}, {"UB.o"});
   };
   // The software pipeline: A_0, A_1, B_0, then per step A_{j+2}, D_{j-1},
   // B_{j+1}, C_j: the cube's S_{j+2} and O_j go around the vector unit's
@@ -317,8 +309,7 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
     Emitter e;
     if (g.es == 2) {
       VecOver(e, "vconv.f16.f32", kAttTile * g.d, 2, y.ub_oh, 4, y.ub_o, -1, "");
-      for (absl::string_view line : absl::StrSplit(e.text(), '\n', absl::SkipEmpty()))
-        vec(std::string(absl::StripLeadingAsciiWhitespace(line)), {"UB.o"}, {"UB.oh"});
+      p.AddLines(Pipe::kVector, e.text(), {"UB.o"}, {"UB.oh"});
     }
     p.Add(Pipe::kMte3, absl::StrCat("copy_ub_gm ", Addr("y", rQ, 0), ", ", Ub(y.ub_oh), ", len=", tile_bytes),
           {g.es == 2 ? "UB.oh" : "UB.o"}, {});
@@ -435,12 +426,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
   }
   absl::StrAppend(&t, "next:\n  add r", rItem, ", r", rItem, ", r", rBlockDim, "\n  jmp item\ndone:\n");
 
-  auto file = sim::Assemble(t, "attention.kasm");
-  if (!file.ok()) return absl::InternalError(absl::StrCat("attention kernel: ", file.status().message()));
-  GeneratedKernel k;
-  k.program = std::move(file->program);
-  k.block_dim = blocks;
-  k.engine = "cube";
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, AssembledKernel(t, "attention.kasm", "attention", blocks, "cube"));
   k.workspace_bytes = blocks * 2 * y.ws_slot;  // the `ws` argument: two P tiles per block
   // The schedule as the tile IR states it (for `kiln tile`), where it does.
   if (req.want_tile_ir && !g.causal)

@@ -25,7 +25,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/support/status.h"
-#include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube.h"
 #include "target/npusim/kernels/cube_attention_geometry.h"
@@ -122,22 +121,20 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
     e.L("wait_flag VECTOR, SCALAR, 0");
     // -inf in fp32 is the word 0xff800000.
     constexpr int64_t kNegInfWord = -8388608;
-    e.Label("lo");
-    e.L("bge r", rLo, ", ", g.nk - 1, ", lo_done");
-    e.L("mul r", rTmp, ", r", rLo, ", 4");
-    e.L("ld.s32 r", rTmp, ", UB[r", rTmp, " + ", maxes, "]");
-    e.L("bne r", rTmp, ", ", kNegInfWord, ", lo_done");
-    e.L("add r", rLo, ", r", rLo, ", 1");
-    e.L("jmp lo");
-    e.Label("lo_done");
-    e.Label("hi");
-    e.L("bge r", rLo, ", r", rHi, ", hi_done");
-    e.L("mul r", rTmp, ", r", rHi, ", 4");
-    e.L("ld.s32 r", rTmp, ", UB[r", rTmp, " + ", maxes, "]");
-    e.L("bne r", rTmp, ", ", kNegInfWord, ", hi_done");
-    e.L("sub r", rHi, ", r", rHi, ", 1");
-    e.L("jmp hi");
-    e.Label("hi_done");
+    // From each end, the tiles whose maximum is -inf (their words compared as integers).
+    auto scan = [&](const char* label, int reg, const std::string& stop, int step) {
+      const std::string done = absl::StrCat(label, "_done");
+      e.Label(label);
+      e.L(stop, ", ", done);
+      e.L("mul r", rTmp, ", r", reg, ", 4");
+      e.L("ld.s32 r", rTmp, ", UB[r", rTmp, " + ", maxes, "]");
+      e.L("bne r", rTmp, ", ", kNegInfWord, ", ", done);
+      e.L("add r", reg, ", r", reg, ", ", step);
+      e.L("jmp ", label);
+      e.Label(done);
+    };
+    scan("lo", rLo, absl::StrCat("bge r", rLo, ", ", g.nk - 1), 1);
+    scan("hi", rHi, absl::StrCat("bge r", rLo, ", r", rHi), -1);
   }
   // The tiles lo..hi, two at a time (slot 0 then slot 1), the next tile's
   // K and V loading while this one computes. Flags: MTE2 -> VECTOR id s, the
@@ -227,15 +224,11 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
   e.Label("done");
   absl::StrAppend(&t, e.text());
 
-  auto file = sim::Assemble(t, "decode_attention.kasm");
-  if (!file.ok()) return absl::InternalError(absl::StrCat("decode attention kernel: ", file.status().message()));
-  GeneratedKernel k;
-  k.program = std::move(file->program);
-  k.block_dim = blocks;
-  k.engine = "vector";
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                        AssembledKernel(t, "decode_attention.kasm", "decode attention", blocks, "vector"));
   // Each block streams its heads' K and V at its share of HBM (or its MTE2
   // rate), the vector unit's passes over each tile under the next load.
-  const double rate = std::min(sim::GmUbBytesPerCycle(m), sim::HbmBytesPerCycle(m) / static_cast<double>(blocks));
+  const double rate = UbLoadBytesPerCycle(m, blocks);
   const double cpr = sim::VectorCyclesPerRepeat(m, sim::Op::kVadd, 4);
   const double vec_tile = (2.0 * halves * 64 + 64 + 64 + 32 * halves * 2) * cpr + 24 * m.core().vector_latency_cycles();
   const double load_tile = 2.0 * static_cast<double>(tile * es) / rate;

@@ -7,6 +7,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/isa/asm.h"
+#include "sim/machine/machine.h"
 
 namespace kiln::target::npusim {
 
@@ -95,6 +97,21 @@ bool WritesInPlace(const Node& n, int input) {
       "Sigmoid", "HardSigmoid", "Tanh", "Erf", "Softplus", "Clip", "Max", "Min", "Sum", "Mean", "Floor", "Ceil",
       "Sign", "Where"};
   return elementwise->contains(n.op());
+}
+
+absl::StatusOr<GeneratedKernel> AssembledKernel(const std::string& text, const std::string& file,
+                                                absl::string_view what, int64_t block_dim, std::string engine) {
+  auto assembled = sim::Assemble(text, file);
+  if (!assembled.ok()) return absl::InternalError(absl::StrCat(what, " kernel: ", assembled.status().message()));
+  GeneratedKernel k;
+  k.program = std::move(assembled->program);
+  k.block_dim = block_dim;
+  k.engine = std::move(engine);
+  return k;
+}
+
+double UbLoadBytesPerCycle(const sim::Machine& m, int64_t blocks) {
+  return std::min(sim::GmUbBytesPerCycle(m), sim::HbmBytesPerCycle(m) / static_cast<double>(std::max<int64_t>(blocks, 1)));
 }
 
 }  // namespace kiln::target::npusim

@@ -123,6 +123,16 @@ absl::StatusOr<std::string> KasmArgLine(absl::string_view name, const Value& v);
 // they loaded (a training step's parameter and optimizer-state updates).
 bool WritesInPlace(const Node& n, int input);
 
+// `text` assembled (named `file` in its errors) as a kernel of `block_dim`
+// blocks on `engine`; an assembly error is an internal error naming the
+// kernel (`what`: "scatter kernel: ...").
+absl::StatusOr<GeneratedKernel> AssembledKernel(const std::string& text, const std::string& file,
+                                                absl::string_view what, int64_t block_dim, std::string engine);
+
+// The bytes per cycle one of `blocks` blocks streaming GM -> UB at once
+// gets: its MTE2 rate, or its share of HBM.
+double UbLoadBytesPerCycle(const sim::Machine& m, int64_t blocks);
+
 // The single value of a constant with one element (nullopt otherwise).
 std::optional<double> ConstScalar(const Value* v);
 

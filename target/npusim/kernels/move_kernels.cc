@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/support/status.h"
-#include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
 #include "target/backend/copy_pieces.h"
 #include "target/npusim/kernels/move.h"
@@ -190,12 +189,7 @@ absl::StatusOr<GeneratedKernel> GenerateIndexedGather(const KernelRequest& req) 
                   "  copy_ub_gm y[r4], UB[r6], len=", row, "\n  add r4, r4, ", row, "\n  add r6, r6, ", row_a,
                   "\n  add r8, r8, 1\n  jmp out\nout_done:\n  set_flag MTE3, MTE2, 0\n  mov r5, r3\n  jmp chunk\n",
                   "done:\n  wait_flag MTE3, MTE2, 0\n");
-  auto file = sim::Assemble(t, "move_Gather.kasm");
-  if (!file.ok()) return absl::InternalError(absl::StrCat("gather kernel: ", file.status().message()));
-  GeneratedKernel k;
-  k.program = std::move(file->program);
-  k.block_dim = used;
-  k.engine = "vector";
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, AssembledKernel(t, "move_Gather.kasm", "gather", used, "vector"));
   // Per block: the indices' load, then each chunk's row loads (in flight
   // together) and its stores, each paying the HBM latency.
   const double lat = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
@@ -285,17 +279,13 @@ absl::StatusOr<GeneratedKernel> GenerateMoveKernel(const KernelRequest& req) {
   }
   absl::StrAppend(&text, "done:\n");
 
-  auto file = sim::Assemble(text, absl::StrCat("move_", n.op(), ".kasm"));
-  if (!file.ok()) return absl::InternalError(absl::StrCat("data-movement kernel: ", file.status().message()));
-  GeneratedKernel k;
-  k.program = std::move(file->program);
-  k.block_dim = blocks;
-  k.engine = "vector";
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                        AssembledKernel(text, absl::StrCat("move_", n.op(), ".kasm"), "data-movement", blocks, "vector"));
   // Each block streams its bytes in and out through MTE2 and MTE3 (which
   // overlap), at the lesser of the MTE rate and its share of HBM, plus the
   // HBM latency of every transfer's load, and of the last one's store (the
   // other stores overlap the next loads through the second buffer).
-  const double per_core = std::min(sim::GmUbBytesPerCycle(m), sim::HbmBytesPerCycle(m) / blocks);
+  const double per_core = UbLoadBytesPerCycle(m, blocks);
   const double per_block_transfers = std::ceil(static_cast<double>(transfers.size()) / blocks);
   k.estimated_cycles = static_cast<double>(total) / blocks / per_core +
                        (per_block_transfers + 1) * (m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());

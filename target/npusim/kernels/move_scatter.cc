@@ -19,7 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sim/isa/asm.h"
+#include "graph/support/status.h"
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/move.h"
 
@@ -161,16 +161,11 @@ absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req) 
   }
   if (chunks > 0) absl::StrAppend(&t, "  wait_flag MTE3, MTE2, 2\n");
 
-  auto file = sim::Assemble(t, "move_ScatterElements.kasm");
-  if (!file.ok()) return absl::InternalError(absl::StrCat("scatter kernel: ", file.status().message()));
-  GeneratedKernel k;
-  k.program = std::move(file->program);
-  k.block_dim = 1;
-  k.engine = "vector";
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k, AssembledKernel(t, "move_ScatterElements.kasm", "scatter", 1, "vector"));
   // The copy streams at one core's MTE rate (or HBM's); each chunk of runs
   // pays the HBM latency of its loads and of its stores.
   const double lat = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
-  const double rate = std::min(sim::GmUbBytesPerCycle(m), sim::HbmBytesPerCycle(m));
+  const double rate = UbLoadBytesPerCycle(m, 1);
   k.estimated_cycles = (copies ? 2.0 * static_cast<double>(total) / rate + lat * 2 : 0) + lat * 2.0 * chunks +
                        static_cast<double>(runs) * (static_cast<double>(run_bytes) / rate + 8);
   k.plan = absl::StrFormat("ScatterElements: %d runs of %d B by indices read at run time (ld)%s", runs, run_bytes,

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <array>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace kiln::target::npusim {
 
@@ -19,6 +21,12 @@ void PipeSync::Add(sim::Pipe p, std::string text, const std::vector<std::string>
   for (const std::string& r : reads) in.reads.push_back(Resource(r));
   for (const std::string& w : writes) in.writes.push_back(Resource(w));
   insts_.push_back(std::move(in));
+}
+
+void PipeSync::AddLines(sim::Pipe p, absl::string_view text, const std::vector<std::string>& reads,
+                        const std::vector<std::string>& writes) {
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty()))
+    if (line = absl::StripAsciiWhitespace(line); !line.empty()) Add(p, std::string(line), reads, writes);
 }
 
 namespace {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "sim/isa/isa.h"
 
 namespace kiln::target::npusim {
@@ -33,6 +34,10 @@ class PipeSync {
   // One instruction (a line of .kasm without indentation) on pipe `p`.
   void Add(sim::Pipe p, std::string text, const std::vector<std::string>& reads,
            const std::vector<std::string>& writes);
+  // Each non-empty line of `text` (an emitter's indented .kasm) as one
+  // instruction on pipe `p` touching the same buffers.
+  void AddLines(sim::Pipe p, absl::string_view text, const std::vector<std::string>& reads,
+                const std::vector<std::string>& writes);
   // The stretch with its flags, each line indented; `id` is the event id
   // of every channel.
   std::string Emit(int id = 0) const;

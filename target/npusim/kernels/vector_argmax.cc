@@ -22,11 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "graph/support/status.h"
-#include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
 #include "target/npusim/kernels/cube_kasm.h"
 #include "target/npusim/kernels/pipe_sync.h"
@@ -100,8 +96,7 @@ absl::StatusOr<GeneratedKernel> GenerateArgMax(const KernelRequest& req) {
   const char* pick = last ? "vcmax.f32" : "vcmin.f32";
   PipeSync p;
   auto vec = [&](Emitter& v, std::vector<std::string> reads, std::vector<std::string> writes) {
-    for (absl::string_view line : absl::StrSplit(v.text(), '\n', absl::SkipEmpty()))
-      p.Add(sim::Pipe::kVector, std::string(absl::StripLeadingAsciiWhitespace(line)), reads, writes);
+    p.AddLines(sim::Pipe::kVector, v.text(), reads, writes);
     v.text().clear();
   };
   auto nan_fill = [&](int64_t off, int64_t count, const std::string& res) {
@@ -193,13 +188,9 @@ absl::StatusOr<GeneratedKernel> GenerateArgMax(const KernelRequest& req) {
   e.Label("done");
   absl::StrAppend(&t, e.text());
 
-  auto file = sim::Assemble(t, absl::StrCat(KernelName(n), ".kasm"));
-  if (!file.ok()) return absl::InternalError(absl::StrCat("argmax kernel: ", file.status().message()));
-  GeneratedKernel k;
-  k.program = std::move(file->program);
-  k.block_dim = blocks;
-  k.engine = "vector";
-  const double rate = std::min(sim::GmUbBytesPerCycle(m), sim::HbmBytesPerCycle(m) / static_cast<double>(blocks));
+  KILN_ASSIGN_OR_RETURN(GeneratedKernel k,
+                        AssembledKernel(t, absl::StrCat(KernelName(n), ".kasm"), "argmax", blocks, "vector"));
+  const double rate = UbLoadBytesPerCycle(m, blocks);
   const double cpr = sim::VectorCyclesPerRepeat(m, sim::Op::kVadd, 4);
   const double per_row = 2.0 * static_cast<double>(len * es) / rate + static_cast<double>(reps) * 5 * cpr +
                          4.0 * (m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles());
