@@ -6,8 +6,8 @@
 // softmax in the vector scope (m' = max(m, rowmax S); alpha = exp(m - m');
 // P = exp(S - m'); l = alpha l + rowsum P), P into the stage scope and
 // operand_a, O = alpha O + P V; at the end Y = O / l. The interpreter runs
-// it as the reference meaning of the schedule; npusim's kernel
-// (cube_attention.cc) records it as its tile IR.
+// it as the reference meaning of the schedule; a target's own attention
+// kernel records it as its tile IR.
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>
