@@ -534,8 +534,7 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (fed_input[i] >= 0) {
       summary_.fed_bytes += static_cast<int64_t>(inputs[i].nbytes());
-      if (im.Root(m.input_buffers(i)) == im.Root(m.output_buffers(fed_input[i])))
-        summary_.donated_bytes += static_cast<int64_t>(inputs[i].nbytes());
+      if (im.shared[im.Root(m.input_buffers(i))]) summary_.donated_bytes += static_cast<int64_t>(inputs[i].nbytes());
     }
     else in_bytes += static_cast<int64_t>(inputs[i].nbytes());
   }

@@ -87,7 +87,6 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
   KILN_ASSIGN_OR_RETURN(std::string yl, KasmArgLine("y", *n.output(0)));
   absl::StrAppend(&t, yl, "\n");
   Emitter e;
-  const std::string cv = half ? "f16" : "f32";
   e.L("block_idx r", rItem);
   e.L("block_dim r", rBlockDim);
   e.Label("item");
