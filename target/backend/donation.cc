@@ -9,19 +9,23 @@ namespace kiln::target {
 namespace {
 
 // The last top-level node (in `order`) that reads `v`'s bytes other than
-// `writer`, through views; -2 when some reader is not a top-level node or a
-// view of `v` is a graph output (the bytes are read outside the order).
+// `writer`'s one direct read, through views; -2 when some reader is not a
+// top-level node, a view of `v` is a graph output (the bytes are read
+// outside the order), or the writer reads them through a view as well.
 int LastOtherReader(const Value* v, const Node* writer, const absl::flat_hash_map<const Node*, int>& order,
-                    const std::function<bool(const Node&)>& is_view) {
+                    const std::function<bool(const Node&)>& is_view, bool direct = true) {
   int last = -1;
   for (const Use& u : v->uses()) {
     if (!u.user) return -2;  // a graph output
     auto it = order.find(u.user);
     if (it == order.end()) return -2;  // a nested graph's node
-    if (u.user == writer) continue;  // the writer's one read (FindDonations counts them)
+    if (u.user == writer) {
+      if (!direct) return -2;
+      continue;  // the writer's one read (FindDonations counts them)
+    }
     last = std::max(last, it->second);
     if (is_view(*u.user) && u.user->num_outputs() == 1) {
-      int through = LastOtherReader(u.user->output(0), writer, order, is_view);
+      int through = LastOtherReader(u.user->output(0), writer, order, is_view, /*direct=*/false);
       if (through == -2) return -2;
       last = std::max(last, through);
     }

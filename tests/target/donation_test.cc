@@ -92,6 +92,20 @@ TEST(Donation, NotWhenTheInputIsAlsoAnOutputOrReadTwiceByTheWriter) {
   EXPECT_TRUE(Donations(*twice->graph).empty());
 }
 
+TEST(Donation, NotWhenTheWriterAlsoReadsAViewOfIt) {
+  auto m = ParseModel(R"(graph @main(%w: f32[2,4], %shape: i64[2]) {
+  %r = Reshape(%w, %shape) : f32[2,4]
+  %w.next = Add(%w, %r) : f32[2,4]
+  return %w.next
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  const Graph& g = *m->graph;
+  auto donations = target::FindDonations(
+      g, {{g.inputs()[0], g.outputs()[0]}}, [](const Node& n) { return n.op() == "Reshape"; },
+      [](const Node& n, int) { return n.op() == "Add"; });
+  EXPECT_TRUE(donations.empty());
+}
+
 TEST(Donation, NotWhenTheWriterCannotWriteInPlace) {
   auto m = ParseModel(R"(graph @main(%w: f32[4], %g: f32[4]) {
   %w.next = Sub(%w, %g) : f32[4]
