@@ -53,7 +53,6 @@ std::vector<bool> ConstantAlong(const Value* indices, int64_t r) {
 
 bool IsIndexedMove(const Node& n) { return IsScatter(n); }
 
-
 absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req) {
   const Node& n = *req.node;
   const sim::Machine& m = *req.machine;
