@@ -5,9 +5,12 @@
 // stays in operand_a; per 64-key tile, S = Q K^T on the MMA, the online
 // softmax in the vector scope (m' = max(m, rowmax S); alpha = exp(m - m');
 // P = exp(S - m'); l = alpha l + rowsum P), P into the stage scope and
-// operand_a, O = alpha O + P V; at the end Y = O / l. The interpreter runs
-// it as the reference meaning of the schedule; a target's own attention
-// kernel records it as its tile IR.
+// operand_a, O = alpha O + P V with O kept in the accumulator (rescaled
+// there, P V added by the MMA); at the end Y = O / l. A causal attention
+// masks each score tile with `causal` (a tile wholly past the diagonal then
+// adds nothing: a target may skip it). The interpreter runs it as the
+// reference meaning of the schedule; the cuda code generator prints it as a
+// kernel (cuda_attention.cc) and npusim's attention kernel records it.
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>
@@ -34,18 +37,18 @@ absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& 
   if (n.domain() != "kiln" || n.op() != "Attention" || n.num_inputs() < 3) return No("not a kiln.Attention");
   for (int i = 0; i < n.num_inputs(); ++i)
     if (n.input(i) && !n.input(i)->type().shape().is_static()) return No("shapes not static");
-  if (n.GetInt("k_transposed", 0)) return No("K given transposed");
-  if (n.GetInt("causal", 0)) return No("causal attention");
+  const bool k_transposed = n.GetInt("k_transposed", 0) != 0, causal = n.GetInt("causal", 0) != 0;
   const DType dt = n.input(0)->type().dtype();
-  if (dt != DType::kF16) return No("f16 Q, K and V");
+  if (dt != DType::kF16 && dt != DType::kBF16) return No("f16 or bf16 Q, K and V");
   const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims(),
              v = n.input(2)->type().shape().StaticDims();
   const size_t r = q.size();
   if (r < 2 || k.size() != r || v.size() != r) return No("Q, K and V of one rank");
+  if (n.input(1)->type().dtype() != dt || n.input(2)->type().dtype() != dt) return No("Q, K and V of one dtype");
   for (size_t i = 0; i + 2 < r; ++i)
     if (k[i] != q[i] || v[i] != q[i]) return No("batch dims that broadcast");
-  const int64_t s = q[r - 2], d = q[r - 1], l = k[r - 2];
-  if (k[r - 1] != d || v[r - 2] != l || v[r - 1] != d) return No("V's shape");
+  const int64_t s = q[r - 2], d = q[r - 1], l = k_transposed ? k[r - 1] : k[r - 2];
+  if ((k_transposed ? k[r - 2] : k[r - 1]) != d || v[r - 2] != l || v[r - 1] != d) return No("K's or V's shape");
   if (s % 16 || l % 16 || d % 16 || d > 128) return No("lengths multiples of 16, head size up to 128");
   const double scale = n.GetFloat("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
   const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr;
@@ -62,10 +65,10 @@ absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& 
       lead.push_back(absl::StrCat("%g", i));
     }
     grid.push_back(absl::StrCat("%i = ", s / br));
-    auto at = [&](const char* row) {
+    auto at = [&](const std::string& row, const std::string& col = "0") {
       std::vector<std::string> st = lead;
       st.push_back(row);
-      st.push_back("0");
+      st.push_back(col);
       return absl::StrCat("[", absl::StrJoin(st, ", "), "]");
     };
     const std::string t = std::string(DTypeName(dt));
@@ -92,10 +95,11 @@ absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& 
     absl::StrAppendFormat(&text,
                           "    buffer %%qs : %s[%d,%d] stage\n    buffer %%qa : %s[%d,%d] operand_a\n"
                           "    buffer %%m : f32[%d,1] vector\n    buffer %%l : f32[%d,1] vector\n"
-                          "    buffer %%o : f32[%d,%d] vector\n    fill %%m, -inf\n    fill %%l, 0\n    fill %%o, 0\n",
+                          "    buffer %%o : f32[%d,%d] accumulator\n    fill %%m, -inf\n    fill %%l, 0\n"
+                          "    fill %%o, 0\n",
                           t, br, d, t, br, d, br, br, br, d);
     const std::string row = absl::StrCat("%i*", br), key = absl::StrCat("%j*", bc);
-    absl::StrAppend(&text, "    copy %q", at(row.c_str()), " -> %qs\n    sync global -> stage\n    copy %qs -> %qa\n",
+    absl::StrAppend(&text, "    copy %q", at(row), " -> %qs\n    sync global -> stage\n    copy %qs -> %qa\n",
                     "    sync stage -> operand_a\n");
     absl::StrAppend(&text, "    serial %j = ", l / bc, " {\n");
     absl::StrAppendFormat(&text,
@@ -105,27 +109,27 @@ absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& 
                           "      buffer %%rm : f32[%d,1] vector\n      buffer %%mn : f32[%d,1] vector\n"
                           "      buffer %%al : f32[%d,1] vector\n      buffer %%rs : f32[%d,1] vector\n"
                           "      buffer %%p : %s[%d,%d] vector\n      buffer %%ps : %s[%d,%d] stage\n"
-                          "      buffer %%pa : %s[%d,%d] operand_a\n      buffer %%pv : f32[%d,%d] accumulator\n"
-                          "      buffer %%pvv : f32[%d,%d] vector\n",
-                          t, bc, d, t, d, bc, t, bc, d, t, bc, d, br, bc, br, bc, br, br, br, br, t, br, bc, t, br, bc, t,
-                          br, bc, br, d, br, d);
-    absl::StrAppend(&text, "      copy %k", at(key.c_str()), " -> %ks\n      copy %v", at(key.c_str()), " -> %vs\n",
-                    "      sync global -> stage\n      copy %ks -> %kb transpose\n      copy %vs -> %vb\n",
-                    "      sync stage -> operand_b\n      mma %s = %qa * %kb\n      copy %s -> %sv\n");
+                          "      buffer %%pa : %s[%d,%d] operand_a\n",
+                          t, k_transposed ? d : bc, k_transposed ? bc : d, t, d, bc, t, bc, d, t, bc, d, br, bc, br,
+                          bc, br, br, br, br, t, br, bc, t, br, bc, t, br, bc);
+    // K^T's tile: K's rows transposed on their way to the operand, or K^T's columns as they lie.
+    absl::StrAppend(&text, "      copy %k", k_transposed ? at("0", key) : at(key), " -> %ks\n      copy %v", at(key),
+                    " -> %vs\n      sync global -> stage\n      copy %ks -> %kb", k_transposed ? "" : " transpose",
+                    "\n      copy %vs -> %vb\n      sync stage -> operand_b\n      mma %s = %qa * %kb\n",
+                    "      copy %s -> %sv\n");
     absl::StrAppendFormat(&text, "      ew mul %%sv <- %%sv, %.9g\n", scale);
-    absl::StrAppend(&text, mask_copy,
+    absl::StrAppend(&text, mask_copy, causal ? absl::StrCat("      causal %sv, ", row, ", ", key, "\n") : "",
                     "      reduce max %rm <- %sv axis 1\n      ew max %mn <- %m, %rm\n      ew sub %al <- %m, %mn\n"
                     "      ew exp %al <- %al\n      ew sub %sv <- %sv, %mn\n      ew exp %sv <- %sv\n"
                     "      reduce sum %rs <- %sv axis 1\n      ew mul %l <- %l, %al\n      ew add %l <- %l, %rs\n"
                     "      ew copy %m <- %mn\n      ew cast %p <- %sv\n      copy %p -> %ps\n"
                     "      sync vector -> stage\n      copy %ps -> %pa\n      sync stage -> operand_a\n"
-                    "      mma %pv = %pa * %vb\n      copy %pv -> %pvv\n      ew mul %o <- %o, %al\n"
-                    "      ew add %o <- %o, %pvv\n    }\n",
-                    "    ew div %o <- %o, %l\n    copy %o -> %y", at(row.c_str()), "\n  }\n}\n");
+                    "      ew mul %o <- %o, %al\n      mma %o += %pa * %vb\n    }\n",
+                    "    ew div %o <- %o, %l\n    copy %o -> %y", at(row), "\n  }\n}\n");
     absl::StatusOr<TileKernel> kernel = Parse(text);
     if (!kernel.ok()) return kernel.status();
-    kernel->plan = absl::StrFormat("attention %dx%d over %d keys, head %d: %dx%d tiles, online softmax", s, s, l, d,
-                                   br, bc);
+    kernel->plan = absl::StrFormat("attention %dx%d over %d keys, head %d%s: %dx%d tiles, online softmax", s, s, l,
+                                   d, causal ? ", causal" : "", br, bc);
     last = Verify(*kernel, f.target);
     if (last.ok()) return *std::move(kernel);
   }

@@ -246,6 +246,7 @@ class Interpreter {
       case Stmt::Kind::kEw: return EwStep(s);
       case Stmt::Kind::kReduce: return Reduce(s);
       case Stmt::Kind::kSync: return absl::OkStatus();
+      case Stmt::Kind::kCausal: return Causal(s);
     }
     return Error(s, "unknown statement");
   }
@@ -465,6 +466,20 @@ class Interpreter {
       if (s.transpose) std::swap(j[n - 1], j[n - 2]);
       to.Write(i, from.Read(j), s.accumulate);
     } while (Next(i, dst_ext));
+    return absl::OkStatus();
+  }
+
+  absl::Status Causal(const Stmt& s) {
+    KILN_ASSIGN_OR_RETURN(Storage * dst, WholeLocal(s, s.dst));
+    const size_t rank = dst->shape.size();
+    if (rank < 2 || s.origin.size() != 2) return Error(s, "causal masks a 2-D tile at a row and a key");
+    KILN_ASSIGN_OR_RETURN(const int64_t row, Eval(s, s.origin[0]));
+    KILN_ASSIGN_OR_RETURN(const int64_t col, Eval(s, s.origin[1]));
+    const int64_t rows = dst->shape[rank - 2], cols = dst->shape[rank - 1];
+    for (size_t i = 0; i < dst->data.size(); ++i) {
+      const int64_t r = static_cast<int64_t>(i) / cols % rows, c = static_cast<int64_t>(i) % cols;
+      if (col + c > row + r) dst->data[i] = -std::numeric_limits<double>::infinity();
+    }
     return absl::OkStatus();
   }
 

@@ -192,6 +192,13 @@ std::unique_ptr<Stmt> MakeSync(Scope from, Scope to) {
   return s;
 }
 
+std::unique_ptr<Stmt> MakeCausal(TileRef dst, Affine row, Affine col) {
+  auto s = std::make_unique<Stmt>(Stmt::Kind::kCausal);
+  s->dst = std::move(dst);
+  s->origin = {std::move(row), std::move(col)};
+  return s;
+}
+
 TileRef Whole(std::string name, int rank) {
   return TileRef{std::move(name), std::vector<Affine>(static_cast<size_t>(std::max(rank, 0)))};
 }

@@ -181,7 +181,7 @@ struct Operand {
 };
 
 struct Stmt {
-  enum class Kind : uint8_t { kBuffer, kLoop, kCopy, kFill, kMma, kEw, kReduce, kSync };
+  enum class Kind : uint8_t { kBuffer, kLoop, kCopy, kFill, kMma, kEw, kReduce, kSync, kCausal };
   Kind kind;
 
   // kBuffer: `buffer %NAME : DT[SHAPE] SCOPE [xCOPIES]`, visible to the rest
@@ -221,6 +221,13 @@ struct Stmt {
   EwOp ew = EwOp::kCopy;
   ReduceOp reduce = ReduceOp::kSum;
   int axis = 0;
+
+  // kCausal: `causal DST, ROW, COL`: DST's last two dimensions are a tile
+  //   of attention scores whose element (r, c) is query row ROW + r's score
+  //   for key COL + c (ROW, COL affine in the loop variables); elements
+  //   whose key comes after their row (COL + c > ROW + r) become -inf, the
+  //   causal mask of a decoder.
+  std::vector<Affine> origin;  // causal: ROW, COL
 
   // kSync: `sync FROM -> TO`: work that wrote scope FROM is complete and
   // visible to the work that reads it into scope TO (NPU: a set_flag /
@@ -292,6 +299,7 @@ std::unique_ptr<Stmt> MakeMma(TileRef dst, TileRef a, TileRef b, bool accumulate
 std::unique_ptr<Stmt> MakeEw(EwOp op, TileRef dst, std::vector<Operand> srcs);
 std::unique_ptr<Stmt> MakeReduce(ReduceOp op, TileRef dst, TileRef src, int axis);
 std::unique_ptr<Stmt> MakeSync(Scope from, Scope to);
+std::unique_ptr<Stmt> MakeCausal(TileRef dst, Affine row, Affine col);
 
 // A reference with all-zero starts of `rank` dimensions (a whole local buffer).
 TileRef Whole(std::string name, int rank);

@@ -5,8 +5,9 @@
 // body stand for the node's and body constants become `const` arguments;
 // the names of the kernel and its values; the ONNX ops that are one
 // elementwise step. LowerNode sends a node to the window form
-// (tile_window_lowering.cc), the GEMM form (tile_gemm_lowering.cc) or the
-// elementwise and row-reduction forms (tile_vector_lowering.cc); the cost
+// (tile_window_lowering.cc), the GEMM form (tile_gemm_lowering.cc), the
+// attention form (tile_attention_lowering.cc) or the elementwise and
+// row-reduction forms (tile_vector_lowering.cc); the cost
 // model that tiles them is tile_cost_model.cc.
 //
 //===----------------------------------------------------------------------===//
@@ -195,6 +196,16 @@ absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const
     KILN_ASSIGN_OR_RETURN(WindowProblem pool, PoolWindow(node));
     if (values) *values = pool.values;
     return LowerWindow(pool, f);
+  }
+  if (node.domain() == "kiln" && node.op() == "Attention") {
+    KILN_ASSIGN_OR_RETURN(TileKernel k, LowerAttention(node, f));
+    if (values) {  // Q, K, V, the mask when given, Y: the kernel's arguments in order
+      values->clear();
+      for (const Value* v : node.inputs())
+        if (v) values->push_back(v);
+      values->push_back(node.output(0));
+    }
+    return k;
   }
   absl::StatusOr<GemmProblem> gemm = GemmProblemOf(node, matrix_input);
   if (gemm.ok() && Depthwise(*gemm)) {

@@ -239,12 +239,13 @@ absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigur
 
 // kiln.Attention (tile_attention_lowering.cc) in FlashAttention's schedule:
 // a grid over the batch dims and 64-row tiles of Q, a serial loop over
-// 64-key tiles of K and V, S = Q K^T and O_j = P V on the MMA, the online
-// softmax (running row maximum and sum, O rescaled) in the vector scope, P
-// into the stage scope for its product. f16 Q, K, V (K not transposed),
-// lengths multiples of 16, head sizes multiples of 16 up to 128, no mask
-// or an additive one; not causal. Tiles of 64 rows and 64 keys, smaller
-// where the target's scopes hold less; verified against f.target.
+// 64-key tiles of K and V, S = Q K^T on the MMA, the online softmax
+// (running row maximum and sum) in the vector scope, P into the stage scope
+// for its product, O rescaled and accumulated in the accumulator scope.
+// f16 or bf16 Q, K, V (K given transposed or not), lengths multiples of
+// 16, head sizes multiples of 16 up to 128, no mask or an additive one of
+// Q's dtype, causal or not. Tiles of 64 rows and 64 keys, smaller where
+// the target's scopes hold less; verified against f.target.
 absl::StatusOr<TileKernel> LowerAttention(const Node& node, const TileCostFigures& f);
 
 // Any node: the window form for pools and depthwise convolutions, the GEMM

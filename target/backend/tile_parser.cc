@@ -484,6 +484,16 @@ class Parser {
       KILN_ASSIGN_OR_RETURN(s->sync_to, ScopeWord());
       return s;
     }
+    if (word == "causal") {
+      auto s = std::make_unique<Stmt>(Stmt::Kind::kCausal);
+      KILN_ASSIGN_OR_RETURN(s->dst, Ref());
+      for (int i = 0; i < 2; ++i) {
+        KILN_RETURN_IF_ERROR(ExpectPunct(","));
+        KILN_ASSIGN_OR_RETURN(Affine a, AffineExpr());
+        s->origin.push_back(std::move(a));
+      }
+      return s;
+    }
     return Error(absl::StrCat("unknown statement '", word, "'"), -1);
   }
 

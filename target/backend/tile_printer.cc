@@ -130,6 +130,11 @@ std::string Printer::Line(const Stmt& s) const {
                           s.srcs.empty() ? "?" : Operand(s.srcs[0]), " axis ", s.axis);
     case Stmt::Kind::kSync:
       return absl::StrCat("sync ", ScopeName(s.sync_from), " -> ", ScopeName(s.sync_to));
+    case Stmt::Kind::kCausal:
+      return absl::StrCat("causal ", Ref(s.dst),
+                          absl::StrJoin(s.origin, "", [](std::string* out, const Affine& a) {
+                            absl::StrAppend(out, ", ", FormatAffine(a));
+                          }));
   }
   return "?";
 }

@@ -197,6 +197,20 @@ class Verifier {
       case Stmt::Kind::kEw: return Ew(s);
       case Stmt::Kind::kReduce: return Reduce(s);
       case Stmt::Kind::kSync: return absl::OkStatus();
+      case Stmt::Kind::kCausal: return Causal(s);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Causal(const Stmt& s) {
+    KILN_ASSIGN_OR_RETURN(const Entity* dst, WholeLocal(s, s.dst));
+    KILN_RETURN_IF_ERROR(ComputeScope(s, *dst));
+    if (dst->shape().size() < 2)
+      return Fail(s, "causal masks a tile of scores", absl::StrCat("%", s.dst.name, " has fewer than 2 dimensions"));
+    if (s.origin.size() != 2) return Fail(s, "causal gives the tile's row and key", "not two indices");
+    for (const Affine& a : s.origin) {
+      int64_t lo, hi;
+      KILN_RETURN_IF_ERROR(Range(s, a, &lo, &hi));
     }
     return absl::OkStatus();
   }

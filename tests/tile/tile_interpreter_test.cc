@@ -3,7 +3,7 @@
 // Hand-written kernels in the text form with known results (ragged edges,
 // broadcasting, extra leading dimensions, transposes, `add`, dtype
 // conversion, im2col with padding/stride/dilation/groups and a fill, MMA,
-// every ew op, reductions, group loops) and malformed kernels refused with
+// every ew op, reductions, the causal mask, group loops) and malformed kernels refused with
 // an error; then small graphs (MatMul, Gemm, Conv, fused groups from the
 // cuda pipeline, elementwise chains, Softmax, LayerNormalization,
 // reductions) lowered for the cuda and npusim figures, f32 and f16 matrix
@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -482,6 +483,26 @@ TEST(TileInterpreter, ReductionsKeepTheAxis) {
   EXPECT_THAT(mx.span<float>(), ::testing::ElementsAre(3, 5));
   EXPECT_THAT(mn.span<float>(), ::testing::ElementsAre(-2, -6));
   EXPECT_THAT(p.span<float>(), ::testing::ElementsAre(-6, -120));
+}
+
+// `causal` masks the scores whose key comes after their row, at the
+// tile's place in the whole score matrix.
+TEST(TileInterpreter, CausalMasksKeysPastTheRow) {
+  constexpr char kText[] = R"(kernel @causal {
+  arg %y : f32[4,4] out
+  grid %i = 2, %j = 2 {
+    buffer %t : f32[2,2] vector
+    fill %t, 1
+    causal %t, %i*2, %j*2
+    copy %t -> %y[%i*2, %j*2]
+  }
+}
+)";
+  Tensor y(DType::kF32, {4, 4});
+  absl::Status st = RunText(kText, {&y});
+  ASSERT_TRUE(st.ok()) << st;
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(y.span<float>(), ::testing::ElementsAre(1, -inf, -inf, -inf, 1, 1, -inf, -inf, 1, 1, 1, -inf, 1, 1, 1, 1));
 }
 
 TEST(TileInterpreter, BuffersAreNaNUntilWritten) {

@@ -109,6 +109,7 @@ TEST(TileIr, EveryFormRoundTrips) {
       ew pow %x <- 2, %x
       ew cmp_lt %u <- %x, 1e-05
       reduce max %t <- %x axis 1
+      causal %x, %b*7, %i*300 - 2
       copy %x -> %Y[%b, 0, 0]
       sync vector -> global
     }
@@ -248,6 +249,11 @@ TEST(TileIrVerify, EachRuleHasItsError) {
        "rule 'reduce axes are dimensions of the source'"},
       {"buffer %x : f32[4,4] vector\nbuffer %t : f32[4,4] vector\nreduce sum %t <- %x axis 1",
        "rule 'reduce keeps the reduced dimension with extent 1': the destination should be [4,1]"},
+      {"buffer %x : f32[4,4] vector\ngrid %m = 2 {\n causal %x, %m*4, 0\n}", ""},
+      {"buffer %x : f32[4] vector\ncausal %x, 0, 0", "rule 'causal masks a tile of scores'"},
+      {"buffer %x : f16[4,4] stage\ncausal %x, 0, 0", "rule 'ew and reduce steps work in vector or accumulator"},
+      {"buffer %x : f32[4,4] vector\ncausal %x, %q, 0", "rule 'loop variables in scope'"},
+      {"causal %A, 0, 0", "rule 'only copies address global tensors'"},
   };
   for (const VerifyCase& c : cases) {
     const std::string text = std::string("kernel @k {\n  arg %A : f16[256,64] in\n  arg %Y : f32[256,64] out\n") +
