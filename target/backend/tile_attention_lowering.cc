@@ -8,7 +8,10 @@
 // operand_a, O = alpha O + P V with O kept in the accumulator (rescaled
 // there, P V added by the MMA); at the end Y = O / l. A causal attention
 // masks each score tile with `causal` (a tile wholly past the diagonal then
-// adds nothing: a target may skip it). The interpreter runs it as the
+// adds nothing: a target may skip it). The running maximum m starts at
+// f32's lowest finite value rather than -inf, so that a row whose first key
+// tiles are all masked keeps alpha = 1 and P = 0 (exp(-inf - -inf) would be
+// NaN) and still comes out as the reference does. The interpreter runs it as the
 // reference meaning of the schedule; the cuda code generator prints it as a
 // kernel (cuda_attention.cc) and npusim's attention kernel records it.
 //
@@ -33,23 +36,42 @@ std::string Type(DType dt, const Dims& d) { return absl::StrCat(DTypeName(dt), "
 
 }  // namespace
 
-absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& f) {
-  if (n.domain() != "kiln" || n.op() != "Attention" || n.num_inputs() < 3) return No("not a kiln.Attention");
+absl::Status AttentionShapesLower(const Node& n) {
+  if (n.domain() != "kiln" || n.op() != "Attention" || n.num_inputs() < 3 || !n.input(0) || !n.input(1) || !n.input(2))
+    return No("not a kiln.Attention");
   for (int i = 0; i < n.num_inputs(); ++i)
     if (n.input(i) && !n.input(i)->type().shape().is_static()) return No("shapes not static");
-  const bool k_transposed = n.GetInt("k_transposed", 0) != 0, causal = n.GetInt("causal", 0) != 0;
-  const DType dt = n.input(0)->type().dtype();
-  if (dt != DType::kF16 && dt != DType::kBF16) return No("f16 or bf16 Q, K and V");
+  const bool k_transposed = n.GetInt("k_transposed", 0) != 0;
   const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims(),
              v = n.input(2)->type().shape().StaticDims();
   const size_t r = q.size();
   if (r < 2 || k.size() != r || v.size() != r) return No("Q, K and V of one rank");
-  if (n.input(1)->type().dtype() != dt || n.input(2)->type().dtype() != dt) return No("Q, K and V of one dtype");
   for (size_t i = 0; i + 2 < r; ++i)
     if (k[i] != q[i] || v[i] != q[i]) return No("batch dims that broadcast");
   const int64_t s = q[r - 2], d = q[r - 1], l = k_transposed ? k[r - 1] : k[r - 2];
   if ((k_transposed ? k[r - 2] : k[r - 1]) != d || v[r - 2] != l || v[r - 1] != d) return No("K's or V's shape");
   if (s % 16 || l % 16 || d % 16 || d > 128) return No("lengths multiples of 16, head size up to 128");
+  if (const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr) {
+    if (!IsFloat(mask->type().dtype())) return No("an additive mask");
+    const Dims md = mask->type().shape().StaticDims();
+    if (md.size() > r || md.size() < 2 || md.back() != l || (md[md.size() - 2] != s && md[md.size() - 2] != 1))
+      return No("a mask of the scores' shape or broadcast to it");
+    for (size_t i = 0; i + 2 < md.size(); ++i)
+      if (md[i] != 1 && md[i] != q[i + (r - md.size())]) return No("a mask whose batch dims broadcast partly");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& f) {
+  KILN_RETURN_IF_ERROR(AttentionShapesLower(n));
+  const bool k_transposed = n.GetInt("k_transposed", 0) != 0, causal = n.GetInt("causal", 0) != 0;
+  const DType dt = n.input(0)->type().dtype();
+  if (dt != DType::kF16 && dt != DType::kBF16) return No("f16 or bf16 Q, K and V");
+  if (n.input(1)->type().dtype() != dt || n.input(2)->type().dtype() != dt) return No("Q, K and V of one dtype");
+  const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims(),
+             v = n.input(2)->type().shape().StaticDims();
+  const size_t r = q.size();
+  const int64_t s = q[r - 2], d = q[r - 1], l = k_transposed ? k[r - 1] : k[r - 2];
   const double scale = n.GetFloat("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
   const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr;
   if (mask && mask->type().dtype() != dt) return No("an additive mask of Q's dtype");
@@ -77,12 +99,9 @@ absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& 
     std::string mask_copy;
     if (mask) {
       const Dims md = mask->type().shape().StaticDims();
-      if (md.size() > r || md.size() < 2 || md.back() != l || (md[md.size() - 2] != s && md[md.size() - 2] != 1))
-        return No("a mask of the scores' shape or broadcast to it");
       std::vector<std::string> st;
       for (size_t i = 0; i + 2 < md.size(); ++i) {
         const size_t qi = i + (r - md.size());
-        if (md[i] != 1 && md[i] != q[qi]) return No("a mask whose batch dims broadcast partly");
         st.push_back(md[i] == 1 ? "0" : absl::StrCat("%g", qi));
       }
       st.push_back(md[md.size() - 2] == 1 ? "0" : absl::StrCat("%i*", br));
@@ -95,7 +114,7 @@ absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& 
     absl::StrAppendFormat(&text,
                           "    buffer %%qs : %s[%d,%d] stage\n    buffer %%qa : %s[%d,%d] operand_a\n"
                           "    buffer %%m : f32[%d,1] vector\n    buffer %%l : f32[%d,1] vector\n"
-                          "    buffer %%o : f32[%d,%d] accumulator\n    fill %%m, -inf\n    fill %%l, 0\n"
+                          "    buffer %%o : f32[%d,%d] accumulator\n    fill %%m, -3.4028234663852886e+38\n    fill %%l, 0\n"
                           "    fill %%o, 0\n",
                           t, br, d, t, br, d, br, br, br, d);
     const std::string row = absl::StrCat("%i*", br), key = absl::StrCat("%j*", bc);

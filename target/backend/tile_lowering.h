@@ -247,6 +247,10 @@ absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigur
 // Q's dtype, causal or not. Tiles of 64 rows and 64 keys, smaller where
 // the target's scopes hold less; verified against f.target.
 absl::StatusOr<TileKernel> LowerAttention(const Node& node, const TileCostFigures& f);
+// Whether LowerAttention takes `node`'s shapes, masks and attributes, its
+// dtypes aside (a float mask): what a target asks of an f32 attention it
+// will narrow.
+absl::Status AttentionShapesLower(const Node& node);
 
 // Any node: the window form for pools and depthwise convolutions, the GEMM
 // form when GemmProblemOf takes it, else LowerVectorNode.

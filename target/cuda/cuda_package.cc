@@ -322,10 +322,21 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   // GEMMs read f16/bf16 memory and their epilogues and memory-bound chains
   // run narrow too.
   bool narrowed = options.precision == Precision::kFp32;
+  // An f32 kiln.Attention the attention kernel takes once narrowed stays
+  // whole through --precision=fp16/bf16 and is narrowed with the matrix
+  // ops (its kernel computes in the narrow type, as the split-back MatMuls
+  // would); under mixed precision it is split back and its parts decided
+  // op by op.
+  const bool narrows_attention = options.precision == Precision::kFp16 || options.precision == Precision::kBf16;
+  auto narrowable_attention = [&](const Node& n) {
+    return narrows_attention && n.domain() == "kiln" && n.op() == "Attention" && n.num_outputs() == 1 &&
+           n.output(0)->type().dtype() == DType::kF32 && tile::AttentionShapesLower(n).ok();
+  };
   absl::flat_hash_map<const Node*, absl::StatusOr<NodeKernel>> prebuilt;
   auto keep = [&](Node* n) {
     if (prebuilt.contains(n)) return true;
     if (!narrowed && n->domain() == "kiln" && n->op() == "Fused") return false;
+    if (!narrowed && narrowable_attention(*n) && target.Place(*n, options).engine == "tensorcore") return true;
     const std::string engine = target.Place(*n, options).engine;
     if (engine != "tensorcore" && engine != "simt") return false;
     absl::StatusOr<NodeKernel> k = builder.Build(*n);
@@ -342,7 +353,12 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   };
   KILN_RETURN_IF_ERROR(split_back());
   if (!narrowed) {
-    KILN_ASSIGN_OR_RETURN(bool changed, NarrowForPrecision(g, options));
+    bool changed = false;
+    if (narrows_attention) {
+      KILN_ASSIGN_OR_RETURN(changed, NarrowMatrixOps(g, MatrixDType(options.precision), narrowable_attention));
+    } else {
+      KILN_ASSIGN_OR_RETURN(changed, NarrowForPrecision(g, options));
+    }
     narrowed = true;
     // Kernels built before narrowing were for the old types.
     prebuilt.clear();
@@ -350,6 +366,8 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       EliminateDeadCode(g);  // the f32 originals of converted weights
       KILN_RETURN_IF_ERROR(InferShapes(g));
     }
+    // An attention kept for narrowing whose kernel still cannot be built is split back now.
+    KILN_RETURN_IF_ERROR(split_back());
   }
   // What was split back groups anew, a matrix op taking only the epilogue
   // members the GEMM lowering has steps for: a group the kernels could not

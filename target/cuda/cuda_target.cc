@@ -10,11 +10,11 @@
 // among the tile scopes: operand fragments of A and B 32 KiB each, the
 // accumulator 128 KiB, the elementwise/reduction threads 64 KiB.
 //
-// Placement is the op-support table below: matrix ops on the TensorCores,
-// elementwise, reduction and normalization work and data movement on the
-// SIMT cores, every other op with a reference kernel on the host with the
-// reason recorded. Compilation may still move a node to the host when its
-// kernel cannot be built (cuda_package.h).
+// Placement is the op-support table below: matrix ops and kiln.Attention
+// on the TensorCores, elementwise, reduction and normalization work and
+// data movement on the SIMT cores, every other op with a reference kernel
+// on the host with the reason recorded. Compilation may still move a node
+// to the host when its kernel cannot be built (cuda_package.h).
 //
 //===----------------------------------------------------------------------===//
 #include "target/cuda/cuda_target.h"
@@ -143,7 +143,7 @@ const OpTables& Tables() {
     t->vector_where = "the CUDA cores";
     t->matrix_where = "TensorCores";
     t->links_refusal = "a data-parallel step's AllReduce runs on npusim's chip links; the cuda target has no collectives";
-    t->matrix_ops = {"MatMul", "Gemm", "Conv"};
+    t->matrix_ops = {"MatMul", "Gemm", "Conv", "Attention"};
     t->vector_ops = SimtOps();
     t->matrix_dtype = GpuFloat;
     t->matrix_dtype_refusal = "TensorCore kernels take fp32 (tf32), fp16 and bf16 operands";
@@ -161,6 +161,9 @@ const OpTables& Tables() {
       return Placement{"simt", "data movement: a strided-copy kernel"};
     };
     t->matrix = [](const Node& n, const std::function<Placement(std::string)>& host) -> std::optional<Placement> {
+      if (n.op() == "Attention" && n.domain() != "kiln") return host("no GPU kernel for ONNX's Attention");
+      if (n.op() == "Attention")
+        return Placement{"tensorcore", "attention as one FlashAttention kernel on TensorCores, the scores kept on chip"};
       if (n.op() != "Conv") return std::nullopt;
       absl::StatusOr<Window2d> w = WindowOf(n);
       if (!w.ok()) return host(std::string(w.status().message()));

@@ -112,10 +112,11 @@ absl::StatusOr<std::string> ParamList(const tile::TileKernel& k, const std::vect
 // Marks the arguments a block of statements references.
 void MarkUsed(const tile::Block& b, const Names& names, std::vector<bool>* used);
 
-// The emitters of the four canonical forms.
+// The emitters of the canonical forms.
 absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& arch);
 absl::StatusOr<CudaKernel> EmitElementwise(const tile::TileKernel& k);
 absl::StatusOr<CudaKernel> EmitRowReduction(const tile::TileKernel& k);
 absl::StatusOr<CudaKernel> EmitWindow(const tile::TileKernel& k);
+absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaArch& arch);
 
 }  // namespace kiln::target::cuda::internal

@@ -1,8 +1,9 @@
 //===- cuda_codegen.cc - CUDA C++ from tile IR kernels ---------------------===//
 //
 // EmitCudaKernel: recognizes which canonical form (tile_lowering.h) a tile
-// kernel is in and hands it to that form's emitter: a kernel with an mma
-// step is a GEMM (cuda_gemm.cc), one with an im2col copy and a reduce step
+// kernel is in and hands it to that form's emitter: a kernel with both mma
+// and reduce steps is an attention (cuda_attention.cc), one with an mma
+// step a GEMM (cuda_gemm.cc), one with an im2col copy and a reduce step
 // a window kernel (cuda_window.cc), one with a reduce step a row
 // reduction, any other an elementwise kernel (cuda_vector.cc).
 //
@@ -38,7 +39,7 @@ absl::StatusOr<CudaKernel> EmitCudaKernel(const tile::TileKernel& k, const CudaA
   Count(k.body, &mma, &reduce, &gather);
   absl::StatusOr<CudaKernel> out;
   if (mma > 0 && reduce > 0) {
-    out = absl::UnimplementedError("a kernel with both mma and reduce steps is in no canonical form");
+    out = internal::EmitAttention(k, arch);
   } else if (mma > 0) {
     out = internal::EmitGemm(k, arch);
   } else if (reduce > 0 && gather > 0) {
