@@ -5,7 +5,7 @@ One command on a machine with an NVIDIA GPU, PyTorch with CUDA and the CUDA
 Toolkit (nvcc), after building kiln (build/tools/kiln/kiln):
 
     benchmarks/cuda_bench.py                 # everything below
-    benchmarks/cuda_bench.py --skip-models   # the GEMM sweep only
+    benchmarks/cuda_bench.py --skip-models --skip-attention   # the GEMM sweep only
 
 1. GEMM sweep: Y = A x B, square 1024^3 .. 8192^3, fp16 and bf16. Each size is
    an ONNX MatMul compiled with `kiln compile --target=cuda` (for the GPU's
@@ -20,7 +20,15 @@ Toolkit (nvcc), after building kiln (build/tools/kiln/kiln):
    input shapes, inputs on the device. Prints latencies and kiln's ratio to
    each. On Hopper each package also runs its sm_80 (mma.sync) variants
    (KILN_CUDA_SM=80): latency and agreement.
-3. Agreement: each kiln model's outputs against PyTorch's (expected_*.npy of
+3. Attention: causal fp16 attention over 8 heads, sequence 128 .. 4096,
+   head sizes 64 and 128, an ONNX graph of MatMul, Softmax and MatMul that
+   kiln recognizes as kiln.Attention. kiln's fused kernel (the default) and
+   the same graph compiled with --fused-attention=false (split back: the
+   scores through HBM), side by side with PyTorch's
+   scaled_dot_product_attention (is_causal; a masked softmax where PyTorch
+   has none) on the same tensors. Prints milliseconds, TFLOPS (the causal
+   half of 4 S^2 d flops per head) and the ratios.
+4. Agreement: each kiln model's outputs against PyTorch's (expected_*.npy of
    the export): fp32 (tf32 matrix products) within 2e-3 and fp16 within 1e-2
    relative to the largest reference magnitude; each GEMM against
    torch.matmul within 1e-2.
@@ -191,6 +199,71 @@ def gemm_sweep(torch, args, kiln, nvcc, arch, rows):
                 rows.append(("gemm", n, dt, 0.0, 0.0, float("inf")))
 
 
+def attention_onnx(path, heads, s, d):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    f16 = TensorProto.FLOAT16
+    shape = [1, heads, s, d]
+    tri = numpy_helper.from_array(np.triu(np.full((s, s), -np.inf), 1).astype(np.float16), "tri")
+    scale = numpy_helper.from_array(np.array(1 / np.sqrt(d), dtype=np.float16), "scale")
+    nodes = [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["Q", "Kt"], ["S0"]), helper.make_node("Mul", ["S0", "scale"], ["S1"]),
+             helper.make_node("Add", ["S1", "tri"], ["S2"]), helper.make_node("Softmax", ["S2"], ["P"], axis=-1),
+             helper.make_node("MatMul", ["P", "V"], ["Y"])]
+    g = helper.make_graph(nodes, f"attention_{s}_{d}",
+                          [helper.make_tensor_value_info(n, f16, shape) for n in ("Q", "K", "V")],
+                          [helper.make_tensor_value_info("Y", f16, shape)], [tri, scale])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def attention_sweep(torch, args, kiln, nvcc, arch, rows):
+    heads = 8
+    print(f"\n== Attention (causal, fp16, {heads} heads): kiln fused vs split back vs PyTorch ==")
+    print(f"{'seq':>6} {'head':>5} {'fused ms':>9} {'split ms':>9} {'torch ms':>9} {'fused TFLOPS':>13} "
+          f"{'fused/split':>12} {'fused/torch':>12} {'max rel err':>12}")
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+
+    def reference(q, k, v):
+        if sdpa is not None:
+            return sdpa(q, k, v, is_causal=True)
+        s = q.shape[-2]
+        mask = torch.triu(torch.full((s, s), float("-inf"), device="cuda"), 1)
+        return torch.softmax((q @ k.transpose(-1, -2)).float() / q.shape[-1] ** 0.5 + mask, -1).half() @ v
+
+    for d in (64, 128):
+        for s in args.attention_lengths:
+            try:
+                w = os.path.join(args.work, f"attention_{s}_{d}")
+                os.makedirs(w, exist_ok=True)
+                attention_onnx(os.path.join(w, "attention.onnx"), heads, s, d)
+                placement = compile_package(kiln, os.path.join(w, "attention.onnx"), os.path.join(w, "fused"), "fp32",
+                                            arch, nvcc)
+                if "kiln.Attention" not in placement:
+                    raise StepFailed("the attention was not kept whole:\n" + placement)
+                run([kiln, "compile", os.path.join(w, "attention.onnx"), "--target=cuda", "-o", os.path.join(w, "split"),
+                     "--fused-attention=false"] + ([f"--arch={arch}"] if arch else []))
+                run(["sh", os.path.join(w, "split", "build.sh")], env=dict(os.environ, NVCC=nvcc))
+                fused, split = Package(os.path.join(w, "fused")), Package(os.path.join(w, "split"))
+                q, k, v = (torch.randn(1, heads, s, d, device="cuda").half() for _ in range(3))
+                y = torch.empty_like(q)
+                iters = max(10, min(200, int(4e11 / (heads * s * s * d))))
+                ms_f = time_cuda(torch, lambda: fused.run_device([q, k, v], [y]), 3, iters)
+                ms_s = time_cuda(torch, lambda: split.run_device([q, k, v], [y]), 3, iters)
+                ms_t = time_cuda(torch, lambda: reference(q, k, v), 3, iters)
+                fused.run_device([q, k, v], [y])
+                ref = reference(q.float(), k.float(), v.float()) if sdpa is not None else reference(q, k, v).float()
+                rel = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+                tflops = 2 * heads * s * s * d / ms_f / 1e9  # causal: half of 4 S^2 d
+                ok = "" if rel <= 1e-2 else "  DISAGREES"
+                print(f"{s:>6} {d:>5} {ms_f:>9.3f} {ms_s:>9.3f} {ms_t:>9.3f} {tflops:>13.1f} {ms_s / ms_f:>12.2f} "
+                      f"{ms_t / ms_f:>12.2f} {rel:>12.2e}{ok}")
+                rows.append(("attention", s, d, ms_f, ms_t, rel))
+            except StepFailed as e:
+                print(f"{s:>6} {d:>5} FAILED: {e}")
+                rows.append(("attention", s, d, 0.0, 0.0, float("inf")))
+
+
 def load_export_module():
     spec = importlib.util.spec_from_file_location("export_models", os.path.join(ROOT, "scripts/export_models.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -292,9 +365,12 @@ def main():
     p.add_argument("--skip-torch-compile", action="store_true", help="time PyTorch eager only")
     p.add_argument("--skip-gemm", action="store_true")
     p.add_argument("--skip-models", action="store_true")
+    p.add_argument("--skip-attention", action="store_true")
+    p.add_argument("--attention-lengths", default="128,512,1024,2048,4096", help="attention sequence lengths")
     args = p.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.names = [n for n in args.names.split(",") if n]
+    args.attention_lengths = [int(s) for s in args.attention_lengths.split(",") if s]
     try:
         import torch
     except ImportError as e:
@@ -316,7 +392,9 @@ def main():
         gemm_sweep(torch, args, os.path.abspath(args.kiln), nvcc, arch, rows)
     if not args.skip_models:
         model_latency(torch, args, os.path.abspath(args.kiln), nvcc, arch, rows)
-    bad = [r for r in rows if (r[0] == "gemm" and r[5] > 1e-2) or
+    if not args.skip_attention:
+        attention_sweep(torch, args, os.path.abspath(args.kiln), nvcc, arch, rows)
+    bad = [r for r in rows if (r[0] in ("gemm", "attention") and r[5] > 1e-2) or
            (r[0] == "model" and r[6] > (FP32_TOLERANCE if r[2].startswith("fp32") else 1e-2))]
     print(f"\n{len(rows)} measurements, {len(bad)} outside their tolerance")
     return 1 if bad else 0

@@ -99,7 +99,10 @@ TargetDescription MakeDescription() {
   d.pipeline = "default,form-fusion-groups";
   d.settings = {{"arch", SettingSpec::Type::kString, "ARCH",
                  "the GPU architectures to build for: sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80 and "
-                 "sm_90a in one package)"}};
+                 "sm_90a in one package)"},
+                {"fused-attention", SettingSpec::Type::kBool, "BOOL",
+                 "kiln.Attention as one FlashAttention kernel where it lowers (default true: the scores kept on "
+                 "chip); false splits it back into MatMul, Softmax and MatMul, to see what fusing buys"}};
   d.artifact_suffix = ".cuda";
   d.explains_artifacts = true;
   return d;

@@ -369,6 +369,39 @@ TEST(CudaPackage, SplitBackAttentionComposesTheTransposesOfK) {
   EXPECT_EQ(transposes, 3) << p.Explain();
 }
 
+// kiln.Attention runs as one TensorCore kernel once narrowed: an f32
+// attention (causal, heads from Transposes) kept whole through
+// --precision=fp16 and bf16, emulated against the reference; at fp32, and
+// with --fused-attention=false, it is split back.
+TEST(CudaPackage, AttentionIsOneKernelUnderFp16AndBf16) {
+  const std::string kir = R"(graph @main(%q: f32[1,64,2,32], %k: f32[1,64,2,32], %v: f32[1,64,2,32]) {
+  %qh = Transpose(%q) {perm = [0, 2, 1, 3]}
+  %kh = Transpose(%k) {perm = [0, 2, 1, 3]}
+  %vh = Transpose(%v) {perm = [0, 2, 1, 3]}
+  %y = kiln.Attention(%qh, %kh, %vh) {causal = 1, k_transposed = 0, scale = 0.17677669}
+  return %y
+})";
+  const std::vector<Tensor> in = {Random(DType::kF32, {1, 64, 2, 32}, 1), Random(DType::kF32, {1, 64, 2, 32}, 2),
+                                  Random(DType::kF32, {1, 64, 2, 32}, 3)};
+  auto attention_tasks = [](const CudaPackage& p) {
+    int n = 0;
+    for (const PackageTask& t : p.tasks) n += t.op == "kiln.Attention" && t.engine == "tensorcore";
+    return n;
+  };
+  for (const target::Precision precision : {target::Precision::kFp16, target::Precision::kBf16}) {
+    target::CompileOptions o;
+    o.precision = precision;
+    CudaPackage p = ExpectEmulationMatches(kir, in, precision == target::Precision::kBf16 ? 3e-2 : 1e-2, o);
+    EXPECT_EQ(attention_tasks(p), 1) << p.Explain();
+    EXPECT_NE(p.Explain().find("cuda attention 64x64 tiles, head 32"), std::string::npos) << p.Explain();
+  }
+  EXPECT_EQ(attention_tasks(ExpectEmulationMatches(kir, in, 1e-5)), 0);
+  target::CompileOptions split;
+  split.precision = target::Precision::kFp16;
+  split.settings = {{"fused-attention", "false"}};
+  EXPECT_EQ(attention_tasks(ExpectEmulationMatches(kir, in, 1e-2, split)), 0);
+}
+
 // A piece that reads what another wrote whole composes into one: the
 // head split [2,3,8] -> [2,3,2,4] -> [2,2,3,4] of the middle third of a
 // [2,3,24] projection reads the projection directly.
