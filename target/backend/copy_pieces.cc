@@ -96,6 +96,44 @@ std::optional<CopyPiece> ComposePieces(const CopyPiece& reader, const CopyPiece&
   return out;
 }
 
+bool IsScatterCopy(const Node& n) { return n.domain().empty() && n.op() == "ScatterElements"; }
+
+absl::StatusOr<std::vector<CopyPiece>> ScatterPiecesOf(const Node& n) {
+  if (!IsScatterCopy(n) || n.num_inputs() != 3 || n.num_outputs() != 1 || !n.input(0) || !n.input(1) || !n.input(2))
+    return absl::UnimplementedError(absl::StrCat("no scatter copy for ", n.QualifiedOp()));
+  for (const Value* v : {n.input(0), n.input(1), n.input(2), n.output(0)})
+    if (!StaticTensor(v)) return absl::FailedPreconditionError("a shape is not static");
+  if (n.GetString("reduction", "none") != "none")
+    return absl::FailedPreconditionError("ScatterElements with a reduction");
+  const Value* idx = n.input(1);
+  if (idx->type().dtype() != DType::kI64 && idx->type().dtype() != DType::kI32)
+    return absl::FailedPreconditionError("ScatterElements indices must be i32 or i64");
+  const std::vector<int64_t> dims = DimsOf(n.input(0)), upd = DimsOf(n.input(2));
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (DimsOf(idx) != upd || static_cast<int64_t>(upd.size()) != rank)
+    return absl::FailedPreconditionError("ScatterElements indices and updates of one shape and the data's rank");
+  const int64_t axis = NormAxis(n.GetInt("axis", 0), rank);
+  if (axis < 0 || axis >= rank) return absl::FailedPreconditionError("ScatterElements axis out of range");
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != axis && upd[i] > dims[i]) return absl::FailedPreconditionError("updates larger than the data");
+  CopyPiece all;
+  all.src = 0;
+  all.dims = dims;
+  all.src_strides = all.dst_strides = DenseStrides(dims);
+  CopyPiece at;
+  at.src = 2;
+  at.dims = upd;
+  at.src_strides = DenseStrides(upd);
+  at.dst_strides = DenseStrides(dims);
+  at.index_scale = at.dst_strides[axis];
+  at.dst_strides[axis] = 0;
+  at.index_input = 1;
+  at.index_bytes = static_cast<int64_t>(DTypeSize(idx->type().dtype()));
+  at.index_extent = dims[axis];
+  at.scatter = true;
+  return std::vector<CopyPiece>{all, at};
+}
+
 void SimplifyPiece(CopyPiece& p) {
   CopyPiece q = p;
   q.dims.clear();

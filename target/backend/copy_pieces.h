@@ -9,7 +9,8 @@
 // along the axis, Slice offsets and scales, negative steps included, Expand
 // and Tile read with stride 0 along broadcast dimensions, Gather reads one
 // dimension through a table of offsets: constant, or its indices input read
-// at run time). Every target's data-movement code starts from them: npusim
+// at run time; ScatterElements writes its updates through its indices).
+// Every target's data-movement code starts from them: npusim
 // turns pieces into DMA transfers through the unified buffer, cuda into
 // strided-copy kernels.
 //
@@ -40,6 +41,11 @@ struct CopyPiece {
   // kernel takes it as a third argument.
   int index_input = -1;
   int64_t index_bytes = 8, index_extent = 1, index_scale = 1;
+  // ScatterElements: the run-time index moves the destination instead, one
+  // index per element of the box (input `index_input` has the box's shape,
+  // row-major): element i adds index[i], normalized, times index_scale to
+  // its destination offset (table_dim is -1).
+  bool scatter = false;
 
   int64_t elements() const;  // the product of dims
 };
@@ -50,6 +56,12 @@ bool HasCopyPieces(const Node& node);
 
 // The pieces of `node`, or an error that says why it has no copy form.
 absl::StatusOr<std::vector<CopyPiece>> CopyPiecesOf(const Node& node);
+
+// ScatterElements without a reduction as two pieces, in order: the data
+// copied whole into the output, then the updates written at the indices
+// (a `scatter` piece). An error says why a node has no such form.
+bool IsScatterCopy(const Node& node);
+absl::StatusOr<std::vector<CopyPiece>> ScatterPiecesOf(const Node& node);
 
 // Drops unit dimensions and merges dimensions contiguous on both sides
 // (never a table dimension).

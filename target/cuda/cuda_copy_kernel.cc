@@ -37,7 +37,11 @@ uint64_t StableHash(const std::string& bytes) {
 
 bool IsCopyOp(const Node& n) {
   // Views (kViewOps) are no copy on the GPU.
-  return HasCopyPieces(n) && !IsOneOf(n, kViewOps);
+  return (HasCopyPieces(n) && !IsOneOf(n, kViewOps)) || IsScatterCopy(n);
+}
+
+absl::StatusOr<std::vector<CopyPiece>> DevicePiecesOf(const Node& n) {
+  return IsScatterCopy(n) ? ScatterPiecesOf(n) : CopyPiecesOf(n);
 }
 
 CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::string& what) {
@@ -80,6 +84,10 @@ CopyLaunch MakeCopyLaunch(CopyPiece piece, int64_t element_bytes, const std::str
     if (piece.dst_strides[i] != 0) absl::StrAppend(&body, " d += ", coord, " * ", piece.dst_strides[i], ";");
     absl::StrAppend(&body, " }\n");
   }
+  if (piece.scatter)  // the element's own index moves its destination
+    absl::StrAppend(&body, "    { long long v = (long long)index[i]; v = v < 0 ? v + ", piece.index_extent,
+                    " : v; v = v < 0 ? 0 : v > ", piece.index_extent - 1, " ? ", piece.index_extent - 1, " : v; d += (",
+                    idx, ")v * ", piece.index_scale, "; }\n");
   absl::StrAppend(&body, "    dst[d] = src[s];\n  }\n");
   std::string table_text;
   if (piece.table_dim >= 0 && piece.index_input < 0) {

@@ -39,8 +39,11 @@ struct CopyLaunch {
 
 // True for the ops that run as copy kernels (not every instance: Slice
 // needs constant starts): those with copy pieces (target/backend/copy_pieces.h)
-// but the reshapes, which are views on the GPU.
+// but the reshapes, which are views on the GPU, and ScatterElements.
 bool IsCopyOp(const Node& node);
+
+// The pieces of a copy op: ScatterPiecesOf for ScatterElements, else CopyPiecesOf.
+absl::StatusOr<std::vector<CopyPiece>> DevicePiecesOf(const Node& node);
 
 // The launch (kernel source and geometry) of one piece of elements of
 // `element_bytes` bytes.

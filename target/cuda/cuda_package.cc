@@ -148,7 +148,7 @@ class CopyChains {
   CopyChains(const Graph& g, OnDevice on_device) {
     for (const Node* a : g.nodes()) {
       if (!on_device(*a)) continue;
-      absl::StatusOr<std::vector<CopyPiece>> pieces = CopyPiecesOf(*a);
+      absl::StatusOr<std::vector<CopyPiece>> pieces = DevicePiecesOf(*a);
       if (!pieces.ok()) continue;
       std::vector<Read>& reads = reads_[a];
       for (CopyPiece& p : *pieces) reads.push_back({p, a->input(p.src)});
@@ -510,7 +510,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     } else if (engine == "simt" && IsCopyOp(*n)) {
       // The chains took every copy that has launches: this one has no
       // pieces, or elements the device does not hold.
-      absl::Status why = CopyPiecesOf(*n).status();
+      absl::Status why = DevicePiecesOf(*n).status();
       if (why.ok()) why = CopyElementBytes(*n).status();
       reason = absl::StrCat("copy kernel: ", why.message());
     } else if (engine == "tensorcore" || engine == "simt") {

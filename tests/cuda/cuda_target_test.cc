@@ -310,6 +310,43 @@ TEST(CudaCopyKernel, GatherWithIndicesOnTheDevice) {
   }
 }
 
+// ScatterElements on the device: the data copied whole, then the updates
+// written at their indices (negative ones counted from the end), along
+// either axis, i32 and i64 indices; a KV cache's update at a position (the
+// indices an Expand of it) too.
+TEST(CudaCopyKernel, ScatterElementsOnTheDevice) {
+  for (const char* idt : {"i64", "i32"}) {
+    for (int axis : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << idt << " axis " << axis);
+      Tensor idx(std::string(idt) == "i64" ? DType::kI64 : DType::kI32, {2, 3});
+      const int64_t values[] = {0, 4, -1, 2, -5, 3};
+      for (int i = 0; i < 6; ++i) {
+        const int64_t v = axis == 0 ? values[i] % 3 : values[i];
+        if (idx.dtype() == DType::kI64) idx.data<int64_t>()[i] = v;
+        else idx.data<int32_t>()[i] = static_cast<int32_t>(v);
+      }
+      CudaPackage p = ExpectEmulationMatches(
+          absl::StrCat("graph @main(%x: f32[3,5], %ids: ", idt,
+                       "[2,3], %u: f32[2,3]) {\n  %y = ScatterElements(%x, %ids, %u) {axis = ", axis,
+                       "}\n  return %y\n}"),
+          {Random(DType::kF32, {3, 5}, 4), idx, Random(DType::kF32, {2, 3}, 5)});
+      EXPECT_EQ(CountEngine(p, "host"), 0) << p.Explain();
+      EXPECT_EQ(p.kernels.size(), 2u) << p.Explain();
+    }
+  }
+  Tensor pos(DType::kI64, {});
+  pos.data<int64_t>()[0] = 5;
+  CudaPackage cache = ExpectEmulationMatches(R"(graph @main(%cache: f32[1,2,8,4], %pos: i64[], %kv: f32[1,2,1,4]) {
+  %shape = const i64[4] dense [1, 2, 1, 4]
+  %at = Expand(%pos, %shape)
+  %next = ScatterElements(%cache, %at, %kv) {axis = 2}
+  return %next
+})",
+                                             {Random(DType::kF32, {1, 2, 8, 4}, 6), pos,
+                                              Random(DType::kF32, {1, 2, 1, 4}, 7)});
+  EXPECT_EQ(CountEngine(cache, "host"), 0) << cache.Explain();
+}
+
 TEST(CudaPackage, HostFallbackWithCopiesAndViews) {
   // TopK and CumSum have no GPU kernel: host tasks between copies and views.
   const std::string kir = R"(graph @main(%x: f32[4,6], %ax: i64[]) {

@@ -188,6 +188,13 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
             }
             d += q * c.dst_strides[j];
           }
+          if (c.scatter) {  // ScatterElements: the element's own index moves its destination
+            const unsigned char* ix = ptr(l.args[2]);
+            int64_t v = c.index_bytes == 4 ? reinterpret_cast<const int32_t*>(ix)[i]
+                                           : reinterpret_cast<const int64_t*>(ix)[i];
+            v = v < 0 ? v + c.index_extent : v;
+            d += v * c.index_scale;
+          }
           std::memcpy(dst + d * es, src + s * es, static_cast<size_t>(es));
         }
         written.push_back({l.args[0], DType::kUndefined, dst, p.buffers[l.args[0]].bytes});
