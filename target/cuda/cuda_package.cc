@@ -513,6 +513,25 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       absl::Status why = DevicePiecesOf(*n).status();
       if (why.ok()) why = CopyElementBytes(*n).status();
       reason = absl::StrCat("copy kernel: ", why.message());
+    } else if (engine == "simt" && IsArgReduce(*n)) {
+      absl::StatusOr<ArgReduceLaunch> a = MakeArgReduceLaunch(*n);
+      if (a.ok()) {
+        PackageKernel k;
+        k.name = a->function;
+        k.source = a->source;
+        k.arg_reduce = a->what;
+        k.variants.push_back({a->function, 0, {a->blocks, 1, 1}, a->threads, a->shared_bytes});
+        PackageTask::Launch l;
+        l.kernel = add_kernel(std::move(k));
+        KILN_ASSIGN_OR_RETURN(int y, def(n->output(0)));
+        KILN_ASSIGN_OR_RETURN(int x, use(n->input(0)));
+        l.args = {y, x};
+        task.launches.push_back(std::move(l));
+        task.plan = absl::StrCat("arg-reduction: a block of ", a->threads, " threads per output element");
+        placed = true;
+      } else {
+        reason = absl::StrCat("arg-reduction kernel: ", a.status().message());
+      }
     } else if (engine == "tensorcore" || engine == "simt") {
       absl::StatusOr<NodeKernel> k = absl::UnknownError("");
       if (auto it = prebuilt.find(n); it != prebuilt.end()) k = std::move(it->second);

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "graph/ir/graph.h"
 #include "target/api/target.h"
 #include "target/cuda/codegen/cuda_codegen.h"
+#include "target/cuda/cuda_arg_reduce_kernel.h"
 #include "target/cuda/cuda_copy_kernel.h"
 
 namespace kiln::target::cuda {
@@ -87,6 +89,8 @@ struct PackageKernel {
   // A strided-copy kernel: the piece it moves and the element width.
   CopyPiece copy_piece;
   int64_t copy_element_bytes = 0;
+  // An arg-reduction kernel (cuda_arg_reduce_kernel.h): what it computes.
+  std::optional<ArgReduce> arg_reduce;
 };
 
 struct PackageTask {

@@ -125,7 +125,7 @@ const absl::flat_hash_set<std::string>& SimtOps() {
       "Not", "Where", "Cast", "CastLike", "ThresholdedRelu", "Shrink", "IsNaN", "IsInf",
       // reductions and normalizations
       "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
-      "ReduceL2", "ReduceLogSumExp", "ReduceLogSum", "Softmax", "LogSoftmax", "LayerNormalization",
+      "ReduceL2", "ReduceLogSumExp", "ReduceLogSum", "ArgMax", "ArgMin", "Softmax", "LogSoftmax", "LayerNormalization",
       "BatchNormalization", "InstanceNormalization", "LpNormalization", "MeanVarianceNormalization",
       // pooling
       "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",

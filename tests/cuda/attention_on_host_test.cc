@@ -10,24 +10,17 @@
 // head size 128 with 64x64 tiles, batch and heads as the grid.
 //
 //===----------------------------------------------------------------------===//
-#include <dlfcn.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "target/cuda/codegen/cuda_codegen.h"
+#include "tests/cuda/simt_host_run.h"
 #include "tests/tile/tile_check.h"
 
 namespace kiln {
 namespace {
 
-namespace fs = std::filesystem;
 using tile_check::Compare;
 using tile_check::FiguresOfTarget;
 using tile_check::Random;
@@ -36,43 +29,6 @@ struct Form {
   bool mask = false, causal = false, k_transposed = false;
   DType dtype = DType::kF16;
 };
-
-// Compiles `k`'s CUDA source with a launcher into a shared library and
-// runs it on `args` (device pointers are host pointers here).
-absl::Status RunOnHost(const target::cuda::CudaKernel& k, const std::vector<Tensor*>& args) {
-  // A directory per source: dlopen hands back a library of a path it has loaded before.
-  const fs::path dir =
-      fs::current_path() / "simt_host" / absl::StrCat(k.name, "_", std::hash<std::string>()(k.source));
-  fs::create_directories(dir);
-  const target::cuda::CudaVariant& v = k.variants.at(0);
-  std::vector<std::string> params;
-  for (size_t i = 0; i < args.size(); ++i) params.push_back(absl::StrCat("simt::Arg{a[", i, "]}"));
-  {
-    std::ofstream src(dir / "kernel.cc");
-    src << "#include \"tests/cuda/simt_host.h\"\n" << k.source << "extern \"C\" void launch(void** a) {\n"
-        << "  simt::Launch(simt::Dim3{" << v.grid[0] << ", " << v.grid[1] << ", " << v.grid[2] << "}, "
-        << v.block_threads << ", [&] { " << v.function << "(" << absl::StrJoin(params, ", ") << "); });\n}\n";
-  }
-  const fs::path so = dir / "kernel.so";
-  const std::string cmd = absl::StrCat(KILN_HOST_CXX, " -std=c++17 -O1 -w -shared -fPIC -pthread -I", KILN_SOURCE_DIR,
-                                       " ", (dir / "kernel.cc").string(), " -o ", so.string(), " 2> ",
-                                       (dir / "compile.log").string());
-  if (std::system(cmd.c_str()) != 0) {
-    std::ifstream log(dir / "compile.log");
-    std::string first;
-    std::getline(log, first);
-    return absl::InternalError(absl::StrCat("the kernel does not compile on the host: ", first));
-  }
-  void* lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return absl::InternalError(dlerror());
-  auto launch = reinterpret_cast<void (*)(void**)>(dlsym(lib, "launch"));
-  if (!launch) return absl::InternalError("no launch()");
-  std::vector<void*> ptrs;
-  for (Tensor* t : args) ptrs.push_back(t->raw());
-  launch(ptrs.data());
-  dlclose(lib);
-  return absl::OkStatus();
-}
 
 void Check(Dims q, int64_t l, Form form, const std::string& expect_plan = "") {
   SCOPED_TRACE(::testing::Message() << "q [" << absl::StrJoin(q, ",") << "] keys " << l << " mask " << form.mask
@@ -109,7 +65,9 @@ void Check(Dims q, int64_t l, Form form, const std::string& expect_plan = "") {
   args.emplace_back(dt, q);
   std::vector<Tensor*> ptrs;
   for (Tensor& t : args) ptrs.push_back(&t);
-  absl::Status ran = RunOnHost(*ck, ptrs);
+  std::vector<void*> raw;
+  for (Tensor* t : ptrs) raw.push_back(t->raw());
+  absl::Status ran = simt_host::RunOnHost(ck->name, ck->source, ck->variants.at(0), raw);
   ASSERT_TRUE(ran.ok()) << ran;
   Executor exec;
   auto want = exec.Run(g, inputs);

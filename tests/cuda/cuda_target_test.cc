@@ -347,6 +347,19 @@ TEST(CudaCopyKernel, ScatterElementsOnTheDevice) {
   EXPECT_EQ(CountEngine(cache, "host"), 0) << cache.Explain();
 }
 
+// ArgMax and ArgMin run on the device (a generation step's token: the
+// logits stay there), emulated against the reference.
+TEST(CudaPackage, ArgMaxAndArgMinOnTheDevice) {
+  CudaPackage p = ExpectEmulationMatches(R"(graph @main(%x: f32[2,3,700]) {
+  %a = ArgMax(%x) {axis = -1, keepdims = 0}
+  %b = ArgMin(%x) {axis = 1, select_last_index = 1}
+  return %a, %b
+})",
+                                         {Random(DType::kF32, {2, 3, 700}, 9)});
+  EXPECT_EQ(CountEngine(p, "host"), 0) << p.Explain();
+  EXPECT_EQ(CountEngine(p, "simt"), 2) << p.Explain();
+}
+
 TEST(CudaPackage, HostFallbackWithCopiesAndViews) {
   // TopK and CumSum have no GPU kernel: host tasks between copies and views.
   const std::string kir = R"(graph @main(%x: f32[4,6], %ax: i64[]) {

@@ -145,6 +145,11 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     if (t.kind == PackageTask::Kind::kKernel) {
       for (const PackageTask::Launch& l : t.launches) {
         const target::cuda::PackageKernel& k = p.kernels[l.kernel];
+        if (k.arg_reduce) {
+          target::cuda::ArgReduceOnHost(*k.arg_reduce, ptr(l.args[1]), reinterpret_cast<int64_t*>(ptr(l.args[0])));
+          written.push_back({l.args[0], DType::kI64, ptr(l.args[0]), p.buffers[l.args[0]].bytes});
+          continue;
+        }
         if (!k.copy) {
           auto tk = target::tile::Parse(k.tile_ir);
           if (!tk.ok()) return tk.status();

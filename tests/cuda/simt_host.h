@@ -169,10 +169,12 @@ inline void Launch(Dim3 grid, unsigned threads, const std::function<void()>& ker
 
 inline void __syncthreads() { simt::block_barrier->Wait(); }
 
-inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+template <typename T>
+inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+  static_assert(sizeof(T) == 4, "32-bit shuffles");
   uint32_t u;
   memcpy(&u, &v, 4);
-  float out = 0;
+  T out{};
   simt::Exchange(&u, 1, [&](uint32_t (*slot)[12]) { memcpy(&out, &slot[simt::Lane() ^ lane_mask][0], 4); });
   return out;
 }
