@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -52,7 +53,10 @@ absl::Status AttentionShapesLower(const Node& n) {
   if ((k_transposed ? k[r - 2] : k[r - 1]) != d || v[r - 2] != l || v[r - 1] != d) return No("K's or V's shape");
   if (s % 16 || l % 16 || d % 16 || d > 128) return No("lengths multiples of 16, head size up to 128");
   if (const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr) {
-    if (!IsFloat(mask->type().dtype())) return No("an additive mask");
+    const bool bool_mask = mask->type().dtype() == DType::kBool &&
+                           n.GetFloat("mask_value", -std::numeric_limits<float>::infinity()) ==
+                               -std::numeric_limits<float>::infinity();
+    if (!IsFloat(mask->type().dtype()) && !bool_mask) return No("an additive mask, or a bool one that masks with -inf");
     const Dims md = mask->type().shape().StaticDims();
     if (md.size() > r || md.size() < 2 || md.back() != l || (md[md.size() - 2] != s && md[md.size() - 2] != 1))
       return No("a mask of the scores' shape or broadcast to it");

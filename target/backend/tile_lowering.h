@@ -248,8 +248,8 @@ absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigur
 // the target's scopes hold less; verified against f.target.
 absl::StatusOr<TileKernel> LowerAttention(const Node& node, const TileCostFigures& f);
 // Whether LowerAttention takes `node`'s shapes, masks and attributes, its
-// dtypes aside (a float mask): what a target asks of an f32 attention it
-// will narrow.
+// dtypes aside (a float mask, or a bool one that MakeAttentionMaskAdditive
+// turns into one): what a target asks of an attention it will narrow.
 absl::Status AttentionShapesLower(const Node& node);
 
 // Any node: the window form for pools and depthwise convolutions, the GEMM

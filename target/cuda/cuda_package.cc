@@ -25,6 +25,7 @@
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/passes/simplify.h"
 #include "graph/support/status.h"
+#include "target/backend/attention_mask.h"
 #include "target/backend/memory_plan.h"
 #include "target/backend/tile_lowering.h"
 #include "target/cuda/cuda_copy_kernel.h"
@@ -339,7 +340,11 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   absl::flat_hash_map<const Node*, absl::StatusOr<NodeKernel>> prebuilt;
   auto keep = [&](Node* n) {
     if (prebuilt.contains(n)) return true;
-    if (!fused_attention && n->domain() == "kiln" && n->op() == "Attention") return false;
+    if (n->domain() == "kiln" && n->op() == "Attention") {
+      if (!fused_attention) return false;
+      // The kernel reads an additive mask: a bool one becomes one first.
+      if (tile::AttentionShapesLower(*n).ok()) MakeAttentionMaskAdditive(g, n);
+    }
     if (!narrowed && n->domain() == "kiln" && n->op() == "Fused") return false;
     if (!narrowed && narrowable_attention(*n) && target.Place(*n, options).engine == "tensorcore") return true;
     const std::string engine = target.Place(*n, options).engine;

@@ -24,6 +24,7 @@
 #include "sim/machine/machine.h"
 #include "target/artifact/artifact_io.h"
 #include "runtime/step_loop.h"
+#include "target/backend/attention_mask.h"
 #include "target/backend/copy_pieces.h"
 #include "target/backend/donation.h"
 #include "target/backend/memory_plan.h"
@@ -518,7 +519,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
       // An f32 attention waits for narrowing; its kernel is made after.
       if (narrows && !narrowed) return true;
       if (!npusim::AttentionRunsAsIs(*n)) return false;
-      npusim::MakeAttentionMaskAdditive(g, n);
+      MakeAttentionMaskAdditive(g, n);
     }
     if (n->domain() == "kiln" && n->op() == "Fused" && (!options.fusion || (narrows && !narrowed)))
       return false;

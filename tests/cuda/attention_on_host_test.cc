@@ -60,7 +60,9 @@ void Check(Dims q, int64_t l, Form form, const std::string& expect_plan = "") {
   tk->name = "attention_on_host";
   auto ck = target::cuda::EmitCudaKernel(*tk, target::cuda::CudaArch{});
   ASSERT_TRUE(ck.ok()) << ck.status();
-  if (!expect_plan.empty()) EXPECT_NE(ck->plan.find(expect_plan), std::string::npos) << ck->plan;
+  if (!expect_plan.empty()) {
+    EXPECT_NE(ck->plan.find(expect_plan), std::string::npos) << ck->plan;
+  }
   std::vector<Tensor> args = inputs;
   args.emplace_back(dt, q);
   std::vector<Tensor*> ptrs;

@@ -420,9 +420,9 @@ TEST(CudaPackage, SplitBackAttentionComposesTheTransposesOfK) {
 }
 
 // kiln.Attention runs as one TensorCore kernel once narrowed: an f32
-// attention (causal, heads from Transposes) kept whole through
-// --precision=fp16 and bf16, emulated against the reference; at fp32, and
-// with --fused-attention=false, it is split back.
+// attention (causal, heads from Transposes; or with a bool mask) kept whole
+// through --precision=fp16 and bf16, emulated against the reference; at
+// fp32, and with --fused-attention=false, it is split back.
 TEST(CudaPackage, AttentionIsOneKernelUnderFp16AndBf16) {
   const std::string kir = R"(graph @main(%q: f32[1,64,2,32], %k: f32[1,64,2,32], %v: f32[1,64,2,32]) {
   %qh = Transpose(%q) {perm = [0, 2, 1, 3]}
@@ -445,6 +445,19 @@ TEST(CudaPackage, AttentionIsOneKernelUnderFp16AndBf16) {
     EXPECT_EQ(attention_tasks(p), 1) << p.Explain();
     EXPECT_NE(p.Explain().find("cuda attention 64x64 tiles, head 32"), std::string::npos) << p.Explain();
   }
+  // A decoder's bool mask over a static cache (true: the key takes part) is made additive first.
+  Tensor keep(DType::kBool, {32, 64});
+  for (int64_t i = 0; i < keep.numel(); ++i) keep.data<bool>()[i] = (i % 64) <= 20 + i / 64;
+  target::CompileOptions fp16;
+  fp16.precision = target::Precision::kFp16;
+  CudaPackage masked = ExpectEmulationMatches(R"(graph @main(%q: f32[1,2,32,16], %k: f32[1,2,64,16], %v: f32[1,2,64,16], %keep: bool[32,64]) {
+  %y = kiln.Attention(%q, %k, %v, %keep) {k_transposed = 0, scale = 0.25}
+  return %y
+})",
+                                              {Random(DType::kF32, {1, 2, 32, 16}, 1), Random(DType::kF32, {1, 2, 64, 16}, 2),
+                                               Random(DType::kF32, {1, 2, 64, 16}, 3), keep},
+                                              1e-2, fp16);
+  EXPECT_EQ(attention_tasks(masked), 1) << masked.Explain();
   EXPECT_EQ(attention_tasks(ExpectEmulationMatches(kir, in, 1e-5)), 0);
   target::CompileOptions split;
   split.precision = target::Precision::kFp16;

@@ -35,10 +35,6 @@ bool AttentionRunsAsIs(const Node& n);
 // cache as it is under any precision: narrowing it would convert the whole
 // cache every step.
 bool AttentionRunsAsDecode(const Node& n);
-// Gives kiln.Attention `n` the additive mask the kernel reads in place of
-// its bool one (mask_value -inf only): Where(mask, 0, -inf) in Q's dtype, a
-// node just before `n`. Whether it did.
-bool MakeAttentionMaskAdditive(Graph& g, Node* n);
 
 // Whether `candidate` may join the fusion group of a matrix op whose members
 // so far are `group` (the anchor first): what the cube's fused kernels take

@@ -345,27 +345,6 @@ bool AttentionRunsAsIs(const Node& n) {
          GeometryOf(n, /*narrow_later=*/true, /*decode=*/false).ok();
 }
 
-bool MakeAttentionMaskAdditive(Graph& g, Node* n) {
-  if (n->num_inputs() < 4 || !n->input(3) || n->input(3)->type().dtype() != DType::kBool) return false;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  if (n->GetFloat("mask_value", kNegInf) != kNegInf) return false;
-  const DType dt = n->input(0)->type().dtype();
-  Value* mask = n->input(3);
-  // One additive mask for every attention that reads this one (a decoder's layers).
-  for (const Use& u : mask->uses())
-    if (u.user && u.user->op() == "Where" && u.index == 0 && u.user->output(0)->type().dtype() == dt &&
-        u.user->output(0)->name() == absl::StrCat(mask->name(), ".additive")) {
-      n->SetInput(3, u.user->output(0));
-      return true;
-    }
-  Value* zero = g.AddConstant(absl::StrCat(mask->name(), ".keep"), CastTensor(Tensor::Scalar<float>(0), dt));
-  Value* drop = g.AddConstant(absl::StrCat(mask->name(), ".drop"), CastTensor(Tensor::Scalar<float>(kNegInf), dt));
-  Node* w = g.AddNode("Where", {mask, zero, drop}, {absl::StrCat(mask->name(), ".additive")}, "", n);
-  w->output(0)->set_type(Type::Tensor(dt, mask->type().shape()));
-  n->SetInput(3, w->output(0));
-  return true;
-}
-
 absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) {
   const Node& n = *req.node;
   const sim::Machine& m = *req.machine;
