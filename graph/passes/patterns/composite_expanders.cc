@@ -4,7 +4,8 @@
 // Constants take the dtype of the composite's input; when that dtype is not
 // known, they are f32 constants cast with CastLike. Shapes that are not
 // static (the head size for the default scale, [Sq, Sk] for the causal mask)
-// are computed at run time with Shape.
+// are computed at run time with Shape; a causal mask too large to store as
+// a constant is built at run time from [Sq, Sk] (ConstantOfShape, Trilu).
 //
 //===----------------------------------------------------------------------===//
 #include "graph/passes/patterns/composite_expanders.h"
@@ -148,8 +149,8 @@ bool ExpandAttention(Node* n) {
     const Type& st = s->type();
     Value* keep;
     int r = st.is_tensor() && st.shape().ranked() ? st.shape().rank() : -1;
-    if (r >= 2 && st.shape()[r - 2].is_static() && st.shape()[r - 1].is_static() &&
-        st.shape()[r - 2].value() * st.shape()[r - 1].value() <= (int64_t{1} << 22)) {
+    const bool known = r >= 2 && st.shape()[r - 2].is_static() && st.shape()[r - 1].is_static();
+    if (known && st.shape()[r - 2].value() * st.shape()[r - 1].value() <= (int64_t{1} << 22)) {
       int64_t sq = st.shape()[r - 2].value(), sk = st.shape()[r - 1].value();
       Tensor tri(DType::kBool, {sq, sk});
       for (int64_t i = 0; i < sq; ++i)
@@ -158,7 +159,12 @@ bool ExpandAttention(Node* n) {
     } else {
       Tensor one(DType::kBool, {1});
       one.data<bool>()[0] = true;
-      Value* dims = b.Op("Shape", {s}, "start", Attribute::Int(-2), "causal");
+      // [Sq, Sk] as a constant when the scores' shape is static (the mask's
+      // shape is then known to every pass after), else read at run time.
+      Value* dims = known ? b.Const(Tensor::FromVector<int64_t>({st.shape()[r - 2].value(), st.shape()[r - 1].value()},
+                                                                {2}),
+                                    "causal_dims")
+                          : b.Op("Shape", {s}, "start", Attribute::Int(-2), "causal");
       Value* ones = b.Op("ConstantOfShape", {dims}, "value", Attribute::TensorValue(one), "causal");
       keep = b.Op("Trilu", {ones}, "upper", Attribute::Int(0), "causal");
     }
