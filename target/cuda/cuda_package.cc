@@ -19,6 +19,7 @@
 #include "graph/ir/printer.h"
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
+#include "graph/passes/cse.h"
 #include "graph/passes/dce.h"
 #include "graph/passes/form_fusion_groups.h"
 #include "graph/passes/fusion/outline.h"
@@ -357,8 +358,12 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   auto split_back = [&]() -> absl::Status {
     if (!fusion::SplitBackKilnNodes(g, keep)) return absl::OkStatus();
     // What the split-back writes may simplify with its neighbours: the
-    // Transpose of K an attention expands to composes with the head split's.
+    // Transpose of K an attention expands to composes with the head split's;
+    // and groups that each took a copy of a shared producer (a decoder's
+    // mask, cloned into every layer's group) leave identical copies, one
+    // of which serves them all.
     SimplifyGraph(g, nullptr);
+    EliminateCommonSubexpressions(g);
     return InferShapes(g);
   };
   KILN_RETURN_IF_ERROR(split_back());
