@@ -66,19 +66,22 @@ absl::Status AttentionShapesLower(const Node& n) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& f) {
+absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& f, DType narrow) {
   KILN_RETURN_IF_ERROR(AttentionShapesLower(n));
   const bool k_transposed = n.GetInt("k_transposed", 0) != 0, causal = n.GetInt("causal", 0) != 0;
-  const DType dt = n.input(0)->type().dtype();
+  const DType in = n.input(0)->type().dtype();
+  // An f32 attention as a target narrows it (its tensors declared narrow).
+  const bool narrows = in == DType::kF32 && (narrow == DType::kF16 || narrow == DType::kBF16);
+  const DType dt = narrows ? narrow : in;
   if (dt != DType::kF16 && dt != DType::kBF16) return No("f16 or bf16 Q, K and V");
-  if (n.input(1)->type().dtype() != dt || n.input(2)->type().dtype() != dt) return No("Q, K and V of one dtype");
+  if (n.input(1)->type().dtype() != in || n.input(2)->type().dtype() != in) return No("Q, K and V of one dtype");
   const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims(),
              v = n.input(2)->type().shape().StaticDims();
   const size_t r = q.size();
   const int64_t s = q[r - 2], d = q[r - 1], l = k_transposed ? k[r - 1] : k[r - 2];
   const double scale = n.GetFloat("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
   const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr;
-  if (mask && mask->type().dtype() != dt) return No("an additive mask of Q's dtype");
+  if (mask && mask->type().dtype() != in) return No("an additive mask of Q's dtype");
 
   // The largest tiles (rows of Q, keys) whose buffers fit the target.
   absl::Status last = No("no tiles fit");

@@ -198,7 +198,7 @@ absl::StatusOr<TileKernel> LowerNode(const Node& node, DType matrix_input, const
     return LowerWindow(pool, f);
   }
   if (node.domain() == "kiln" && node.op() == "Attention") {
-    KILN_ASSIGN_OR_RETURN(TileKernel k, LowerAttention(node, f));
+    KILN_ASSIGN_OR_RETURN(TileKernel k, LowerAttention(node, f, matrix_input));
     if (values) {  // Q, K, V, the mask when given, Y: the kernel's arguments in order
       values->clear();
       for (const Value* v : node.inputs())

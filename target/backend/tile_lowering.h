@@ -246,7 +246,10 @@ absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigur
 // 16, head sizes multiples of 16 up to 128, no mask or an additive one of
 // Q's dtype, causal or not. Tiles of 64 rows and 64 keys, smaller where
 // the target's scopes hold less; verified against f.target.
-absl::StatusOr<TileKernel> LowerAttention(const Node& node, const TileCostFigures& f);
+// `narrow` (f16 or bf16) lowers an f32 attention as a target's narrowing
+// would leave it: its tensors declared in that dtype.
+absl::StatusOr<TileKernel> LowerAttention(const Node& node, const TileCostFigures& f,
+                                          DType narrow = DType::kUndefined);
 // Whether LowerAttention takes `node`'s shapes, masks and attributes, its
 // dtypes aside (a float mask, or a bool one that MakeAttentionMaskAdditive
 // turns into one): what a target asks of an attention it will narrow.
