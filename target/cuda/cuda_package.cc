@@ -523,6 +523,28 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       absl::Status why = DevicePiecesOf(*n).status();
       if (why.ok()) why = CopyElementBytes(*n).status();
       reason = absl::StrCat("copy kernel: ", why.message());
+    } else if (engine == "simt" && IsIntElementwise(*n)) {
+      absl::StatusOr<IntElementwiseLaunch> a = MakeIntElementwiseLaunch(*n);
+      if (a.ok()) {
+        PackageKernel k;
+        k.name = a->function;
+        k.source = a->source;
+        k.int_elementwise = a->what;
+        k.variants.push_back({a->function, 0, {a->blocks, 1, 1}, a->threads, 0});
+        PackageTask::Launch l;
+        l.kernel = add_kernel(std::move(k));
+        KILN_ASSIGN_OR_RETURN(int y, def(n->output(0)));
+        l.args = {y};
+        for (const Value* v : n->inputs()) {
+          KILN_ASSIGN_OR_RETURN(int x, use(v));
+          l.args.push_back(x);
+        }
+        task.launches.push_back(std::move(l));
+        task.plan = absl::StrCat("integer elementwise in ", DTypeName(a->what.inputs[0]));
+        placed = true;
+      } else {
+        reason = absl::StrCat("integer kernel: ", a.status().message());
+      }
     } else if (engine == "simt" && IsArgReduce(*n)) {
       absl::StatusOr<ArgReduceLaunch> a = MakeArgReduceLaunch(*n);
       if (a.ok()) {

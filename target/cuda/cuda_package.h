@@ -39,6 +39,7 @@
 #include "target/cuda/codegen/cuda_codegen.h"
 #include "target/cuda/cuda_arg_reduce_kernel.h"
 #include "target/cuda/cuda_copy_kernel.h"
+#include "target/cuda/cuda_int_kernel.h"
 
 namespace kiln::target::cuda {
 
@@ -91,6 +92,8 @@ struct PackageKernel {
   int64_t copy_element_bytes = 0;
   // An arg-reduction kernel (cuda_arg_reduce_kernel.h): what it computes.
   std::optional<ArgReduce> arg_reduce;
+  // An integer elementwise kernel (cuda_int_kernel.h): what it computes.
+  std::optional<IntElementwise> int_elementwise;
 };
 
 struct PackageTask {

@@ -360,6 +360,22 @@ TEST(CudaPackage, ArgMaxAndArgMinOnTheDevice) {
   EXPECT_EQ(CountEngine(p, "simt"), 2) << p.Explain();
 }
 
+// A generation step's integer and bool arithmetic (the position plus one,
+// compared with the cache's indices, the mask's Not) runs on the device.
+TEST(CudaPackage, IntegerAndBoolOpsOnTheDevice) {
+  Tensor pos(DType::kI64, {});
+  pos.data<int64_t>()[0] = 5;
+  CudaPackage p = ExpectEmulationMatches(R"(graph @main(%pos: i64[], %idx: i64[1,8]) {
+  %one = const i64[] dense [1]
+  %next = Add(%pos, %one)
+  %past = Greater(%idx, %pos)
+  %keep = Not(%past)
+  return %next, %keep
+})",
+                                         {pos, Tensor::FromVector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}, {1, 8})});
+  EXPECT_EQ(CountEngine(p, "host"), 0) << p.Explain();
+}
+
 TEST(CudaPackage, HostFallbackWithCopiesAndViews) {
   // TopK and CumSum have no GPU kernel: host tasks between copies and views.
   const std::string kir = R"(graph @main(%x: f32[4,6], %ax: i64[]) {

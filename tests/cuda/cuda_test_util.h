@@ -145,6 +145,14 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     if (t.kind == PackageTask::Kind::kKernel) {
       for (const PackageTask::Launch& l : t.launches) {
         const target::cuda::PackageKernel& k = p.kernels[l.kernel];
+        if (k.int_elementwise) {
+          std::vector<const void*> ins;
+          for (size_t i = 1; i < l.args.size(); ++i) ins.push_back(ptr(l.args[i]));
+          if (auto st = target::cuda::IntElementwiseOnHost(*k.int_elementwise, ins, ptr(l.args[0])); !st.ok())
+            return st;
+          written.push_back({l.args[0], k.int_elementwise->output, ptr(l.args[0]), p.buffers[l.args[0]].bytes});
+          continue;
+        }
         if (k.arg_reduce) {
           target::cuda::ArgReduceOnHost(*k.arg_reduce, ptr(l.args[1]), reinterpret_cast<int64_t*>(ptr(l.args[0])));
           written.push_back({l.args[0], DType::kI64, ptr(l.args[0]), p.buffers[l.args[0]].bytes});
