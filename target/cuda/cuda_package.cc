@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -523,14 +524,32 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       absl::Status why = DevicePiecesOf(*n).status();
       if (why.ok()) why = CopyElementBytes(*n).status();
       reason = absl::StrCat("copy kernel: ", why.message());
-    } else if (engine == "simt" && IsIntElementwise(*n)) {
-      absl::StatusOr<IntElementwiseLaunch> a = MakeIntElementwiseLaunch(*n);
-      if (a.ok()) {
-        PackageKernel k;
-        k.name = a->function;
-        k.source = a->source;
-        k.int_elementwise = a->what;
-        k.variants.push_back({a->function, 0, {a->blocks, 1, 1}, a->threads, 0});
+    } else if (engine == "simt" && (IsIntElementwise(*n) || IsArgReduce(*n))) {
+      // Kernels of their own (not from the tile IR): one launch that writes
+      // the node's output from its inputs, in order.
+      PackageKernel k;
+      int64_t blocks = 1, threads = 256, shared = 0;
+      absl::Status made;
+      if (IsIntElementwise(*n)) {
+        absl::StatusOr<IntElementwiseLaunch> a = MakeIntElementwiseLaunch(*n);
+        made = a.status();
+        if (a.ok()) {
+          std::tie(k.name, k.source, blocks, threads) = std::tie(a->function, a->source, a->blocks, a->threads);
+          k.int_elementwise = a->what;
+          task.plan = absl::StrCat("integer elementwise in ", DTypeName(a->what.inputs[0]));
+        }
+      } else {
+        absl::StatusOr<ArgReduceLaunch> a = MakeArgReduceLaunch(*n);
+        made = a.status();
+        if (a.ok()) {
+          std::tie(k.name, k.source, blocks, threads, shared) =
+              std::tie(a->function, a->source, a->blocks, a->threads, a->shared_bytes);
+          k.arg_reduce = a->what;
+          task.plan = absl::StrCat("arg-reduction: a block of ", a->threads, " threads per output element");
+        }
+      }
+      if (made.ok()) {
+        k.variants.push_back({k.name, 0, {blocks, 1, 1}, threads, shared});
         PackageTask::Launch l;
         l.kernel = add_kernel(std::move(k));
         KILN_ASSIGN_OR_RETURN(int y, def(n->output(0)));
@@ -540,29 +559,9 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
           l.args.push_back(x);
         }
         task.launches.push_back(std::move(l));
-        task.plan = absl::StrCat("integer elementwise in ", DTypeName(a->what.inputs[0]));
         placed = true;
       } else {
-        reason = absl::StrCat("integer kernel: ", a.status().message());
-      }
-    } else if (engine == "simt" && IsArgReduce(*n)) {
-      absl::StatusOr<ArgReduceLaunch> a = MakeArgReduceLaunch(*n);
-      if (a.ok()) {
-        PackageKernel k;
-        k.name = a->function;
-        k.source = a->source;
-        k.arg_reduce = a->what;
-        k.variants.push_back({a->function, 0, {a->blocks, 1, 1}, a->threads, a->shared_bytes});
-        PackageTask::Launch l;
-        l.kernel = add_kernel(std::move(k));
-        KILN_ASSIGN_OR_RETURN(int y, def(n->output(0)));
-        KILN_ASSIGN_OR_RETURN(int x, use(n->input(0)));
-        l.args = {y, x};
-        task.launches.push_back(std::move(l));
-        task.plan = absl::StrCat("arg-reduction: a block of ", a->threads, " threads per output element");
-        placed = true;
-      } else {
-        reason = absl::StrCat("arg-reduction kernel: ", a.status().message());
+        reason = absl::StrCat("simt kernel: ", made.message());
       }
     } else if (engine == "tensorcore" || engine == "simt") {
       absl::StatusOr<NodeKernel> k = absl::UnknownError("");
