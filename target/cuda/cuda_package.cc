@@ -805,9 +805,11 @@ absl::Status WriteCudaPackage(const CudaPackage& package, const std::string& dir
   if (ec || !std::filesystem::is_directory(dir))
     return absl::InvalidArgumentError(
         absl::StrCat("cannot create the package directory '", dir, "'", ec ? ": " + ec.message() : ""));
-  // A library built from an earlier package no longer matches.
+  // A library built from an earlier package no longer matches, and an
+  // earlier package's host graph (and the provider that runs it) is not
+  // this one's.
   std::filesystem::remove(std::filesystem::path(dir) / "libkiln_model.so", ec);
-  for (const char* stale : {"host_graph.kir", "host_graph.kir.blobs"})
+  for (const char* stale : {"host_graph.kir", "host_graph.kir.blobs", "libkiln_hostops.so"})
     std::filesystem::remove(std::filesystem::path(dir) / stale, ec);
   for (const auto& [name, bytes] : package.Files()) {
     std::string path = (std::filesystem::path(dir) / name).string();
