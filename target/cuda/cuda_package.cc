@@ -27,7 +27,9 @@
 #include "graph/passes/rewrite_helpers.h"
 #include "graph/passes/simplify.h"
 #include "graph/support/status.h"
+#include "runtime/step_loop.h"
 #include "target/backend/attention_mask.h"
+#include "target/backend/donation.h"
 #include "target/backend/memory_plan.h"
 #include "target/backend/tile_lowering.h"
 #include "target/cuda/cuda_copy_kernel.h"
@@ -421,6 +423,27 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     return it->second;
   };
   for (const Value* v : g.inputs()) buffers.Add(v, PackageBuffer::Kind::kInput);
+  // Step outputs NAME.next that a ScatterElements computes over its data
+  // input NAME (a KV cache at its position) are that input's bytes
+  // (donation): the scatter writes only its updates, and a caller that
+  // passes one pointer for both (kiln_model_run_device) copies nothing.
+  absl::flat_hash_set<const Value*> donated;
+  {
+    std::vector<std::string> in_names, out_names;
+    for (const Value* v : g.inputs()) in_names.push_back(v->name());
+    for (const Value* v : g.outputs()) out_names.push_back(v->name());
+    std::vector<std::pair<const Value*, const Value*>> feeds;
+    for (const runtime::StepFeed& f : runtime::StepFeeds(in_names, out_names))
+      feeds.emplace_back(g.inputs()[f.input], g.outputs()[f.output]);
+    auto in_place = [&](const Node& n, int input) {
+      return input == 0 && IsScatterCopy(n) && IsCopyOp(n) && DevicePiecesOf(n).ok() &&
+             target.Place(n, options).engine == "simt";
+    };
+    for (const Donation& d : FindDonations(g, feeds, IsView, in_place)) {
+      buffers.Alias(d.output, d.input);
+      donated.insert(d.output);
+    }
+  }
   for (const Value* v : g.outputs())
     if (!v->is_constant() && v->producer() && !IsView(*v->producer())) buffers.Add(v, PackageBuffer::Kind::kOutput);
 
@@ -484,8 +507,19 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       std::vector<PackageTask::Launch> launches;
       int absorbed = 0;
       for (const Value* v : n->outputs()) absorbed += chains.Absorbed(v);
+      int in_place = 0;
       for (const CopyChains::Read& r : *reads) {
         if (r.piece.elements() == 0 || chains.Absorbed(n->output(r.piece.dst))) continue;
+        // A donated output's piece that copies its own bytes onto themselves moves nothing.
+        const Value* out = n->output(r.piece.dst);
+        if (donated.contains(out) && !r.piece.scatter && r.piece.index_input < 0 && r.piece.table_dim < 0 &&
+            buffers.Get(r.source) >= 0 && buffers.Root(buffers.Get(out)) == buffers.Root(buffers.Get(r.source)) &&
+            r.piece.src_base == r.piece.dst_base && r.piece.src_strides == r.piece.dst_strides) {
+          ++in_place;
+          KILN_RETURN_IF_ERROR(use(r.source).status());
+          buffers.Touch(buffers.Get(out), t);
+          continue;
+        }
         CopyLaunch c = MakeCopyLaunch(r.piece, element_bytes, n->op());
         PackageKernel k;
         k.name = c.function;
@@ -513,6 +547,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       for (const Value* v : n->outputs())
         if (!chains.Absorbed(v)) KILN_RETURN_IF_ERROR(def(v).status());
       task.plan = absl::StrCat(launches.size(), " strided-copy launch", launches.size() == 1 ? "" : "es");
+      if (in_place > 0) absl::StrAppend(&task.plan, ", in place over its data input (donated: only the updates move)");
       if (absorbed > 0)
         absl::StrAppend(&task.plan, " (", absorbed, " output", absorbed == 1 ? "" : "s",
                         " composed into the copies that read ", absorbed == 1 ? "it" : "them", ")");

@@ -347,6 +347,47 @@ TEST(CudaCopyKernel, ScatterElementsOnTheDevice) {
   EXPECT_EQ(CountEngine(cache, "host"), 0) << cache.Explain();
 }
 
+// A step output NAME.next that ScatterElements computes over its input NAME
+// (a KV cache) is that input's bytes: one launch writes the updates, none
+// copies the cache. Not when the input is read after the scatter.
+TEST(CudaPackage, ScatteredCacheIsDonated) {
+  Tensor pos(DType::kI64, {});
+  pos.data<int64_t>()[0] = 3;
+  const std::vector<Tensor> in = {Random(DType::kF32, {1, 2, 8, 4}, 6), pos, Random(DType::kF32, {1, 2, 1, 4}, 7)};
+  auto root = [](const CudaPackage& p, int b) {
+    while (p.buffers[b].alias_of >= 0) b = p.buffers[b].alias_of;
+    return b;
+  };
+  CudaPackage p = ExpectEmulationMatches(R"(graph @main(%cache: f32[1,2,8,4], %pos: i64[], %kv: f32[1,2,1,4]) {
+  %shape = const i64[4] dense [1, 2, 1, 4]
+  %at = Expand(%pos, %shape)
+  %"cache.next" = ScatterElements(%cache, %at, %kv) {axis = 2}
+  return %"cache.next"
+})",
+                                         in);
+  int scatter_launches = -1, out_value = -1, in_value = -1;
+  for (const PackageTask& t : p.tasks)
+    if (t.op == "ScatterElements") scatter_launches = static_cast<int>(t.launches.size());
+  for (size_t i = 0; i < p.values.size(); ++i) {
+    if (p.values[i].name == "cache.next") out_value = static_cast<int>(i);
+    if (p.values[i].name == "cache") in_value = static_cast<int>(i);
+  }
+  EXPECT_EQ(scatter_launches, 1) << p.Explain();
+  ASSERT_GE(out_value, 0);
+  ASSERT_GE(in_value, 0);
+  EXPECT_EQ(root(p, p.values[out_value].buffer), root(p, p.values[in_value].buffer)) << p.Explain();
+  CudaPackage kept = ExpectEmulationMatches(R"(graph @main(%cache: f32[1,2,8,4], %pos: i64[], %kv: f32[1,2,1,4]) {
+  %shape = const i64[4] dense [1, 2, 1, 4]
+  %at = Expand(%pos, %shape)
+  %"cache.next" = ScatterElements(%cache, %at, %kv) {axis = 2}
+  %old = Neg(%cache)
+  return %"cache.next", %old
+})",
+                                            in);
+  for (const PackageTask& t : kept.tasks)
+    if (t.op == "ScatterElements") EXPECT_EQ(t.launches.size(), 2u) << kept.Explain();
+}
+
 // ArgMax and ArgMin run on the device (a generation step's token: the
 // logits stay there), emulated against the reference.
 TEST(CudaPackage, ArgMaxAndArgMinOnTheDevice) {

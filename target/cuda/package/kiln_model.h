@@ -74,7 +74,11 @@ int kiln_model_run(kiln_model* model, const void* const* inputs, void* const* ou
 /* Runs the model on device memory in place: the inputs are read where
  * they are and the outputs written where they are (device pointers of the
  * current device, valid until the call returns); no copies are made for
- * them. 0 on success. */
+ * them. A step output NAME.next that the package computes over its input
+ * NAME (donated: a KV cache a scatter updates at its position) is written
+ * into NAME's memory, which the call therefore changes; passing the same
+ * pointer for NAME and NAME.next (a generation loop) makes that the whole
+ * update, otherwise NAME.next is copied out of it. 0 on success. */
 int kiln_model_run_device(kiln_model* model, const void* const* inputs, void* const* outputs, char* err,
                           size_t err_len);
 
