@@ -346,8 +346,14 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     if (prebuilt.contains(n)) return true;
     if (n->domain() == "kiln" && n->op() == "Attention") {
       if (!fused_attention) return false;
-      // The kernel reads an additive mask: a bool one becomes one first.
-      if (tile::AttentionShapesLower(*n).ok()) MakeAttentionMaskAdditive(g, n);
+      // The kernels read an additive mask: a bool one becomes one first.
+      const bool rows = tile::AttentionShapesLower(*n).ok();
+      const bool decode = !rows && n->input(0) && n->input(0)->type().shape().is_static() &&
+                          n->input(0)->type().shape().rank() >= 2 &&
+                          n->input(0)->type().shape().StaticDims()[n->input(0)->type().shape().rank() - 2] == 1;
+      if (rows || decode) MakeAttentionMaskAdditive(g, n);
+      // One query row against a cache: the decode kernels, at the cache's dtype.
+      if (DecodeAttentionTakes(*n).ok()) return target.Place(*n, options).engine == "tensorcore";
     }
     if (!narrowed && n->domain() == "kiln" && n->op() == "Fused") return false;
     if (!narrowed && narrowable_attention(*n) && target.Place(*n, options).engine == "tensorcore") return true;
@@ -559,6 +565,50 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       absl::Status why = DevicePiecesOf(*n).status();
       if (why.ok()) why = CopyElementBytes(*n).status();
       reason = absl::StrCat("copy kernel: ", why.message());
+    } else if (engine == "tensorcore" && DecodeAttentionTakes(*n).ok()) {
+      // Two launches: the chunks' partials into a workspace, then their combination.
+      absl::StatusOr<DecodeAttentionLaunch> a = MakeDecodeAttentionLaunch(*n);
+      if (a.ok()) {
+        const int ws = buffers.Raw(absl::StrCat(task.node, ".workspace"), PackageBuffer::Kind::kWorkspace,
+                                   a->what.WorkspaceBytes());
+        buffers.Touch(ws, t);
+        for (int stage : {1, 2}) {
+          PackageKernel k;
+          k.name = stage == 1 ? a->partial : a->combine;
+          k.source = stage == 1 ? a->source : absl::StrCat("// ", a->combine, ": defined with ", a->partial, "\n");
+          k.decode_attention = a->what;
+          k.decode_attention_stage = stage;
+          k.workspace_bytes = a->what.WorkspaceBytes();
+          if (stage == 1)
+            k.variants.push_back({k.name, 0, {a->what.chunks, a->what.items, 1}, a->threads,
+                                  (2 * 4 + 4 * a->what.d) * 4});
+          else
+            k.variants.push_back({k.name, 0, {a->what.items, 1, 1}, 32, 0});
+          PackageTask::Launch l;
+          l.kernel = add_kernel(std::move(k));
+          l.workspace = ws;
+          if (stage == 1) {
+            l.args = {ws};
+            for (const Value* v : n->inputs()) {
+              if (!v) continue;
+              KILN_ASSIGN_OR_RETURN(int x, use(v));
+              l.args.push_back(x);
+            }
+          } else {
+            KILN_ASSIGN_OR_RETURN(int y, def(n->output(0)));
+            l.args = {y, ws};
+          }
+          task.launches.push_back(std::move(l));
+        }
+        engine = "simt";
+        reason = "one query row against its cache: the decode attention kernels on the CUDA cores";
+        task.plan = absl::StrCat("decode attention: ", a->what.items, " heads x batches against ", a->what.l,
+                                 " keys in ", a->what.chunks, " chunks of 64, masked keys not read, then their ",
+                                 "combination");
+        placed = true;
+      } else {
+        reason = absl::StrCat("decode attention: ", a.status().message());
+      }
     } else if (engine == "simt" && (IsIntElementwise(*n) || IsArgReduce(*n))) {
       // Kernels of their own (not from the tile IR): one launch that writes
       // the node's output from its inputs, in order.

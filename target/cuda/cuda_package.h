@@ -39,6 +39,7 @@
 #include "target/cuda/codegen/cuda_codegen.h"
 #include "target/cuda/cuda_arg_reduce_kernel.h"
 #include "target/cuda/cuda_copy_kernel.h"
+#include "target/cuda/cuda_decode_attention.h"
 #include "target/cuda/cuda_int_kernel.h"
 
 namespace kiln::target::cuda {
@@ -94,6 +95,10 @@ struct PackageKernel {
   std::optional<ArgReduce> arg_reduce;
   // An integer elementwise kernel (cuda_int_kernel.h): what it computes.
   std::optional<IntElementwise> int_elementwise;
+  // One of the decode attention's two kernels (cuda_decode_attention.h):
+  // what they compute, and which (1: the partials, 2: their combination).
+  std::optional<DecodeAttention> decode_attention;
+  int decode_attention_stage = 0;
 };
 
 struct PackageTask {

@@ -347,6 +347,32 @@ TEST(CudaCopyKernel, ScatterElementsOnTheDevice) {
   EXPECT_EQ(CountEngine(cache, "host"), 0) << cache.Explain();
 }
 
+// One query row against a cache: the decode kernels (partials, then their
+// combination), reading the f32 cache as it is under --precision=fp16, a
+// bool mask made additive.
+TEST(CudaPackage, DecodeAttentionReadsTheCacheAsItIs) {
+  Tensor keep(DType::kBool, {1, 1, 1, 96});
+  for (int64_t j = 0; j < 96; ++j) keep.data<bool>()[j] = j < 70;
+  for (const target::Precision precision : {target::Precision::kFp32, target::Precision::kFp16}) {
+    target::CompileOptions o;
+    o.precision = precision;
+    CudaPackage p = ExpectEmulationMatches(R"(graph @main(%q: f32[1,2,1,64], %k: f32[1,2,96,64], %v: f32[1,2,96,64], %keep: bool[1,1,1,96]) {
+  %y = kiln.Attention(%q, %k, %v, %keep) {k_transposed = 0, scale = 0.125}
+  return %y
+})",
+                                           {Random(DType::kF32, {1, 2, 1, 64}, 1), Random(DType::kF32, {1, 2, 96, 64}, 2),
+                                            Random(DType::kF32, {1, 2, 96, 64}, 3), keep},
+                                           1e-5, o);
+    int decode = 0, casts = 0;
+    for (const PackageTask& t : p.tasks) {
+      if (t.op == "kiln.Attention" && t.launches.size() == 2) ++decode;
+      casts += t.op == "Cast";
+    }
+    EXPECT_EQ(decode, 1) << p.Explain();
+    EXPECT_EQ(casts, 0) << p.Explain();
+  }
+}
+
 // A step output NAME.next that ScatterElements computes over its input NAME
 // (a KV cache) is that input's bytes: one launch writes the updates, none
 // copies the cache. Not when the input is read after the scatter.
@@ -384,8 +410,11 @@ TEST(CudaPackage, ScatteredCacheIsDonated) {
   return %"cache.next", %old
 })",
                                             in);
-  for (const PackageTask& t : kept.tasks)
-    if (t.op == "ScatterElements") EXPECT_EQ(t.launches.size(), 2u) << kept.Explain();
+  for (const PackageTask& t : kept.tasks) {
+    if (t.op == "ScatterElements") {
+      EXPECT_EQ(t.launches.size(), 2u) << kept.Explain();
+    }
+  }
 }
 
 // ArgMax and ArgMin run on the device (a generation step's token: the

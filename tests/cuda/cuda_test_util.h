@@ -145,6 +145,20 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     if (t.kind == PackageTask::Kind::kKernel) {
       for (const PackageTask::Launch& l : t.launches) {
         const target::cuda::PackageKernel& k = p.kernels[l.kernel];
+        if (k.decode_attention) {
+          const target::cuda::DecodeAttention& a = *k.decode_attention;
+          if (k.decode_attention_stage == 1) {
+            target::cuda::DecodeAttentionPartialOnHost(a, ptr(l.args[1]), ptr(l.args[2]), ptr(l.args[3]),
+                                                       l.args.size() > 4 ? ptr(l.args[4]) : nullptr,
+                                                       reinterpret_cast<float*>(ptr(l.args[0])));
+            written.push_back({l.args[0], DType::kF32, ptr(l.args[0]), p.buffers[l.args[0]].bytes});
+          } else {
+            target::cuda::DecodeAttentionCombineOnHost(a, reinterpret_cast<const float*>(ptr(l.args[1])),
+                                                       ptr(l.args[0]));
+            written.push_back({l.args[0], a.dtype, ptr(l.args[0]), p.buffers[l.args[0]].bytes});
+          }
+          continue;
+        }
         if (k.int_elementwise) {
           std::vector<const void*> ins;
           for (size_t i = 1; i < l.args.size(); ++i) ins.push_back(ptr(l.args[i]));
