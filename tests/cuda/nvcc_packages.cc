@@ -12,6 +12,8 @@
 //  - ExportedModels (ctest cuda.nvcc.exported_models): every model
 //    of scripts/export_models.py's set (KILN_MODELS_DIR) compiles for
 //    --target=cuda (fp32 and fp16) and its whole package builds.
+//  - Decoders (ctest cuda.nvcc.decoders): the tiny decoder's prefill and
+//    decode steps (KILN_DECODERS_DIR), the kernels a generation step adds.
 //  - Conformance (ctest cuda.nvcc.conformance): every ONNX backend
 //    test model the cuda target accepts; their kernels, deduplicated by name
 //    (kernel names hash their source), compile in a few large translation
@@ -191,6 +193,39 @@ TEST(CudaNvcc, SmallPackageBuilds) {
                           "kiln_model_input", "kiln_model_output", "kiln_model_set_host_ops"})
     EXPECT_TRUE(absl::StrContains(nm, absl::StrCat(" T ", sym, "\n"))) << sym;
   fs::remove_all(dir);
+}
+
+// The tiny decoder's prefill and decode steps (KILN_DECODERS_DIR): the
+// kernels a generation step adds (the scatter and decode attention, ArgMax,
+// the integer kernels, the fused attention at fp16) through nvcc, and no
+// host task.
+TEST(CudaNvcc, Decoders) {
+  std::string nvcc = Nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
+  const char* decoders = std::getenv("KILN_DECODERS_DIR");
+  ASSERT_TRUE(decoders && fs::is_directory(decoders)) << "KILN_DECODERS_DIR must name the decoders";
+  std::string root = cuda_test::TempDir("decoders");
+  for (const char* step : {"prefill", "decode"}) {
+    for (const char* precision : {"fp32", "fp16"}) {
+      SCOPED_TRACE(absl::StrCat(step, " ", precision));
+      target::CompileOptions o;
+      o.precision = std::string(precision) == "fp16" ? target::Precision::kFp16 : target::Precision::kFp32;
+      auto p = CompileOnnx(absl::StrCat(decoders, "/tiny_decoder/", step, ".onnx"), o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_EQ(p->num_host_tasks(), 0) << p->Explain();
+      std::string dir = absl::StrCat(root, "/", step, "_", precision);
+      ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
+      std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " > ", dir,
+                                     "/build.log 2>&1");
+      if (Shell(cmd) != 0) {
+        ADD_FAILURE() << "nvcc failed:\n" << cuda_test::ReadFileOrEmpty(dir + "/build.log").substr(0, 4000);
+        continue;
+      }
+      EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");
+      fs::remove_all(dir);
+    }
+  }
+  fs::remove_all(root);
 }
 
 TEST(CudaNvcc, ExportedModels) {
