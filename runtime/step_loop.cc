@@ -20,6 +20,15 @@ std::vector<StepFeed> StepFeeds(const std::vector<std::string>& inputs, const st
   return feeds;
 }
 
+std::vector<std::pair<const Value*, const Value*>> StepFeedValues(const Graph& g) {
+  std::vector<std::string> in_names, out_names;
+  for (const Value* v : g.inputs()) in_names.push_back(v->name());
+  for (const Value* v : g.outputs()) out_names.push_back(v->name());
+  std::vector<std::pair<const Value*, const Value*>> feeds;
+  for (const StepFeed& f : StepFeeds(in_names, out_names)) feeds.emplace_back(g.inputs()[f.input], g.outputs()[f.output]);
+  return feeds;
+}
+
 absl::StatusOr<std::vector<Tensor>> RunSteps(int steps, std::vector<Tensor> inputs,
                                              const std::vector<StepFeed>& feeds, const RunFn& run,
                                              const StepFn& after_step) {

@@ -11,9 +11,11 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "graph/ir/graph.h"
 #include "graph/ir/tensor.h"
 #include "target/api/executable.h"
 
@@ -24,6 +26,9 @@ using StepFeed = target::StepFeed;
 
 // The feeds of a model with these input and output names, in output order.
 std::vector<StepFeed> StepFeeds(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
+// The same of a graph, as (input NAME, output NAME.next) values: what a
+// compiler asks buffer donation about (target/backend/donation.h).
+std::vector<std::pair<const Value*, const Value*>> StepFeedValues(const Graph& g);
 
 using RunFn = std::function<absl::StatusOr<std::vector<Tensor>>(std::vector<Tensor>)>;
 using StepFn = std::function<void(int step, const std::vector<Tensor>& outputs)>;

@@ -435,12 +435,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   // passes one pointer for both (kiln_model_run_device) copies nothing.
   absl::flat_hash_set<const Value*> donated;
   {
-    std::vector<std::string> in_names, out_names;
-    for (const Value* v : g.inputs()) in_names.push_back(v->name());
-    for (const Value* v : g.outputs()) out_names.push_back(v->name());
-    std::vector<std::pair<const Value*, const Value*>> feeds;
-    for (const runtime::StepFeed& f : runtime::StepFeeds(in_names, out_names))
-      feeds.emplace_back(g.inputs()[f.input], g.outputs()[f.output]);
+    const std::vector<std::pair<const Value*, const Value*>> feeds = runtime::StepFeedValues(g);
     auto in_place = [&](const Node& n, int input) {
       return input == 0 && IsScatterCopy(n) && IsCopyOp(n) && DevicePiecesOf(n).ok() &&
              target.Place(n, options).engine == "simt";

@@ -581,12 +581,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   // scatter writes its new positions only), so a loop copies nothing.
   absl::flat_hash_set<const Node*> in_place;
   {
-    std::vector<std::string> in_names, out_names;
-    for (const Value* v : g.inputs()) in_names.push_back(v->name());
-    for (const Value* v : g.outputs()) out_names.push_back(v->name());
-    std::vector<std::pair<const Value*, const Value*>> feeds;
-    for (const runtime::StepFeed& f : runtime::StepFeeds(in_names, out_names))
-      feeds.emplace_back(g.inputs()[f.input], g.outputs()[f.output]);
+    const std::vector<std::pair<const Value*, const Value*>> feeds = runtime::StepFeedValues(g);
     // An AICPU task reads its operands before it writes: in place too.
     for (const Donation& d : FindDonations(g, feeds, IsView, [](const Node& n, int input) {
            return npusim::WritesInPlace(n, input) && OnDevice(n.output(0));
