@@ -2,8 +2,9 @@
 //
 // The optimizer's fusion groups on npusim: memory-bound groups run as one
 // vector kernel each through the shared tile lowering's steps (flat and row
-// forms), groups without a vector form split back, and convolutions take
-// the epilogues their kernels can apply.
+// forms), groups without a vector form split back, convolutions take the
+// epilogues their kernels can apply, and a MatMul takes its bias, a
+// residual and a GELU (both forms) in its UB epilogue.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
@@ -113,6 +114,32 @@ TEST(NpusimCompile, Fp32ConvTakesItsReluAndLeavesTheResidualToTheVectorUnit) {
   EXPECT_EQ(TasksPlanning(*a, "FIXP applies the Relu"), 1);
   EXPECT_EQ(TasksPlanning(*a, "fused Add, Relu"), 1);
   ExpectMatchesReference(m, {Random({1, 16, 12, 12}, 3)});
+}
+
+// A MatMul's bias and GELU (tanh and erf forms; a decoder's fc1), and a
+// residual before a GELU, run in the cube kernel's UB epilogue: one task
+// each, against the reference.
+TEST(NpusimCompile, MatMulTakesItsGeluInTheEpilogue) {
+  for (const char* approximate : {"tanh", "none"}) {
+    SCOPED_TRACE(approximate);
+    Model m;
+    Graph& g = *m.graph;
+    Value* x = g.AddInput("x", F32({32, 128}));
+    Value* r = g.AddInput("r", F32({32, 256}));
+    Value* mm = g.AddNode("MatMul", {x, g.AddConstant("w", Random({128, 256}, 4))}, {"mm"})->output(0);
+    Value* b = g.AddNode("Add", {mm, g.AddConstant("bias", Random({256}, 5))}, {"biased"})->output(0);
+    Value* res = g.AddNode("Add", {b, r}, {"res"})->output(0);
+    Node* gelu = g.AddNode("Gelu", {res}, {"y"}, "kiln");
+    gelu->SetAttr("approximate", Attribute::String(approximate));
+    g.AddOutput(gelu->output(0));
+    ASSERT_TRUE(InferShapes(g).ok());
+    auto a = Compile(m);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_EQ(a->npusim().tasks_size(), 1) << a->npusim().tasks(0).plan();
+    EXPECT_EQ(TasksPlanning(*a, std::string(approximate) == "tanh" ? "adds a residual, GELU (tanh)" : "adds a residual, GELU,"),
+              1);
+    ExpectMatchesReference(m, {Random({32, 128}, 1), Random({32, 256}, 2)});
+  }
 }
 
 }  // namespace

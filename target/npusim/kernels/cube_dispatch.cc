@@ -107,9 +107,20 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
 }
 
 bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& candidate) {
-  if (group.empty() || !candidate.domain().empty()) return false;
+  if (group.empty()) return false;
   const std::string& anchor = group[0]->op();
   const std::string& op = candidate.op();
+  if (candidate.domain() == "kiln" && op == "Gelu") {
+    // A GELU after a MatMul's or Gemm's bias and residual (the UB epilogue
+    // computes it in f32), reading only the group's result.
+    if (anchor != "MatMul" && anchor != "Gemm") return false;
+    for (const Node* m : group)
+      if (m->op() == "Relu" || m->op() == "Cast" || m->op() == "Gelu") return false;
+    const Value* in = candidate.input(0);
+    return in && in->producer() && std::find(group.begin(), group.end(), in->producer()) != group.end() &&
+           in->uses().size() == 1;
+  }
+  if (!candidate.domain().empty()) return false;
   auto count = [&](const char* name) {
     return std::count_if(group.begin(), group.end(), [&](const Node* n) { return n->op() == name; });
   };
@@ -151,7 +162,7 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
         return false;
     return true;
   }
-  if (op == "Add") return count("Add") < 2 && count("Relu") == 0;  // a bias, a residual
+  if (op == "Add") return count("Add") < 2 && count("Relu") == 0 && count("Gelu") == 0;  // a bias, a residual
   return op == "Relu" && count("Relu") == 0;
 }
 

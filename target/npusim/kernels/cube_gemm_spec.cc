@@ -4,8 +4,8 @@
 // (tile::GemmProblemOf: shapes, batch strides, transpositions, operand
 // views through Transposes, the epilogue's steps) and maps it onto what
 // its program computes (GemmSpec): alpha, a C or bias added in FIXP or in
-// UB (row, column, full or scalar), a residual, a Relu, a Cast of the f32
-// result; one argument per node input, named as the program names them.
+// UB (row, column, full or scalar), a residual, a GELU, a Relu, a Cast of
+// the f32 result; one argument per node input, named as the program names them.
 // Epilogues the program does not compute are declined here, with why.
 //
 //===----------------------------------------------------------------------===//
@@ -23,7 +23,8 @@ using tile::EpilogueStep;
 absl::Status Unfit(absl::string_view why) {
   return absl::UnimplementedError(
       absl::StrCat("the cube runs a fused body of MatMul (operands possibly transposed) or Gemm, then a Mul by "
-                   "a scalar, an Add of a row bias, an Add of a residual, a Relu, and a Cast of a narrow result to f32; ",
+                   "a scalar, an Add of a row bias, an Add of a residual, a GELU, a Relu, and a Cast of a narrow result to "
+                   "f32; ",
                    why));
 }
 
@@ -206,7 +207,7 @@ absl::StatusOr<GemmSpec> GemmSpecOf(const Node& node, const tile::GemmProblem& p
     if (e.op == tile::EwOp::kMul && i == first && e.operand == EpilogueStep::Operand::kScalar) {
       if (s.c_kind != GemmSpec::CKind::kNone) return Unfit("Gemm has its own C");
       s.alpha *= static_cast<float>(e.scalar);
-    } else if (e.op == tile::EwOp::kAdd && s.r_arg < 0 && !relu) {
+    } else if (e.op == tile::EwOp::kAdd && s.r_arg < 0 && !relu && s.gelu == GemmSpec::Gelu::kNone) {
       // An operand of the result's own shape and dtype (f32 after the Cast)
       // that is no constant is a residual; else a bias, first.
       const DType dt = other->type().dtype();
@@ -231,6 +232,9 @@ absl::StatusOr<GemmSpec> GemmSpecOf(const Node& node, const tile::GemmProblem& p
       bias = other;
     } else if (e.op == tile::EwOp::kRelu && !relu) {
       relu = true;
+    } else if ((e.op == tile::EwOp::kGelu || e.op == tile::EwOp::kGeluTanh) && !relu &&
+               s.gelu == GemmSpec::Gelu::kNone) {
+      s.gelu = e.op == tile::EwOp::kGelu ? GemmSpec::Gelu::kErf : GemmSpec::Gelu::kTanh;
     } else {
       return Unfit(absl::StrCat("not ", tile::EwOpName(e.op)));
     }

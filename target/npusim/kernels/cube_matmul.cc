@@ -58,6 +58,7 @@ struct Layout {
   const char* rdt = "f16";
   // UB: fixp bias (raw C, f32 bias), output slots, the epilogue's areas.
   int64_t ub_raw = 0, ub_tmp = 0, ub_bias = 0, ub_out = 0, ub_out_half = 0;
+  int64_t ub_gelu = 0;  // the GELU's scratch tile (f32)
   int64_t ub_acc = 0, ub_cf = 0, ub_craw = 0, ub_ctmp = 0, ub_eout = 0;
   int64_t ub_rf = 0, ub_rraw = 0;  // the residual tile in f32 and as loaded
 };
@@ -168,7 +169,8 @@ CubeGemm ProblemOf(const GemmSpec& s) {
   k.a_blocked = FractalCandidate(s, true);
   k.b_blocked = FractalCandidate(s, false);
   const bool c_in_fixp = (s.c_kind == GemmSpec::CKind::kRow || s.c_kind == GemmSpec::CKind::kScalar) && s.alpha == 1.0f;
-  k.epilogue_in_vector = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp) || s.r_arg >= 0;
+  k.epilogue_in_vector = s.alpha != 1.0f || (s.c_kind != GemmSpec::CKind::kNone && !c_in_fixp) || s.r_arg >= 0 ||
+                         s.gelu != GemmSpec::Gelu::kNone;
   k.residual = s.r_arg >= 0;
   k.vector_reserved = c_in_fixp ? 8192 : 0;
   k.max_units = s.max_blocks;
@@ -242,7 +244,11 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const tile::GemmTiling& 
     L.ub_eout = L.ub_ctmp + Align(ctmp, 32);
     L.ub_rf = L.ub_eout + Align(t.bm * t.bn * L.y_es, 32);
     L.ub_rraw = L.ub_rf + (L.r_es == 4 ? 0 : Align(tile4, 32));  // f32: added as loaded
-    const int64_t end = L.res ? L.ub_rraw + t.bm * t.bn * L.r_es : L.ub_rf;
+    int64_t end = L.res ? L.ub_rraw + t.bm * t.bn * L.r_es : L.ub_rf;
+    if (s.gelu != GemmSpec::Gelu::kNone) {  // the GELU's scratch tile
+      L.ub_gelu = Align(end, 32);
+      end = L.ub_gelu + tile4;
+    }
     if (end > core.ub_kib() * 1024) return absl::ResourceExhaustedError("the epilogue's tile does not fit UB");
   }
 
@@ -551,6 +557,25 @@ absl::StatusOr<std::string> GemmKasm(const GemmSpec& s, const tile::GemmTiling& 
     if (has_c) EmitEpilogueAdd(e, L);
     if (L.res) VecOver(e, "vadd.f32", t.bm * t.bn, 4, L.ub_acc, 4, L.ub_acc, L.r_es == 4 ? L.ub_rraw : L.ub_rf, "");
     if (L.loads) e.Line("set_flag VECTOR, MTE2, 2");
+    if (s.gelu != GemmSpec::Gelu::kNone) {
+      // GELU over the tile: x = acc, g the scratch.
+      const int64_t n = t.bm * t.bn, x = L.ub_acc, g = L.ub_gelu;
+      auto scalar = [](double v) { return absl::StrCat(", ", FloatImm(static_cast<float>(v))); };
+      if (s.gelu == GemmSpec::Gelu::kTanh) {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        VecOver(e, "vmul.f32", n, 4, g, 4, x, x, "");
+        VecOver(e, "vmul.f32", n, 4, g, 4, g, x, "");
+        VecOver(e, "vmuls.f32", n, 4, g, 4, g, -1, scalar(0.044715));
+        VecOver(e, "vadd.f32", n, 4, g, 4, g, x, "");
+        VecOver(e, "vmuls.f32", n, 4, g, 4, g, -1, scalar(0.7978845608028654));
+        VecOver(e, "vtanh.f32", n, 4, g, 4, g, -1, "");
+      } else {  // 0.5 x (1 + erf(x / sqrt(2)))
+        VecOver(e, "vmuls.f32", n, 4, g, 4, x, -1, scalar(1.0 / std::sqrt(2.0)));
+        VecOver(e, "verf.f32", n, 4, g, 4, g, -1, "");
+      }
+      VecOver(e, "vadds.f32", n, 4, g, 4, g, -1, scalar(1.0));
+      VecOver(e, "vmul.f32", n, 4, g, 4, g, x, "");
+      VecOver(e, "vmuls.f32", n, 4, x, 4, g, -1, scalar(0.5));
+    }
     if (s.relu) VecOver(e, "vrelu.f32", t.bm * t.bn, 4, L.ub_acc, 4, L.ub_acc, -1, "");
     e.Line("wait_flag MTE3, VECTOR, 2");
     if (L.y_es == 4) VecOver(e, "vmov.f32", t.bm * t.bn, 4, L.ub_eout, 4, L.ub_acc, -1, "");
@@ -672,6 +697,9 @@ absl::StatusOr<GeneratedKernel> GenerateGemm(const GemmSpec& spec, const sim::Ma
                         s.trans_b ? ", B read transposed" : "",
                         s.alpha != 1.0f ? absl::StrCat(", scaled by ", s.alpha) : "",
                         s.r_arg >= 0 ? ", adds a residual" : "",
+                        s.gelu == GemmSpec::Gelu::kTanh  ? ", GELU (tanh)"
+                        : s.gelu == GemmSpec::Gelu::kErf ? ", GELU"
+                                                          : "",
                         s.YDType() != s.dtype ? absl::StrCat(", writes ", sim::DTypeName(s.YDType())) : "",
                         ", est. ", static_cast<int64_t>(t.estimated_cycles), " cycles (", PipeOfBound(t.bound), "-bound)");
   return k;

@@ -47,6 +47,9 @@ struct GemmSpec {
   std::vector<int64_t> batch_dims;
   std::vector<int64_t> a_batch_stride, b_batch_stride;
   float alpha = 1, beta = 1;
+  // A GELU of the result (kiln.Gelu, erf or tanh form), in the UB
+  // epilogue after C and the residual.
+  enum class Gelu : uint8_t { kNone, kErf, kTanh } gelu = Gelu::kNone;
   enum class CKind { kNone, kRow, kCol, kFull, kScalar } c_kind = CKind::kNone;
   bool relu = false;
   // Program arguments: .arg lines in launch order and the indices of A, B,
