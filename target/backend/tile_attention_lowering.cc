@@ -73,7 +73,7 @@ absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& 
   // An f32 attention as a target narrows it (its tensors declared narrow).
   const bool narrows = in == DType::kF32 && (narrow == DType::kF16 || narrow == DType::kBF16);
   const DType dt = narrows ? narrow : in;
-  if (dt != DType::kF16 && dt != DType::kBF16) return No("f16 or bf16 Q, K and V");
+  if (dt != DType::kF16 && dt != DType::kBF16 && dt != DType::kF32) return No("f16, bf16 or f32 Q, K and V");
   if (n.input(1)->type().dtype() != in || n.input(2)->type().dtype() != in) return No("Q, K and V of one dtype");
   const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims(),
              v = n.input(2)->type().shape().StaticDims();

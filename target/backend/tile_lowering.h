@@ -242,7 +242,7 @@ absl::StatusOr<TileKernel> LowerVectorNode(const Node& node, const TileCostFigur
 // 64-key tiles of K and V, S = Q K^T on the MMA, the online softmax
 // (running row maximum and sum) in the vector scope, P into the stage scope
 // for its product, O rescaled and accumulated in the accumulator scope.
-// f16 or bf16 Q, K, V (K given transposed or not), lengths multiples of
+// f16, bf16 or f32 Q, K, V (K given transposed or not), lengths multiples of
 // 16, head sizes multiples of 16 up to 128, no mask or an additive one of
 // Q's dtype, causal or not. Tiles of 64 rows and 64 keys, smaller where
 // the target's scopes hold less; verified against f.target.

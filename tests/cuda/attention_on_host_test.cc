@@ -7,7 +7,7 @@
 // what checks the kernel's fragment indexing, online softmax, masks, the
 // causal tile skipping and the slots of its pipeline. Forms: no mask, an
 // additive mask broadcast over heads, causal, K given transposed, bf16,
-// head size 128 with 64x64 tiles, batch and heads as the grid.
+// f32 (tf32), head size 128 with 64x64 tiles, batch and heads as the grid.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
@@ -38,6 +38,7 @@ void Check(Dims q, int64_t l, Form form, const std::string& expect_plan = "") {
   Graph g;
   Dims kv = q, kt = q;
   kv[kv.size() - 2] = l;
+  kt[kt.size() - 2] = q.back();  // K^T [..., d, l]
   kt[kt.size() - 1] = l;
   std::vector<Value*> ins = {g.AddInput("q", Type::Tensor(dt, Shape::Static(q))),
                              g.AddInput("k", Type::Tensor(dt, Shape::Static(form.k_transposed ? kt : kv))),
@@ -74,6 +75,7 @@ void Check(Dims q, int64_t l, Form form, const std::string& expect_plan = "") {
   Executor exec;
   auto want = exec.Run(g, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
+  // f32 runs in tf32 (the 10 mantissa bits of f16), as the f32 GEMMs do.
   EXPECT_EQ(Compare((*want)[0], args.back(), dt == DType::kBF16 ? 3e-2 : 1e-2, 0.1), "");
 }
 
@@ -94,6 +96,11 @@ TEST(CudaAttentionOnHost, KGivenTransposed) { Check({2, 64, 64}, 128, {.k_transp
 TEST(CudaAttentionOnHost, Bf16) { Check({1, 64, 64}, 64, {.mask = true, .dtype = DType::kBF16}); }
 
 TEST(CudaAttentionOnHost, HeadSize128) { Check({1, 64, 128}, 128, {.mask = true}, "64x64 tiles, head 128"); }
+
+TEST(CudaAttentionOnHost, F32OnTf32) {
+  Check({1, 2, 128, 64}, 128, {.mask = true, .causal = true, .dtype = DType::kF32}, "mma.sync m16n8k8 (tf32)");
+  Check({2, 64, 32}, 64, {.k_transposed = true, .dtype = DType::kF32});
+}
 
 }  // namespace
 }  // namespace kiln

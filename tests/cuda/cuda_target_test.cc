@@ -505,11 +505,11 @@ TEST(CudaPackage, SplitBackAttentionComposesTheTransposesOfK) {
   EXPECT_EQ(transposes, 3) << p.Explain();
 }
 
-// kiln.Attention runs as one TensorCore kernel once narrowed: an f32
-// attention (causal, heads from Transposes; or with a bool mask) kept whole
-// through --precision=fp16 and bf16, emulated against the reference; at
-// fp32, and with --fused-attention=false, it is split back.
-TEST(CudaPackage, AttentionIsOneKernelUnderFp16AndBf16) {
+// kiln.Attention runs as one TensorCore kernel: an f32 attention (causal,
+// heads from Transposes; or with a bool mask) kept whole through
+// --precision=fp16 and bf16 and narrowed, or at fp32 on tf32, emulated
+// against the reference; with --fused-attention=false it is split back.
+TEST(CudaPackage, AttentionIsOneKernel) {
   const std::string kir = R"(graph @main(%q: f32[1,64,2,32], %k: f32[1,64,2,32], %v: f32[1,64,2,32]) {
   %qh = Transpose(%q) {perm = [0, 2, 1, 3]}
   %kh = Transpose(%k) {perm = [0, 2, 1, 3]}
@@ -544,7 +544,10 @@ TEST(CudaPackage, AttentionIsOneKernelUnderFp16AndBf16) {
                                                Random(DType::kF32, {1, 2, 64, 16}, 3), keep},
                                               1e-2, fp16);
   EXPECT_EQ(attention_tasks(masked), 1) << masked.Explain();
-  EXPECT_EQ(attention_tasks(ExpectEmulationMatches(kir, in, 1e-5)), 0);
+  // At fp32 too, on tf32 (as the f32 GEMMs).
+  CudaPackage f32 = ExpectEmulationMatches(kir, in, 1e-5);
+  EXPECT_EQ(attention_tasks(f32), 1) << f32.Explain();
+  EXPECT_NE(f32.Explain().find("mma.sync m16n8k8 (tf32)"), std::string::npos) << f32.Explain();
   target::CompileOptions split;
   split.precision = target::Precision::kFp16;
   split.settings = {{"fused-attention", "false"}};

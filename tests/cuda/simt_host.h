@@ -11,8 +11,8 @@
 //
 // It stands in for the package prelude's subset that kernels on mma.sync
 // use (kiln::to_f32/from_f32, max_nan, smem_u32, cp_async, ldmatrix,
-// mma_f16/mma_bf16); f16 rounds through the compiler's _Float16, bf16 to
-// nearest even. A kernel source that needs more fails to compile here.
+// mma_f16/mma_bf16/mma_tf32, to_tf32); f16 rounds through the compiler's
+// _Float16, bf16 to nearest even. A kernel source that needs more fails to compile here.
 //
 // Included first in the translation unit a test builds:
 //   #include "tests/cuda/simt_host.h"
@@ -179,6 +179,18 @@ inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
   return out;
 }
 
+inline void __syncwarp() { simt::MyWarp().bar.Wait(); }
+inline unsigned __float_as_uint(float x) {
+  unsigned u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 
@@ -257,6 +269,33 @@ inline void mma_any(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
     d[e] += acc;
   }
 }
+// f32 bits to tf32 (10 mantissa bits), rounded to nearest, ties away from zero.
+inline uint32_t to_tf32(uint32_t bits) {
+  if ((bits & 0x7f800000u) == 0x7f800000u) return bits;  // inf, NaN
+  return (bits + 0x1000u) & 0xffffe000u;
+}
+
+// D (16x8 f32) += A (16x8 tf32) * B (8x8 tf32): A register i at row
+// g + 8(i%2), column t + 4(i/2); B register i at row t + 4i, column g.
+inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  uint32_t words[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  float A[16][8], B[8][8];
+  simt::Exchange(words, 6, [&](uint32_t (*slot)[12]) {
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane / 4, t = lane % 4;
+      for (int i = 0; i < 4; ++i) A[g + 8 * (i % 2)][t + 4 * (i / 2)] = __uint_as_float(slot[lane][i]);
+      for (int i = 0; i < 2; ++i) B[t + 4 * i][g] = __uint_as_float(slot[lane][4 + i]);
+    }
+  });
+  const int g = simt::Lane() / 4, t = simt::Lane() % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float acc = 0;
+    for (int k = 0; k < 8; ++k) acc += A[row][k] * B[k][col];
+    d[e] += acc;
+  }
+}
+
 inline void mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   mma_any(d, a, b, simt::HalfToFloat);
 }

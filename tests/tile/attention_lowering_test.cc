@@ -32,7 +32,8 @@ std::unique_ptr<Built> Build(Dims q, int64_t l, Form form = {}) {
   const DType dt = form.dtype;
   Dims kv = q, kt = q;
   kv[kv.size() - 2] = l;
-  kt[kt.size() - 1] = l;  // K^T [..., d, l]
+  kt[kt.size() - 2] = q.back();  // K^T [..., d, l]
+  kt[kt.size() - 1] = l;
   Value* vq = b->g.AddInput("q", Type::Tensor(dt, Shape::Static(q)));
   Value* vk = b->g.AddInput("k", Type::Tensor(dt, Shape::Static(form.k_transposed ? kt : kv)));
   Value* vv = b->g.AddInput("v", Type::Tensor(dt, Shape::Static(kv)));
@@ -77,11 +78,12 @@ TEST(AttentionLowering, RunsAsTheReference) {
   Check({2, 64, 128}, 128, {.mask = true});
 }
 
-TEST(AttentionLowering, CausalTransposedKAndBf16RunAsTheReference) {
+TEST(AttentionLowering, CausalTransposedKBf16AndF32RunAsTheReference) {
   Check({1, 2, 128, 64}, 128, {.causal = true});
   Check({2, 64, 32}, 64, {.mask = true, .causal = true});
   Check({1, 2, 64, 64}, 128, {.k_transposed = true});
   Check({2, 64, 64}, 64, {.mask = true, .dtype = DType::kBF16});
+  Check({1, 2, 64, 32}, 64, {.mask = true, .causal = true, .dtype = DType::kF32});
 }
 
 // The causal mask is a statement of its own, at the tile's row and key;
@@ -119,8 +121,9 @@ TEST(AttentionLowering, PrintsAndParsesBack) {
 }
 
 TEST(AttentionLowering, RefusesWhatItDoesNotState) {
-  auto f32 = Build({1, 1, 64, 32}, 64, {.dtype = DType::kF32});
-  EXPECT_TRUE(absl::IsUnimplemented(target::tile::LowerAttention(*f32->node, FiguresOfTarget("npusim")).status()));
+  auto ragged_causal = Build({1, 1, 60, 32}, 64, {.causal = true});
+  EXPECT_TRUE(absl::IsUnimplemented(
+      target::tile::LowerAttention(*ragged_causal->node, FiguresOfTarget("npusim")).status()));
   auto ragged = Build({1, 1, 60, 32}, 64);
   EXPECT_TRUE(absl::IsUnimplemented(target::tile::LowerAttention(*ragged->node, FiguresOfTarget("npusim")).status()));
 }

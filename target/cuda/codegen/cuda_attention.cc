@@ -19,8 +19,11 @@
 //    V's fragments by ldmatrix.trans; O stays in registers, rescaled by
 //    alpha per tile, divided by l at the end and stored.
 //
-// Under `causal` the key tiles wholly past the row tile's diagonal are not
-// visited (they add nothing: docs/tile-ir.md). The recognizer checks the
+// f32 runs on tf32 (mma.sync m16n8k8, as the f32 GEMMs): fragments read
+// from shared memory with scalar loads, and P passed from the
+// accumulator's layout to the A operand's through each warp's own rows of
+// shared memory. Under `causal` the key tiles wholly past the row tile's
+// diagonal are not visited (they add nothing: docs/tile-ir.md). The recognizer checks the
 // kernel statement by statement against the form; any other kernel with
 // both mma and reduce steps is refused.
 //
@@ -184,7 +187,7 @@ absl::StatusOr<Attention> Match(const tile::TileKernel& k, const Names& names) {
   const TileArg& q = k.args[a.q];
   const TileArg& kk = k.args[a.k];
   a.dt = q.dtype;
-  if (a.dt != DType::kF16 && a.dt != DType::kBF16) return Err("Q, K and V are f16 or bf16");
+  if (a.dt != DType::kF16 && a.dt != DType::kBF16 && a.dt != DType::kF32) return Err("Q, K and V are f16, bf16 or f32");
   const size_t r = q.shape.size();
   if (r != a.batch.size() + 2) return Err("Q's rank is the grid's batch dims and a matrix");
   for (size_t i = 0; i < a.batch.size(); ++i)
@@ -360,6 +363,136 @@ extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
 
 )";
 
+// The f32 form: mma.sync m16n8k8 on tf32 (as the f32 GEMMs), fragments
+// read from shared memory with scalar loads, and P passed from the
+// accumulator's layout to the A operand's through a warp's own rows of
+// shared memory (the tf32 fragments of the two do not coincide).
+constexpr char kKernelTf32[] = R"(// @PLAN@
+extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
+  constexpr int BR = @BR@, BC = @BC@, D = @D@, S = @S@, L = @L@;
+  constexpr int LD = D + 4;         // Q, K and V rows in shared memory, padded by 16 bytes
+@KT_LD@  constexpr int KV_TILE = @KV_TILE@;  // elements of one K or V slot
+  constexpr int PLD = BC + 4;       // a warp's rows of P
+  constexpr int NT = BC / 8, DT = D / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* sq = reinterpret_cast<float*>(smem_raw);
+  float* sk = sq + BR * LD;
+  float* sv = sk + 2 * KV_TILE;
+  float* sp = sv + 2 * KV_TILE;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const long long item = blockIdx.x;
+  const int rt = gridDim.y - 1 - blockIdx.y;  // the last row tile first
+@BATCH@
+  const float* __restrict__ qb = @Q@ + item * (long long)(S * D) + (long long)rt * BR * D;
+  const float* __restrict__ kb = @K@ + item * (long long)(L * D);
+  const float* __restrict__ vb = @V@ + item * (long long)(L * D);
+  float* __restrict__ yb = @Y@ + item * (long long)(S * D) + (long long)rt * BR * D;
+  constexpr int CHUNKS = D / 4;  // 16-byte chunks of a row
+  for (int c = threadIdx.x; c < BR * CHUNKS; c += blockDim.x)
+    kiln::cp_async<16>(kiln::smem_u32(sq + (c / CHUNKS) * LD + (c % CHUNKS) * 4), qb + (long long)c * 4, 16);
+  auto load_kv = [&](int j, int slot) {
+    float* ks = sk + slot * KV_TILE;
+    float* vs = sv + slot * KV_TILE;
+    for (int c = threadIdx.x; c < BC * CHUNKS; c += blockDim.x) {
+@LOAD_K@
+      kiln::cp_async<16>(kiln::smem_u32(vs + (c / CHUNKS) * LD + (c % CHUNKS) * 4),
+                         vb + ((long long)j * BC + c / CHUNKS) * D + (c % CHUNKS) * 4, 16);
+    }
+  };
+  auto tf32 = [](float x) { return kiln::to_tf32(__float_as_uint(x)); };
+  const int tiles = @TILES@;
+  load_kv(0, 0);
+  kiln::cp_async_commit();
+
+  uint32_t qf[D / 8][4];
+  float o[DT][4];
+  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m[2] = {@M_INIT@, @M_INIT@}, l[2] = {0.f, 0.f};
+  const int r0 = warp * 16 + g;       // this lane's rows in the tile: r0 and r0 + 8
+  const int row0 = rt * BR + r0;      // and in the whole scores
+  float* pw = sp + warp * 16 * PLD;   // this warp's rows of P
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) load_kv(j + 1, (j + 1) & 1);
+    kiln::cp_async_commit();
+    kiln::cp_async_wait<1>();
+    __syncthreads();
+    if (j == 0)
+      for (int kk = 0; kk < D / 8; ++kk) {
+        qf[kk][0] = tf32(sq[r0 * LD + kk * 8 + t]);
+        qf[kk][1] = tf32(sq[(r0 + 8) * LD + kk * 8 + t]);
+        qf[kk][2] = tf32(sq[r0 * LD + kk * 8 + t + 4]);
+        qf[kk][3] = tf32(sq[(r0 + 8) * LD + kk * 8 + t + 4]);
+      }
+    const float* ks = sk + (j & 1) * KV_TILE;
+    const float* vs = sv + (j & 1) * KV_TILE;
+    // S = Q K^T
+    float s[NT][4];
+    for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    for (int kk = 0; kk < D / 8; ++kk)
+      for (int n = 0; n < NT; ++n) {
+        uint32_t b[2];
+@LOAD_KF@
+        kiln::mma_tf32(s[n], qf[kk], b);
+      }
+    // The online softmax on this lane's elements: rows row0 + 8 * h (h = e / 2), keys col(n, e).
+    float mx[2] = {-INFINITY, -INFINITY};
+    for (int n = 0; n < NT; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int row = row0 + 8 * (e / 2), col = j * BC + n * 8 + 2 * t + e % 2;
+        (void)row;
+        (void)col;
+        float x = s[n][e] * @SCALE@;
+@MASK@
+        s[n][e] = x;
+        mx[e / 2] = kiln::max_nan(mx[e / 2], x);
+      }
+    float alpha[2], sum[2] = {0.f, 0.f};
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = kiln::max_nan(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = kiln::max_nan(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const float mn = kiln::max_nan(m[h], mx[h]);
+      alpha[h] = expf(m[h] - mn);
+      m[h] = mn;
+    }
+    for (int n = 0; n < NT; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const float p = expf(s[n][e] - m[e / 2]);
+        sum[e / 2] += p;
+        pw[(g + 8 * (e / 2)) * PLD + n * 8 + 2 * t + e % 2] = p;
+      }
+    for (int h = 0; h < 2; ++h) {
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+      l[h] = l[h] * alpha[h] + sum[h];
+    }
+    for (int i = 0; i < DT; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+    __syncwarp();
+    // O += P V: P's A fragments from the warp's rows, V's B fragments (keys the k dimension).
+    for (int kk = 0; kk < BC / 8; ++kk) {
+      const uint32_t pa[4] = {tf32(pw[g * PLD + kk * 8 + t]), tf32(pw[(g + 8) * PLD + kk * 8 + t]),
+                              tf32(pw[g * PLD + kk * 8 + t + 4]), tf32(pw[(g + 8) * PLD + kk * 8 + t + 4])};
+      for (int n = 0; n < DT; ++n) {
+        const uint32_t b[2] = {tf32(vs[(kk * 8 + t) * LD + n * 8 + g]), tf32(vs[(kk * 8 + t + 4) * LD + n * 8 + g])};
+        kiln::mma_tf32(o[n], pa, b);
+      }
+    }
+    __syncthreads();  // the slot is refilled two tiles on; P's rows are written anew
+  }
+  for (int i = 0; i < DT; ++i)
+    for (int h = 0; h < 2; ++h) {
+      float* out = yb + (long long)(warp * 16 + g + 8 * h) * D + i * 8 + 2 * t;
+      out[0] = o[i][2 * h] / l[h];
+      out[1] = o[i][2 * h + 1] / l[h];
+    }
+}
+
+)";
+
 }  // namespace
 
 absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaArch& arch) {
@@ -374,7 +507,18 @@ absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaAr
 
   // K's rows (or K^T's columns) into the slot, and its fragments as B of S = Q K^T.
   std::string load_k, load_kf;
-  if (a.k_transposed) {
+  const bool f32 = a.dt == DType::kF32;
+  if (f32 && a.k_transposed) {
+    load_k = R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / (BC / 4)) * KT_LD + (c % (BC / 4)) * 4),
+                         kb + (long long)(c / (BC / 4)) * L + (long long)j * BC + (c % (BC / 4)) * 4, 16);)";
+    load_kf = R"(        b[0] = tf32(ks[(kk * 8 + t) * KT_LD + n * 8 + g]);
+        b[1] = tf32(ks[(kk * 8 + t + 4) * KT_LD + n * 8 + g]);)";
+  } else if (f32) {
+    load_k = R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / CHUNKS) * LD + (c % CHUNKS) * 4),
+                         kb + ((long long)j * BC + c / CHUNKS) * D + (c % CHUNKS) * 4, 16);)";
+    load_kf = R"(        b[0] = tf32(ks[(n * 8 + g) * LD + kk * 8 + t]);
+        b[1] = tf32(ks[(n * 8 + g) * LD + kk * 8 + t + 4]);)";
+  } else if (a.k_transposed) {
     // K^T [D, L]: BC keys of each of D rows, as many 16-byte chunks as K's tile.
     load_k = R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / (BC / 8)) * KT_LD + (c % (BC / 8)) * 8),
                          kb + (long long)(c / (BC / 8)) * L + (long long)j * BC + (c % (BC / 8)) * 8, 16);)";
@@ -419,9 +563,12 @@ absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaAr
   if (!batch.empty() && batch.back() == '\n') batch.pop_back();
 
   const int64_t threads = a.br / 16 * 32;
-  // A slot holds a K or V tile, BC x (D + 8), or K^T's, D x (BC + 8).
-  const int64_t kv_tile = a.k_transposed ? std::max(a.bc * (a.d + 8), a.d * (a.bc + 8)) : a.bc * (a.d + 8);
-  const int64_t smem = (a.br * (a.d + 8) + 4 * kv_tile) * Bytes(a.dt);
+  // A slot holds a K or V tile, BC x (D + pad), or K^T's, D x (BC + pad):
+  // rows padded by 16 bytes. The f32 form adds each warp's 16 rows of P.
+  const int64_t pad = 16 / Bytes(a.dt);
+  const int64_t kv_tile = a.k_transposed ? std::max(a.bc * (a.d + pad), a.d * (a.bc + pad)) : a.bc * (a.d + pad);
+  const int64_t smem =
+      (a.br * (a.d + pad) + 4 * kv_tile + (f32 ? threads / 32 * 16 * (a.bc + 4) : 0)) * Bytes(a.dt);
   int64_t items = 1;
   for (int64_t b : a.batch) items *= b;
   const std::string tiles =
@@ -432,12 +579,13 @@ absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaAr
   out.name = Ident(k.name);
   out.matrix = true;
   out.plan = absl::StrCat("cuda attention ", a.br, "x", a.bc, " tiles, head ", a.d, ", ", threads / 32,
-                          " warps, mma.sync m16n8k16, online softmax in registers, K and V in 2 cp.async slots",
+                          f32 ? " warps, mma.sync m16n8k8 (tf32), P through shared memory" : " warps, mma.sync m16n8k16",
+                          ", online softmax in registers, K and V in 2 cp.async slots",
                           a.k_transposed ? ", K given transposed" : "",
                           a.causal ? ", key tiles past the diagonal skipped" : "", a.mask >= 0 ? ", additive mask" : "");
   const std::string function = out.name + "_sm80";
   std::string src = absl::StrReplaceAll(
-      kKernel, {{"@PLAN@", out.plan},
+      f32 ? kKernelTf32 : kKernel, {{"@PLAN@", out.plan},
                 {"@NAME@", function},
                 {"@PARAMS@", params},
                 {"@THREADS@", absl::StrCat(threads)},
@@ -458,7 +606,8 @@ absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaAr
                 {"@M_INIT@", FloatLit(a.m_init)},
                 {"@SCALE@", FloatLit(a.scale)},
                 {"@MASK@", mask},
-                {"@KT_LD@", a.k_transposed ? "  constexpr int KT_LD = BC + 8;  // rows of a K^T tile\n" : ""},
+                {"@KT_LD@", a.k_transposed ? absl::StrCat("  constexpr int KT_LD = BC + ", pad, ";  // rows of a K^T tile\n")
+                                           : ""},
                 {"@KV_TILE@", a.k_transposed ? absl::StrCat(kv_tile) : "BC * LD"},
                 {"@MMA@", a.dt == DType::kBF16 ? "mma_bf16" : "mma_f16"}});
   out.source = std::move(src);
