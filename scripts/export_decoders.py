@@ -55,13 +55,13 @@ class CachedAttention(nn.Module):
         k = k.view(b, t, self.h, self.dh).transpose(1, 2)
         v = v.view(b, t, self.h, self.dh).transpose(1, 2)
         # The step's K and V written at positions pos .. pos+t-1.
-        where = (pos + torch.arange(t)).view(1, 1, t, 1).expand(b, self.h, t, self.dh)
+        where = (pos + torch.arange(t, device=x.device)).view(1, 1, t, 1).expand(b, self.h, t, self.dh)
         k_all = k_cache.scatter(2, where, k)
         v_all = v_cache.scatter(2, where, v)
         att = (q @ k_all.transpose(-2, -1)) * (1.0 / math.sqrt(self.dh))
         # Query i (at pos + i) sees keys 0 .. pos + i.
-        keys = torch.arange(k_cache.shape[2]).view(1, -1)
-        queries = (pos + torch.arange(t)).view(-1, 1)
+        keys = torch.arange(k_cache.shape[2], device=x.device).view(1, -1)
+        queries = (pos + torch.arange(t, device=x.device)).view(-1, 1)
         att = att.masked_fill(keys > queries, float("-inf"))
         y = (F.softmax(att, dim=-1) @ v_all).transpose(1, 2).reshape(b, t, d)
         return self.proj(y), k_all, v_all
@@ -81,7 +81,7 @@ class Decoder(nn.Module):
 
     def forward(self, token, pos, *caches):
         t = token.shape[1]
-        x = self.wte(token) + self.wpe(pos + torch.arange(t)).unsqueeze(0)
+        x = self.wte(token) + self.wpe(pos + torch.arange(t, device=token.device)).unsqueeze(0)
         new_caches = []
         for i, blk in enumerate(self.blocks):
             a, k_all, v_all = blk["att"](blk["ln1"](x), pos, caches[2 * i], caches[2 * i + 1])
@@ -106,7 +106,8 @@ def input_names(layers):
     return ["token", "pos"] + [f"{kv}_{l}" for l in range(layers) for kv in ("k", "v")]
 
 
-def export(name, out_dir):
+def build(name):
+    """The decoder `name` with its weights and its prompt, as export() makes them."""
     vocab, d, heads, layers, cache_len, batch, prompt_len, steps = DECODERS[name]
     torch.manual_seed(0)
     model = Decoder(vocab, d, heads, layers, cache_len).eval()
@@ -115,9 +116,15 @@ def export(name, out_dir):
     for pname, p in model.named_parameters():
         if p.dim() == 2 and not pname.startswith(("wte", "wpe")):
             nn.init.normal_(p, std=0.4 / math.sqrt(d / 64))
+    prompt = torch.randint(0, vocab, (batch, prompt_len))
+    return model, prompt
+
+
+def export(name, out_dir):
+    vocab, d, heads, layers, cache_len, batch, prompt_len, steps = DECODERS[name]
+    model, prompt = build(name)
     out = os.path.join(out_dir, name)
     os.makedirs(out, exist_ok=True)
-    prompt = torch.randint(0, vocab, (batch, prompt_len))
     pos0 = torch.tensor(0, dtype=torch.int64)
     cache = torch.zeros(batch, heads, cache_len, d // heads)
     names = input_names(layers)

@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+"""Greedy generation on one GPU: kiln's cuda packages against PyTorch eager, side by side.
+
+One command on a machine with an NVIDIA GPU, PyTorch with CUDA and the CUDA
+Toolkit (nvcc), after building kiln:
+
+    benchmarks/cuda_decode_bench.py                      # GPT-2 small, fp32 and fp16
+    benchmarks/cuda_decode_bench.py --compile-only       # the packages only (no GPU needed)
+
+For each precision it exports the decoder (scripts/export_decoders.py: the
+prefill and decode steps with a static KV cache, random weights), compiles
+both steps with `kiln compile --target=cuda`, builds them with nvcc, and
+runs the prompt and then --steps decode steps through the packages' C API
+on device memory (kiln_model_run_device): each cache is passed as one
+pointer for k_L and k_L.next (the package computes k_L.next over k_L), the
+token and the position swap between two buffers. The same model runs in
+PyTorch eager on the GPU with the same static cache (the module the export
+traced). It prints the time to the first token, the time per output token
+(the median decode step, CUDA events), tokens per second, kiln's ratio to
+PyTorch, and whether the tokens equal PyTorch's (fp32: all of them; fp16:
+the first divergence, if any, is reported).
+
+Exits 1 with one line when there is no GPU, no nvcc or no kiln binary.
+"""
+import argparse
+import copy
+import ctypes
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.abspath(os.path.dirname(__file__)))
+
+
+def fail(msg):
+    print(f"cuda_decode_bench: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)} failed:\n{r.stdout[-4000:]}")
+    return r.stdout
+
+
+def compile_step(kiln, onnx_path, out_dir, precision, arch, nvcc):
+    cmd = [kiln, "compile", onnx_path, "--target=cuda", "-o", out_dir, f"--precision={precision}", "--explain-placement"]
+    if arch:
+        cmd.append(f"--arch={arch}")
+    placement = run(cmd)
+    host = [line for line in placement.splitlines() if line.startswith("host tasks:")]
+    if nvcc:
+        run(["sh", os.path.join(out_dir, "build.sh")], env=dict(os.environ, NVCC=nvcc))
+    return host[0] if host else "host tasks: ?"
+
+
+class Step:
+    """A built package, run on device tensors through kiln_model_run_device."""
+
+    def __init__(self, directory):
+        lib = ctypes.CDLL(os.path.join(directory, "libkiln_model.so"))
+        lib.kiln_model_load.restype = ctypes.c_void_p
+        lib.kiln_model_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.kiln_model_run_device.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                              ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
+        self.lib = lib
+        self.err = ctypes.create_string_buffer(2048)
+        self.model = lib.kiln_model_load(directory.encode(), self.err, len(self.err))
+        if not self.model:
+            fail(f"loading {directory}: {self.err.value.decode()}")
+
+    def __call__(self, inputs, outputs):
+        ins = (ctypes.c_void_p * len(inputs))(*[t.data_ptr() for t in inputs])
+        outs = (ctypes.c_void_p * len(outputs))(*[t.data_ptr() for t in outputs])
+        if self.lib.kiln_model_run_device(self.model, ins, outs, self.err, len(self.err)) != 0:
+            fail(f"kiln_model_run_device: {self.err.value.decode()}")
+
+
+def cuda_ms(torch, fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def generate_kiln(torch, prefill, decode, prompt, layers, heads, cache_len, dh, steps):
+    dev = "cuda"
+    caches = [torch.zeros(1, heads, cache_len, dh, device=dev) for _ in range(2 * layers)]
+    tok = [torch.zeros(1, 1, dtype=torch.int64, device=dev) for _ in range(2)]
+    pos = [torch.zeros((), dtype=torch.int64, device=dev) for _ in range(2)]
+    generated = torch.zeros(1, 1, dtype=torch.int64, device=dev)
+    # Outputs: token.next, generated, pos.next, then each cache over itself.
+    first_ms = cuda_ms(torch, lambda: prefill([prompt.to(dev), pos[0]] + caches, [tok[0], generated, pos[1]] + caches))
+    tokens, step_ms = [int(tok[0].item())], []
+    t, q = 0, 1  # the buffers holding the current token and position
+    for _ in range(steps - 1):
+        step_ms.append(cuda_ms(torch, lambda: decode([tok[t], pos[q]] + caches,
+                                                     [tok[1 - t], generated, pos[1 - q]] + caches)))
+        t, q = 1 - t, 1 - q
+        tokens.append(int(tok[t].item()))
+    return tokens, first_ms, step_ms
+
+
+def generate_torch(torch, model, prompt, layers, heads, cache_len, dh, steps, dtype):
+    dev = "cuda"
+    m = copy.deepcopy(model).to(dev).to(dtype)
+    caches = [torch.zeros(1, heads, cache_len, dh, device=dev, dtype=dtype) for _ in range(2 * layers)]
+    pos = torch.zeros((), dtype=torch.int64, device=dev)
+    tokens, step_ms = [], []
+    with torch.no_grad():
+        out = {}
+
+        def prefill():
+            out["r"] = m(prompt.to(dev), pos, *caches)
+
+        first_ms = cuda_ms(torch, prefill)
+        token, _, p, *caches = out["r"]
+        tokens.append(int(token.item()))
+        for _ in range(steps - 1):
+            def step():
+                out["r"] = m(token, p, *caches)
+
+            step_ms.append(cuda_ms(torch, step))
+            token, _, p, *caches = out["r"]
+            tokens.append(int(token.item()))
+    return tokens, first_ms, step_ms
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--kiln", default=os.path.join(ROOT, "build/tools/kiln/kiln"))
+    p.add_argument("--work", default="/tmp/kiln_decode_bench")
+    p.add_argument("--decoder", default="gpt2_small_decoder", help="a decoder of scripts/export_decoders.py")
+    p.add_argument("--steps", type=int, default=32, help="tokens to generate (the first from the prompt)")
+    p.add_argument("--precisions", default="fp32,fp16")
+    p.add_argument("--compile-only", action="store_true", help="export and compile the packages, no GPU")
+    args = p.parse_args()
+    if not os.access(args.kiln, os.X_OK):
+        fail(f"no kiln binary at {args.kiln} (build kiln first, or pass --kiln)")
+    cuda_bench = load("cuda_bench", os.path.join(ROOT, "benchmarks/cuda_bench.py"))
+    dec = load("export_decoders", os.path.join(ROOT, "scripts/export_decoders.py"))
+    import torch
+    vocab, d, heads, layers, cache_len, batch, prompt_len, _ = dec.DECODERS[args.decoder]
+    dh = d // heads
+    os.makedirs(args.work, exist_ok=True)
+    dec.export(args.decoder, args.work)
+    src = os.path.join(args.work, args.decoder)
+    gpu = not args.compile_only
+    nvcc = None
+    arch = ""
+    if gpu:
+        if not torch.cuda.is_available():
+            fail("no CUDA GPU: torch.cuda.is_available() is False (or pass --compile-only)")
+        nvcc = cuda_bench.find_nvcc()
+        if not nvcc:
+            fail("no nvcc: install the CUDA Toolkit or set NVCC / CUDA_HOME")
+        arch = cuda_bench.arch_flag(torch)
+        print(f"GPU: {torch.cuda.get_device_name()}, PyTorch {torch.__version__}, {nvcc}")
+    model, prompt = dec.build(args.decoder)
+    print(f"{args.decoder}: {layers} layers, d_model {d}, {heads} heads, vocabulary {vocab}, cache {cache_len}, "
+          f"prompt {prompt_len}, {args.steps} tokens")
+    print(f"{'precision':>9} {'step':>8} {'placement':>60}")
+    rows = []
+    for precision in [s for s in args.precisions.split(",") if s]:
+        pk = {}
+        for step in ("prefill", "decode"):
+            out = os.path.join(args.work, f"{step}_{precision}")
+            host = compile_step(args.kiln, os.path.join(src, f"{step}.onnx"), out, precision, arch, nvcc)
+            print(f"{precision:>9} {step:>8} {host:>60}")
+            pk[step] = out
+        if not gpu:
+            continue
+        kt, k_first, k_steps = generate_kiln(torch, Step(pk["prefill"]), Step(pk["decode"]), prompt, layers, heads,
+                                             cache_len, dh, args.steps)
+        dtype = torch.float32 if precision == "fp32" else torch.float16
+        tt, t_first, t_steps = generate_torch(torch, model, prompt, layers, heads, cache_len, dh, args.steps, dtype)
+        diverge = next((i for i, (a, b) in enumerate(zip(kt, tt)) if a != b), None)
+        rows.append((precision, k_first, statistics.median(k_steps), t_first, statistics.median(t_steps), diverge))
+    if gpu:
+        print(f"\n{'precision':>9} {'kiln TTFT ms':>13} {'kiln ms/token':>14} {'kiln tok/s':>11} {'torch TTFT ms':>14} "
+              f"{'torch ms/token':>15} {'torch/kiln':>11} {'tokens':>22}")
+        for precision, kf, ks, tf, ts, diverge in rows:
+            same = "equal PyTorch's" if diverge is None else f"first differ at {diverge}"
+            print(f"{precision:>9} {kf:>13.3f} {ks:>14.3f} {1000 / ks:>11.1f} {tf:>14.3f} {ts:>15.3f} {ts / ks:>11.2f} "
+                  f"{same:>22}")
+        bad = [r for r in rows if r[0] == "fp32" and r[5] is not None]
+        return 1 if bad else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
