@@ -85,7 +85,7 @@ absl::StatusOr<TileKernel> LowerAttention(const Node& n, const TileCostFigures& 
 
   // The largest tiles (rows of Q, keys) whose buffers fit the target.
   absl::Status last = No("no tiles fit");
-  for (const auto& [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {32, 64}, {16, 64}, {16, 32}, {16, 16}}) {
+  for (const auto& [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {32, 64}, {32, 32}, {16, 64}, {16, 32}, {16, 16}}) {
     if (s % br || l % bc) continue;
     // Grid variables: one per batch dim, then the row tile.
     std::vector<std::string> grid, lead;

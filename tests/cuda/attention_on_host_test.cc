@@ -97,6 +97,13 @@ TEST(CudaAttentionOnHost, Bf16) { Check({1, 64, 64}, 64, {.mask = true, .dtype =
 
 TEST(CudaAttentionOnHost, HeadSize128) { Check({1, 64, 128}, 128, {.mask = true}, "64x64 tiles, head 128"); }
 
+// Two warps: 32x32 tiles (a short sequence; f32 at head size 128, whose
+// operand tiles hold no more).
+TEST(CudaAttentionOnHost, TwoWarpTiles) {
+  Check({1, 2, 32, 32}, 32, {.mask = true}, "32x32 tiles, head 32, 2 warps");
+  Check({1, 64, 128}, 64, {.causal = true, .dtype = DType::kF32}, "32x32 tiles, head 128, 2 warps");
+}
+
 TEST(CudaAttentionOnHost, F32OnTf32) {
   Check({1, 2, 128, 64}, 128, {.mask = true, .causal = true, .dtype = DType::kF32}, "mma.sync m16n8k8 (tf32)");
   Check({2, 64, 32}, 64, {.k_transposed = true, .dtype = DType::kF32});

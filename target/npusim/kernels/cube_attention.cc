@@ -407,8 +407,10 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
 
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, AssembledKernel(t, "attention.kasm", "attention", blocks, "cube"));
   k.workspace_bytes = blocks * 2 * y.ws_slot;  // the `ws` argument: two P tiles per block
-  // The schedule as the tile IR states it (for `kiln tile`), where it does.
-  if (req.want_tile_ir && !g.causal)
+  // The schedule as the tile IR states it (for `kiln tile`), where it does
+  // (causal too: the IR masks each tile, this kernel skips the tiles past
+  // the diagonal, which the IR's meaning allows).
+  if (req.want_tile_ir)
     if (absl::StatusOr<tile::TileKernel> tk = tile::LowerAttention(n, CubeFiguresOf(m)); tk.ok())
       k.tile_ir = tile::Print(*tk);
   // Per key tile: the cube's two products, the vector unit's passes over
