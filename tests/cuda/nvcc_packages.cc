@@ -12,6 +12,8 @@
 //  - ExportedModels (ctest cuda.nvcc.exported_models): every model
 //    of scripts/export_models.py's set (KILN_MODELS_DIR) compiles for
 //    --target=cuda (fp32 and fp16) and its whole package builds.
+//  - AttentionForms (ctest cuda.nvcc.attention): the attention kernel's
+//    dtypes, masks and K layouts.
 //  - Decoders (ctest cuda.nvcc.decoders): the tiny decoder's prefill and
 //    decode steps (KILN_DECODERS_DIR), the kernels a generation step adds.
 //  - Conformance (ctest cuda.nvcc.conformance): every ONNX backend
@@ -192,6 +194,36 @@ TEST(CudaNvcc, SmallPackageBuilds) {
   for (const char* sym : {"kiln_model_load", "kiln_model_run", "kiln_model_free", "kiln_model_num_inputs",
                           "kiln_model_input", "kiln_model_output", "kiln_model_set_host_ops"})
     EXPECT_TRUE(absl::StrContains(nm, absl::StrCat(" T ", sym, "\n"))) << sym;
+  fs::remove_all(dir);
+}
+
+// The attention kernel's forms through nvcc, PTX checked for mma.sync: f16
+// with a mask broadcast over batch items and heads, bf16 with K given
+// transposed, f32 (tf32) causal at head size 128.
+TEST(CudaNvcc, AttentionForms) {
+  std::string nvcc = Nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
+  auto m = cuda_test::ParseKir(R"(graph @main(%q: f16[2,2,64,64], %k: f16[2,2,64,64], %v: f16[2,2,64,64], %mask: f16[64,64], %qb: bf16[1,2,64,64], %kt: bf16[1,2,64,128], %vb: bf16[1,2,128,64], %qf: f32[1,1,64,128], %kf: f32[1,1,64,128], %vf: f32[1,1,64,128]) {
+  %a = kiln.Attention(%q, %k, %v, %mask) {k_transposed = 0, scale = 0.125}
+  %b = kiln.Attention(%qb, %kt, %vb) {k_transposed = 1, scale = 0.125}
+  %c = kiln.Attention(%qf, %kf, %vf) {causal = 1, k_transposed = 0, scale = 0.088388}
+  return %a, %b, %c
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto p = cuda_test::Package(*m);
+  ASSERT_TRUE(p.ok()) << p.status();
+  int attention = 0;
+  for (const auto& t : p->tasks) attention += t.op == "kiln.Attention" && t.engine == "tensorcore";
+  EXPECT_EQ(attention, 3) << p->Explain();
+  std::string dir = cuda_test::TempDir("attention");
+  ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
+  std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " -keep -keep-dir ", dir, " > ",
+                                 dir, "/build.log 2>&1");
+  ASSERT_EQ(Shell(cmd), 0) << cuda_test::ReadFileOrEmpty(dir + "/build.log").substr(0, 4000);
+  EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");
+  std::vector<const PackageKernel*> kernels;
+  for (const PackageKernel& k : p->kernels) kernels.push_back(&k);
+  EXPECT_EQ(CheckTensorCorePtx(dir, "kernels", kernels, p->build), 3);
   fs::remove_all(dir);
 }
 

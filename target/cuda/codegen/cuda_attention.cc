@@ -228,13 +228,16 @@ absl::StatusOr<Attention> Match(const tile::TileKernel& k, const Names& names) {
   return a;
 }
 
-// The kernel. @NAME@ and the @...@ constants are replaced; `T` is the
-// element type, MMA the mma.sync of its dtype.
+// The kernel: one skeleton for every dtype. @NAME@ and the @...@ constants
+// are replaced; `T` is the element type, VEC its elements in 16 bytes; the
+// @..._16@ / @..._32@ pieces below are the f16/bf16 and the f32 (tf32)
+// forms of the steps that differ.
 constexpr char kKernel[] = R"(// @PLAN@
 extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
   using T = @T@;
   constexpr int BR = @BR@, BC = @BC@, D = @D@, S = @S@, L = @L@;
-  constexpr int LD = D + 8;         // Q, K and V rows in shared memory, padded: ldmatrix without bank conflicts
+  constexpr int VEC = 16 / sizeof(T);  // elements of a 16-byte chunk
+  constexpr int LD = D + VEC;          // Q, K and V rows in shared memory, padded: no bank conflicts
 @KT_LD@  constexpr int KV_TILE = @KV_TILE@;  // elements of one K or V slot
   constexpr int NT = BC / 8, DT = D / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -249,57 +252,38 @@ extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
   const T* __restrict__ kb = @K@ + item * (long long)(L * D);
   const T* __restrict__ vb = @V@ + item * (long long)(L * D);
   T* __restrict__ yb = @Y@ + item * (long long)(S * D) + (long long)rt * BR * D;
-  constexpr int CHUNKS = D / 8;  // 16-byte chunks of a row
+  constexpr int CHUNKS = D / VEC;  // 16-byte chunks of a row
   for (int c = threadIdx.x; c < BR * CHUNKS; c += blockDim.x)
-    kiln::cp_async<16>(kiln::smem_u32(sq + (c / CHUNKS) * LD + (c % CHUNKS) * 8), qb + (long long)c * 8, 16);
+    kiln::cp_async<16>(kiln::smem_u32(sq + (c / CHUNKS) * LD + (c % CHUNKS) * VEC), qb + (long long)c * VEC, 16);
   auto load_kv = [&](int j, int slot) {
     T* ks = sk + slot * KV_TILE;
     T* vs = sv + slot * KV_TILE;
     for (int c = threadIdx.x; c < BC * CHUNKS; c += blockDim.x) {
 @LOAD_K@
-      kiln::cp_async<16>(kiln::smem_u32(vs + (c / CHUNKS) * LD + (c % CHUNKS) * 8),
-                         vb + ((long long)j * BC + c / CHUNKS) * D + (c % CHUNKS) * 8, 16);
+      kiln::cp_async<16>(kiln::smem_u32(vs + (c / CHUNKS) * LD + (c % CHUNKS) * VEC),
+                         vb + ((long long)j * BC + c / CHUNKS) * D + (c % CHUNKS) * VEC, 16);
     }
   };
   const int tiles = @TILES@;
   load_kv(0, 0);
   kiln::cp_async_commit();
 
-  uint32_t qf[D / 16][4];
   float o[DT][4];
   for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m[2] = {@M_INIT@, @M_INIT@}, l[2] = {0.f, 0.f};
-  // Two values in Q's dtype in one register, the lower at the lower column.
-  auto pack2 = [](float lo, float hi) {
-    const T a = kiln::from_f32<T>(lo), b = kiln::from_f32<T>(hi);
-    unsigned short ua, ub;
-    memcpy(&ua, &a, 2);
-    memcpy(&ub, &b, 2);
-    return uint32_t(ua) | (uint32_t(ub) << 16);
-  };
   const int row0 = rt * BR + warp * 16 + g;  // this lane's rows: row0 and row0 + 8
+@SETUP@
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) load_kv(j + 1, (j + 1) & 1);
     kiln::cp_async_commit();
     kiln::cp_async_wait<1>();
     __syncthreads();
-    if (j == 0)
-      for (int kk = 0; kk < D / 16; ++kk)
-        kiln::ldmatrix_x4(qf[kk], kiln::smem_u32(sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD +
-                                                  kk * 16 + (lane / 16) * 8));
     const T* ks = sk + (j & 1) * KV_TILE;
     const T* vs = sv + (j & 1) * KV_TILE;
     // S = Q K^T
     float s[NT][4];
     for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-    for (int kk = 0; kk < D / 16; ++kk)
-      for (int n2 = 0; n2 < BC / 16; ++n2) {
-        uint32_t b[4];
-@LOAD_KF@
-        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        kiln::@MMA@(s[2 * n2], qf[kk], b0);
-        kiln::@MMA@(s[2 * n2 + 1], qf[kk], b1);
-      }
+@SCORES@
     // The online softmax on this lane's elements: rows row0 + 8 * h (h = e / 2), keys col(n, e).
     float mx[2] = {-INFINITY, -INFINITY};
     for (int n = 0; n < NT; ++n)
@@ -320,16 +304,7 @@ extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
       alpha[h] = expf(m[h] - mn);
       m[h] = mn;
     }
-    uint32_t p[BC / 16][4];  // P as A fragments of P V
-    for (int n = 0; n < NT; ++n) {
-      float e4[4];
-      for (int e = 0; e < 4; ++e) {
-        e4[e] = expf(s[n][e] - m[e / 2]);
-        sum[e / 2] += e4[e];
-      }
-      p[n / 2][(n % 2) * 2 + 0] = pack2(e4[0], e4[1]);
-      p[n / 2][(n % 2) * 2 + 1] = pack2(e4[2], e4[3]);
-    }
+@PROBS@
     for (int h = 0; h < 2; ++h) {
       sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
       sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
@@ -341,16 +316,7 @@ extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
       o[i][2] *= alpha[1];
       o[i][3] *= alpha[1];
     }
-    // O += P V: V's fragments by ldmatrix.trans (keys are the k dimension).
-    for (int kk = 0; kk < BC / 16; ++kk)
-      for (int n2 = 0; n2 < D / 16; ++n2) {
-        uint32_t b[4];
-        kiln::ldmatrix_x4_trans(b, kiln::smem_u32(vs + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD +
-                                                   n2 * 16 + (lane / 16) * 8));
-        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        kiln::@MMA@(o[2 * n2], p[kk], b0);
-        kiln::@MMA@(o[2 * n2 + 1], p[kk], b1);
-      }
+@PV@
     __syncthreads();  // the slot is refilled two tiles on
   }
   for (int i = 0; i < DT; ++i)
@@ -363,116 +329,80 @@ extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
 
 )";
 
-// The f32 form: mma.sync m16n8k8 on tf32 (as the f32 GEMMs), fragments
-// read from shared memory with scalar loads, and P passed from the
-// accumulator's layout to the A operand's through a warp's own rows of
-// shared memory (the tf32 fragments of the two do not coincide).
-constexpr char kKernelTf32[] = R"(// @PLAN@
-extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
-  constexpr int BR = @BR@, BC = @BC@, D = @D@, S = @S@, L = @L@;
-  constexpr int LD = D + 4;         // Q, K and V rows in shared memory, padded by 16 bytes
-@KT_LD@  constexpr int KV_TILE = @KV_TILE@;  // elements of one K or V slot
-  constexpr int PLD = BC + 4;       // a warp's rows of P
-  constexpr int NT = BC / 8, DT = D / 8;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  float* sq = reinterpret_cast<float*>(smem_raw);
-  float* sk = sq + BR * LD;
-  float* sv = sk + 2 * KV_TILE;
-  float* sp = sv + 2 * KV_TILE;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const long long item = blockIdx.x;
-  const int rt = gridDim.y - 1 - blockIdx.y;  // the last row tile first
-@BATCH@
-  const float* __restrict__ qb = @Q@ + item * (long long)(S * D) + (long long)rt * BR * D;
-  const float* __restrict__ kb = @K@ + item * (long long)(L * D);
-  const float* __restrict__ vb = @V@ + item * (long long)(L * D);
-  float* __restrict__ yb = @Y@ + item * (long long)(S * D) + (long long)rt * BR * D;
-  constexpr int CHUNKS = D / 4;  // 16-byte chunks of a row
-  for (int c = threadIdx.x; c < BR * CHUNKS; c += blockDim.x)
-    kiln::cp_async<16>(kiln::smem_u32(sq + (c / CHUNKS) * LD + (c % CHUNKS) * 4), qb + (long long)c * 4, 16);
-  auto load_kv = [&](int j, int slot) {
-    float* ks = sk + slot * KV_TILE;
-    float* vs = sv + slot * KV_TILE;
-    for (int c = threadIdx.x; c < BC * CHUNKS; c += blockDim.x) {
-@LOAD_K@
-      kiln::cp_async<16>(kiln::smem_u32(vs + (c / CHUNKS) * LD + (c % CHUNKS) * 4),
-                         vb + ((long long)j * BC + c / CHUNKS) * D + (c % CHUNKS) * 4, 16);
-    }
-  };
-  auto tf32 = [](float x) { return kiln::to_tf32(__float_as_uint(x)); };
-  const int tiles = @TILES@;
-  load_kv(0, 0);
-  kiln::cp_async_commit();
+// f16 and bf16: mma.sync m16n8k16, fragments by ldmatrix, P packed in
+// registers as the A fragments of P V (an m16n8k16 accumulator pair is one).
+constexpr char kSetup16[] = R"(  uint32_t qf[D / 16][4];
+  // Two values in T in one register, the lower at the lower column.
+  auto pack2 = [](float lo, float hi) {
+    const T a = kiln::from_f32<T>(lo), b = kiln::from_f32<T>(hi);
+    unsigned short ua, ub;
+    memcpy(&ua, &a, 2);
+    memcpy(&ub, &b, 2);
+    return uint32_t(ua) | (uint32_t(ub) << 16);
+  };)";
+constexpr char kScores16[] = R"(    if (j == 0)
+      for (int kk = 0; kk < D / 16; ++kk)
+        kiln::ldmatrix_x4(qf[kk], kiln::smem_u32(sq + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD +
+                                                  kk * 16 + (lane / 16) * 8));
+    for (int kk = 0; kk < D / 16; ++kk)
+      for (int n2 = 0; n2 < BC / 16; ++n2) {
+        uint32_t b[4];
+@LOAD_KF@
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        kiln::@MMA@(s[2 * n2], qf[kk], b0);
+        kiln::@MMA@(s[2 * n2 + 1], qf[kk], b1);
+      })";
+constexpr char kProbs16[] = R"(    uint32_t p[BC / 16][4];  // P as A fragments of P V
+    for (int n = 0; n < NT; ++n) {
+      float e4[4];
+      for (int e = 0; e < 4; ++e) {
+        e4[e] = expf(s[n][e] - m[e / 2]);
+        sum[e / 2] += e4[e];
+      }
+      p[n / 2][(n % 2) * 2 + 0] = pack2(e4[0], e4[1]);
+      p[n / 2][(n % 2) * 2 + 1] = pack2(e4[2], e4[3]);
+    })";
+constexpr char kPv16[] = R"(    // O += P V: V's fragments by ldmatrix.trans (keys are the k dimension).
+    for (int kk = 0; kk < BC / 16; ++kk)
+      for (int n2 = 0; n2 < D / 16; ++n2) {
+        uint32_t b[4];
+        kiln::ldmatrix_x4_trans(b, kiln::smem_u32(vs + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD +
+                                                   n2 * 16 + (lane / 16) * 8));
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        kiln::@MMA@(o[2 * n2], p[kk], b0);
+        kiln::@MMA@(o[2 * n2 + 1], p[kk], b1);
+      })";
 
-  uint32_t qf[D / 8][4];
-  float o[DT][4];
-  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m[2] = {@M_INIT@, @M_INIT@}, l[2] = {0.f, 0.f};
-  const int r0 = warp * 16 + g;       // this lane's rows in the tile: r0 and r0 + 8
-  const int row0 = rt * BR + r0;      // and in the whole scores
-  float* pw = sp + warp * 16 * PLD;   // this warp's rows of P
-  for (int j = 0; j < tiles; ++j) {
-    if (j + 1 < tiles) load_kv(j + 1, (j + 1) & 1);
-    kiln::cp_async_commit();
-    kiln::cp_async_wait<1>();
-    __syncthreads();
-    if (j == 0)
+// f32: mma.sync m16n8k8 on tf32 (as the f32 GEMMs), fragments read from
+// shared memory with scalar loads, and P passed from the accumulator's
+// layout to the A operand's through the warp's own rows of shared memory
+// (the tf32 fragments of the two do not coincide).
+constexpr char kSetup32[] = R"(  uint32_t qf[D / 8][4];
+  auto tf32 = [](float x) { return kiln::to_tf32(__float_as_uint(x)); };
+  constexpr int PLD = BC + 4;                               // a warp's rows of P
+  float* pw = sv + 2 * KV_TILE + warp * 16 * PLD;           // this warp's rows of P
+  const int r0 = warp * 16 + g;                             // this lane's rows in the tile: r0 and r0 + 8)";
+constexpr char kScores32[] = R"(    if (j == 0)
       for (int kk = 0; kk < D / 8; ++kk) {
         qf[kk][0] = tf32(sq[r0 * LD + kk * 8 + t]);
         qf[kk][1] = tf32(sq[(r0 + 8) * LD + kk * 8 + t]);
         qf[kk][2] = tf32(sq[r0 * LD + kk * 8 + t + 4]);
         qf[kk][3] = tf32(sq[(r0 + 8) * LD + kk * 8 + t + 4]);
       }
-    const float* ks = sk + (j & 1) * KV_TILE;
-    const float* vs = sv + (j & 1) * KV_TILE;
-    // S = Q K^T
-    float s[NT][4];
-    for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
     for (int kk = 0; kk < D / 8; ++kk)
       for (int n = 0; n < NT; ++n) {
         uint32_t b[2];
 @LOAD_KF@
         kiln::mma_tf32(s[n], qf[kk], b);
-      }
-    // The online softmax on this lane's elements: rows row0 + 8 * h (h = e / 2), keys col(n, e).
-    float mx[2] = {-INFINITY, -INFINITY};
-    for (int n = 0; n < NT; ++n)
-      for (int e = 0; e < 4; ++e) {
-        const int row = row0 + 8 * (e / 2), col = j * BC + n * 8 + 2 * t + e % 2;
-        (void)row;
-        (void)col;
-        float x = s[n][e] * @SCALE@;
-@MASK@
-        s[n][e] = x;
-        mx[e / 2] = kiln::max_nan(mx[e / 2], x);
-      }
-    float alpha[2], sum[2] = {0.f, 0.f};
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = kiln::max_nan(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = kiln::max_nan(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const float mn = kiln::max_nan(m[h], mx[h]);
-      alpha[h] = expf(m[h] - mn);
-      m[h] = mn;
-    }
-    for (int n = 0; n < NT; ++n)
+      })";
+constexpr char kProbs32[] = R"(    for (int n = 0; n < NT; ++n)
       for (int e = 0; e < 4; ++e) {
         const float p = expf(s[n][e] - m[e / 2]);
         sum[e / 2] += p;
         pw[(g + 8 * (e / 2)) * PLD + n * 8 + 2 * t + e % 2] = p;
       }
-    for (int h = 0; h < 2; ++h) {
-      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-      l[h] = l[h] * alpha[h] + sum[h];
-    }
-    for (int i = 0; i < DT; ++i) {
-      o[i][0] *= alpha[0];
-      o[i][1] *= alpha[0];
-      o[i][2] *= alpha[1];
-      o[i][3] *= alpha[1];
-    }
-    __syncwarp();
-    // O += P V: P's A fragments from the warp's rows, V's B fragments (keys the k dimension).
+    __syncwarp();)";
+constexpr char kPv32[] = R"(    // O += P V: P's A fragments from the warp's rows, V's B fragments (keys the k dimension).
     for (int kk = 0; kk < BC / 8; ++kk) {
       const uint32_t pa[4] = {tf32(pw[g * PLD + kk * 8 + t]), tf32(pw[(g + 8) * PLD + kk * 8 + t]),
                               tf32(pw[g * PLD + kk * 8 + t + 4]), tf32(pw[(g + 8) * PLD + kk * 8 + t + 4])};
@@ -480,18 +410,7 @@ extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
         const uint32_t b[2] = {tf32(vs[(kk * 8 + t) * LD + n * 8 + g]), tf32(vs[(kk * 8 + t + 4) * LD + n * 8 + g])};
         kiln::mma_tf32(o[n], pa, b);
       }
-    }
-    __syncthreads();  // the slot is refilled two tiles on; P's rows are written anew
-  }
-  for (int i = 0; i < DT; ++i)
-    for (int h = 0; h < 2; ++h) {
-      float* out = yb + (long long)(warp * 16 + g + 8 * h) * D + i * 8 + 2 * t;
-      out[0] = o[i][2 * h] / l[h];
-      out[1] = o[i][2 * h + 1] / l[h];
-    }
-}
-
-)";
+    })";
 
 }  // namespace
 
@@ -505,28 +424,26 @@ absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaAr
   KILN_ASSIGN_OR_RETURN(std::string ct, CType(a.dt));
   auto arg = [&](int i) { return Ident(k.args[i].name); };
 
-  // K's rows (or K^T's columns) into the slot, and its fragments as B of S = Q K^T.
-  std::string load_k, load_kf;
+  // K's rows (or K^T's columns: BC keys of each of D rows, as many 16-byte
+  // chunks as K's tile) into the slot, and its fragments as B of S = Q K^T.
   const bool f32 = a.dt == DType::kF32;
+  const std::string load_k =
+      a.k_transposed
+          ? R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / (BC / VEC)) * KT_LD + (c % (BC / VEC)) * VEC),
+                         kb + (long long)(c / (BC / VEC)) * L + (long long)j * BC + (c % (BC / VEC)) * VEC, 16);)"
+          : R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / CHUNKS) * LD + (c % CHUNKS) * VEC),
+                         kb + ((long long)j * BC + c / CHUNKS) * D + (c % CHUNKS) * VEC, 16);)";
+  std::string load_kf;
   if (f32 && a.k_transposed) {
-    load_k = R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / (BC / 4)) * KT_LD + (c % (BC / 4)) * 4),
-                         kb + (long long)(c / (BC / 4)) * L + (long long)j * BC + (c % (BC / 4)) * 4, 16);)";
     load_kf = R"(        b[0] = tf32(ks[(kk * 8 + t) * KT_LD + n * 8 + g]);
         b[1] = tf32(ks[(kk * 8 + t + 4) * KT_LD + n * 8 + g]);)";
   } else if (f32) {
-    load_k = R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / CHUNKS) * LD + (c % CHUNKS) * 4),
-                         kb + ((long long)j * BC + c / CHUNKS) * D + (c % CHUNKS) * 4, 16);)";
     load_kf = R"(        b[0] = tf32(ks[(n * 8 + g) * LD + kk * 8 + t]);
         b[1] = tf32(ks[(n * 8 + g) * LD + kk * 8 + t + 4]);)";
   } else if (a.k_transposed) {
-    // K^T [D, L]: BC keys of each of D rows, as many 16-byte chunks as K's tile.
-    load_k = R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / (BC / 8)) * KT_LD + (c % (BC / 8)) * 8),
-                         kb + (long long)(c / (BC / 8)) * L + (long long)j * BC + (c % (BC / 8)) * 8, 16);)";
     load_kf = R"(        kiln::ldmatrix_x4_trans(b, kiln::smem_u32(ks + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * KT_LD +
                                                    n2 * 16 + (lane / 16) * 8));)";
   } else {
-    load_k = R"(      kiln::cp_async<16>(kiln::smem_u32(ks + (c / CHUNKS) * LD + (c % CHUNKS) * 8),
-                         kb + ((long long)j * BC + c / CHUNKS) * D + (c % CHUNKS) * 8, 16);)";
     load_kf = R"(        kiln::ldmatrix_x4(b, kiln::smem_u32(ks + (n2 * 16 + (lane % 8) + (lane / 16) * 8) * LD + kk * 16 +
                                              ((lane / 8) % 2) * 8));)";
   }
@@ -537,8 +454,10 @@ absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaAr
     int64_t stride = 1;
     std::vector<std::string> idx(a.batch.size());
     for (int b = static_cast<int>(a.batch.size()) - 1; b >= 0; --b) {
-      idx[b] = absl::StrCat("  const long long ", Ident(a.batch_vars[b]), " = item / ", stride, " % ", a.batch[b],
-                            ";\n");
+      // Only the batch dims the mask does not broadcast over.
+      if (std::find(a.mask_dims.begin(), a.mask_dims.end(), b) != a.mask_dims.end())
+        idx[b] = absl::StrCat("  const long long ", Ident(a.batch_vars[b]), " = item / ", stride, " % ", a.batch[b],
+                              ";\n");
       stride *= a.batch[b];
     }
     batch = absl::StrJoin(idx, "");
@@ -585,31 +504,35 @@ absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaAr
                           a.causal ? ", key tiles past the diagonal skipped" : "", a.mask >= 0 ? ", additive mask" : "");
   const std::string function = out.name + "_sm80";
   std::string src = absl::StrReplaceAll(
-      f32 ? kKernelTf32 : kKernel, {{"@PLAN@", out.plan},
-                {"@NAME@", function},
-                {"@PARAMS@", params},
-                {"@THREADS@", absl::StrCat(threads)},
-                {"@T@", ct},
-                {"@BR@", absl::StrCat(a.br)},
-                {"@BC@", absl::StrCat(a.bc)},
-                {"@D@", absl::StrCat(a.d)},
-                {"@S@", absl::StrCat(a.s)},
-                {"@L@", absl::StrCat(a.l)},
-                {"@BATCH@", batch},
-                {"@Q@", arg(a.q)},
-                {"@K@", arg(a.k)},
-                {"@V@", arg(a.v)},
-                {"@Y@", arg(a.y)},
-                {"@LOAD_K@", load_k},
-                {"@LOAD_KF@", load_kf},
-                {"@TILES@", tiles},
-                {"@M_INIT@", FloatLit(a.m_init)},
-                {"@SCALE@", FloatLit(a.scale)},
-                {"@MASK@", mask},
-                {"@KT_LD@", a.k_transposed ? absl::StrCat("  constexpr int KT_LD = BC + ", pad, ";  // rows of a K^T tile\n")
-                                           : ""},
-                {"@KV_TILE@", a.k_transposed ? absl::StrCat(kv_tile) : "BC * LD"},
-                {"@MMA@", a.dt == DType::kBF16 ? "mma_bf16" : "mma_f16"}});
+      kKernel, {{"@SETUP@", f32 ? kSetup32 : kSetup16},
+                {"@SCORES@", f32 ? kScores32 : kScores16},
+                {"@PROBS@", f32 ? kProbs32 : kProbs16},
+                {"@PV@", f32 ? kPv32 : kPv16}});
+  src = absl::StrReplaceAll(
+      src, {{"@PLAN@", out.plan},
+            {"@NAME@", function},
+            {"@PARAMS@", params},
+            {"@THREADS@", absl::StrCat(threads)},
+            {"@T@", ct},
+            {"@BR@", absl::StrCat(a.br)},
+            {"@BC@", absl::StrCat(a.bc)},
+            {"@D@", absl::StrCat(a.d)},
+            {"@S@", absl::StrCat(a.s)},
+            {"@L@", absl::StrCat(a.l)},
+            {"@BATCH@", batch},
+            {"@Q@", arg(a.q)},
+            {"@K@", arg(a.k)},
+            {"@V@", arg(a.v)},
+            {"@Y@", arg(a.y)},
+            {"@LOAD_K@", load_k},
+            {"@LOAD_KF@", load_kf},
+            {"@TILES@", tiles},
+            {"@M_INIT@", FloatLit(a.m_init)},
+            {"@SCALE@", FloatLit(a.scale)},
+            {"@MASK@", mask},
+            {"@KT_LD@", a.k_transposed ? "  constexpr int KT_LD = BC + VEC;  // rows of a K^T tile\n" : ""},
+            {"@KV_TILE@", a.k_transposed ? absl::StrCat(kv_tile) : "BC * LD"},
+            {"@MMA@", a.dt == DType::kBF16 ? "mma_bf16" : "mma_f16"}});
   out.source = std::move(src);
   out.variants.push_back(CudaVariant{function, 80, {items, a.s / a.br, 1}, threads, smem});
   return out;
