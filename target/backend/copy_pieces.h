@@ -10,9 +10,9 @@
 // and Tile read with stride 0 along broadcast dimensions, Gather reads one
 // dimension through a table of offsets: constant, or its indices input read
 // at run time; ScatterElements writes its updates through its indices).
-// Every target's data-movement code starts from them: npusim
-// turns pieces into DMA transfers through the unified buffer, cuda into
-// strided-copy kernels.
+// Every target's data-movement code starts from them: a target turns
+// pieces into its own transfers (DMA through a vector unit's buffer,
+// strided-copy kernels).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -12,8 +12,8 @@
 // f32's lowest finite value rather than -inf, so that a row whose first key
 // tiles are all masked keeps alpha = 1 and P = 0 (exp(-inf - -inf) would be
 // NaN) and still comes out as the reference does. The interpreter runs it as the
-// reference meaning of the schedule; the cuda code generator prints it as a
-// kernel (cuda_attention.cc) and npusim's attention kernel records it.
+// reference meaning of the schedule; a target's code generator prints it as
+// a kernel, or a target's own attention kernel records it.
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>

@@ -48,8 +48,8 @@ bool CopyPath(Scope from, Scope to) {
     case Scope::kGlobal: return to == Scope::kStage || to == Scope::kVector;
     case Scope::kStage: return to == Scope::kGlobal || to == Scope::kOperandA || to == Scope::kOperandB;
     // vector -> stage: a softmax's probabilities into the matrix engine's
-    // staging (registers to shared memory on a GPU; through global memory
-    // where a vector unit cannot write the stage scope itself).
+    // staging (directly, or through global memory where a vector unit
+    // cannot write the stage scope itself).
     case Scope::kVector: return to == Scope::kGlobal || to == Scope::kStage;
     case Scope::kAccumulator: return to == Scope::kVector || to == Scope::kGlobal;
     default: return false;
