@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -25,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontend/onnx/importer.h"
+#include "graph/exec/executor.h"
 #include "graph/ir/parser.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/passes/pass_manager.h"
@@ -60,6 +62,17 @@ inline absl::Status Optimize(Model& m, const target::Target& t) {
 inline absl::StatusOr<target::cuda::CudaPackage> Package(const Model& m, target::CompileOptions options = {}) {
   auto t = CudaTarget();
   return target::cuda::BuildCudaPackage(m, *t, options);
+}
+
+// An ONNX file imported, optimized by the cuda target's pipeline and packaged.
+inline absl::StatusOr<target::cuda::CudaPackage> CompileOnnx(const std::string& path,
+                                                           target::CompileOptions options = {}) {
+  auto m = onnx_import::ImportFile(path);
+  if (!m.ok()) return m.status();
+  auto t = CudaTarget();
+  absl::Status s = Optimize(*m, *t);
+  if (!s.ok()) return s;
+  return target::cuda::BuildCudaPackage(*m, *t, options);
 }
 
 inline std::string ReadFileOrEmpty(const std::string& path) {
@@ -287,6 +300,58 @@ inline ::testing::AssertionResult Near(const Tensor& got, const Tensor& want, do
   return ::testing::AssertionFailure() << "element " << at << ": " << got.GetDouble(at) << " vs " << want.GetDouble(at)
                                        << " (error " << worst / scale << " of the largest magnitude, allowed " << rtol
                                        << ")";
+}
+
+// A tensor of `dt` with values from `seed`: uniform in [-1, 1) for f32,
+// 0..99 for i32 and i64, the seed's byte otherwise.
+inline Tensor Random(DType dt, std::vector<int64_t> dims, uint32_t seed) {
+  Tensor t(dt, dims);
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (dt) {
+      case DType::kF32: t.data<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(rng); break;
+      case DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 100); break;
+      case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 100); break;
+      default: std::memset(t.raw(), static_cast<int>(seed), t.nbytes());
+    }
+  }
+  return t;
+}
+
+// Compiles `kir` for cuda, emulates the package on the host (the tile
+// kernels through the interpreter), and compares its outputs with the
+// reference executor: bit for bit, or within `rtol` when given.
+inline target::cuda::CudaPackage ExpectEmulationMatches(const std::string& kir, const std::vector<Tensor>& inputs,
+                                                        double rtol = 0, target::CompileOptions options = {}) {
+  auto m = ParseKir(kir);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return {};
+  auto p = Package(*m, options);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return {};
+  auto got = Emulate(*p, inputs);
+  EXPECT_TRUE(got.ok()) << got.status();
+  Executor exec;
+  auto want = exec.Run(*m->graph, inputs);
+  EXPECT_TRUE(want.ok()) << want.status();
+  if (!got.ok() || !want.ok()) return *p;
+  EXPECT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < got->size() && i < want->size(); ++i) {
+    EXPECT_EQ((*got)[i].dims(), (*want)[i].dims()) << "output " << i;
+    if (rtol > 0) {
+      EXPECT_TRUE(Near((*got)[i], (*want)[i], rtol)) << "output " << i << "\n" << p->Explain();
+    } else {
+      EXPECT_TRUE((*got)[i].Equals((*want)[i])) << "output " << i << "\n" << p->Explain();
+    }
+  }
+  return *p;
+}
+
+// The package's tasks on `engine`.
+inline int CountEngine(const target::cuda::CudaPackage& p, const std::string& engine) {
+  int n = 0;
+  for (const target::cuda::PackageTask& t : p.tasks) n += t.engine == engine;
+  return n;
 }
 
 }  // namespace kiln::cuda_test

@@ -147,14 +147,7 @@ int CheckTensorCorePtx(const std::string& keep, const std::string& tu, const std
   return checked;
 }
 
-absl::StatusOr<CudaPackage> CompileOnnx(const std::string& path, target::CompileOptions options = {}) {
-  auto m = onnx_import::ImportFile(path);
-  if (!m.ok()) return m.status();
-  auto t = cuda_test::CudaTarget();
-  absl::Status s = cuda_test::Optimize(*m, *t);
-  if (!s.ok()) return s;
-  return target::cuda::BuildCudaPackage(*m, *t, options);
-}
+using cuda_test::CompileOnnx;
 
 TEST(CudaNvcc, SmallPackageBuilds) {
   std::string nvcc = Nvcc();

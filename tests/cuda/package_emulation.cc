@@ -71,10 +71,7 @@ TEST(CudaEmulation, DecoderGeneration) {
     o.precision = fp16 ? target::Precision::kFp16 : target::Precision::kFp32;
     std::vector<target::cuda::CudaPackage> steps;
     for (const char* file : {"prefill.onnx", "decode.onnx"}) {
-      auto m = onnx_import::ImportFile((dir / file).string());
-      ASSERT_TRUE(m.ok()) << m.status();
-      ASSERT_TRUE(cuda_test::Optimize(*m, *cuda_test::CudaTarget()).ok());
-      auto p = cuda_test::Package(*m, o);
+      auto p = cuda_test::CompileOnnx((dir / file).string(), o);
       ASSERT_TRUE(p.ok()) << p.status();
       steps.push_back(*std::move(p));
     }
