@@ -70,14 +70,19 @@ TEST(CudaPackage, ScatteredCacheIsDonated) {
   return %"cache.next"
 })",
                                          in);
-  int scatter_launches = -1, out_value = -1, in_value = -1;
-  for (const PackageTask& t : p.tasks)
-    if (t.op == "ScatterElements") scatter_launches = static_cast<int>(t.launches.size());
+  // The launches of the package's one ScatterElements task (-1: none).
+  auto scatter_launches = [](const CudaPackage& p) {
+    int launches = -1;
+    for (const PackageTask& t : p.tasks)
+      if (t.op == "ScatterElements") launches = static_cast<int>(t.launches.size());
+    return launches;
+  };
+  int out_value = -1, in_value = -1;
   for (size_t i = 0; i < p.values.size(); ++i) {
     if (p.values[i].name == "cache.next") out_value = static_cast<int>(i);
     if (p.values[i].name == "cache") in_value = static_cast<int>(i);
   }
-  EXPECT_EQ(scatter_launches, 1) << p.Explain();
+  EXPECT_EQ(scatter_launches(p), 1) << p.Explain();
   ASSERT_GE(out_value, 0);
   ASSERT_GE(in_value, 0);
   EXPECT_EQ(root(p, p.values[out_value].buffer), root(p, p.values[in_value].buffer)) << p.Explain();
@@ -89,11 +94,7 @@ TEST(CudaPackage, ScatteredCacheIsDonated) {
   return %"cache.next", %old
 })",
                                             in);
-  for (const PackageTask& t : kept.tasks) {
-    if (t.op == "ScatterElements") {
-      EXPECT_EQ(t.launches.size(), 2u) << kept.Explain();
-    }
-  }
+  EXPECT_EQ(scatter_launches(kept), 2) << kept.Explain();
 }
 
 // ArgMax and ArgMin run on the device (a generation step's token: the

@@ -28,19 +28,18 @@ namespace kiln::simt_host {
 // pointers are host pointers here).
 inline absl::Status RunOnHost(const std::string& name, const std::string& source, const target::cuda::CudaVariant& v,
                               const std::vector<void*>& args) {
-  // A directory per source: dlopen hands back a library of a path it has loaded before.
   namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::current_path() / "simt_host" / absl::StrCat(name, "_", std::hash<std::string>()(source));
-  fs::create_directories(dir);
   std::vector<std::string> params;
   for (size_t i = 0; i < args.size(); ++i) params.push_back(absl::StrCat("simt::Arg{a[", i, "]}"));
-  {
-    std::ofstream src(dir / "kernel.cc");
-    src << "#include \"tests/cuda/simt_host.h\"\n" << source << "extern \"C\" void launch(void** a) {\n"
-        << "  simt::Launch(simt::Dim3{" << v.grid[0] << ", " << v.grid[1] << ", " << v.grid[2] << "}, "
-        << v.block_threads << ", [&] { " << v.function << "(" << absl::StrJoin(params, ", ") << "); });\n}\n";
-  }
+  const std::string unit = absl::StrCat(
+      "#include \"tests/cuda/simt_host.h\"\n", source, "extern \"C\" void launch(void** a) {\n",
+      "  simt::Launch(simt::Dim3{", v.grid[0], ", ", v.grid[1], ", ", v.grid[2], "}, ", v.block_threads, ", [&] { ",
+      v.function, "(", absl::StrJoin(params, ", "), "); });\n}\n");
+  // A directory per translation unit (source and launch): dlopen hands back
+  // a library of a path it has loaded before.
+  const fs::path dir = fs::current_path() / "simt_host" / absl::StrCat(name, "_", std::hash<std::string>()(unit));
+  fs::create_directories(dir);
+  std::ofstream(dir / "kernel.cc") << unit;
   const fs::path so = dir / "kernel.so";
   const std::string cmd = absl::StrCat(KILN_HOST_CXX, " -std=c++17 -O1 -w -shared -fPIC -pthread -I", KILN_SOURCE_DIR,
                                        " ", (dir / "kernel.cc").string(), " -o ", so.string(), " 2> ",
