@@ -11,8 +11,8 @@
 //
 // It stands in for the package prelude's subset that kernels on mma.sync
 // use (kiln::to_f32/from_f32, max_nan, smem_u32, cp_async, ldmatrix,
-// mma_f16/mma_bf16/mma_tf32, to_tf32); f16 rounds through the compiler's
-// _Float16, bf16 to nearest even. A kernel source that needs more fails to compile here.
+// mma_f16/mma_bf16/mma_tf32, to_tf32); f16 and bf16 round as kiln's
+// reference kernels do (graph/support/float16.h). A kernel source that needs more fails to compile here.
 //
 // Included first in the translation unit a test builds:
 //   #include "tests/cuda/simt_host.h"
@@ -26,12 +26,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <bit>
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "graph/support/float16.h"
 
 #define __global__
 #define __device__
@@ -102,30 +105,6 @@ void Exchange(const uint32_t* words, int n, Read read) {
   w.bar.Wait();
 }
 
-inline float HalfToFloat(uint16_t b) {
-  _Float16 h;
-  memcpy(&h, &b, 2);
-  return static_cast<float>(h);
-}
-inline uint16_t FloatToHalf(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
-  uint16_t b;
-  memcpy(&b, &h, 2);
-  return b;
-}
-inline float Bf16ToFloat(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-inline uint16_t FloatToBf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 // A kernel argument: a device pointer of whatever type the parameter takes.
 struct Arg {
   void* p;
@@ -172,24 +151,15 @@ inline void __syncthreads() { simt::block_barrier->Wait(); }
 template <typename T>
 inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
   static_assert(sizeof(T) == 4, "32-bit shuffles");
-  uint32_t u;
-  memcpy(&u, &v, 4);
+  const uint32_t u = std::bit_cast<uint32_t>(v);
   T out{};
-  simt::Exchange(&u, 1, [&](uint32_t (*slot)[12]) { memcpy(&out, &slot[simt::Lane() ^ lane_mask][0], 4); });
+  simt::Exchange(&u, 1, [&](uint32_t (*slot)[12]) { out = std::bit_cast<T>(slot[simt::Lane() ^ lane_mask][0]); });
   return out;
 }
 
 inline void __syncwarp() { simt::MyWarp().bar.Wait(); }
-inline unsigned __float_as_uint(float x) {
-  unsigned u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-inline float __uint_as_float(unsigned u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
@@ -197,12 +167,12 @@ inline int max(int a, int b) { return a > b ? a : b; }
 namespace kiln {
 
 inline float to_f32(float x) { return x; }
-inline float to_f32(__half x) { return simt::HalfToFloat(x.bits); }
-inline float to_f32(__nv_bfloat16 x) { return simt::Bf16ToFloat(x.bits); }
+inline float to_f32(__half x) { return HalfBitsToFloat(x.bits); }
+inline float to_f32(__nv_bfloat16 x) { return BFloat16BitsToFloat(x.bits); }
 template <typename T> inline T from_f32(float x);
 template <> inline float from_f32<float>(float x) { return x; }
-template <> inline __half from_f32<__half>(float x) { return __half{simt::FloatToHalf(x)}; }
-template <> inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __nv_bfloat16{simt::FloatToBf16(x)}; }
+template <> inline __half from_f32<__half>(float x) { return __half{FloatToHalfBits(x)}; }
+template <> inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __nv_bfloat16{FloatToBFloat16Bits(x)}; }
 inline float max_nan(float a, float b) { return a != a || b != b ? a + b : fmaxf(a, b); }
 
 inline uint32_t smem_u32(const void* p) {
@@ -297,10 +267,10 @@ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
 }
 
 inline void mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  mma_any(d, a, b, simt::HalfToFloat);
+  mma_any(d, a, b, HalfBitsToFloat);
 }
 inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  mma_any(d, a, b, simt::Bf16ToFloat);
+  mma_any(d, a, b, BFloat16BitsToFloat);
 }
 
 }  // namespace kiln

@@ -41,7 +41,7 @@ inline absl::Status RunOnHost(const std::string& name, const std::string& source
   fs::create_directories(dir);
   std::ofstream(dir / "kernel.cc") << unit;
   const fs::path so = dir / "kernel.so";
-  const std::string cmd = absl::StrCat(KILN_HOST_CXX, " -std=c++17 -O1 -w -shared -fPIC -pthread -I", KILN_SOURCE_DIR,
+  const std::string cmd = absl::StrCat(KILN_HOST_CXX, " -std=c++20 -O1 -w -shared -fPIC -pthread -I", KILN_SOURCE_DIR,
                                        " ", (dir / "kernel.cc").string(), " -o ", so.string(), " 2> ",
                                        (dir / "compile.log").string());
   if (std::system(cmd.c_str()) != 0) {
