@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "graph/support/float16.h"
+#include "graph/ir/dtype_dispatch.h"
 #include "target/cuda/cuda_copy_kernel.h"
 
 namespace kiln::target::cuda {
@@ -108,11 +108,9 @@ absl::StatusOr<ArgReduceLaunch> MakeArgReduceLaunch(const Node& n) {
 }
 
 void ArgReduceOnHost(const ArgReduce& a, const void* x, int64_t* y) {
-  auto value = [&](int64_t i) -> float {
-    if (a.input == DType::kF32) return static_cast<const float*>(x)[i];
-    uint16_t b;
-    std::memcpy(&b, static_cast<const unsigned char*>(x) + 2 * i, 2);
-    return a.input == DType::kBF16 ? BFloat16BitsToFloat(b) : HalfBitsToFloat(b);
+  auto value = [&](int64_t i) {
+    return DispatchFloat(a.input,
+                         [&]<typename T>() { return static_cast<float>(ToDouble(static_cast<const T*>(x)[i])); });
   };
   for (int64_t o = 0; o < a.outer; ++o)
     for (int64_t j = 0; j < a.inner; ++j) {

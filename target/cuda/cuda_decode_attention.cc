@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "graph/support/float16.h"
+#include "graph/ir/dtype_dispatch.h"
 #include "graph/support/status.h"
 #include "target/cuda/cuda_copy_kernel.h"
 
@@ -94,20 +94,12 @@ extern "C" __global__ void __launch_bounds__(32) @COMBINE@(@T@* __restrict__ y, 
 }
 )";
 
+// Element i of a float tensor of dtype t at p, as a float; and stored back, rounded.
 float Load(DType t, const void* p, int64_t i) {
-  if (t == DType::kF32) return static_cast<const float*>(p)[i];
-  uint16_t b;
-  std::memcpy(&b, static_cast<const unsigned char*>(p) + 2 * i, 2);
-  return t == DType::kBF16 ? BFloat16BitsToFloat(b) : HalfBitsToFloat(b);
+  return DispatchFloat(t, [&]<typename T>() { return static_cast<float>(ToDouble(static_cast<const T*>(p)[i])); });
 }
-
 void Store(DType t, void* p, int64_t i, float v) {
-  if (t == DType::kF32) {
-    static_cast<float*>(p)[i] = v;
-    return;
-  }
-  const uint16_t b = t == DType::kBF16 ? FloatToBFloat16Bits(v) : FloatToHalfBits(v);
-  std::memcpy(static_cast<unsigned char*>(p) + 2 * i, &b, 2);
+  DispatchFloat(t, [&]<typename T>() { static_cast<T*>(p)[i] = FromDouble<T>(v); });
 }
 
 }  // namespace
