@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/support/status.h"
+#include "target/backend/attention_dims.h"
 #include "target/backend/tile_lowering.h"
 
 namespace kiln::target::tile {
@@ -38,19 +39,11 @@ std::string Type(DType dt, const Dims& d) { return absl::StrCat(DTypeName(dt), "
 }  // namespace
 
 absl::Status AttentionShapesLower(const Node& n) {
-  if (n.domain() != "kiln" || n.op() != "Attention" || n.num_inputs() < 3 || !n.input(0) || !n.input(1) || !n.input(2))
-    return No("not a kiln.Attention");
-  for (int i = 0; i < n.num_inputs(); ++i)
-    if (n.input(i) && !n.input(i)->type().shape().is_static()) return No("shapes not static");
-  const bool k_transposed = n.GetInt("k_transposed", 0) != 0;
-  const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims(),
-             v = n.input(2)->type().shape().StaticDims();
+  absl::StatusOr<AttentionDims> dims = AttentionDimsOf(n);
+  if (!dims.ok()) return No(dims.status().message());
+  const Dims& q = dims->q;
   const size_t r = q.size();
-  if (r < 2 || k.size() != r || v.size() != r) return No("Q, K and V of one rank");
-  for (size_t i = 0; i + 2 < r; ++i)
-    if (k[i] != q[i] || v[i] != q[i]) return No("batch dims that broadcast");
-  const int64_t s = q[r - 2], d = q[r - 1], l = k_transposed ? k[r - 1] : k[r - 2];
-  if ((k_transposed ? k[r - 2] : k[r - 1]) != d || v[r - 2] != l || v[r - 1] != d) return No("K's or V's shape");
+  const int64_t s = dims->s, d = dims->d, l = dims->l;
   if (s % 16 || l % 16 || d % 16 || d > 128) return No("lengths multiples of 16, head size up to 128");
   if (const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr) {
     const bool bool_mask = mask->type().dtype() == DType::kBool &&

@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "graph/ir/dtype_dispatch.h"
 #include "graph/support/status.h"
+#include "target/backend/attention_dims.h"
 #include "target/cuda/cuda_copy_kernel.h"
 
 namespace kiln::target::cuda {
@@ -105,26 +106,18 @@ void Store(DType t, void* p, int64_t i, float v) {
 }  // namespace
 
 absl::Status DecodeAttentionTakes(const Node& n) {
-  if (n.domain() != "kiln" || n.op() != "Attention" || n.num_inputs() < 3 || !n.input(0) || !n.input(1) ||
-      !n.input(2) || n.num_outputs() != 1)
-    return No("not a kiln.Attention");
-  for (const Value* v : n.inputs())
-    if (v && !v->type().shape().is_static()) return No("shapes not static");
-  if (n.GetInt("k_transposed", 0) || n.GetInt("causal", 0)) return No("K given transposed, or causal");
+  absl::StatusOr<AttentionDims> dims = AttentionDimsOf(n);
+  if (!dims.ok()) return No(std::string(dims.status().message()));
+  if (dims->k_transposed || n.GetInt("causal", 0)) return No("K given transposed, or causal");
   const DType dt = n.input(0)->type().dtype();
   if (!CFloat(dt)) return No("f32, f16 or bf16 Q");
   for (int i = 1; i < 3; ++i)
     if (n.input(i)->type().dtype() != dt) return No("Q, K and V of one dtype");
-  const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims(),
-             v = n.input(2)->type().shape().StaticDims();
+  const Dims& q = dims->q;
+  const Dims k = n.input(1)->type().shape().StaticDims();
   const size_t r = q.size();
-  if (r < 2 || k.size() != r || v.size() != r) return No("Q, K and V of one rank");
-  for (size_t i = 0; i + 2 < r; ++i)
-    if (k[i] != q[i] || v[i] != q[i]) return No("batch dims that broadcast");
   if (q[r - 2] != 1) return No("one query row");
-  const int64_t d = q[r - 1];
-  if (d % 32 || d > 256 || k[r - 1] != d || v[r - 1] != d || v[r - 2] != k[r - 2] || k[r - 2] < 1)
-    return No("a head size that is a multiple of 32 up to 256, K and V of one length");
+  if (dims->d % 32 || dims->d > 256 || dims->l < 1) return No("a head size that is a multiple of 32 up to 256");
   if (const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr) {
     if (!CFloat(mask->type().dtype())) return No("an additive mask");
     Dims md = mask->type().shape().StaticDims();
