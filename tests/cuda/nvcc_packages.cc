@@ -149,6 +149,25 @@ int CheckTensorCorePtx(const std::string& keep, const std::string& tu, const std
 
 using cuda_test::CompileOnnx;
 
+// Writes `p` to `dir` and builds it with its own build.sh and the strict
+// flags (`keep`: nvcc's intermediate files, the PTX among them, stay in
+// `dir`). False, with a failure recorded, when nothing was built; a
+// warning is a failure too, but the package is built.
+bool BuildStrictly(const CudaPackage& p, const std::string& dir, const std::string& nvcc, bool keep) {
+  const absl::Status written = target::cuda::WriteCudaPackage(p, dir);
+  EXPECT_TRUE(written.ok()) << written;
+  if (!written.ok()) return false;
+  const std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict,
+                                       keep ? absl::StrCat(" -keep -keep-dir ", dir) : "", " > ", dir,
+                                       "/build.log 2>&1");
+  if (Shell(cmd) != 0) {
+    ADD_FAILURE() << "nvcc failed:\n" << cuda_test::ReadFileOrEmpty(dir + "/build.log").substr(0, 4000);
+    return false;
+  }
+  EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");  // not one warning
+  return true;
+}
+
 TEST(CudaNvcc, SmallPackageBuilds) {
   std::string nvcc = Nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
@@ -168,11 +187,7 @@ TEST(CudaNvcc, SmallPackageBuilds) {
   auto p = cuda_test::Package(*m);
   ASSERT_TRUE(p.ok()) << p.status();
   std::string dir = cuda_test::TempDir("small");
-  ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
-  std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " -keep -keep-dir ", dir, " > ",
-                                 dir, "/build.log 2>&1");
-  ASSERT_EQ(Shell(cmd), 0) << cuda_test::ReadFileOrEmpty(dir + "/build.log");
-  EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");  // not one warning
+  ASSERT_TRUE(BuildStrictly(*p, dir, nvcc, /*keep=*/true));
   std::vector<const PackageKernel*> kernels;
   int with_tma = 0;
   for (const PackageKernel& k : p->kernels) {
@@ -209,11 +224,7 @@ TEST(CudaNvcc, AttentionForms) {
   for (const auto& t : p->tasks) attention += t.op == "kiln.Attention" && t.engine == "tensorcore";
   EXPECT_EQ(attention, 3) << p->Explain();
   std::string dir = cuda_test::TempDir("attention");
-  ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
-  std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " -keep -keep-dir ", dir, " > ",
-                                 dir, "/build.log 2>&1");
-  ASSERT_EQ(Shell(cmd), 0) << cuda_test::ReadFileOrEmpty(dir + "/build.log").substr(0, 4000);
-  EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");
+  ASSERT_TRUE(BuildStrictly(*p, dir, nvcc, /*keep=*/true));
   std::vector<const PackageKernel*> kernels;
   for (const PackageKernel& k : p->kernels) kernels.push_back(&k);
   EXPECT_EQ(CheckTensorCorePtx(dir, "kernels", kernels, p->build), 3);
@@ -239,14 +250,7 @@ TEST(CudaNvcc, Decoders) {
       ASSERT_TRUE(p.ok()) << p.status();
       EXPECT_EQ(p->num_host_tasks(), 0) << p->Explain();
       std::string dir = absl::StrCat(root, "/", step, "_", precision);
-      ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
-      std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " > ", dir,
-                                     "/build.log 2>&1");
-      if (Shell(cmd) != 0) {
-        ADD_FAILURE() << "nvcc failed:\n" << cuda_test::ReadFileOrEmpty(dir + "/build.log").substr(0, 4000);
-        continue;
-      }
-      EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");
+      if (!BuildStrictly(*p, dir, nvcc, /*keep=*/false)) continue;
       fs::remove_all(dir);
     }
   }
@@ -277,14 +281,7 @@ TEST(CudaNvcc, ExportedModels) {
       // implicit GEMMs, pools and depthwise convolutions as window kernels.
       EXPECT_EQ(p->num_host_tasks(), 0) << p->Explain();
       std::string dir = absl::StrCat(root, "/", name, "_", precision);
-      ASSERT_TRUE(target::cuda::WriteCudaPackage(*p, dir).ok());
-      std::string cmd = absl::StrCat("NVCC='", nvcc, "' sh ", dir, "/build.sh ", kStrict, " -keep -keep-dir ", dir,
-                                     " > ", dir, "/build.log 2>&1");
-      if (Shell(cmd) != 0) {
-        ADD_FAILURE() << "nvcc failed:\n" << cuda_test::ReadFileOrEmpty(dir + "/build.log").substr(0, 4000);
-        continue;
-      }
-      EXPECT_EQ(cuda_test::ReadFileOrEmpty(dir + "/build.log"), "");
+      if (!BuildStrictly(*p, dir, nvcc, /*keep=*/true)) continue;
       std::vector<const PackageKernel*> kernels;
       for (const PackageKernel& k : p->kernels) kernels.push_back(&k);
       int checked = CheckTensorCorePtx(dir, "kernels", kernels, p->build);
