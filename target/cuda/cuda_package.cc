@@ -28,6 +28,7 @@
 #include "graph/passes/simplify.h"
 #include "graph/support/status.h"
 #include "runtime/step_loop.h"
+#include "target/backend/attention_dims.h"
 #include "target/backend/attention_mask.h"
 #include "target/backend/donation.h"
 #include "target/backend/memory_plan.h"
@@ -346,14 +347,12 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     if (prebuilt.contains(n)) return true;
     if (n->domain() == "kiln" && n->op() == "Attention") {
       if (!fused_attention) return false;
-      // The kernels read an additive mask: a bool one becomes one first.
-      const bool rows = tile::AttentionShapesLower(*n).ok();
-      const bool decode = !rows && n->input(0) && n->input(0)->type().shape().is_static() &&
-                          n->input(0)->type().shape().rank() >= 2 &&
-                          n->input(0)->type().shape().StaticDims()[n->input(0)->type().shape().rank() - 2] == 1;
-      if (rows || decode) MakeAttentionMaskAdditive(g, n);
+      // The kernels read an additive mask: a bool one becomes one first,
+      // for the attention form or one query row (the decode kernels).
+      const absl::StatusOr<AttentionDims> dims = AttentionDimsOf(*n);
+      if (tile::AttentionShapesLower(*n).ok() || (dims.ok() && dims->s == 1)) MakeAttentionMaskAdditive(g, n);
       // One query row against a cache: the decode kernels, at the cache's dtype.
-      if (DecodeAttentionTakes(*n).ok()) return target.Place(*n, options).engine == "tensorcore";
+      if (DecodeAttentionTakes(*n).ok()) return target.Place(*n, options).engine == "simt";
     }
     if (!narrowed && n->domain() == "kiln" && n->op() == "Fused") return false;
     if (!narrowed && narrowable_attention(*n) && target.Place(*n, options).engine == "tensorcore") return true;
@@ -437,8 +436,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   {
     const std::vector<std::pair<const Value*, const Value*>> feeds = runtime::StepFeedValues(g);
     auto in_place = [&](const Node& n, int input) {
-      return input == 0 && IsScatterCopy(n) && IsCopyOp(n) && DevicePiecesOf(n).ok() &&
-             target.Place(n, options).engine == "simt";
+      return input == 0 && IsScatterCopy(n) && DevicePiecesOf(n).ok() && target.Place(n, options).engine == "simt";
     };
     for (const Donation& d : FindDonations(g, feeds, IsView, in_place)) {
       buffers.Alias(d.output, d.input);
@@ -560,7 +558,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       absl::Status why = DevicePiecesOf(*n).status();
       if (why.ok()) why = CopyElementBytes(*n).status();
       reason = absl::StrCat("copy kernel: ", why.message());
-    } else if (engine == "tensorcore" && DecodeAttentionTakes(*n).ok()) {
+    } else if (engine == "simt" && DecodeAttentionTakes(*n).ok()) {
       // Two launches: the chunks' partials into a workspace, then their combination.
       absl::StatusOr<DecodeAttentionLaunch> a = MakeDecodeAttentionLaunch(*n);
       if (a.ok()) {
@@ -595,8 +593,6 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
           }
           task.launches.push_back(std::move(l));
         }
-        engine = "simt";
-        reason = "one query row against its cache: the decode attention kernels on the CUDA cores";
         task.plan = absl::StrCat("decode attention: ", a->what.items, " heads x batches against ", a->what.l,
                                  " keys in ", a->what.chunks, " chunks of 64, masked keys not read, then their ",
                                  "combination");

@@ -31,6 +31,7 @@
 #include "target/cuda/cuda_executable.h"
 #include "target/backend/window.h"
 #include "target/cuda/cuda_copy_kernel.h"
+#include "target/cuda/cuda_decode_attention.h"
 #include "target/cuda/cuda_package.h"
 #include "target/cuda/cuda_runtime.h"
 #include "target/placement/op_tables.h"
@@ -165,6 +166,8 @@ const OpTables& Tables() {
     };
     t->matrix = [](const Node& n, const std::function<Placement(std::string)>& host) -> std::optional<Placement> {
       if (n.op() == "Attention" && n.domain() != "kiln") return host("no GPU kernel for ONNX's Attention");
+      if (n.op() == "Attention" && cuda::DecodeAttentionTakes(n).ok())
+        return Placement{"simt", "one query row against its cache: the decode attention kernels on the CUDA cores"};
       if (n.op() == "Attention")
         return Placement{"tensorcore", "attention as one FlashAttention kernel on TensorCores, the scores kept on chip"};
       if (n.op() != "Conv") return std::nullopt;
