@@ -103,58 +103,33 @@ void Store(DType t, void* p, int64_t i, float v) {
   DispatchFloat(t, [&]<typename T>() { static_cast<T*>(p)[i] = FromDouble<T>(v); });
 }
 
-}  // namespace
-
-absl::Status DecodeAttentionTakes(const Node& n) {
+// What the kernels compute for `n`, or why they do not take it.
+absl::StatusOr<DecodeAttention> DecodeAttentionOf(const Node& n) {
   absl::StatusOr<AttentionDims> dims = AttentionDimsOf(n);
   if (!dims.ok()) return No(std::string(dims.status().message()));
   if (dims->k_transposed || n.GetInt("causal", 0)) return No("K given transposed, or causal");
-  const DType dt = n.input(0)->type().dtype();
-  if (!CFloat(dt)) return No("f32, f16 or bf16 Q");
-  for (int i = 1; i < 3; ++i)
-    if (n.input(i)->type().dtype() != dt) return No("Q, K and V of one dtype");
-  const Dims& q = dims->q;
-  const Dims k = n.input(1)->type().shape().StaticDims();
-  const size_t r = q.size();
-  if (q[r - 2] != 1) return No("one query row");
-  if (dims->d % 32 || dims->d > 256 || dims->l < 1) return No("a head size that is a multiple of 32 up to 256");
-  if (const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr) {
-    if (!CFloat(mask->type().dtype())) return No("an additive mask");
-    Dims md = mask->type().shape().StaticDims();
-    if (md.size() > r || md.empty() || md.back() != k[r - 2] || (md.size() > 1 && md[md.size() - 2] != 1))
-      return No("a mask of one row per key");
-    // The mask's batch dims: 1, or Q's over one contiguous run.
-    md.insert(md.begin(), r - md.size(), 1);
-    int first = -1, last = -1;
-    for (size_t i = 0; i + 2 < r; ++i) {
-      if (md[i] == 1 && q[i] != 1) continue;
-      if (md[i] != q[i]) return No("a mask whose batch dims broadcast partly");
-      if (first < 0) first = static_cast<int>(i);
-      if (last >= 0 && last + 1 != static_cast<int>(i)) return No("a mask over batch dims that are not contiguous");
-      last = static_cast<int>(i);
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<DecodeAttentionLaunch> MakeDecodeAttentionLaunch(const Node& n) {
-  KILN_RETURN_IF_ERROR(DecodeAttentionTakes(n));
-  DecodeAttentionLaunch la;
-  DecodeAttention& a = la.what;
-  const Dims q = n.input(0)->type().shape().StaticDims(), k = n.input(1)->type().shape().StaticDims();
-  const size_t r = q.size();
-  for (size_t i = 0; i + 2 < r; ++i) a.items *= q[i];
-  a.d = q[r - 1];
-  a.l = k[r - 2];
-  a.chunks = (a.l + kChunk - 1) / kChunk;
+  DecodeAttention a;
   a.dtype = n.input(0)->type().dtype();
+  if (!CFloat(a.dtype)) return No("f32, f16 or bf16 Q");
+  for (int i = 1; i < 3; ++i)
+    if (n.input(i)->type().dtype() != a.dtype) return No("Q, K and V of one dtype");
+  const Dims& q = dims->q;
+  const size_t r = q.size();
+  if (dims->s != 1) return No("one query row");
+  if (dims->d % 32 || dims->d > 256 || dims->l < 1) return No("a head size that is a multiple of 32 up to 256");
+  for (size_t i = 0; i + 2 < r; ++i) a.items *= q[i];
+  a.d = dims->d;
+  a.l = dims->l;
+  a.chunks = (a.l + kChunk - 1) / kChunk;
   a.scale = n.GetFloat("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.d))));
-  std::string mask_param, mask_read;
   if (const Value* mask = n.num_inputs() > 3 ? n.input(3) : nullptr) {
     a.mask = mask->type().dtype();
+    if (!CFloat(a.mask)) return No("an additive mask");
     Dims md = mask->type().shape().StaticDims();
+    if (md.size() > r || md.empty() || md.back() != a.l || (md.size() > 1 && md[md.size() - 2] != 1))
+      return No("a mask of one row per key");
     md.insert(md.begin(), r - md.size(), 1);
-    // The mask's run of batch dims equal to Q's (the rest 1): item i's
+    // The mask's batch dims are 1 but for one run equal to Q's: item i's
     // index in it is i / (the items after the run) % (the run's items).
     int first = -1, last = -1;
     for (int i = 0; i + 2 < static_cast<int>(r); ++i)
@@ -162,13 +137,25 @@ absl::StatusOr<DecodeAttentionLaunch> MakeDecodeAttentionLaunch(const Node& n) {
         if (first < 0) first = i;
         last = i;
       }
-    a.mask_div = 1;
-    a.mask_mod = 1;
-    if (first >= 0) {
-      for (int i = last + 1; i + 2 < static_cast<int>(r); ++i) a.mask_div *= q[i];
-      for (int i = first; i <= last; ++i) a.mask_mod *= md[i];
-    }
+    for (int i = first; first >= 0 && i <= last; ++i)
+      if (md[i] != q[i]) return No("a mask whose batch dims broadcast partly, or not over one run");
+    for (int i = last + 1; first >= 0 && i + 2 < static_cast<int>(r); ++i) a.mask_div *= q[i];
+    for (int i = first; first >= 0 && i <= last; ++i) a.mask_mod *= md[i];
     a.mask_item = a.mask_mod > 1 ? a.l : 0;
+  }
+  return a;
+}
+
+}  // namespace
+
+absl::Status DecodeAttentionTakes(const Node& n) { return DecodeAttentionOf(n).status(); }
+
+absl::StatusOr<DecodeAttentionLaunch> MakeDecodeAttentionLaunch(const Node& n) {
+  DecodeAttentionLaunch la;
+  KILN_ASSIGN_OR_RETURN(la.what, DecodeAttentionOf(n));
+  const DecodeAttention& a = la.what;
+  std::string mask_param, mask_read;
+  if (a.mask != DType::kUndefined) {
     mask_param = absl::StrCat(", const ", CFloat(a.mask), "* __restrict__ mask");
     mask_read = absl::StrFormat(
         "    bias = kiln::to_f32(mask[item / %d %% %d * %d + j]);\n    if (bias == -INFINITY) continue;  // a masked "
