@@ -24,11 +24,9 @@ Exits 1 with one line when there is no GPU, no nvcc or no kiln binary.
 """
 import argparse
 import copy
-import ctypes
 import importlib.util
 import os
 import statistics
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.abspath(os.path.dirname(__file__)))
@@ -46,44 +44,16 @@ def load(name, path):
     return mod
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
-    if r.returncode != 0:
-        fail(f"{' '.join(cmd)} failed:\n{r.stdout[-4000:]}")
-    return r.stdout
-
-
-def compile_step(kiln, onnx_path, out_dir, precision, arch, nvcc):
-    cmd = [kiln, "compile", onnx_path, "--target=cuda", "-o", out_dir, f"--precision={precision}", "--explain-placement"]
-    if arch:
-        cmd.append(f"--arch={arch}")
-    placement = run(cmd)
-    host = [line for line in placement.splitlines() if line.startswith("host tasks:")]
+def compile_step(cuda_bench, kiln, onnx_path, out_dir, precision, arch, nvcc):
+    """Compiles one step (and builds it when nvcc is given); its placement's host-tasks line."""
     if nvcc:
-        run(["sh", os.path.join(out_dir, "build.sh")], env=dict(os.environ, NVCC=nvcc))
+        placement = cuda_bench.compile_package(kiln, onnx_path, out_dir, precision, arch, nvcc)
+    else:
+        cuda_bench.run([kiln, "compile", onnx_path, "--target=cuda", "-o", out_dir, f"--precision={precision}"])
+        with open(os.path.join(out_dir, "placement.txt")) as f:
+            placement = f.read()
+    host = [line for line in placement.splitlines() if line.startswith("host tasks:")]
     return host[0] if host else "host tasks: ?"
-
-
-class Step:
-    """A built package, run on device tensors through kiln_model_run_device."""
-
-    def __init__(self, directory):
-        lib = ctypes.CDLL(os.path.join(directory, "libkiln_model.so"))
-        lib.kiln_model_load.restype = ctypes.c_void_p
-        lib.kiln_model_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-        lib.kiln_model_run_device.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
-                                              ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
-        self.lib = lib
-        self.err = ctypes.create_string_buffer(2048)
-        self.model = lib.kiln_model_load(directory.encode(), self.err, len(self.err))
-        if not self.model:
-            fail(f"loading {directory}: {self.err.value.decode()}")
-
-    def __call__(self, inputs, outputs):
-        ins = (ctypes.c_void_p * len(inputs))(*[t.data_ptr() for t in inputs])
-        outs = (ctypes.c_void_p * len(outputs))(*[t.data_ptr() for t in outputs])
-        if self.lib.kiln_model_run_device(self.model, ins, outs, self.err, len(self.err)) != 0:
-            fail(f"kiln_model_run_device: {self.err.value.decode()}")
 
 
 def cuda_ms(torch, fn):
@@ -177,13 +147,21 @@ def main():
         pk = {}
         for step in ("prefill", "decode"):
             out = os.path.join(args.work, f"{step}_{precision}")
-            host = compile_step(args.kiln, os.path.join(src, f"{step}.onnx"), out, precision, arch, nvcc)
+            try:
+                host = compile_step(cuda_bench, args.kiln, os.path.join(src, f"{step}.onnx"), out, precision, arch,
+                                    nvcc)
+            except cuda_bench.StepFailed as e:
+                fail(str(e))
             print(f"{precision:>9} {step:>8} {host:>60}")
             pk[step] = out
         if not gpu:
             continue
-        kt, k_first, k_steps = generate_kiln(torch, Step(pk["prefill"]), Step(pk["decode"]), prompt, layers, heads,
-                                             cache_len, dh, args.steps)
+        try:
+            prefill, decode = cuda_bench.Package(pk["prefill"]), cuda_bench.Package(pk["decode"])
+            kt, k_first, k_steps = generate_kiln(torch, prefill.run_device, decode.run_device, prompt, layers, heads,
+                                                 cache_len, dh, args.steps)
+        except cuda_bench.StepFailed as e:
+            fail(str(e))
         dtype = torch.float32 if precision == "fp32" else torch.float16
         tt, t_first, t_steps = generate_torch(torch, model, prompt, layers, heads, cache_len, dh, args.steps, dtype)
         diverge = next((i for i, (a, b) in enumerate(zip(kt, tt)) if a != b), None)
