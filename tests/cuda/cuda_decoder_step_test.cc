@@ -17,11 +17,7 @@ namespace kiln {
 namespace {
 
 using cuda_test::CountEngine;
-using cuda_test::CudaTarget;
-using cuda_test::Emulate;
 using cuda_test::ExpectEmulationMatches;
-using cuda_test::Package;
-using cuda_test::ParseKir;
 using cuda_test::Random;
 using target::cuda::CudaPackage;
 using target::cuda::PackageTask;
