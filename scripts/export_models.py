@@ -114,6 +114,27 @@ def torchvision_model(name):
     return getattr(torchvision.models, name)(weights=None)
 
 
+class SSDLite(nn.Module):
+    """torchvision's SSDlite320 detector (MobileNetV3 backbone): its post-processing
+    (score threshold, per-class top-k, NMS) gives outputs whose length depends
+    on the data."""
+
+    def __init__(self):
+        super().__init__()
+        import torchvision
+        self.detector = torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None,
+                                                                                   weights_backbone=None)
+        # Random weights give near-uniform class scores, ranked by rounding
+        # alone; wider logits make the detections' order the model's.
+        with torch.no_grad():
+            for block in self.detector.head.classification_head.module_list:
+                block[-1].weight.mul_(8.0)
+
+    def forward(self, x):
+        d = self.detector(list(x))[0]
+        return d["boxes"], d["scores"], d["labels"]
+
+
 # PyTorch 2.9 and later export through torch.export unless told otherwise;
 # the set is defined by the tracing exporter's graphs (the shape plumbing the
 # optimizer's tests expect), so ask for it where the choice exists.
@@ -128,6 +149,7 @@ MODELS = {
     "resnet18": (lambda: torchvision_model("resnet18"), lambda: [torch.randn(1, 3, 224, 224)], 13),
     "resnet50": (lambda: torchvision_model("resnet50"), lambda: [torch.randn(1, 3, 224, 224)], 13),
     "mobilenet_v2": (lambda: torchvision_model("mobilenet_v2"), lambda: [torch.randn(1, 3, 224, 224)], 13),
+    "ssdlite": (SSDLite, lambda: [torch.rand(1, 3, 320, 320)], 13),
 }
 
 

@@ -176,17 +176,25 @@ bool StaticInputs(const Graph& g) {
   return true;
 }
 
-bool IsShapeDerived(const Value* v) {
-  const Node* p = v ? v->producer() : nullptr;
-  return p && (p->op() == "Shape" || p->op() == "Size");
+// Whether `v` has a shape known when compiling (a Shape or Size of it folds).
+bool StaticShape(const Value* v) {
+  return v && v->type().is_tensor() && v->type().shape().ranked() && v->type().shape().is_static();
 }
 
-// What must not survive `default` in a model with static input shapes.
+bool IsShapeDerived(const Value* v) {
+  const Node* p = v ? v->producer() : nullptr;
+  return p && (p->op() == "Shape" || p->op() == "Size") && StaticShape(p->input(0));
+}
+
+// What must not survive `default` in a model with static input shapes
+// (the shape of a value whose size depends on the data, a detector's
+// boxes after NMS, is known only when it is computed).
 std::vector<std::string> Leftovers(const Graph& g) {
   std::vector<std::string> out;
   for (const Node* n : g.nodes()) {
     std::string label = absl::StrCat(n->QualifiedOp(), " '", n->name(), "'");
-    if (n->op() == "Shape" || n->op() == "Size") out.push_back(absl::StrCat("shape op ", label));
+    if ((n->op() == "Shape" || n->op() == "Size") && StaticShape(n->input(0)))
+      out.push_back(absl::StrCat("shape op ", label));
     if (n->op() == "Gather" && IsShapeDerived(n->input(0))) out.push_back(absl::StrCat("gather of a shape ", label));
     if (n->op() == "Identity") out.push_back(absl::StrCat("identity ", label));
     bool all_constant = n->subgraphs().empty();
