@@ -122,7 +122,8 @@ bool HasVectorForm(const Node& n) {
   if (OneStepEwOp(n)) return true;
   if (n.domain() == "kiln") return n.op() == "Gelu";
   return ReduceOps().count(n.op()) || n.op() == "Softmax" || n.op() == "LogSoftmax" ||
-         n.op() == "LayerNormalization" || n.op() == "Clip" || n.op() == "LeakyRelu";
+         n.op() == "LayerNormalization" || n.op() == "Clip" || n.op() == "LeakyRelu" || n.op() == "HardSigmoid" ||
+         n.op() == "HardSwish";
 }
 
 bool IsRowOp(const Node& n) {
@@ -164,6 +165,19 @@ class VectorBuilder {
       Ew(EwOp::kCmpLt, neg, {x, Scalar(0)});
       Ew(EwOp::kMul, scaled, {x, Scalar(n.GetFloat("alpha", 0.01f))});
       Ew(EwOp::kSelect, y, {Buf(neg), Buf(scaled), x});
+      return absl::OkStatus();
+    }
+    if (n.domain().empty() && (n.op() == "HardSigmoid" || n.op() == "HardSwish")) {
+      // min(max(alpha x + beta, 0), 1); HardSwish: x times that, alpha 1/6.
+      const bool swish = n.op() == "HardSwish";
+      KILN_ASSIGN_OR_RETURN(std::string y, Def(n.output(0)));
+      KILN_ASSIGN_OR_RETURN(Operand x, Use(n.input(0)));
+      const std::string h = swish ? Temp(forms_.at(y), n.output(0)->type().dtype()) : y;
+      Ew(EwOp::kMul, h, {x, Scalar(swish ? 1.0 / 6.0 : n.GetFloat("alpha", 0.2f))});
+      Ew(EwOp::kAdd, h, {Buf(h), Scalar(swish ? 0.5 : n.GetFloat("beta", 0.5f))});
+      Ew(EwOp::kMax, h, {Buf(h), Scalar(0)});
+      Ew(EwOp::kMin, h, {Buf(h), Scalar(1)});
+      if (swish) Ew(EwOp::kMul, y, {x, Buf(h)});
       return absl::OkStatus();
     }
     std::optional<EwOp> op = OneStepEwOp(n);

@@ -795,6 +795,25 @@ TEST(TileLoweringNumerics, ElementwiseChains) {
 })", {"elementwise"}, /*optimize=*/true);
 }
 
+TEST(TileLoweringNumerics, HardSigmoidAndHardSwish) {
+  // MobileNetV3's activations, alone and in a fused group; inputs span
+  // both clamps (x from -1 to 1, scaled by 6).
+  ExpectKernelsMatch(R"(graph @main(%x: f32[4,50]) {
+  %six = const f32[] dense [6.0]
+  %s = Mul(%x, %six)
+  %h = HardSigmoid(%s) {alpha = 0.25, beta = 0.4}
+  %w = HardSwish(%s)
+  return %h, %w
+})", {"Mul", "HardSigmoid", "HardSwish"});
+  ExpectKernelsMatch(R"(graph @main(%x: f32[4,50]) {
+  %six = const f32[] dense [6.0]
+  %s = Mul(%x, %six)
+  %h = HardSigmoid(%s)
+  %m = Mul(%s, %h)
+  return %m
+})", {"elementwise"}, /*optimize=*/true);
+}
+
 TEST(TileLoweringNumerics, F16Tensors) {
   ExpectKernelsMatch(R"(graph @main(%a: f16[24,40], %b: f16[40,30], %c: f16[30], %x: f16[5,30]) {
   %mm = MatMul(%a, %b)
