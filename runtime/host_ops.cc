@@ -28,6 +28,10 @@ struct HostGraph {
   Model model;
   std::vector<const Node*> nodes;
   Executor exec;
+  // The last call's results that the caller asked to be sized (rank -1),
+  // and their dims: what those outputs point at until the next call.
+  std::vector<Tensor> sized;
+  std::vector<std::vector<int64_t>> sized_dims;
 };
 
 void* HostLoad(void*, const char* kir, size_t kir_len, const void* blobs, size_t blobs_len, char* err,
@@ -46,7 +50,7 @@ void* HostLoad(void*, const char* kir, size_t kir_len, const void* blobs, size_t
     SetError(err, err_len, std::string(model.status().message()));
     return nullptr;
   }
-  auto* g = new HostGraph{*std::move(model), {}, Executor()};
+  auto* g = new HostGraph{*std::move(model), {}, Executor(), {}, {}};
   for (const Node* n : g->model.graph->nodes()) g->nodes.push_back(n);
   return g;
 }
@@ -90,7 +94,24 @@ int HostRun(void*, void* graph, int node, const kiln_host_tensor* inputs, int nu
     SetError(err, err_len, std::string(result.status().message()));
     return 1;
   }
+  g->sized.clear();
+  g->sized_dims.clear();
+  g->sized.reserve(num_outputs);
+  g->sized_dims.reserve(num_outputs);
   for (int i = 0; i < num_outputs; ++i) {
+    if (outputs[i].rank == -1) {  // sized here: the tensor stays with the graph until the next call
+      Tensor& t = g->sized.emplace_back(std::move((*result)[i]));
+      if (!t.defined()) {
+        SetError(err, err_len, absl::StrCat("output ", i, " of ", n.QualifiedOp(), " is not a tensor"));
+        return 1;
+      }
+      std::vector<int64_t>& dims = g->sized_dims.emplace_back(t.dims().begin(), t.dims().end());
+      outputs[i].rank = static_cast<int>(dims.size());
+      outputs[i].dims = dims.data();
+      outputs[i].data = t.raw();
+      outputs[i].bytes = t.nbytes();
+      continue;
+    }
     if (!outputs[i].data) continue;
     const Tensor& t = (*result)[i];
     if (!t.defined() || t.nbytes() != outputs[i].bytes) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,8 @@ struct CudaExecutable::Api {
   int (*num_outputs)(const void*) = nullptr;
   const kiln_tensor_info* (*input)(const void*, int) = nullptr;
   const kiln_tensor_info* (*output)(const void*, int) = nullptr;
+  // Packages from before outputs sized at run time lack it.
+  const void* (*output_data)(const void*, int) = nullptr;
   const char* (*device)(const void*) = nullptr;
   void (*set_host_ops)(void*, const kiln_host_ops*, void*) = nullptr;
 };
@@ -128,6 +131,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Load(const std::
   KILN_RETURN_IF_ERROR(sym("kiln_model_input", a.input));
   KILN_RETURN_IF_ERROR(sym("kiln_model_output", a.output));
   KILN_RETURN_IF_ERROR(sym("kiln_model_device", a.device));
+  a.output_data = reinterpret_cast<decltype(a.output_data)>(dlsym(e->library_, "kiln_model_output_data"));
   KILN_RETURN_IF_ERROR(sym("kiln_model_set_host_ops", a.set_host_ops));
   char err[2048] = "";
   e->model_ = a.load(dir.c_str(), err, sizeof err);
@@ -138,7 +142,9 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Load(const std::
     TensorInfo r;
     r.name = t->name;
     r.dtype = DTypeFromOnnx(t->dtype).value_or(DType::kUndefined);
-    r.dims.assign(t->dims, t->dims + t->rank);
+    // An output of unknown rank (sized at run time) reads as one dim of -1.
+    if (t->rank < 0) r.dims = {-1};
+    else r.dims.assign(t->dims, t->dims + t->rank);
     return r;
   };
   for (int i = 0; i < a.num_inputs(e->model_); ++i) e->inputs_.push_back(info(a.input(e->model_, i)));
@@ -166,15 +172,38 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor
                                                      signature(inputs_[i])));
     in.push_back(t.raw());
   }
+  // An output sized at run time (a dim of -1) is read from the model's host
+  // memory after the run.
+  auto sized_at_run_time = [](const TensorInfo& o) {
+    return std::find(o.dims.begin(), o.dims.end(), -1) != o.dims.end();
+  };
   std::vector<Tensor> out;
   std::vector<void*> out_ptrs;
   for (const TensorInfo& o : outputs_) {
+    if (sized_at_run_time(o)) {
+      out.emplace_back();
+      out_ptrs.push_back(nullptr);
+      continue;
+    }
     out.emplace_back(o.dtype, Dims(o.dims.begin(), o.dims.end()));
     out_ptrs.push_back(out.back().raw());
   }
   char err[2048] = "";
   if (api_->run(model_, in.data(), out_ptrs.data(), err, sizeof err) != 0)
     return absl::InternalError(absl::StrCat("running ", dir_, ": ", err));
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (!sized_at_run_time(outputs_[i])) continue;
+    const kiln_tensor_info* info = api_->output(model_, static_cast<int>(i));
+    const void* data = api_->output_data ? api_->output_data(model_, static_cast<int>(i)) : nullptr;
+    if (!info || info->rank < 0 || (!data && info->bytes > 0))
+      return absl::InternalError(absl::StrCat("running ", dir_, ": output ", outputs_[i].name, " was not returned"));
+    Tensor t(outputs_[i].dtype, Dims(info->dims, info->dims + info->rank));
+    if (t.nbytes() != info->bytes)
+      return absl::InternalError(absl::StrCat("running ", dir_, ": output ", outputs_[i].name, " holds ", info->bytes,
+                                              " bytes, not ", t.nbytes()));
+    if (t.nbytes() > 0) std::memcpy(t.raw(), data, t.nbytes());
+    out[i] = std::move(t);
+  }
   return out;
 }
 

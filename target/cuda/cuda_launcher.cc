@@ -196,12 +196,18 @@ std::string ModelSource(const CudaPackage& p) {
     const PackageValue& v = p.values[i];
     int64_t bytes = static_cast<int64_t>(DTypeSize(v.dtype));
     for (int64_t d : v.dims) bytes *= d;
+    if (v.dynamic) bytes = 0;  // known when the producer has run
+    std::vector<std::string> flags;
+    if (v.on_host) flags.push_back("KILN_ON_HOST");
+    if (v.dynamic) flags.push_back("KILN_DYNAMIC");
     absl::StrAppend(&values, "    {", Quote(v.name), ", ", v.buffer, ", ", DTypeToOnnx(v.dtype), ", ",
-                    Quote(DTypeName(v.dtype)), ", ", v.dims.size(), ", ", dims.size(), ", ", bytes, "},  // ", i,
-                    ": ", DTypeName(v.dtype), "[", absl::StrJoin(v.dims, ","), "]\n");
+                    Quote(DTypeName(v.dtype)), ", ", v.ranked ? static_cast<int>(v.dims.size()) : -1, ", ", dims.size(),
+                    ", ", bytes, ", ", flags.empty() ? "0" : absl::StrJoin(flags, " | "), "},  // ", i, ": ",
+                    DTypeName(v.dtype), v.ranked ? absl::StrCat("[", absl::StrJoin(v.dims, ","), "]") : "[...]",
+                    v.dynamic ? " (-1: known at run time)" : "", "\n");
     dims.insert(dims.end(), v.dims.begin(), v.dims.end());
   }
-  absl::StrAppend(&values, "    {\"\", -1, 0, \"\", 0, 0, 0}};\n");
+  absl::StrAppend(&values, "    {\"\", -1, 0, \"\", 0, 0, 0, 0}};\n");
   absl::StrAppend(&s, "static const int64_t kDims[] = {");
   for (size_t i = 0; i < dims.size(); ++i) absl::StrAppend(&s, i % 16 == 0 ? "\n    " : " ", dims[i], ",");
   absl::StrAppend(&s, "\n    0};\n");

@@ -41,6 +41,9 @@ namespace kiln::target::cuda {
 namespace {
 
 constexpr int64_t kAlignment = 256;
+// A result this small, computed only from values on the host, is computed
+// on the host too.
+constexpr int64_t kSmallHostElements = 64;
 
 // A value the device can hold: a tensor of static shape and a fixed-width dtype.
 bool DeviceStorable(const Value* v) {
@@ -50,14 +53,42 @@ bool DeviceStorable(const Value* v) {
   return d != DType::kString && d != DType::kUndefined && DTypeSize(d) > 0 && DTypeSize(d) <= 8;
 }
 
+// A value a host task can hold: a tensor of a fixed-width dtype, its shape
+// known at compile time or not.
+bool HostStorable(const Value* v) {
+  const Type& t = v->type();
+  if (!t.is_tensor()) return false;
+  DType d = t.dtype();
+  return d != DType::kString && d != DType::kUndefined && DTypeSize(d) > 0 && DTypeSize(d) <= 8;
+}
+
+// Why node `n` runs on the host whatever its placement: one of its operands
+// or results has a shape known only at run time, or a dtype the device does
+// not hold (empty: neither).
+std::string HostOnlyReason(const Node& n) {
+  std::vector<const Value*> values = NodeOperands(n);
+  for (const Value* v : n.outputs())
+    if (v) values.push_back(v);
+  for (const Value* v : values) {
+    if (DeviceStorable(v)) continue;
+    const bool shape = HostStorable(v);
+    return absl::StrCat("'", v->name(), "' (", v->type().ToString(), ") has ",
+                        shape ? "a shape known only at run time" : "a dtype the device does not hold",
+                        shape ? ": sized when its producer has run, kept on the host" : "");
+  }
+  return "";
+}
+
 int64_t StaticBytes(const Value* v) {
   int64_t n = static_cast<int64_t>(DTypeSize(v->type().dtype()));
   for (const Dim& d : v->type().shape().dims()) n *= d.value();
   return n;
 }
 
+// The dims of a ranked value, -1 for those known only at run time.
 std::vector<int64_t> DimsOf(const Value* v) {
   std::vector<int64_t> d;
+  if (!v->type().is_tensor() || !v->type().shape().ranked()) return d;
   for (const Dim& x : v->type().shape().dims()) d.push_back(x.value());
   return d;
 }
@@ -149,9 +180,12 @@ class CopyChains {
     const Value* source = nullptr;
   };
 
-  // `on_device(n)`: n is a copy op that runs as copy kernels.
+  // `on_device(n)`: n is a copy op that runs as copy kernels; `on_host`:
+  // nodes that run on the host whatever they are (a view among them is a
+  // reader like any other).
   template <typename OnDevice>
-  CopyChains(const Graph& g, OnDevice on_device) {
+  CopyChains(const Graph& g, OnDevice on_device, const absl::flat_hash_map<const Node*, std::string>& on_host)
+      : on_host_(on_host) {
     for (const Node* a : g.nodes()) {
       if (!on_device(*a)) continue;
       absl::StatusOr<std::vector<CopyPiece>> pieces = DevicePiecesOf(*a);
@@ -192,7 +226,7 @@ class CopyChains {
       if (outputs.contains(seen[i])) return;
       for (const Use& u : seen[i]->uses()) {
         if (!u.user) return;
-        if (IsView(*u.user) && u.index == 0) {
+        if (IsView(*u.user) && u.index == 0 && !on_host_.contains(u.user)) {
           seen.push_back(u.user->output(0));
           continue;
         }
@@ -219,6 +253,7 @@ class CopyChains {
     absorbed_.insert(seen.begin(), seen.end());
   }
 
+  const absl::flat_hash_map<const Node*, std::string>& on_host_;
   absl::flat_hash_map<const Node*, std::vector<Read>> reads_;
   absl::flat_hash_set<const Value*> absorbed_;
 };
@@ -345,6 +380,8 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   absl::flat_hash_map<const Node*, absl::StatusOr<NodeKernel>> prebuilt;
   auto keep = [&](Node* n) {
     if (prebuilt.contains(n)) return true;
+    // A group over values sized at run time runs its members on the host.
+    if (!HostOnlyReason(*n).empty()) return false;
     if (n->domain() == "kiln" && n->op() == "Attention") {
       if (!fused_attention) return false;
       // The kernels read an additive mask: a bool one becomes one first,
@@ -409,7 +446,10 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     }
   }
 
-  // Every value the device holds must have a static shape.
+  // Every value the device holds must have a static shape; values sized
+  // at run time stay on the host, among the host tasks that read and write
+  // them (HostOnlyReason). The model's inputs are given by the caller at
+  // their compiled sizes; an output may be sized at run time.
   auto check_storable = [&](const Value* v, const Node* user) -> absl::Status {
     if (DeviceStorable(v)) return absl::OkStatus();
     return absl::InvalidArgumentError(
@@ -417,14 +457,57 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
                      user ? absl::StrCat(" of node '", NodeLabel(*user), "' (", user->QualifiedOp(), ")") : "",
                      " cannot live in device memory: the cuda target needs static shapes and fixed-width dtypes"));
   };
-  for (const Value* v : g.inputs()) KILN_RETURN_IF_ERROR(check_storable(v, nullptr));
-  for (const Value* v : g.outputs()) KILN_RETURN_IF_ERROR(check_storable(v, nullptr));
+  for (const Value* v : g.inputs())
+    if (!DeviceStorable(v))
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", v->name(), "' (", v->type().ToString(), ")",
+                       HostStorable(v) ? " has a shape known only at run time: the cuda target compiles a model's "
+                                         "inputs at fixed sizes (export the model with static input shapes)"
+                                       : " has a dtype the cuda target cannot take as an input"));
+  for (const Value* v : g.outputs())
+    if (!HostStorable(v))
+      return absl::InvalidArgumentError(absl::StrCat("output '", v->name(), "' (", v->type().ToString(),
+                                                     ") has a dtype the cuda target cannot return"));
+  // Nodes that run on the host whatever their placement, and why.
+  absl::flat_hash_map<const Node*, std::string> host_only;
+  // And small results computed only from values those nodes made (the
+  // shape arithmetic around a value sized at run time): on the GPU each
+  // would cost a copy to the device and another back.
+  absl::flat_hash_set<const Value*> host_made;
+  for (const Node* n : g.nodes()) {
+    std::string why = HostOnlyReason(*n);
+    if (why.empty()) {
+      const std::vector<const Value*> operands = NodeOperands(*n);
+      bool from_host = !operands.empty(), small = true;
+      for (const Value* v : operands) from_host &= host_made.contains(v);
+      int64_t elements = 0;
+      for (const Value* v : n->outputs()) {
+        small &= v && DeviceStorable(v) && v->type().shape().NumElements() <= kSmallHostElements;
+        if (small) elements += v->type().shape().NumElements();
+      }
+      if (from_host && small)
+        why = absl::StrCat("its operands are on the host and its result is small (", elements,
+                           " elements): computed there, not copied each way");
+    }
+    if (why.empty()) continue;
+    for (const Value* v : n->outputs())
+      if (v) host_made.insert(v);
+    host_only.emplace(n, std::move(why));
+  }
 
   Buffers buffers(&pkg);
   absl::flat_hash_map<const Value*, int> value_index;
+  // A value the launcher describes, on the device in `buffer` or (-1) on the host.
   auto value_of = [&](const Value* v, int buffer) {
     auto [it, inserted] = value_index.emplace(v, static_cast<int>(pkg.values.size()));
-    if (inserted) pkg.values.push_back({v->name(), v->type().dtype(), DimsOf(v), buffer});
+    if (inserted) {
+      PackageValue x{v->name(), v->type().dtype(), DimsOf(v)};
+      x.ranked = v->type().is_tensor() && v->type().shape().ranked();
+      x.buffer = buffer;
+      x.on_host = buffer < 0;
+      x.dynamic = !DeviceStorable(v);
+      pkg.values.push_back(std::move(x));
+    }
     return it->second;
   };
   for (const Value* v : g.inputs()) buffers.Add(v, PackageBuffer::Kind::kInput);
@@ -436,7 +519,8 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   {
     const std::vector<std::pair<const Value*, const Value*>> feeds = runtime::StepFeedValues(g);
     auto in_place = [&](const Node& n, int input) {
-      return input == 0 && IsScatterCopy(n) && DevicePiecesOf(n).ok() && target.Place(n, options).engine == "simt";
+      return input == 0 && !host_only.contains(&n) && IsScatterCopy(n) && DevicePiecesOf(n).ok() &&
+             target.Place(n, options).engine == "simt";
     };
     for (const Donation& d : FindDonations(g, feeds, IsView, in_place)) {
       buffers.Alias(d.output, d.input);
@@ -444,7 +528,9 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     }
   }
   for (const Value* v : g.outputs())
-    if (!v->is_constant() && v->producer() && !IsView(*v->producer())) buffers.Add(v, PackageBuffer::Kind::kOutput);
+    if (DeviceStorable(v) && !v->is_constant() && v->producer() &&
+        (!IsView(*v->producer()) || host_only.contains(v->producer())))
+      buffers.Add(v, PackageBuffer::Kind::kOutput);
 
   absl::flat_hash_map<std::string, int> kernel_index;  // function of the first variant -> kernel
   auto add_kernel = [&](PackageKernel k) {
@@ -454,8 +540,13 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   };
 
   const CopyChains chains(g, [&](const Node& n) {
-    return IsCopyOp(n) && CopyElementBytes(n).ok() && target.Place(n, options).engine == "simt";
-  });
+    return !host_only.contains(&n) && IsCopyOp(n) && CopyElementBytes(n).ok() &&
+           target.Place(n, options).engine == "simt";
+  }, host_only);
+  // Host tasks and their nodes: their operands and results are bound once
+  // every task is placed, so that a value only host tasks touch stays on
+  // the host.
+  std::vector<std::pair<int, const Node*>> host_tasks;
 
   int node_index = -1;
   for (Node* n : g.nodes()) {
@@ -484,11 +575,12 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       task.reason = reason;
       pkg.tasks.push_back(std::move(task));
     };
-    if (IsView(*n) && chains.Absorbed(n->output(0))) {
+    const bool view = IsView(*n) && !host_only.contains(n);
+    if (view && chains.Absorbed(n->output(0))) {
       add_view("a view that only copies read: they read its source");
       continue;
     }
-    if (IsView(*n) && buffers.Get(n->output(0)) < 0) {
+    if (view && buffers.Get(n->output(0)) < 0) {
       KILN_RETURN_IF_ERROR(use(n->input(0)).status());
       buffers.Alias(n->output(0), n->input(0));
       buffers.Touch(buffers.Get(n->output(0)), t);
@@ -496,10 +588,16 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       continue;
     }
 
-    Placement p = target.Place(*n, options);
-    if (p.engine.empty())
-      return absl::InvalidArgumentError(absl::StrCat("node '", task.node, "' (", task.op, "): ", p.reason));
-    std::string engine = p.engine, reason = p.reason;
+    std::string engine = "host", reason;
+    if (const auto it = host_only.find(n); it != host_only.end()) {
+      reason = it->second;
+    } else {
+      Placement p = target.Place(*n, options);
+      if (p.engine.empty())
+        return absl::InvalidArgumentError(absl::StrCat("node '", task.node, "' (", task.op, "): ", p.reason));
+      engine = p.engine;
+      reason = p.reason;
+    }
     bool placed = false;
     if (const std::vector<CopyChains::Read>* reads = chains.ReadsOf(n)) {  // a copy on the device
       const int64_t element_bytes = *CopyElementBytes(*n);
@@ -695,37 +793,49 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     task.engine = "host";
     task.reason = reason;
     task.host_node = node_index;
+    host_tasks.push_back({t, n});
+    pkg.tasks.push_back(std::move(task));
+  }
+  // A host task's operand or result that a kernel, a view or the caller
+  // reads or writes has a device buffer and is copied; one that only host
+  // tasks touch stays on the host (a value sized at run time always does).
+  for (const auto& [t, n] : host_tasks) {
+    PackageTask& task = pkg.tasks[t];
     for (const Value* v : NodeOperands(*n)) {
-      KILN_ASSIGN_OR_RETURN(int b, use(v));
+      if (!HostStorable(v)) return check_storable(v, n);
+      const int b = buffers.Get(v);
+      buffers.Touch(b, t);
       task.host_inputs.push_back(value_of(v, b));
     }
     for (const Value* v : n->outputs()) {
       const bool needed = v->has_uses() || std::count(g.outputs().begin(), g.outputs().end(), v);
-      int b = -1;
       if (needed) {
-        KILN_ASSIGN_OR_RETURN(b, def(v));
-      }
-      if (needed) {
+        if (!HostStorable(v)) return check_storable(v, n);
+        const int b = buffers.Get(v);
+        buffers.Touch(b, t);
         task.host_outputs.push_back(value_of(v, b));
-      } else {
-        pkg.values.push_back({v->name(), v->type().dtype(), DeviceStorable(v) ? DimsOf(v) : std::vector<int64_t>{}, -1});
-        task.host_outputs.push_back(static_cast<int>(pkg.values.size()) - 1);
+        continue;
       }
+      PackageValue x{v->name(), v->type().dtype(), DimsOf(v)};
+      x.ranked = v->type().is_tensor() && v->type().shape().ranked();
+      x.dynamic = !DeviceStorable(v);
+      pkg.values.push_back(std::move(x));
+      task.host_outputs.push_back(static_cast<int>(pkg.values.size()) - 1);
     }
-    pkg.tasks.push_back(std::move(task));
   }
   const int num_tasks = static_cast<int>(pkg.tasks.size());
   for (const Value* v : g.inputs()) pkg.inputs.push_back(value_of(v, buffers.Get(v)));
   for (const Value* v : g.outputs()) {
     int b = buffers.Get(v);
-    if (b < 0) b = buffers.Add(v, v->is_constant() ? PackageBuffer::Kind::kConstant : PackageBuffer::Kind::kOutput);
+    if (b < 0 && DeviceStorable(v))
+      b = buffers.Add(v, v->is_constant() ? PackageBuffer::Kind::kConstant : PackageBuffer::Kind::kOutput);
     pkg.outputs.push_back(value_of(v, b));
   }
 
   // Lifetimes: inputs from the start, outputs to the end; a view keeps its
   // root alive as long as it is read.
-  for (int b : pkg.inputs) buffers.Touch(pkg.values[b].buffer, 0);
-  for (int b : pkg.outputs) buffers.Touch(pkg.values[b].buffer, num_tasks);
+  for (int v : pkg.inputs) buffers.Touch(pkg.values[v].buffer, 0);
+  for (int v : pkg.outputs) buffers.Touch(pkg.values[v].buffer, num_tasks);
   for (size_t i = 0; i < pkg.buffers.size(); ++i) {
     PackageBuffer& b = pkg.buffers[i];
     if (b.first < 0) b.first = b.last = 0;
@@ -838,8 +948,14 @@ std::string CudaPackage::Explain() const {
   int copies = 0;
   auto value_text = [&](int v) {
     const PackageValue& x = values[v];
-    return absl::StrCat(x.name, " (", DTypeName(x.dtype), "[", absl::StrJoin(x.dims, ","), "])");
+    std::vector<std::string> dims;
+    for (int64_t d : x.dims) dims.push_back(d < 0 ? "?" : absl::StrCat(d));
+    return absl::StrCat(x.name, " (", DTypeName(x.dtype), x.ranked ? absl::StrCat("[", absl::StrJoin(dims, ","), "]") : "[...]",
+                        ")");
   };
+  // Values kept on the host between host tasks, and those sized at run time;
+  // values the host has this run (a device value is copied to it once).
+  absl::flat_hash_set<int> on_host, dynamic, copied;
   for (const PackageTask& t : tasks) {
     absl::StrAppend(&out, t.node, " = ", t.op, "  ->  ", t.engine, ": ", t.reason);
     if (!t.plan.empty()) absl::StrAppend(&out, " [", t.plan, "]");
@@ -848,11 +964,19 @@ std::string CudaPackage::Explain() const {
     launches += static_cast<int>(t.launches.size());
     if (t.kind != PackageTask::Kind::kHost) continue;
     for (int v : t.host_inputs) {
+      if (values[v].on_host || !copied.insert(v).second) continue;
       absl::StrAppend(&out, "    copy device -> host: ", value_text(v), "\n");
       ++copies;
       d2h += buffers[values[v].buffer].bytes;
     }
     for (int v : t.host_outputs) {
+      copied.insert(v);
+      if (values[v].on_host) {
+        absl::StrAppend(&out, "    kept on the host: ", value_text(v),
+                        values[v].dynamic ? ", sized when the node has run" : "", "\n");
+        on_host.insert(v);
+        if (values[v].dynamic) dynamic.insert(v);
+      }
       if (values[v].buffer < 0) continue;
       absl::StrAppend(&out, "    copy host -> device: ", value_text(v), "\n");
       ++copies;
@@ -868,6 +992,13 @@ std::string CudaPackage::Explain() const {
   absl::StrAppend(&out, absl::StrFormat("host tasks: %d, with %d copies around them (%d bytes device -> host, %d "
                                         "bytes host -> device per run)\n",
                                         num_host_tasks(), copies, d2h, h2d));
+  if (!on_host.empty()) {
+    int returned = 0;
+    for (int v : outputs) returned += values[v].on_host;
+    absl::StrAppend(&out, absl::StrFormat("values kept on the host between host tasks: %d (%d sized at run time; %d "
+                                          "of them model outputs, returned from the host)\n",
+                                          on_host.size(), dynamic.size(), returned));
+  }
   absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%), %d bytes of "
                                         "constants\n",
                                         arena_bytes, naive_bytes, naive_bytes ? 100.0 * arena_bytes / naive_bytes : 100.0,

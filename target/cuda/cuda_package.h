@@ -17,6 +17,14 @@
 //    run` provides kiln's reference kernels). A node placed on the GPU
 //    whose kernel cannot be built falls back to a host task with the
 //    reason recorded; a fused group is first split back into its members.
+//    A value that only host tasks produce and read stays on the host, with
+//    no copies.
+//
+// Values whose shape depends on the data (NonZero's output, NMS's, a
+// TopK's with a computed k, and everything computed from them) are sized
+// when their producer has run: the nodes that read or write them run as
+// host tasks, the values stay in host memory between them, and a model
+// output among them is returned from the host (kiln_model_output_data).
 //
 // Device memory is one arena placed by liveness (target/backend/
 // memory_plan.h) plus the constants region, uploaded once from
@@ -71,8 +79,17 @@ struct PackageBuffer {
 struct PackageValue {
   std::string name;
   DType dtype = DType::kF32;
+  // -1 for a dimension known only at run time; empty and unranked for a
+  // value whose rank is, too.
   std::vector<int64_t> dims;
-  int buffer = -1;  // -1: an unused output of a host task
+  bool ranked = true;
+  int buffer = -1;  // -1: kept on the host, or an unused output of a host task
+  // Only host tasks produce and read it (or it is a model output whose
+  // shape depends on the data): it stays in host memory, and no copy moves
+  // it.
+  bool on_host = false;
+  // Its shape is known when its producer has run (on_host holds too).
+  bool dynamic = false;
 };
 
 struct PackageKernel {

@@ -20,9 +20,11 @@
 namespace kiln {
 namespace {
 
+using cuda_test::ExpectEmulationMatches;
 using cuda_test::CudaTarget;
 using cuda_test::Package;
 using cuda_test::ParseKir;
+using cuda_test::Random;
 
 TEST(CudaDescription, H100Figures) {
   auto t = CudaTarget();
@@ -110,7 +112,7 @@ TEST(CudaPlacement, EnginesAndReasons) {
 }
 
 TEST(CudaPlacement, ControlFlowAndDynamicShapesGoToTheHost) {
-  auto m = ParseKir(R"(graph @main(%c: bool[], %x: f32[2,3]) {
+  const std::string kir = R"(graph @main(%c: bool[], %x: f32[2,3]) {
   %nz = NonZero(%x)
   %y = If(%c) {else_branch = graph @e() {
     %b = Neg(%x)
@@ -120,17 +122,23 @@ TEST(CudaPlacement, ControlFlowAndDynamicShapesGoToTheHost) {
     return %a
   }}
   return %nz, %y
-})");
+})";
+  auto m = ParseKir(kir);
   ASSERT_TRUE(m.ok()) << m.status();
   auto t = CudaTarget();
   for (const Node* n : m->graph->nodes()) {
     target::Placement p = t->Place(*n, {});
     EXPECT_EQ(p.engine, "host") << n->op();
   }
-  // NonZero's output has no static shape: the package cannot plan it.
-  auto p = Package(*m);
-  ASSERT_FALSE(p.ok());
-  EXPECT_TRUE(absl::StrContains(p.status().message(), "static shapes")) << p.status();
+  // NonZero's output is sized when it has run, and returned from the host.
+  for (const bool c : {false, true}) {
+    Tensor cond(DType::kBool, {});
+    cond.data<bool>()[0] = c;
+    const target::cuda::CudaPackage p = ExpectEmulationMatches(kir, {cond, Random(DType::kF32, {2, 3}, 4)});
+    EXPECT_EQ(p.num_host_tasks(), 2);
+    ASSERT_EQ(p.outputs.size(), 2u);
+    EXPECT_TRUE(p.values[p.outputs[0]].on_host && p.values[p.outputs[0]].dynamic);
+  }
 }
 
 TEST(CudaArch, Settings) {

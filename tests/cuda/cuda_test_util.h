@@ -125,7 +125,8 @@ struct EmulationHooks {
 // Runs `p` on the host: strided copies as the launcher's copy kernels do,
 // kernels of the shared backend through the tile IR interpreter (their
 // arguments bound to the launch's buffers), host tasks through the
-// reference host ops.
+// reference host ops; values the package keeps on the host (those sized at
+// run time among them) are kept as the launcher keeps them.
 inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPackage& p,
                                                    const std::vector<Tensor>& inputs,
                                                    const EmulationHooks* hooks = nullptr) {
@@ -141,6 +142,8 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     std::memcpy(ptr(p.values[p.inputs[i]].buffer), inputs[i].raw(), inputs[i].nbytes());
   const auto* ops = static_cast<const HostOps*>(runtime::ReferenceHostOps());
   void* graph = nullptr;
+  std::vector<std::vector<unsigned char>> host(p.values.size());  // values kept on the host
+  std::vector<std::vector<int64_t>> host_dims(p.values.size());   // and their dims
   std::vector<WrittenBuffer> written;
   for (size_t ti = 0; ti < p.tasks.size(); ++ti) {
     const PackageTask& t = p.tasks[ti];
@@ -255,34 +258,53 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     data.reserve(all.size());
     for (size_t i = 0; i < all.size(); ++i) {
       const target::cuda::PackageValue& v = p.values[all[i]];
+      const bool input = i < t.host_inputs.size();
+      const std::vector<int64_t>& dims = v.dynamic && input ? host_dims[all[i]] : v.dims;
       int64_t bytes = static_cast<int64_t>(DTypeSize(v.dtype));
-      for (int64_t d : v.dims) bytes *= d;
+      for (int64_t d : dims) bytes *= d;
+      if (v.dynamic && !input) bytes = 0;
       data.emplace_back(static_cast<size_t>(bytes));
-      if (i < t.host_inputs.size()) std::memcpy(data.back().data(), ptr(v.buffer), static_cast<size_t>(bytes));
-      HostTensor h{DTypeToOnnx(v.dtype), static_cast<int>(v.dims.size()), v.dims.data(),
-                   v.buffer >= 0 ? data.back().data() : nullptr, static_cast<size_t>(bytes)};
-      (i < t.host_inputs.size() ? ins : outs).push_back(h);
+      if (input) {
+        if (v.on_host && host[all[i]].size() != data.back().size())
+          return absl::InternalError(absl::StrCat(t.node, ": ", v.name, " was not computed on the host"));
+        std::memcpy(data.back().data(), v.on_host ? host[all[i]].data() : ptr(v.buffer), static_cast<size_t>(bytes));
+      }
+      HostTensor h{DTypeToOnnx(v.dtype), static_cast<int>(dims.size()), dims.data(),
+                   v.buffer >= 0 || v.on_host ? data.back().data() : nullptr, static_cast<size_t>(bytes)};
+      if (v.dynamic && !input) h = {DTypeToOnnx(v.dtype), v.on_host ? -1 : 0, nullptr, nullptr, 0};
+      (input ? ins : outs).push_back(h);
     }
     if (ops->run(nullptr, graph, t.host_node, ins.data(), static_cast<int>(ins.size()), outs.data(),
                  static_cast<int>(outs.size()), err, sizeof err) != 0)
       return absl::InternalError(absl::StrCat(t.node, ": ", err));
     for (size_t i = 0; i < t.host_outputs.size(); ++i) {
-      const target::cuda::PackageValue& v = p.values[t.host_outputs[i]];
-      if (v.buffer < 0) continue;
+      const int x = t.host_outputs[i];
+      const target::cuda::PackageValue& v = p.values[x];
+      if (v.dynamic && v.on_host) {
+        const HostTensor& h = outs[i];
+        if (h.rank < 0) return absl::InternalError(absl::StrCat(t.node, ": ", v.name, " was not sized"));
+        host_dims[x].assign(h.dims, h.dims + h.rank);
+        host[x].assign(static_cast<const unsigned char*>(h.data), static_cast<const unsigned char*>(h.data) + h.bytes);
+        continue;
+      }
       const std::vector<unsigned char>& d = data[t.host_inputs.size() + i];
+      if (v.on_host) host[x] = d;
+      if (v.buffer < 0) continue;
       std::memcpy(ptr(v.buffer), d.data(), d.size());
       written.push_back({v.buffer, v.dtype, ptr(v.buffer), static_cast<int64_t>(d.size())});
     }
     done();
   }
-  if (graph) ops->release(nullptr, graph);
   std::vector<Tensor> out;
   for (int o : p.outputs) {
     const target::cuda::PackageValue& v = p.values[o];
-    Tensor t(v.dtype, v.dims);
-    std::memcpy(t.raw(), ptr(v.buffer), t.nbytes());
+    Tensor t(v.dtype, v.dynamic ? host_dims[o] : v.dims);
+    if (v.on_host && host[o].size() != t.nbytes())
+      return absl::InternalError(absl::StrCat("output ", v.name, " was not computed on the host"));
+    std::memcpy(t.raw(), v.on_host ? host[o].data() : ptr(v.buffer), t.nbytes());
     out.push_back(std::move(t));
   }
+  if (graph) ops->release(nullptr, graph);
   return out;
 }
 

@@ -266,7 +266,8 @@ TEST(CudaNvcc, ExportedModels) {
   for (const auto& e : fs::directory_iterator(models))
     if (fs::exists(e.path() / "model.onnx")) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  ASSERT_GE(names.size(), 7u) << "the exported set: tiny_cnn, mlp, bert_encoder, gpt2_block, resnet18/50, mobilenet_v2";
+  ASSERT_GE(names.size(), 8u)
+      << "the exported set: tiny_cnn, mlp, bert_encoder, gpt2_block, resnet18/50, mobilenet_v2, ssdlite";
   std::string root = cuda_test::TempDir("exported");
   int matrix = 0;
   for (const std::string& name : names) {
@@ -278,8 +279,17 @@ TEST(CudaNvcc, ExportedModels) {
       auto p = CompileOnnx(absl::StrCat(models, "/", name, "/model.onnx"), o);
       ASSERT_TRUE(p.ok()) << p.status();
       // Every node of the exported set has a GPU kernel: convolutions as
-      // implicit GEMMs, pools and depthwise convolutions as window kernels.
-      EXPECT_EQ(p->num_host_tasks(), 0) << p->Explain();
+      // implicit GEMMs, pools and depthwise convolutions as window kernels;
+      // but the detector's post-processing, whose values are sized at run
+      // time, runs on the host with the small shape arithmetic around it
+      // (and its input's Resize).
+      int other_host_tasks = 0;
+      for (const target::cuda::PackageTask& t : p->tasks)
+        other_host_tasks += t.kind == target::cuda::PackageTask::Kind::kHost &&
+                            !absl::StrContains(t.reason, "known only at run time") &&
+                            !absl::StrContains(t.reason, "its operands are on the host");
+      EXPECT_LE(other_host_tasks, name == "ssdlite" ? 1 : 0) << p->Explain();
+      if (name != "ssdlite") EXPECT_EQ(p->num_host_tasks(), 0) << p->Explain();
       std::string dir = absl::StrCat(root, "/", name, "_", precision);
       if (!BuildStrictly(*p, dir, nvcc, /*keep=*/true)) continue;
       std::vector<const PackageKernel*> kernels;

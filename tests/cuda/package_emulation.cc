@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -49,6 +50,46 @@ TEST(CudaEmulation, ExportedModels) {
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
     }
   }
+}
+
+// torchvision's SSDlite detector: the backbone and heads as kernels, the
+// post-processing (per-class score threshold, top-k and NMS) as host tasks
+// over values sized at run time, against PyTorch's detections: as many,
+// and the same up to the first tied score (scores within a millionth of
+// each other, which top-k and NMS may order either way: random weights
+// leave many positions with identical features).
+TEST(CudaEmulation, Detector) {
+  ASSERT_NE(std::getenv("KILN_MODELS_DIR"), nullptr) << "KILN_MODELS_DIR must name the exported models";
+  auto m = LoadExportedModel("ssdlite");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(cuda_test::Optimize(m->model, *cuda_test::CudaTarget()).ok());
+  auto p = cuda_test::Package(m->model, {});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_GT(p->num_host_tasks(), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto got = cuda_test::Emulate(*p, m->inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 3u);
+  const Tensor &boxes = (*got)[0], &scores = (*got)[1], &labels = (*got)[2];
+  const Tensor &want_boxes = m->expected[0], &want_scores = m->expected[1], &want_labels = m->expected[2];
+  ASSERT_EQ(scores.dims(), want_scores.dims());
+  ASSERT_EQ(boxes.dims(), want_boxes.dims());
+  ASSERT_EQ(labels.dims(), want_labels.dims());
+  const int64_t n = want_scores.numel();
+  int64_t tie = n;
+  for (int64_t i = 1; i < n && tie == n; ++i)
+    if (std::abs(want_scores.GetDouble(i) - want_scores.GetDouble(i - 1)) <= 1e-6 * std::abs(want_scores.GetDouble(i)))
+      tie = i - 1;
+  EXPECT_GE(tie, 5) << "the detections tie too early to compare";
+  for (int64_t i = 0; i < tie; ++i) {
+    SCOPED_TRACE(absl::StrCat("detection ", i));
+    EXPECT_NEAR(scores.GetDouble(i), want_scores.GetDouble(i), 1e-4);
+    EXPECT_EQ(labels.GetDouble(i), want_labels.GetDouble(i));
+    for (int64_t j = 0; j < 4; ++j) EXPECT_NEAR(boxes.GetDouble(4 * i + j), want_boxes.GetDouble(4 * i + j), 0.05);
+  }
+  std::cout << "ssdlite: " << n << " detections, the first " << tie << " before a tie; " << p->kernels.size()
+            << " kernels and " << p->num_host_tasks() << " host tasks emulated in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
 }
 
 // Greedy generation with a static KV cache on the cuda target: the tiny

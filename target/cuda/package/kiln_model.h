@@ -14,7 +14,11 @@
  *
  * Inputs and outputs are dense row-major tensors of the types the queries
  * below describe, given in the order of the queries; each pointer may be
- * host memory or device memory of the current device. A model runs on the
+ * host memory or device memory of the current device. An output whose
+ * shape depends on the data (detections after NMS, NonZero's indices) is
+ * not written through outputs[i], which may be NULL: after a run,
+ * kiln_model_output gives its dims and bytes and kiln_model_output_data
+ * its bytes in host memory. A model runs on the
  * device current when it was loaded, on a stream of its own; a run returns
  * when its outputs are written. One model must not run on two threads at
  * once.
@@ -86,9 +90,15 @@ void kiln_model_free(kiln_model* model);
 
 int kiln_model_num_inputs(const kiln_model* model);
 int kiln_model_num_outputs(const kiln_model* model);
-/* NULL when i is out of range. */
+/* NULL when i is out of range. A dimension known only at run time is -1
+ * (and the rank -1 when it is, too) until a run: an output's info then
+ * gives the last run's dims and bytes, valid until the next run. */
 const kiln_tensor_info* kiln_model_input(const kiln_model* model, int i);
 const kiln_tensor_info* kiln_model_output(const kiln_model* model, int i);
+/* An output whose shape depends on the data: its bytes from the last run,
+ * in host memory owned by the model and valid until the next run or free.
+ * NULL for an output of static shape (written through outputs[i]). */
+const void* kiln_model_output_data(const kiln_model* model, int i);
 
 /* The device the model was loaded on, as "NAME (sm_XY)". */
 const char* kiln_model_device(const kiln_model* model);
@@ -110,7 +120,10 @@ typedef struct kiln_host_ops {
   void* (*load)(void* user, const char* graph_kir, size_t kir_len, const void* blobs, size_t blobs_len, char* err,
                 size_t err_len);
   /* Runs node `node` (its index in the graph's main body) on `inputs` (the
-   * node's operands in order), writing `outputs`. 0 on success. */
+   * node's operands in order), writing `outputs`. An output given with
+   * rank -1 is sized by the node: the provider sets its rank, dims, data
+   * and bytes to memory of its own, valid until its next call. An output
+   * with NULL data otherwise is read by nobody. 0 on success. */
   int (*run)(void* user, void* graph, int node, const kiln_host_tensor* inputs, int num_inputs,
              kiln_host_tensor* outputs, int num_outputs, char* err, size_t err_len);
   void (*release)(void* user, void* graph);

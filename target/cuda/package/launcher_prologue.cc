@@ -46,7 +46,15 @@ struct TaskDesc {
   int first_launch, num_launches;          // kernel tasks
   int host_node, first_io, num_in, num_out;  // host tasks: values in kHostIo
 };
-struct ValueDesc { const char* name; int buffer; int dtype; const char* dtype_name; int rank; int first_dim; int64_t bytes; };
+// A tensor the launcher describes: a model input or output, or an operand
+// of a host task. Its flags: KILN_ON_HOST, it has no device buffer (host
+// tasks alone produce and read it, or it is an output sized at run time);
+// KILN_DYNAMIC, its dims (-1 in kDims, rank -1 when unknown too) and bytes
+// are known when its producer has run.
+enum { KILN_ON_HOST = 1, KILN_DYNAMIC = 2 };
+struct ValueDesc {
+  const char* name; int buffer; int dtype; const char* dtype_name; int rank; int first_dim; int64_t bytes; int flags;
+};
 
 }  // namespace
 

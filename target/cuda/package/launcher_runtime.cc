@@ -17,6 +17,13 @@ struct kiln_model {
   void* host_graph = nullptr;
   void* host_library = nullptr;
   std::vector<std::vector<unsigned char>> host_data;  // per value
+  // Per value sized at run time (KILN_DYNAMIC): its dims, as its producer made them.
+  std::vector<std::vector<int64_t>> host_dims;
+  // Per value: the run in which host_data last received it (a device value
+  // is written once per run, so one copy to the host serves every host
+  // task of the run that reads it).
+  std::vector<int64_t> host_run;
+  int64_t runs = 0;
   std::vector<void*> bound;  // per buffer: caller memory in place of the arena (kiln_model_run_device)
   // The driver's cuTensorMapEncodeTiled (null when the driver lacks it:
   // variants with TMA loads are then not chosen).
@@ -69,6 +76,17 @@ void* BufferPtr(const kiln_model* m, int b) {
   const BufferDesc& d = kBuffers[b];
   if (!m->bound.empty() && m->bound[d.root]) return m->bound[d.root];
   return (d.region == KILN_CONSTANTS ? m->constants : m->arena) + d.offset;
+}
+
+// The bytes of one element of ONNX dtype `dtype` (0: unknown).
+size_t ElementBytes(int dtype) {
+  switch (dtype) {
+    case KILN_U8: case KILN_I8: case KILN_BOOL: return 1;
+    case KILN_U16: case KILN_I16: case KILN_F16: case KILN_BF16: return 2;
+    case KILN_F32: case KILN_I32: case KILN_U32: return 4;
+    case KILN_I64: case KILN_F64: case KILN_U64: return 8;
+    default: return 0;
+  }
 }
 
 kiln_tensor_info InfoOf(int v) {
@@ -206,6 +224,8 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   for (int i = 0; i < kNumInputs; ++i) m->inputs.push_back(InfoOf(kInputs[i]));
   for (int i = 0; i < kNumOutputs; ++i) m->outputs.push_back(InfoOf(kOutputs[i]));
   m->host_data.resize(kNumValues);
+  m->host_dims.resize(kNumValues);
+  m->host_run.assign(kNumValues, -1);
   m->bound.assign(kNumBuffers, nullptr);
   return true;
 }
@@ -250,21 +270,39 @@ bool EnsureHostOps(kiln_model* m, std::string* error) {
   return true;
 }
 
+// Runs host task `t`: its operands copied device -> host (those kept on
+// the host are there already), the provider called, its results copied
+// host -> device (or kept on the host: a result sized at run time is sized
+// by the provider, which points the tensor at memory of its own).
 bool RunHostTask(kiln_model* m, const TaskDesc& t, std::string* error) {
   if (!EnsureHostOps(m, error)) return false;
   std::vector<kiln_host_tensor> ins, outs;
   for (int i = 0; i < t.num_in + t.num_out; ++i) {
-    int v = kHostIo[t.first_io + i];
+    const int v = kHostIo[t.first_io + i];
     const ValueDesc& d = kValues[v];
+    const bool input = i < t.num_in, on_host = d.flags & KILN_ON_HOST, dynamic = d.flags & KILN_DYNAMIC;
     std::vector<unsigned char>& data = m->host_data[v];
-    if (d.buffer >= 0) data.resize(static_cast<size_t>(d.bytes));
-    kiln_host_tensor h = {d.dtype, d.rank, kDims + d.first_dim, d.buffer >= 0 ? data.data() : nullptr,
-                          static_cast<size_t>(d.bytes)};
-    if (i < t.num_in) {
-      if (d.bytes > 0 && !Ok(cudaMemcpyAsync(data.data(), BufferPtr(m, d.buffer), d.bytes, cudaMemcpyDeviceToHost,
-                                             m->stream),
-                             std::string("copying ") + d.name + " to the host", error))
+    kiln_host_tensor h = {d.dtype, d.rank, kDims + d.first_dim, nullptr, static_cast<size_t>(d.bytes)};
+    if (dynamic && input) {
+      h.rank = static_cast<int>(m->host_dims[v].size());
+      h.dims = m->host_dims[v].data();
+      h.data = data.data();
+      h.bytes = data.size();
+    } else if (dynamic) {
+      // Sized by the provider (rank -1), or an output nobody reads (no data).
+      h.rank = on_host ? -1 : 0;
+      h.dims = nullptr;
+      h.bytes = 0;
+    } else if (on_host || d.buffer >= 0) {
+      data.resize(static_cast<size_t>(d.bytes));
+      h.data = data.data();
+    }
+    if (input) {
+      if (!on_host && d.bytes > 0 && m->host_run[v] != m->runs &&
+          !Ok(cudaMemcpyAsync(data.data(), BufferPtr(m, d.buffer), d.bytes, cudaMemcpyDeviceToHost, m->stream),
+              std::string("copying ") + d.name + " to the host", error))
         return false;
+      m->host_run[v] = m->runs;
       ins.push_back(h);
     } else {
       outs.push_back(h);
@@ -278,9 +316,25 @@ bool RunHostTask(kiln_model* m, const TaskDesc& t, std::string* error) {
     return false;
   }
   for (int i = 0; i < t.num_out; ++i) {
-    int v = kHostIo[t.first_io + t.num_in + i];
+    const int v = kHostIo[t.first_io + t.num_in + i];
     const ValueDesc& d = kValues[v];
-    if (d.buffer < 0 || d.bytes == 0) continue;
+    m->host_run[v] = m->runs;
+    if ((d.flags & KILN_DYNAMIC) && (d.flags & KILN_ON_HOST)) {
+      const kiln_host_tensor& h = outs[i];
+      size_t elements = 1;
+      for (int j = 0; j < h.rank && h.dims; ++j) elements *= static_cast<size_t>(h.dims[j] < 0 ? 0 : h.dims[j]);
+      if (h.rank < 0 || (h.rank > 0 && !h.dims) || (h.bytes > 0 && !h.data) ||
+          h.bytes != elements * ElementBytes(d.dtype)) {
+        *error = std::string("host task ") + t.node + " did not size " + d.name +
+                 " (the host-op provider must size outputs whose rank it is given as -1)";
+        return false;
+      }
+      m->host_dims[v].assign(h.dims, h.dims + h.rank);
+      const unsigned char* bytes = static_cast<const unsigned char*>(h.data);
+      m->host_data[v].assign(bytes, bytes + h.bytes);
+      continue;
+    }
+    if (d.buffer < 0 || d.bytes == 0) continue;  // kept on the host, or read by nobody
     if (!Ok(cudaMemcpyAsync(BufferPtr(m, d.buffer), m->host_data[v].data(), d.bytes, cudaMemcpyHostToDevice,
                             m->stream),
             std::string("copying ") + d.name + " to the device", error))
@@ -385,6 +439,7 @@ bool RunKernelTask(kiln_model* m, const TaskDesc& t, std::vector<void*>& pointer
 }
 
 bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std::string* error) {
+  ++m->runs;
   for (int i = 0; i < kNumInputs; ++i) {
     const ValueDesc& d = kValues[kInputs[i]];
     if (m->bound[kBuffers[d.buffer].root]) continue;
@@ -417,7 +472,15 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
     ++m->profile_runs;
   }
   for (int i = 0; i < kNumOutputs; ++i) {
-    const ValueDesc& d = kValues[kOutputs[i]];
+    const int v = kOutputs[i];
+    const ValueDesc& d = kValues[v];
+    if (d.flags & KILN_ON_HOST) {  // sized at run time: returned from the host (kiln_model_output_data)
+      kiln_tensor_info& info = m->outputs[i];
+      info.rank = static_cast<int>(m->host_dims[v].size());
+      info.dims = m->host_dims[v].data();
+      info.bytes = m->host_data[v].size();
+      continue;
+    }
     if (m->bound[kBuffers[d.buffer].root] == outputs[i]) continue;
     if (d.bytes > 0 && !Ok(cudaMemcpyAsync(outputs[i], BufferPtr(m, d.buffer), d.bytes, cudaMemcpyDefault, m->stream),
                            std::string("output ") + d.name, error))
@@ -469,6 +532,7 @@ int kiln_model_run_device(kiln_model* m, const void* const* inputs, void* const*
   }
   for (int i = 0; i < kNumOutputs; ++i) {
     int b = kValues[kOutputs[i]].buffer;
+    if (b < 0) continue;  // returned from the host
     if (kBuffers[b].kind == KILN_OUTPUT && kBuffers[b].root == b && !m->bound[b]) m->bound[b] = outputs[i];
   }
   std::string error;
@@ -501,6 +565,10 @@ const kiln_tensor_info* kiln_model_input(const kiln_model* m, int i) {
 }
 const kiln_tensor_info* kiln_model_output(const kiln_model* m, int i) {
   return m && i >= 0 && i < static_cast<int>(m->outputs.size()) ? &m->outputs[i] : nullptr;
+}
+const void* kiln_model_output_data(const kiln_model* m, int i) {
+  if (!m || i < 0 || i >= kNumOutputs || !(kValues[kOutputs[i]].flags & KILN_ON_HOST)) return nullptr;
+  return m->host_data[kOutputs[i]].data();
 }
 const char* kiln_model_device(const kiln_model* m) { return m ? m->device_name.c_str() : ""; }
 int kiln_model_num_host_tasks(const kiln_model*) { return kNumHostTasks; }

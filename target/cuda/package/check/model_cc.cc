@@ -2,13 +2,15 @@
 // warnings as errors against the CUDA headers (target/CMakeLists.txt), as
 // nvcc compiles it in a package: the prologue, one model's tables, the
 // runtime behind the C API. The tables are those of a package with a
-// strided copy, a host task (CumSum) and a GEMM whose sm_90a variant takes
-// TMA tensor maps, so every table the runtime reads has entries.
+// strided copy, a host task (CumSum), a GEMM whose sm_90a variant takes
+// TMA tensor maps and a host task (NonZero) whose output is sized at run
+// time and returned from the host, so every table the runtime reads has
+// entries.
 #include "../launcher_prologue.cc"
 
 static const int64_t kArenaBytes = 3408128;
 static const int64_t kConstantBytes = 0;
-static const int kNumHostTasks = 1;
+static const int kNumHostTasks = 2;
 
 static const BufferDesc kBuffers[] = {
     {KILN_ARENA, 2621440, 96, KILN_INPUT, 0},            // 0: input x
@@ -41,25 +43,32 @@ static const int kZeroArgs[] = {0};
 
 static const LaunchDesc kLaunches[] = {{0, 0, 2, 0, 0}, {1, 2, 3, 0, 0}, {0, 0, 0, 0, 0}};
 
-static const int64_t kDims[] = {6, 4, 6, 4, 4, 6, 512, 1024, 1024, 768, 512, 768, 0};
-static const int kNumValues = 7;
+static const int64_t kDims[] = {6, 4, 6, 4, 4, 6, 512, 1024, 1024, 768, 512, 768, 2, -1, 0};
+static const int kNumValues = 8;
 static const ValueDesc kValues[] = {
-    {"t", 6, 1, "f32", 2, 0, 96},         {"ax", 1, 7, "i64", 0, 2, 8},         {"c", 4, 1, "f32", 2, 2, 96},
-    {"x", 0, 1, "f32", 2, 4, 96},         {"a", 2, 10, "f16", 2, 6, 1048576},   {"b", 3, 10, "f16", 2, 8, 1572864},
-    {"d", 5, 10, "f16", 2, 10, 786432},   {"", -1, 0, "", 0, 0, 0}};
+    {"t", 6, 1, "f32", 2, 0, 96, 0},
+    {"ax", 1, 7, "i64", 0, 2, 8, 0},
+    {"c", 4, 1, "f32", 2, 2, 96, 0},
+    {"x", 0, 1, "f32", 2, 4, 96, 0},
+    {"a", 2, 10, "f16", 2, 6, 1048576, 0},
+    {"b", 3, 10, "f16", 2, 8, 1572864, 0},
+    {"d", 5, 10, "f16", 2, 10, 786432, 0},
+    {"nz", -1, 7, "i64", 2, 12, 0, KILN_ON_HOST | KILN_DYNAMIC},
+    {"", -1, 0, "", 0, 0, 0, 0}};
 
-static const int kHostIo[] = {0, 1, 2, 0};
+static const int kHostIo[] = {0, 1, 2, 3, 7, 0};
 
-static const int kNumTasks = 3;
+static const int kNumTasks = 4;
 static const TaskDesc kTasks[] = {
     {KILN_TASK_KERNEL, "t", 0, 1, -1, 0, 0, 0},
     {KILN_TASK_HOST, "c", 0, 0, 1, 0, 2, 1},
     {KILN_TASK_KERNEL, "d", 1, 1, -1, 0, 0, 0},
+    {KILN_TASK_HOST, "nz", 0, 0, 3, 3, 1, 1},
     {0, "", 0, 0, -1, 0, 0, 0}};
 
 static const int kNumInputs = 4;
 static const int kInputs[] = {3, 1, 4, 5, 0};
-static const int kNumOutputs = 2;
-static const int kOutputs[] = {2, 6, 0};
+static const int kNumOutputs = 3;
+static const int kOutputs[] = {2, 6, 7, 0};
 
 #include "../launcher_runtime.cc"
