@@ -1,0 +1,95 @@
+// cuda_runtime_on_host.cc - the CUDA runtime calls a package's launcher
+// makes, over host memory, so that a package's model.cc runs without a GPU
+// (tests/cuda/launcher_on_host_test.cc). One device, "host", of compute
+// capability 8.0; device memory is host memory, copies are memcpy, streams
+// and events do nothing. It runs no kernel: a package it loads must have
+// none (every task a host task or a view). kiln_shim_copies() counts the
+// copies by direction.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+int copies[5];  // by cudaMemcpyKind
+}
+
+extern "C" int kiln_shim_copies(int kind) { return kind >= 0 && kind < 5 ? copies[kind] : -1; }
+extern "C" void kiln_shim_reset() { std::memset(copies, 0, sizeof copies); }
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int) {
+  std::memset(prop, 0, sizeof *prop);
+  std::strcpy(prop->name, "host");
+  prop->major = 8;
+  prop->minor = 0;
+  return cudaSuccess;
+}
+const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "not on the host"; }
+cudaError_t cudaGetLastError() { return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = nullptr;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaMalloc(void** p, size_t n) {
+  *p = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  ++copies[kind];
+  std::memcpy(dst, src, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy(dst, src, n, kind);
+}
+cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) {
+  std::memset(p, v, n);
+  return cudaSuccess;
+}
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, const void*) { return cudaErrorInvalidDeviceFunction; }
+cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return cudaErrorInvalidDeviceFunction; }
+cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+  return cudaErrorInvalidDeviceFunction;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = nullptr;
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
+  *ms = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDriverEntryPoint(const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult* r) {
+  if (r) *r = cudaDriverEntryPointSymbolNotFound;
+  return cudaErrorNotSupported;
+}
+cudaError_t cudaGetDriverEntryPointByVersion(const char*, void**, unsigned int, unsigned long long,
+                                             cudaDriverEntryPointQueryResult* r) {
+  if (r) *r = cudaDriverEntryPointSymbolNotFound;
+  return cudaErrorNotSupported;
+}
+
+// kernels.cu's table: no kernels.
+extern const void* const kiln_kernel_functions[] = {nullptr};
+
+}  // extern "C"

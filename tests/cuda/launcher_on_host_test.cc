@@ -1,0 +1,141 @@
+//===- launcher_on_host_test.cc - A package's launcher run without a GPU ---===//
+//
+// model.cc, the launcher of a cuda package, built with the host compiler
+// against tests/cuda/cuda_runtime_on_host.cc (the CUDA runtime's calls over
+// host memory) and run through the C API of kiln_model.h with kiln's
+// reference kernels as the host-op provider: for packages whose tasks all
+// run on the host, what a GPU run does short of the kernels. Outputs sized
+// at run time, values kept on the host, one copy of a device value per run,
+// against the reference executor over runs whose sizes differ.
+//
+//===----------------------------------------------------------------------===//
+#include <dlfcn.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "graph/exec/executor.h"
+#include "runtime/host_ops.h"
+#include "runtime/kiln_model_abi.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace kiln {
+namespace {
+
+using cuda_test::Package;
+using cuda_test::ParseKir;
+using cuda_test::Random;
+
+// cudaMemcpyKind's values (cuda_runtime_api.h is not included here).
+constexpr int kHostToDevice = 1, kDeviceToHost = 2, kDefault = 4;
+
+// The C API of a package library, and the shim's copy counter.
+struct Launcher {
+  void* lib = nullptr;
+  void* (*load)(const char*, char*, size_t) = nullptr;
+  int (*run)(void*, const void* const*, void* const*, char*, size_t) = nullptr;
+  void (*free)(void*) = nullptr;
+  const kiln_tensor_info* (*output)(const void*, int) = nullptr;
+  const void* (*output_data)(const void*, int) = nullptr;
+  void (*set_host_ops)(void*, const kiln_host_ops*, void*) = nullptr;
+  int (*copies)(int) = nullptr;
+  void (*reset)() = nullptr;
+};
+
+// Writes the package of `kir` into a fresh directory and builds its
+// launcher there with the host compiler; empty `error` on success.
+Launcher BuildOnHost(const std::string& kir, const std::string& name, std::string* dir, std::string* error) {
+  Launcher l;
+  auto m = ParseKir(kir);
+  if (!m.ok()) return *error = std::string(m.status().message()), l;
+  auto p = Package(*m);
+  if (!p.ok()) return *error = std::string(p.status().message()), l;
+  if (!p->kernels.empty()) return *error = "the package has kernels; the host runtime runs none", l;
+  *dir = cuda_test::TempDir(name);
+  if (auto s = target::cuda::WriteCudaPackage(*p, *dir); !s.ok()) return *error = std::string(s.message()), l;
+  const std::string cmd =
+      absl::StrCat("cd ", *dir, " && ", KILN_HOST_CXX, " -std=c++17 -O1 -w -shared -fPIC -I/usr/local/cuda/include ",
+                   "model.cc ", KILN_SOURCE_DIR, "/tests/cuda/cuda_runtime_on_host.cc -o libkiln_model.so > build.log ",
+                   "2>&1");
+  if (std::system(cmd.c_str()) != 0) return *error = cuda_test::ReadFileOrEmpty(*dir + "/build.log"), l;
+  l.lib = dlopen((*dir + "/libkiln_model.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!l.lib) return *error = dlerror(), l;
+  auto sym = [&](const char* s, auto& fn) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(l.lib, s));
+    if (!fn) *error = absl::StrCat("no ", s);
+  };
+  sym("kiln_model_load", l.load);
+  sym("kiln_model_run", l.run);
+  sym("kiln_model_free", l.free);
+  sym("kiln_model_output", l.output);
+  sym("kiln_model_output_data", l.output_data);
+  sym("kiln_model_set_host_ops", l.set_host_ops);
+  sym("kiln_shim_copies", l.copies);
+  sym("kiln_shim_reset", l.reset);
+  return l;
+}
+
+TEST(CudaLauncherOnHost, OutputsSizedAtRunTimeAndValuesKeptOnTheHost) {
+  if (!std::filesystem::exists("/usr/local/cuda/include/cuda_runtime_api.h")) GTEST_SKIP() << "no CUDA headers";
+  // NonZero's indices are sized at run time and returned from the host;
+  // TopK's values stay on the host for CumSum; x, read by both NonZero and
+  // TopK, is copied to the host once per run.
+  const std::string kir = R"(graph @main(%x: f32[4,6]) {
+  %nz = NonZero(%x)
+  %k = const i64[1] dense [2]
+  %vals, %idx = TopK(%x, %k) {axis = 1}
+  %ax = const i64[] dense [1]
+  %cs = CumSum(%vals, %ax)
+  return %nz, %cs, %idx
+})";
+  std::string dir, error;
+  Launcher l = BuildOnHost(kir, "launcher_on_host", &dir, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  char err[512] = "";
+  void* model = l.load(dir.c_str(), err, sizeof err);
+  ASSERT_NE(model, nullptr) << err;
+  l.set_host_ops(model, static_cast<const kiln_host_ops*>(runtime::ReferenceHostOps()), nullptr);
+  // Before a run, NonZero's output has a dim of -1 and no bytes.
+  ASSERT_EQ(l.output(model, 0)->rank, 2);
+  EXPECT_EQ(l.output(model, 0)->dims[1], -1);
+  EXPECT_EQ(l.output(model, 0)->bytes, 0u);
+  auto parsed = ParseKir(kir);
+  ASSERT_TRUE(parsed.ok());
+  // Runs whose NonZero sizes differ: 24, 0 and some elements.
+  for (int run = 0; run < 3; ++run) {
+    SCOPED_TRACE(run);
+    Tensor x = run == 2 ? Random(DType::kF32, {4, 6}, 7) : Tensor(DType::kF32, {4, 6});
+    if (run == 2)
+      for (int64_t i = 0; i < x.numel(); i += 3) x.data<float>()[i] = 0;
+    for (int64_t i = 0; i < x.numel() && run < 2; ++i) x.data<float>()[i] = run == 0 ? 1.0f + i : 0.0f;
+    Executor exec;
+    auto want = exec.Run(*parsed->graph, {x});
+    ASSERT_TRUE(want.ok()) << want.status();
+    Tensor cs(DType::kF32, {4, 2}), idx(DType::kI64, {4, 2});
+    const void* ins[] = {x.raw()};
+    void* outs[] = {nullptr, cs.raw(), idx.raw()};
+    l.reset();
+    ASSERT_EQ(l.run(model, ins, outs, err, sizeof err), 0) << err;
+    const kiln_tensor_info* info = l.output(model, 0);
+    ASSERT_EQ(info->rank, 2);
+    Tensor nz(DType::kI64, Dims(info->dims, info->dims + 2));
+    ASSERT_EQ(info->bytes, nz.nbytes());
+    if (nz.nbytes() > 0) std::memcpy(nz.raw(), l.output_data(model, 0), nz.nbytes());
+    EXPECT_TRUE(nz.Equals((*want)[0]));
+    EXPECT_TRUE(cs.Equals((*want)[1]));
+    EXPECT_TRUE(idx.Equals((*want)[2]));
+    EXPECT_EQ(l.output_data(model, 1), nullptr);  // static: written through outputs[1]
+    // One copy of x to the host (for NonZero and TopK); cs and idx back to
+    // the device and to the caller; nothing else moves.
+    EXPECT_EQ(l.copies(kDeviceToHost), 1);
+    EXPECT_EQ(l.copies(kHostToDevice), 2);
+    EXPECT_EQ(l.copies(kDefault), 3);  // the caller's x in, cs and idx out
+  }
+  l.free(model);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln
