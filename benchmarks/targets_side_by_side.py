@@ -5,8 +5,9 @@ For each model of scripts/export_models.py and each precision this compiles
 it with both binaries for npusim and for cuda and prints one Markdown table
 row: npusim's simulated cycles (a timing-only run), whether the two .kiln
 artifacts are byte-identical, the cuda package's kernel launches and
-distinct kernels, and whether the two packages' files are byte-identical.
-It is how a restructuring shows it kept every figure.
+distinct kernels, whether the two packages' files are byte-identical, and
+whether their kernels (kernels.cu) are. A compile a binary refuses shows
+as "refused". It is how a restructuring shows it kept every figure.
 
 usage: benchmarks/targets_side_by_side.py OLD_KILN NEW_KILN MODELS_DIR [NAME ...]
 """
@@ -32,8 +33,11 @@ def npusim(kiln, model, inputs, precision, out):
 
 
 def cuda(kiln, model, precision, out):
-    explain = run([kiln, "compile", model, "--target=cuda", f"--precision={precision}", "-o", out,
-                   "--explain-placement"])
+    try:
+        explain = run([kiln, "compile", model, "--target=cuda", f"--precision={precision}", "-o", out,
+                       "--explain-placement"])
+    except RuntimeError:
+        return "refused"
     m = re.search(r"(\d+) launches(?: of|,) (\d+) distinct kernels", explain)
     if m:
         return f"{m.group(1)} / {m.group(2)}"
@@ -41,7 +45,13 @@ def cuda(kiln, model, precision, out):
     return m.group(1) if m else "?"
 
 
+def same_file(a, b):
+    return os.path.exists(a) and os.path.exists(b) and filecmp.cmp(a, b, shallow=False)
+
+
 def same_tree(a, b):
+    if not (os.path.isdir(a) and os.path.isdir(b)):
+        return False
     cmp = filecmp.dircmp(a, b)
     if cmp.left_only or cmp.right_only or cmp.diff_files or cmp.funny_files:
         return False
@@ -59,8 +69,8 @@ def main():
     old, new, models = sys.argv[1:4]
     names = sys.argv[4:] or sorted(os.listdir(models))
     print("| model | precision | npusim cycles before | after | .kiln identical | cuda launches / kernels before | "
-          "after | package identical |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "after | package identical | kernels.cu identical |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             d = os.path.join(models, name)
@@ -76,8 +86,9 @@ def main():
                 pa, pb = os.path.join(tmp, "old.cuda"), os.path.join(tmp, "new.cuda")
                 la, lb = cuda(old, model, precision, pa), cuda(new, model, precision, pb)
                 psame = same_tree(pa, pb)
+                ksame = same_file(os.path.join(pa, "kernels.cu"), os.path.join(pb, "kernels.cu"))
                 print(f"| {name} | {precision} | {ca:,} | {cb:,} | {'yes' if same else 'NO'} | {la} | {lb} | "
-                      f"{'yes' if psame else 'NO'} |", flush=True)
+                      f"{'yes' if psame else 'NO'} | {'yes' if ksame else 'NO'} |", flush=True)
                 for p in (pa, pb):
                     subprocess.run(["rm", "-rf", p])
     return 0
