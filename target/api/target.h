@@ -126,6 +126,15 @@ struct SettingSpec {
   std::string help;        // one paragraph; the default included
 };
 
+// The links between devices that run a data-parallel step's collectives
+// (chip links, NVLink): what the shared bucket planner
+// (target/backend/allreduce_buckets.h) times an AllReduce with.
+struct LinkFigures {
+  double bytes_per_second = 0;  // one device's link bandwidth, each way; 0: no links
+  double latency_seconds = 0;   // one step of a ring (a send and its completion)
+  int max_devices = 1;          // devices the links join (a node's GPUs)
+};
+
 struct TargetDescription {
   std::string name;
   std::string summary;
@@ -137,6 +146,7 @@ struct TargetDescription {
   double global_bytes_per_second = 0;      // HBM
   double vector_bytes_per_cycle = 0;       // per compute unit
   double host_link_bytes_per_second = 0;   // PCIe, each way
+  LinkFigures links;                       // between devices
   TilingFigures tiling;
   // The optimizer pipeline `kiln compile` runs for this target when
   // --passes is left at its default ("" for the default pipeline).

@@ -30,7 +30,9 @@
 // the driver's default target is the one that declares itself golden.
 // Version 8: TaskReportRow::l2_hit_rate, and kTasksCsvHeader's l2_hit_rate
 // column (the share of GM reads a cache served).
-#define KILN_TARGET_API_VERSION 8
+// Version 9: TargetDescription::links (LinkFigures), the links between
+// devices that the shared bucket planner times collectives with.
+#define KILN_TARGET_API_VERSION 9
 
 // kiln's own release, printed by `kiln --version` and recorded by the CMake
 // package (KilnConfigVersion.cmake).

@@ -28,7 +28,7 @@
 #include "target/backend/copy_pieces.h"
 #include "target/backend/donation.h"
 #include "target/backend/memory_plan.h"
-#include "target/npusim/allreduce_buckets.h"
+#include "target/backend/allreduce_buckets.h"
 #include "target/npusim/kernels/cube.h"
 #include "target/npusim/kernels/cube_img2col.h"
 #include "target/npusim/kernels/cube_matmul.h"
@@ -370,7 +370,7 @@ class BufferTable {
   std::vector<int> alias_;
 };
 
-// Groups the AllReduce tasks into buckets (target/npusim/allreduce_buckets.h)
+// Groups the AllReduce tasks into buckets (target/backend/allreduce_buckets.h)
 // and keeps their buffers alive while the links may touch them: a bucket
 // runs on its own stream, from the end of the last task that produces one
 // of its inputs (`after`) to the first compute task that reads one of its
@@ -387,7 +387,7 @@ absl::Status PlanAllReduceBuckets(artifact::NpusimModule& module, const std::vec
     return absl::OkStatus();
   }
   module.set_replicas(replicas);
-  KILN_ASSIGN_OR_RETURN(std::string s, npusim::ParseBucketStrategy(strategy.empty() ? "search" : strategy));
+  KILN_ASSIGN_OR_RETURN(std::string s, ParseBucketStrategy(strategy.empty() ? "search" : strategy));
   module.set_buckets(s);
   // When each compute task ends, by the estimates, if they ran back to back.
   std::vector<double> end(module.tasks_size(), 0);
@@ -396,11 +396,12 @@ absl::Status PlanAllReduceBuckets(artifact::NpusimModule& module, const std::vec
   std::vector<int> order = collectives;
   auto after = [&](int t) { return module.tasks(t).collective().after(); };
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return after(a) < after(b); });
-  std::vector<npusim::AllReduceItem> items;
+  std::vector<AllReduceItem> items;
   for (int t : order) items.push_back({module.tasks(t).collective().bytes(), after(t) < 0 ? 0 : end[after(t)]});
-  KILN_ASSIGN_OR_RETURN(std::vector<npusim::PlannedBucket> plan, npusim::PlanBuckets(s, items, machine, replicas));
+  KILN_ASSIGN_OR_RETURN(std::vector<PlannedBucket> plan,
+                        PlanBuckets(s, items, [&](int64_t bytes) { return sim::AllReduceCycles(machine, bytes, replicas); }));
   const int last = module.tasks_size();
-  for (const npusim::PlannedBucket& p : plan) {
+  for (const PlannedBucket& p : plan) {
     artifact::Bucket* b = module.add_bucket_plan();
     int start_after = -1, before = last;
     for (int i : p.items) {

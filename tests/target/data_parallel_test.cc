@@ -1,6 +1,6 @@
 //===- data_parallel_test.cc - Data-parallel training steps on npusim -----===//
 //
-// The bucket planner (target/npusim/allreduce_buckets.h) against its own
+// The bucket planner (target/backend/allreduce_buckets.h) against its own
 // model, and a data-parallel step (training-step --replicas) compiled for
 // npusim and run with sharded inputs against the mean of one-chip steps on
 // each shard (the reference executor).
@@ -22,16 +22,16 @@
 #include "target/npusim/npusim_executable.h"
 #include "sim/machine/machine.h"
 #include "target/api/target_registry.h"
-#include "target/npusim/allreduce_buckets.h"
+#include "target/backend/allreduce_buckets.h"
 #include "target/npusim/npusim_compile.h"
 #include "tests/target/target_test_util.h"
 
 namespace kiln {
 namespace {
 
-using target::npusim::AllReduceItem;
-using target::npusim::PlanBuckets;
-using target::npusim::PlannedBucket;
+using target::AllReduceItem;
+using target::PlanBuckets;
+using target::PlannedBucket;
 
 constexpr int64_t kMiB = 1 << 20;
 
@@ -42,9 +42,31 @@ std::vector<std::vector<int>> Groups(const std::vector<PlannedBucket>& plan) {
 }
 
 std::vector<PlannedBucket> Plan(const std::string& strategy, const std::vector<AllReduceItem>& items, int chips = 8) {
-  auto plan = PlanBuckets(strategy, items, sim::DefaultMachine(), chips);
+  const sim::Machine machine = sim::DefaultMachine();
+  auto plan = PlanBuckets(strategy, items, [&](int64_t bytes) { return sim::AllReduceCycles(machine, bytes, chips); });
   EXPECT_TRUE(plan.ok()) << plan.status();
   return plan.ok() ? *plan : std::vector<PlannedBucket>{};
+}
+
+TEST(AllReduceBuckets, RingTimeOnLinkFigures) {
+  target::LinkFigures nvlink{100e9, 5e-6, 8};
+  // 2 (8 - 1) steps of 1 MiB / 8 each: 14 x (5 us + 131,072 B / 100 GB/s).
+  auto t = target::RingAllReduceSeconds(nvlink, kMiB, 8);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(*t, 14 * (5e-6 + 131072 / 100e9), 1e-12);
+  EXPECT_EQ(*target::RingAllReduceSeconds(nvlink, kMiB, 1), 0.0);
+  auto none = target::RingAllReduceSeconds(target::LinkFigures{}, kMiB, 2);
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(absl::StrContains(none.status().message(), "no links between devices")) << none.status();
+  // The planner takes any time rule: with these links, two gradients ready
+  // far apart go in two buckets, two ready together in one.
+  const target::CollectiveTime ring = [&](int64_t bytes) { return target::RingAllReduceSeconds(nvlink, bytes, 8); };
+  auto apart = PlanBuckets("search", {{kMiB, 0}, {kMiB, 1.0}}, ring);
+  ASSERT_TRUE(apart.ok());
+  EXPECT_EQ(Groups(*apart), (std::vector<std::vector<int>>{{0}, {1}}));
+  auto together = PlanBuckets("search", {{kMiB, 0}, {kMiB, 0}}, ring);
+  ASSERT_TRUE(together.ok());
+  EXPECT_EQ(Groups(*together), (std::vector<std::vector<int>>{{0, 1}}));
 }
 
 TEST(AllReduceBuckets, FixedStrategies) {
@@ -70,12 +92,12 @@ TEST(AllReduceBuckets, FixedStrategies) {
 
 TEST(AllReduceBuckets, BadStrategiesAreRefused) {
   for (const char* s : {"foo", "0", "-1", "MiB", ""}) {
-    auto p = target::npusim::ParseBucketStrategy(s);
+    auto p = target::ParseBucketStrategy(s);
     ASSERT_FALSE(p.ok()) << s;
     EXPECT_EQ(p.status().message(), absl::StrCat("--buckets must be search, ddp, single, per-tensor or a size in "
                                                  "MiB, not '", s, "'"));
   }
-  EXPECT_EQ(*target::npusim::ParseBucketStrategy("25"), "25MiB");
+  EXPECT_EQ(*target::ParseBucketStrategy("25"), "25MiB");
 }
 
 // Search's plan ends its last collective no later than any partition of the

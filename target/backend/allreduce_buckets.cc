@@ -1,5 +1,5 @@
 //===- allreduce_buckets.cc - Grouping a step's AllReduces into buckets ---===//
-#include "target/npusim/allreduce_buckets.h"
+#include "target/backend/allreduce_buckets.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,9 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "graph/support/status.h"
-#include "sim/machine/machine.h"
 
-namespace kiln::target::npusim {
+namespace kiln::target {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
@@ -50,12 +49,12 @@ absl::StatusOr<std::string> ParseBucketStrategy(const std::string& text) {
 
 absl::StatusOr<std::vector<PlannedBucket>> PlanBuckets(const std::string& strategy,
                                                        const std::vector<AllReduceItem>& items,
-                                                       const sim::Machine& machine, int replicas) {
+                                                       const CollectiveTime& time) {
   KILN_ASSIGN_OR_RETURN(std::string s, ParseBucketStrategy(strategy));
   const int n = static_cast<int>(items.size());
   std::vector<int64_t> prefix(n + 1, 0);
   for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + items[i].bytes;
-  auto link = [&](int i, int j) { return sim::AllReduceCycles(machine, prefix[j] - prefix[i], replicas); };
+  auto link = [&](int i, int j) { return time(prefix[j] - prefix[i]); };
 
   std::vector<std::vector<int>> groups;
   if (s == "single") {
@@ -110,4 +109,15 @@ absl::StatusOr<std::vector<PlannedBucket>> PlanBuckets(const std::string& strate
   return out;
 }
 
-}  // namespace kiln::target::npusim
+absl::StatusOr<double> RingAllReduceSeconds(const LinkFigures& links, int64_t bytes, int devices) {
+  if (devices < 1) return absl::InvalidArgumentError(absl::StrCat("an AllReduce needs at least 1 device, got ", devices));
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("an AllReduce of a negative size (", bytes, " bytes)"));
+  if (devices == 1) return 0.0;
+  if (links.bytes_per_second <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("the target has no links between devices: an AllReduce among ",
+                                                   devices, " cannot run"));
+  const double chunk = static_cast<double>(bytes) / devices;
+  return 2.0 * (devices - 1) * (links.latency_seconds + chunk / links.bytes_per_second);
+}
+
+}  // namespace kiln::target

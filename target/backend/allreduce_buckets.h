@@ -18,23 +18,27 @@
 // `search` is exact for its model: the compute stream runs its tasks one
 // after another, each taking its estimated cycles, so gradient i is ready at
 // r_i; the links run one collective at a time, a bucket of S bytes taking
-// sim::AllReduceCycles(S). With the gradients in ready order, the earliest
+// T(S), the target's time for an AllReduce of S bytes (npusim: its chip
+// links, sim::AllReduceCycles; cuda: a ring over the GPU's links,
+// RingAllReduceSeconds). With the gradients in ready order, the earliest
 // end of the first j of them sent in buckets is
-//   f(j) = min over i < j of max(f(i), r_j) + AllReduceCycles(S(i..j)),
+//   f(j) = min over i < j of max(f(i), r_j) + T(S(i..j)),
 // a dynamic program over the n gradients in O(n^2) (ties: the prefix plan
-// with fewer buckets).
+// with fewer buckets). Times are in whatever unit the target uses for
+// both, cycles or seconds.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sim/machine/machine.pb.h"
+#include "target/api/target.h"
 
-namespace kiln::target::npusim {
+namespace kiln::target {
 
 // One AllReduce to place: its bytes and when its inputs are ready
 // (estimated cycles from the first compute task).
@@ -53,9 +57,18 @@ struct PlannedBucket {
 // positive number of MiB); returns it normalized ("25" -> "25MiB").
 absl::StatusOr<std::string> ParseBucketStrategy(const std::string& text);
 
+// The time of one collective of `bytes` bytes (in the items' unit).
+using CollectiveTime = std::function<absl::StatusOr<double>(int64_t bytes)>;
+
 // Groups `items` (sorted by ready time) into buckets under `strategy`.
 absl::StatusOr<std::vector<PlannedBucket>> PlanBuckets(const std::string& strategy,
                                                        const std::vector<AllReduceItem>& items,
-                                                       const sim::Machine& machine, int replicas);
+                                                       const CollectiveTime& time);
 
-}  // namespace kiln::target::npusim
+// An AllReduce of `bytes` over `devices` devices as a ring on links of
+// `links` (reduce-scatter, then all-gather): 2 (devices - 1) steps, each
+// moving bytes / devices over one link and paying its latency. Seconds; 0
+// for one device; an error when the links cannot carry it.
+absl::StatusOr<double> RingAllReduceSeconds(const LinkFigures& links, int64_t bytes, int devices);
+
+}  // namespace kiln::target
