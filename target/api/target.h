@@ -132,7 +132,8 @@ struct SettingSpec {
 struct LinkFigures {
   double bytes_per_second = 0;  // one device's link bandwidth, each way; 0: no links
   double latency_seconds = 0;   // one step of a ring (a send and its completion)
-  int max_devices = 1;          // devices the links join (a node's GPUs)
+  double launch_seconds = 0;    // a collective's start, before its first step
+  int max_devices = 0;          // devices the links join (a node's GPUs); 0: no bound
 };
 
 struct TargetDescription {

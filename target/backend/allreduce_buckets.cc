@@ -116,8 +116,10 @@ absl::StatusOr<double> RingAllReduceSeconds(const LinkFigures& links, int64_t by
   if (links.bytes_per_second <= 0)
     return absl::InvalidArgumentError(absl::StrCat("the target has no links between devices: an AllReduce among ",
                                                    devices, " cannot run"));
+  if (links.max_devices > 0 && devices > links.max_devices)
+    return absl::InvalidArgumentError(absl::StrCat("the links join ", links.max_devices, " devices, not ", devices));
   const double chunk = static_cast<double>(bytes) / devices;
-  return 2.0 * (devices - 1) * (links.latency_seconds + chunk / links.bytes_per_second);
+  return links.launch_seconds + 2.0 * (devices - 1) * (links.latency_seconds + chunk / links.bytes_per_second);
 }
 
 }  // namespace kiln::target

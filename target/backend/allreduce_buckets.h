@@ -66,9 +66,10 @@ absl::StatusOr<std::vector<PlannedBucket>> PlanBuckets(const std::string& strate
                                                        const CollectiveTime& time);
 
 // An AllReduce of `bytes` over `devices` devices as a ring on links of
-// `links` (reduce-scatter, then all-gather): 2 (devices - 1) steps, each
-// moving bytes / devices over one link and paying its latency. Seconds; 0
-// for one device; an error when the links cannot carry it.
+// `links` (reduce-scatter, then all-gather): its launch, then 2 (devices -
+// 1) steps, each moving bytes / devices over one link and paying its
+// latency. Seconds; 0 for one device; an error when the links cannot carry
+// it.
 absl::StatusOr<double> RingAllReduceSeconds(const LinkFigures& links, int64_t bytes, int devices);
 
 }  // namespace kiln::target

@@ -74,6 +74,12 @@ TargetDescription MakeDescription() {
   d.global_bytes_per_second = 3.35e12;
   d.vector_bytes_per_cycle = 512;  // 128 fp32 lanes per SM
   d.host_link_bytes_per_second = 64e9;
+  // NVLink 4 between the GPUs of an HGX H100 node: 900 GB/s per GPU both
+  // ways together (NVIDIA's H100 datasheet), 450 GB/s each way; a ring
+  // step's and a collective's latency as NCCL's tuning model gives them for
+  // the ring algorithm's Simple protocol over NVLink (src/graph/tuning.cc:
+  // hwLat 3.4 us, baseLat 8.4 us).
+  d.links = {450e9, 3.4e-6, 8.4e-6, 8};
   // 8 warps per block; cp.async pipelines of up to 4 stages; an SM's four
   // TensorCores each serve one warp scheduler, so a block needs 4 warps
   // to reach the SM's MMA rate. A warp's accumulators live in its

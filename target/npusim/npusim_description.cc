@@ -43,6 +43,9 @@ TargetDescription DescriptionOf(const sim::Machine& m) {
   d.global_bytes_per_second = m.chip().hbm_bandwidth_gbps() * 1e9;
   d.vector_bytes_per_cycle = static_cast<double>(core.vector_bytes_per_cycle());
   d.host_link_bytes_per_second = m.host_link().bandwidth_gbps() * 1e9;
+  // The chip links (sim::AllReduceCycles times npusim's collectives on them).
+  d.links.bytes_per_second = m.chip_links().bandwidth_gbps() * 1e9 * static_cast<double>(m.chip_links().count());
+  d.links.latency_seconds = m.chip_links().latency_us() * 1e-6;
   // One cube per AI core; L1 double-buffered; HBM latency of the SystemC
   // model; the accumulator scope's capacity is the only bound on a group's
   // accumulators; a stage's flag waits are not charged.

@@ -49,12 +49,14 @@ std::vector<PlannedBucket> Plan(const std::string& strategy, const std::vector<A
 }
 
 TEST(AllReduceBuckets, RingTimeOnLinkFigures) {
-  target::LinkFigures nvlink{100e9, 5e-6, 8};
-  // 2 (8 - 1) steps of 1 MiB / 8 each: 14 x (5 us + 131,072 B / 100 GB/s).
+  target::LinkFigures nvlink{100e9, 5e-6, 8e-6, 8};
+  // The launch, then 2 (8 - 1) steps of 1 MiB / 8 each: 8 us + 14 x (5 us
+  // + 131,072 B / 100 GB/s).
   auto t = target::RingAllReduceSeconds(nvlink, kMiB, 8);
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_NEAR(*t, 14 * (5e-6 + 131072 / 100e9), 1e-12);
+  EXPECT_NEAR(*t, 8e-6 + 14 * (5e-6 + 131072 / 100e9), 1e-12);
   EXPECT_EQ(*target::RingAllReduceSeconds(nvlink, kMiB, 1), 0.0);
+  EXPECT_FALSE(target::RingAllReduceSeconds(nvlink, kMiB, 9).ok());  // the links join 8
   auto none = target::RingAllReduceSeconds(target::LinkFigures{}, kMiB, 2);
   ASSERT_FALSE(none.ok());
   EXPECT_TRUE(absl::StrContains(none.status().message(), "no links between devices")) << none.status();
