@@ -100,6 +100,8 @@ std::string ModelSource(const CudaPackage& p) {
       "// constants region read from constants.bin), kernels and their variants per GPU architecture,\n"
       "// launches and their arguments, tasks in order, inputs and outputs. Then the runtime behind the C\n"
       "// API of kiln_model.h, the same in every package.\n");
+  // A data-parallel step's launcher calls NCCL (the build links it).
+  absl::StrAppend(&s, "\n#define KILN_NCCL ", p.collectives() ? 1 : 0, "\n");
   absl::StrAppend(&s, "\n", package_files::kLauncherPrologue);
   absl::StrAppend(&s, "\n//===----------------------------------------------------------------------===//\n"
                       "// This model.\n"
@@ -107,7 +109,8 @@ std::string ModelSource(const CudaPackage& p) {
   absl::StrAppend(&s, "static const int64_t kArenaBytes = ", p.arena_bytes, ";  // ", p.naive_bytes,
                   " without reuse\n");
   absl::StrAppend(&s, "static const int64_t kConstantBytes = ", p.constants.size(), ";\n");
-  absl::StrAppend(&s, "static const int kNumHostTasks = ", p.num_host_tasks(), ";\n\n");
+  absl::StrAppend(&s, "static const int kNumHostTasks = ", p.num_host_tasks(), ";\n");
+  absl::StrAppend(&s, "static const int kReplicas = ", p.replicas, ";  // a data-parallel step's, as compiled\n\n");
 
   absl::StrAppend(&s, "static const BufferDesc kBuffers[] = {\n");
   for (size_t i = 0; i < p.buffers.size(); ++i) {
@@ -155,9 +158,11 @@ std::string ModelSource(const CudaPackage& p) {
   std::string launches = "static const LaunchDesc kLaunches[] = {\n";
   std::string tasks = "static const TaskDesc kTasks[] = {\n";
   std::vector<int> host_io;
+  std::vector<int> task_index;  // per package task that the launcher runs: its index in kTasks
   int num_launches = 0, num_tasks = 0;
   for (const PackageTask& t : p.tasks) {
     if (t.kind == PackageTask::Kind::kView) continue;
+    task_index.push_back(num_tasks);
     std::string comment = absl::StrCat("  // ", num_tasks, ": ", CommentText(t.node), " = ", t.op, " -> ", t.engine,
                                        ": ", CommentText(t.reason));
     if (!t.plan.empty()) absl::StrAppend(&comment, " [", CommentText(t.plan), "]");
@@ -173,6 +178,8 @@ std::string ModelSource(const CudaPackage& p) {
         zero_args.insert(zero_args.end(), k.zero_args.begin(), k.zero_args.end());
         ++num_launches;
       }
+    } else if (t.kind == PackageTask::Kind::kCollective) {
+      absl::StrAppend(&tasks, comment, "\n    {KILN_TASK_COLLECTIVE, ", Quote(t.node), ", 0, 0, -1, 0, 0, 0},\n");
     } else {
       absl::StrAppend(&tasks, comment, "\n    {KILN_TASK_HOST, ", Quote(t.node), ", 0, 0, ", t.host_node, ", ",
                       host_io.size(), ", ", t.host_inputs.size(), ", ", t.host_outputs.size(), "},\n");
@@ -216,6 +223,36 @@ std::string ModelSource(const CudaPackage& p) {
   absl::StrAppend(&s, "static const int kNumTasks = ", num_tasks, ";\n", tasks);
   absl::StrAppend(&s, "static const int kNumInputs = ", p.inputs.size(), ";\n", int_table("kInputs", p.inputs));
   absl::StrAppend(&s, "static const int kNumOutputs = ", p.outputs.size(), ";\n", int_table("kOutputs", p.outputs));
+
+  // A data-parallel step's buckets (kTasks indices) and their tensors, bucket by bucket.
+  std::vector<int> kept(p.tasks.size(), -1);  // package task -> kTasks index
+  for (size_t i = 0, k = 0; i < p.tasks.size(); ++i)
+    if (p.tasks[i].kind != PackageTask::Kind::kView) kept[i] = task_index[k++];
+  // A bucket bound to a view task (nothing runs there) moves to the next task that runs.
+  auto launcher_task = [&](int t, bool later) {
+    if (t < 0) return -1;
+    for (; t >= 0 && t < static_cast<int>(p.tasks.size()); t += later ? 1 : -1)
+      if (kept[t] >= 0) return kept[t];
+    return -1;
+  };
+  std::string items = "static const CollectiveDesc kCollectives[] = {\n";
+  std::string buckets = "static const BucketDesc kBuckets[] = {\n";
+  int num_items = 0;
+  for (size_t b = 0; b < p.bucket_plan.size(); ++b) {
+    const PackageBucket& pb = p.bucket_plan[b];
+    const int first = num_items;
+    for (int t : pb.tasks)
+      for (const CollectiveItem& c : p.tasks[t].collective) {
+        absl::StrAppend(&items, "    {", c.input, ", ", c.output, ", ", c.elements, ", ", DTypeToOnnx(c.dtype), "},  // ",
+                        CommentText(p.tasks[t].node), "\n");
+        ++num_items;
+      }
+    absl::StrAppend(&buckets, "    {", launcher_task(pb.after, false), ", ", launcher_task(pb.before, true), ", ", first,
+                    ", ", num_items - first, "},  // bucket ", b, ": ", pb.bytes, " bytes\n");
+  }
+  absl::StrAppend(&items, "    {0, 0, 0, 0}};\n");
+  absl::StrAppend(&buckets, "    {0, 0, 0, 0}};\n");
+  absl::StrAppend(&s, "\nstatic const int kNumBuckets = ", p.bucket_plan.size(), ";\n", buckets, items);
   absl::StrAppend(&s, "\n", package_files::kLauncherRuntime);
   return s;
 }
@@ -264,20 +301,29 @@ std::string CMakeText(const CudaPackage& p) {
     if (code.rfind("sm_", 0) == 0) archs.push_back(code.substr(3) + "-real");
     else archs.push_back(code.substr(8) + "-virtual");
   }
-  return absl::StrReplaceAll(package_files::kCMakeLists, {{"@CUDA_ARCHITECTURES@", absl::StrJoin(archs, ";")}});
+  return absl::StrReplaceAll(
+      package_files::kCMakeLists,
+      {{"@CUDA_ARCHITECTURES@", absl::StrJoin(archs, ";")},
+       {"@NCCL@", p.collectives() ? "# A data-parallel step: the launcher calls NCCL.\n"
+                                    "find_package(CUDAToolkit REQUIRED)\n"
+                                    "find_library(KILN_NCCL nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)\n"
+                                    "target_link_libraries(kiln_model PRIVATE ${KILN_NCCL})\n"
+                                  : ""}});
 }
 
 std::string BuildScript(const CudaPackage& p) {
-  return absl::StrReplaceAll(package_files::kBuildScript, {{"@NVCC_COMMAND@", NvccCommand(p.build, "\"$NVCC\"")}});
+  return absl::StrReplaceAll(package_files::kBuildScript,
+                             {{"@NVCC_COMMAND@", NvccCommand(p.build, "\"$NVCC\"", p.collectives())}});
 }
 
 }  // namespace
 
-std::string NvccCommand(const CudaBuildOptions& build, const std::string& nvcc) {
+std::string NvccCommand(const CudaBuildOptions& build, const std::string& nvcc, bool nccl) {
   // --threads 0: the gencode targets compile in parallel, one per core.
   std::string s = absl::StrCat(nvcc, " -O3 -std=c++17 --threads 0");
   for (const std::string& g : build.gencodes) absl::StrAppend(&s, " -gencode ", g);
   absl::StrAppend(&s, " -shared -Xcompiler -fPIC -o libkiln_model.so kernels.cu model.cc");
+  if (nccl) absl::StrAppend(&s, " -lnccl");  // NCCL of the toolkit (lib64 is on nvcc's link path)
   return s;
 }
 

@@ -33,6 +33,7 @@
 #include "target/backend/donation.h"
 #include "target/backend/memory_plan.h"
 #include "target/backend/tile_lowering.h"
+#include "target/cuda/cuda_collectives.h"
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_target.h"
 #include "target/precision.h"
@@ -407,8 +408,11 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     // and groups that each took a copy of a shared producer (a decoder's
     // mask, cloned into every layer's group) leave identical copies, one
     // of which serves them all.
-    SimplifyGraph(g, nullptr);
-    EliminateCommonSubexpressions(g);
+    const bool simplified = SimplifyGraph(g, nullptr);
+    const CseReport merged = EliminateCommonSubexpressions(g);
+    // Kernels built while splitting back name values these may have
+    // replaced or erased: they are built again when their task is made.
+    if (simplified || merged.nodes_removed > 0) prebuilt.clear();
     return InferShapes(g);
   };
   KILN_RETURN_IF_ERROR(split_back());
@@ -555,6 +559,11 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     PackageTask task;
     task.node = NodeLabel(*n);
     task.op = n->QualifiedOp();
+    {
+      const OpCost cost = NodeCost(*n);
+      task.flops = cost.flops;
+      task.bytes = cost.bytes_read + cost.bytes_written;
+    }
     auto use = [&](const Value* v) -> absl::StatusOr<int> {
       KILN_RETURN_IF_ERROR(check_storable(v, n));
       int b = buffers.Add(v, v->is_constant() ? PackageBuffer::Kind::kConstant : PackageBuffer::Kind::kIntermediate);
@@ -737,6 +746,24 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       } else {
         reason = absl::StrCat("simt kernel: ", made.message());
       }
+    } else if (engine == "nccl") {
+      // A kiln.AllReduce: each output the mean of its input over the
+      // replicas, in a bucket PlanCollectives forms below.
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        CollectiveItem c;
+        KILN_ASSIGN_OR_RETURN(c.input, use(n->input(i)));
+        KILN_ASSIGN_OR_RETURN(c.output, def(n->output(i)));
+        c.dtype = n->input(i)->type().dtype();
+        c.elements = n->input(i)->type().shape().NumElements();
+        task.collective.push_back(c);
+      }
+      pkg.replicas = std::max<int>(pkg.replicas, static_cast<int>(n->GetInt("replicas", 1)));
+      task.kind = PackageTask::Kind::kCollective;
+      task.engine = engine;
+      task.reason = reason;
+      task.plan = "an ncclAllReduce (average) in its bucket, on the links stream";
+      pkg.tasks.push_back(std::move(task));
+      continue;
     } else if (engine == "tensorcore" || engine == "simt") {
       absl::StatusOr<NodeKernel> k = absl::UnknownError("");
       if (auto it = prebuilt.find(n); it != prebuilt.end()) k = std::move(it->second);
@@ -831,6 +858,12 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       b = buffers.Add(v, v->is_constant() ? PackageBuffer::Kind::kConstant : PackageBuffer::Kind::kOutput);
     pkg.outputs.push_back(value_of(v, b));
   }
+
+  // A data-parallel step's AllReduces in buckets, their buffers kept alive
+  // while the links stream may read or write them.
+  KILN_RETURN_IF_ERROR(PlanCollectives(
+      target.description(), options, pkg, [&](int b) { return buffers.Root(b); },
+      [&](int b, int t) { buffers.Touch(b, t); }));
 
   // Lifetimes: inputs from the start, outputs to the end; a view keeps its
   // root alive as long as it is read.
@@ -998,6 +1031,18 @@ std::string CudaPackage::Explain() const {
     absl::StrAppend(&out, absl::StrFormat("values kept on the host between host tasks: %d (%d sized at run time; %d "
                                           "of them model outputs, returned from the host)\n",
                                           on_host.size(), dynamic.size(), returned));
+  }
+  if (collectives()) {
+    absl::StrAppend(&out, "data parallel: made for ", replicas, " GPUs (any number runs it); AllReduce buckets (",
+                    buckets, "), NCCL on the links stream:\n");
+    for (size_t i = 0; i < bucket_plan.size(); ++i) {
+      const PackageBucket& bk = bucket_plan[i];
+      absl::StrAppend(&out, absl::StrFormat("  bucket %d: %d tensors, %d bytes, after task %d, before %s, estimated "
+                                            "%.1f-%.1f us\n",
+                                            i, bk.tasks.size(), bk.bytes, bk.after,
+                                            bk.before < 0 ? std::string("the end") : absl::StrCat("task ", bk.before),
+                                            bk.start_us, bk.end_us));
+    }
   }
   absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%), %d bytes of "
                                         "constants\n",

@@ -118,8 +118,26 @@ struct PackageKernel {
   int decode_attention_stage = 0;
 };
 
+// One tensor of a kiln.AllReduce: its output buffer the mean of its input
+// buffer over the replicas.
+struct CollectiveItem {
+  int input = -1, output = -1;  // buffers
+  DType dtype = DType::kF32;
+  int64_t elements = 0;
+};
+
+// AllReduces sent together as one NCCL group on the links stream: issued
+// once task `after` has been launched (-1: before the first task), waited
+// for before task `before` (-1: at the end of the run).
+struct PackageBucket {
+  std::vector<int> tasks;  // the collective tasks, in the order their gradients are ready
+  int after = -1, before = -1;
+  int64_t bytes = 0;
+  double start_us = 0, end_us = 0;  // the planner's estimates
+};
+
 struct PackageTask {
-  enum class Kind : uint8_t { kKernel, kView, kHost };
+  enum class Kind : uint8_t { kKernel, kView, kHost, kCollective };
   Kind kind = Kind::kKernel;
   std::string node, op, engine, reason, plan;
   // kKernel: launches, each a kernel and its arguments (buffers).
@@ -133,6 +151,10 @@ struct PackageTask {
   // (NodeOperands order) and outputs (values).
   int host_node = -1;
   std::vector<int> host_inputs, host_outputs;
+  // kCollective: a kiln.AllReduce's tensors (its bucket says when they move).
+  std::vector<CollectiveItem> collective;
+  // The node's work (graph/ops NodeCost), for the estimates that time buckets.
+  double flops = 0, bytes = 0;
 };
 
 struct CudaPackage {
@@ -149,6 +171,13 @@ struct CudaPackage {
   // Host tasks: the optimized graph as .kir text and the blobs their
   // constants need (empty when every node runs on the GPU).
   std::string host_graph_kir, host_graph_blobs;
+  // A data-parallel step: the replicas it was made for (kiln.AllReduce's
+  // `replicas`; a run may use any number of GPUs), the --buckets strategy
+  // and its plan. The package then links NCCL.
+  int replicas = 1;
+  std::string buckets;
+  std::vector<PackageBucket> bucket_plan;
+  bool collectives() const { return !bucket_plan.empty(); }
 
   int num_host_tasks() const;
   // What `kiln compile --explain-placement` prints: one line per task
@@ -167,8 +196,9 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& model, const Target& t
 absl::Status WriteCudaPackage(const CudaPackage& package, const std::string& dir);
 
 // The nvcc command line that builds a package directory's library (what
-// build.sh runs), with `nvcc` as the compiler's path.
-std::string NvccCommand(const CudaBuildOptions& build, const std::string& nvcc);
+// build.sh runs), with `nvcc` as the compiler's path; linking NCCL when the
+// package has collectives.
+std::string NvccCommand(const CudaBuildOptions& build, const std::string& nvcc, bool nccl = false);
 
 // The files of the package whose text does not depend on the model.
 std::string LauncherHeader();   // kiln_model.h: the C API

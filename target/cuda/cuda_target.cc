@@ -55,6 +55,8 @@ TargetDescription MakeDescription() {
       {"simt", EngineKind::kVector,
        "CUDA cores: elementwise, reductions, normalizations, data movement (strided copies)"},
       {"host", EngineKind::kFallback, "kiln's reference kernels on the host, operands copied across PCIe"},
+      {"nccl", EngineKind::kLinks,
+       "NVLink between the GPUs of a node: a data-parallel step's AllReduces through NCCL, on a stream of their own"},
   };
   d.memory = {
       {"HBM3", int64_t{80} << 30, 64, "global"},
@@ -107,6 +109,11 @@ TargetDescription MakeDescription() {
   d.settings = {{"arch", SettingSpec::Type::kString, "ARCH",
                  "the GPU architectures to build for: sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80 and "
                  "sm_90a in one package)"},
+                {"buckets", SettingSpec::Type::kString, "S",
+                 "data-parallel steps (`kiln opt --replicas=N`): how the gradients' AllReduces are grouped into NCCL "
+                 "collectives: search (default: the split points that end the last one soonest, by the compile-time "
+                 "estimates and NVLink's figures), ddp (PyTorch DDP's 25 MiB buckets, the first at 1 MiB), single, "
+                 "per-tensor, or a size in MiB"},
                 {"fused-attention", SettingSpec::Type::kBool, "BOOL",
                  "kiln.Attention as one FlashAttention kernel where it lowers (default true: the scores kept on "
                  "chip); false splits it back into MatMul, Softmax and MatMul, to see what fusing buys"}};
@@ -152,7 +159,9 @@ const OpTables& Tables() {
     t->kernel_kind = "GPU";
     t->vector_where = "the CUDA cores";
     t->matrix_where = "TensorCores";
-    t->links_refusal = "a data-parallel step's AllReduce runs on npusim's chip links; the cuda target has no collectives";
+    t->links_engine = "nccl";
+    t->links_where = "NVLink through NCCL";
+    t->device_kind = "GPU";
     t->matrix_ops = {"MatMul", "Gemm", "Conv", "Attention"};
     t->vector_ops = SimtOps();
     t->matrix_dtype = GpuFloat;

@@ -20,8 +20,8 @@ Placement PlaceByTables(const Node& n, const OpTables& t) {
     return fallback(absl::StrCat("domain '", n.domain(), "' has no ", t.kernel_kind, " kernels"));
   if (kiln_domain && n.op() == "AllReduce") {
     if (t.links_engine.empty()) return {"", t.links_refusal};
-    return {t.links_engine, absl::StrCat("a collective over the chip links: the mean over ", n.GetInt("replicas", 1),
-                                         " chips")};
+    return {t.links_engine, absl::StrCat("a collective over ", t.links_where, ": the mean over ",
+                                         n.GetInt("replicas", 1), " ", t.device_kind, "s")};
   }
   const bool fused = kiln_domain && n.op() == "Fused";
   if (!n.subgraphs().empty() && !fused) return fallback(absl::StrCat("control flow runs on ", t.fallback_where));

@@ -42,9 +42,12 @@ struct OpTables {
   std::string kernel_kind;     // "core": "domain 'x' has no core kernels", "no core kernel for X"
   std::string vector_where;    // "the vector unit": "elementwise on the vector unit"
   std::string matrix_where;    // "the cube": "matrix work on the cube"
-  // kiln.AllReduce: its engine, or (empty) the reason it is refused.
+  // kiln.AllReduce: its engine, or (empty) the reason it is refused; where
+  // it runs ("the chip links": "a collective over the chip links").
   std::string links_engine;
   std::string links_refusal;
+  std::string links_where = "the chip links";
+  std::string device_kind = "chip";  // "the mean over 4 chips"
   absl::flat_hash_set<std::string> matrix_ops, vector_ops;
   bool (*matrix_dtype)(DType) = nullptr;
   std::string matrix_dtype_refusal;  // the fallback's reason when a matrix op's dtypes are not taken

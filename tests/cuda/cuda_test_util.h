@@ -15,8 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -25,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "graph/support/float16.h"
 #include "frontend/onnx/importer.h"
 #include "graph/exec/executor.h"
 #include "graph/ir/parser.h"
@@ -117,9 +121,13 @@ struct WrittenBuffer {
 // Hooks into Emulate, task by task: `before` may replace the arena (with a
 // GPU's arena after the previous task, say), `after` sees what the task
 // wrote.
+// `collective` computes a collective task's outputs (the means over the
+// ranks, EmulateReplicas) from `ptr(buffer)`; without it a collective task
+// is the mean over one rank, its inputs copied.
 struct EmulationHooks {
   std::function<absl::Status(size_t task, std::vector<unsigned char>& arena)> before;
   std::function<void(size_t task, const std::vector<WrittenBuffer>& written)> after;
+  std::function<absl::Status(size_t task, const std::function<unsigned char*(int)>& ptr)> collective;
 };
 
 // Runs `p` on the host: strided copies as the launcher's copy kernels do,
@@ -155,6 +163,18 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
       if (hooks && hooks->after) hooks->after(ti, written);
     };
     if (t.kind == PackageTask::Kind::kView) {
+      done();
+      continue;
+    }
+    if (t.kind == PackageTask::Kind::kCollective) {
+      if (hooks && hooks->collective) {
+        if (absl::Status s = hooks->collective(ti, ptr); !s.ok()) return s;
+      } else {
+        for (const target::cuda::CollectiveItem& c : t.collective)
+          std::memcpy(ptr(c.output), ptr(c.input), static_cast<size_t>(p.buffers[c.input].bytes));
+      }
+      for (const target::cuda::CollectiveItem& c : t.collective)
+        written.push_back({c.output, c.dtype, ptr(c.output), p.buffers[c.output].bytes});
       done();
       continue;
     }
@@ -305,6 +325,73 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     out.push_back(std::move(t));
   }
   if (graph) ops->release(nullptr, graph);
+  return out;
+}
+
+// Runs `p` as `inputs.size()` ranks of a data-parallel step, each on its
+// inputs, a host thread per rank: every collective task waits for all
+// ranks and writes each its outputs as the mean of the ranks' inputs (in
+// f32, rounded to the tensor's type), as ncclAllReduce with ncclAvg does.
+inline absl::StatusOr<std::vector<std::vector<Tensor>>> EmulateReplicas(const target::cuda::CudaPackage& p,
+                                                                        const std::vector<std::vector<Tensor>>& inputs) {
+  const size_t n = inputs.size();
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t arrived = 0, generation = 0;
+  std::vector<const std::function<unsigned char*(int)>*> ptrs(n, nullptr);
+  absl::Status failed;
+  auto mean = [&](size_t task) {  // all ranks have arrived: every rank's outputs
+    for (const target::cuda::CollectiveItem& c : p.tasks[task].collective) {
+      std::vector<Tensor> in;
+      for (size_t r = 0; r < n; ++r) {
+        Tensor x(c.dtype, {c.elements});
+        std::memcpy(x.raw(), (*ptrs[r])(c.input), x.nbytes());
+        in.push_back(std::move(x));
+      }
+      Tensor y(c.dtype, {c.elements});
+      for (int64_t i = 0; i < c.elements; ++i) {
+        double sum = 0;
+        for (const Tensor& x : in) sum += x.GetDouble(i);
+        const float v = static_cast<float>(sum / static_cast<double>(n));
+        if (c.dtype == DType::kF16) y.data<uint16_t>()[i] = FloatToHalfBits(v);
+        else if (c.dtype == DType::kBF16) y.data<uint16_t>()[i] = FloatToBFloat16Bits(v);
+        else y.data<float>()[i] = v;
+      }
+      for (size_t r = 0; r < n; ++r) std::memcpy((*ptrs[r])(c.output), y.raw(), y.nbytes());
+    }
+  };
+  std::vector<absl::StatusOr<std::vector<Tensor>>> results(n, absl::UnknownError("not run"));
+  std::vector<std::thread> ranks;
+  for (size_t r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      EmulationHooks hooks;
+      hooks.collective = [&, r](size_t task, const std::function<unsigned char*(int)>& ptr) -> absl::Status {
+        std::unique_lock<std::mutex> lock(mu);
+        ptrs[r] = &ptr;
+        const size_t gen = generation;
+        if (++arrived == n) {
+          mean(task);
+          arrived = 0;
+          ++generation;
+          cv.notify_all();
+        } else {
+          cv.wait(lock, [&] { return generation != gen || !failed.ok(); });
+        }
+        return failed;
+      };
+      results[r] = Emulate(p, inputs[r], &hooks);
+      if (!results[r].ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failed.ok()) failed = results[r].status();
+        cv.notify_all();
+      }
+    });
+  for (std::thread& t : ranks) t.join();
+  std::vector<std::vector<Tensor>> out;
+  for (auto& r : results) {
+    if (!r.ok()) return r.status();
+    out.push_back(*std::move(r));
+  }
   return out;
 }
 

@@ -16,6 +16,10 @@
 //    dtypes, masks and K layouts.
 //  - Decoders (ctest cuda.nvcc.decoders): the tiny decoder's prefill and
 //    decode steps (KILN_DECODERS_DIR), the kernels a generation step adds.
+//  - DataParallelSteps (ctest cuda.nvcc.data_parallel): data-parallel
+//    training steps of the exported training models
+//    (KILN_TRAINING_MODELS_DIR), their launchers calling NCCL, built and
+//    linked against the toolkit's NCCL.
 //  - Conformance (ctest cuda.nvcc.conformance): every ONNX backend
 //    test model the cuda target accepts; their kernels, deduplicated by name
 //    (kernel names hash their source), compile in a few large translation
@@ -38,6 +42,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "graph/passes/pass_manager.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace kiln {
@@ -253,6 +258,39 @@ TEST(CudaNvcc, Decoders) {
       if (!BuildStrictly(*p, dir, nvcc, /*keep=*/false)) continue;
       fs::remove_all(dir);
     }
+  }
+  fs::remove_all(root);
+}
+
+TEST(CudaNvcc, DataParallelSteps) {
+  std::string nvcc = Nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
+  const char* models = std::getenv("KILN_TRAINING_MODELS_DIR");
+  ASSERT_TRUE(models && fs::is_directory(models)) << "KILN_TRAINING_MODELS_DIR must name the training models";
+  std::string root = cuda_test::TempDir("data_parallel");
+  for (const char* name : {"mlp_classifier", "cnn_classifier", "gpt2_regression"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = absl::StrCat(models, "/", name);
+    auto model = onnx_import::ImportFile(dir + "/model.onnx");
+    ASSERT_TRUE(model.ok()) << model.status();
+    PassOptions options;
+    options.training.params = absl::StrSplit(cuda_test::ReadFileOrEmpty(dir + "/params.txt"), '\n', absl::SkipEmpty());
+    options.training.replicas = 2;
+    PassManager pm(options);
+    ASSERT_TRUE(pm.AddPipeline("training-step,default").ok());
+    ASSERT_TRUE(pm.Run(*model).ok());
+    auto p = cuda_test::Package(*model, {});
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_TRUE(p->collectives());
+    const std::string out = absl::StrCat(root, "/", name);
+    if (!BuildStrictly(*p, out, nvcc, /*keep=*/false)) continue;
+    ASSERT_EQ(Shell(absl::StrCat("nm -D ", out, "/libkiln_model.so > ", out, "/nm.txt")), 0);
+    const std::string nm = cuda_test::ReadFileOrEmpty(out + "/nm.txt");
+    for (const char* sym : {"U ncclAllReduce", "U ncclCommInitAll", "T kiln_model_run_replicas",
+                            "T kiln_model_init_replicas", "T kiln_model_set_nccl_comm"})
+      EXPECT_TRUE(absl::StrContains(nm, sym)) << sym;
+    std::cout << name << ": " << p->bucket_plan.size() << " buckets of " << p->tasks.size() << " tasks, built\n";
+    fs::remove_all(out);
   }
   fs::remove_all(root);
 }

@@ -105,6 +105,23 @@ const char* kiln_model_device(const kiln_model* model);
 /* Nodes that run on the host. */
 int kiln_model_num_host_tasks(const kiln_model* model);
 
+/* Data-parallel steps: a package of a training step made with `kiln opt
+ * --passes=training-step,default --replicas=N` averages each gradient over
+ * the ranks with NCCL (ncclAllReduce, ncclAvg) in buckets on a stream of
+ * its own, overlapping the backward pass; the package links NCCL. Load one
+ * model per GPU (each with its device current), join them with
+ * kiln_model_init_replicas (ncclCommInitAll, ranks in the array's order)
+ * or give each its rank's communicator (an ncclComm_t) with
+ * kiln_model_set_nccl_comm, and run every rank's step at once with
+ * kiln_model_run_replicas (a host thread per rank; inputs[r] and
+ * outputs[r] are rank r's, each rank on its own shard of the batch). A
+ * model run alone averages over one rank, through NCCL all the same. */
+int kiln_model_replicas(const kiln_model* model); /* N as compiled; 1: no collectives */
+int kiln_model_init_replicas(kiln_model* const* models, int n, char* err, size_t err_len);
+int kiln_model_set_nccl_comm(kiln_model* model, void* nccl_comm, char* err, size_t err_len);
+int kiln_model_run_replicas(kiln_model* const* models, int n, const void* const* const* inputs,
+                            void* const* const* outputs, char* err, size_t err_len);
+
 /* Host tasks. */
 typedef struct kiln_host_tensor {
   int dtype;

@@ -2,12 +2,16 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <unistd.h>
+#if KILN_NCCL
+#include <nccl.h>
+#endif
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln_model.h"
@@ -39,7 +43,9 @@ struct KernelDesc { const char* name; int first_variant; int num_variants; };
 // into this launch's) zeroed before the launch (the kernel adds split-K
 // partial sums into them).
 struct LaunchDesc { int kernel; int first_arg; int num_args; int first_zero; int num_zero; };
-enum { KILN_TASK_KERNEL = 0, KILN_TASK_HOST = 1 };
+// A collective task (a kiln.AllReduce) does nothing where it stands: its
+// bucket (kBuckets) moves its tensors on the links stream.
+enum { KILN_TASK_KERNEL = 0, KILN_TASK_HOST = 1, KILN_TASK_COLLECTIVE = 2 };
 struct TaskDesc {
   int kind;
   const char* node;
@@ -57,6 +63,14 @@ struct ValueDesc {
 };
 
 }  // namespace
+
+// A data-parallel step's AllReduces: kCollectives[first .. first + count)
+// of a bucket go as one NCCL group on the links stream once kTasks[after]
+// is launched (-1: before the first task), and kTasks[before] waits for
+// them (-1: the end of the run). Each output buffer becomes the mean of
+// its input buffer over the ranks.
+struct BucketDesc { int after; int before; int first; int count; };
+struct CollectiveDesc { int input; int output; int64_t elements; int dtype; };
 
 // kernels.cu: every variant's __global__ function.
 extern "C" const void* const kiln_kernel_functions[];

@@ -5,6 +5,7 @@
 struct kiln_model {
   std::string dir;
   std::string device_name;
+  int device = 0;  // the CUDA device it was loaded on
   int sm = 0;
   int variant_sm = 0;  // the capability whose variants run (KILN_CUDA_SM, else sm)
   cudaStream_t stream = nullptr;
@@ -43,6 +44,15 @@ struct kiln_model {
   std::vector<cudaEvent_t> profile_events;
   std::vector<double> profile_ms;
   int profile_runs = 0;
+  // A data-parallel step: the links stream its buckets run on, an event
+  // per bucket when its gradients are ready and when its means are, and
+  // the rank's NCCL communicator (made for one rank when none was given).
+  cudaStream_t links = nullptr;
+  std::vector<cudaEvent_t> bucket_ready, bucket_done;
+#if KILN_NCCL
+  ncclComm_t comm = nullptr;
+  bool own_comm = false;
+#endif
 };
 
 namespace {
@@ -146,6 +156,7 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   }
   int device = 0;
   if (!Ok(cudaGetDevice(&device), "cudaGetDevice", error)) return false;
+  m->device = device;
   cudaDeviceProp prop;
   if (!Ok(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", error)) return false;
   m->sm = prop.major * 10 + prop.minor;
@@ -204,6 +215,15 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   }
 
   if (!Ok(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), "cudaStreamCreate", error)) return false;
+  if (kNumBuckets > 0) {
+    if (!Ok(cudaStreamCreateWithFlags(&m->links, cudaStreamNonBlocking), "the links stream", error)) return false;
+    m->bucket_ready.assign(kNumBuckets, nullptr);
+    m->bucket_done.assign(kNumBuckets, nullptr);
+    for (int b = 0; b < kNumBuckets; ++b)
+      if (!Ok(cudaEventCreateWithFlags(&m->bucket_ready[b], cudaEventDisableTiming), "a bucket's event", error) ||
+          !Ok(cudaEventCreateWithFlags(&m->bucket_done[b], cudaEventDisableTiming), "a bucket's event", error))
+        return false;
+  }
   if (kArenaBytes > 0 && !Ok(cudaMalloc(reinterpret_cast<void**>(&m->arena), kArenaBytes), "device memory for the model", error)) return false;
   if (kConstantBytes > 0) {
     std::string bytes;
@@ -438,6 +458,50 @@ bool RunKernelTask(kiln_model* m, const TaskDesc& t, std::vector<void*>& pointer
   return true;
 }
 
+#if KILN_NCCL
+ncclDataType_t NcclType(int dtype) {
+  switch (dtype) {
+    case KILN_F16: return ncclFloat16;
+    case KILN_BF16: return ncclBfloat16;
+    case KILN_F64: return ncclFloat64;
+    default: return ncclFloat32;
+  }
+}
+
+bool NcclOk(ncclResult_t r, const std::string& what, std::string* error) {
+  if (r == ncclSuccess) return true;
+  *error = what + ": " + ncclGetErrorString(r);
+  return false;
+}
+#endif
+
+// Sends bucket `b` on the links stream once the compute stream has reached
+// this point: each tensor's mean over the ranks (ncclAvg), as one group.
+bool IssueBucket(kiln_model* m, int b, std::string* error) {
+  const BucketDesc& d = kBuckets[b];
+  if (!Ok(cudaEventRecord(m->bucket_ready[b], m->stream), "a bucket's event", error) ||
+      !Ok(cudaStreamWaitEvent(m->links, m->bucket_ready[b], 0), "the links stream's wait", error))
+    return false;
+#if KILN_NCCL
+  if (!m->comm) {  // one rank, through NCCL all the same
+    if (!NcclOk(ncclCommInitAll(&m->comm, 1, &m->device), "ncclCommInitAll for one rank", error)) return false;
+    m->own_comm = true;
+  }
+  if (!NcclOk(ncclGroupStart(), "ncclGroupStart", error)) return false;
+  for (int i = d.first; i < d.first + d.count; ++i) {
+    const CollectiveDesc& c = kCollectives[i];
+    if (!NcclOk(ncclAllReduce(BufferPtr(m, c.input), BufferPtr(m, c.output), static_cast<size_t>(c.elements),
+                              NcclType(c.dtype), ncclAvg, m->comm, m->links),
+                std::string("ncclAllReduce of bucket ") + std::to_string(b), error))
+      return false;
+  }
+  if (!NcclOk(ncclGroupEnd(), "ncclGroupEnd", error)) return false;
+#else
+  (void)d;
+#endif
+  return Ok(cudaEventRecord(m->bucket_done[b], m->links), "a bucket's event", error);
+}
+
 bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std::string* error) {
   ++m->runs;
   for (int i = 0; i < kNumInputs; ++i) {
@@ -450,14 +514,27 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
   std::vector<void*> pointers;
   std::vector<void*> params;
   const bool profile = !m->profile_events.empty();
+  for (int b = 0; b < kNumBuckets; ++b)
+    if (kBuckets[b].after < 0 && !IssueBucket(m, b, error)) return false;
   for (int ti = 0; ti < kNumTasks; ++ti) {
     const TaskDesc& t = kTasks[ti];
+    for (int b = 0; b < kNumBuckets; ++b)
+      if (kBuckets[b].before == ti &&
+          !Ok(cudaStreamWaitEvent(m->stream, m->bucket_done[b], 0), "waiting for a bucket", error))
+        return false;
     if (profile && !Ok(cudaEventRecord(m->profile_events[ti], m->stream), "recording a profile event", error))
       return false;
-    const bool ran =
-        t.kind == KILN_TASK_HOST ? RunHostTask(m, t, error) : RunKernelTask(m, t, pointers, params, error);
+    const bool ran = t.kind == KILN_TASK_COLLECTIVE ? true
+                     : t.kind == KILN_TASK_HOST     ? RunHostTask(m, t, error)
+                                                    : RunKernelTask(m, t, pointers, params, error);
     if (!ran || (!m->dump_dir.empty() && !DumpArena(m, ti, error))) return false;
+    for (int b = 0; b < kNumBuckets; ++b)
+      if (kBuckets[b].after == ti && !IssueBucket(m, b, error)) return false;
   }
+  for (int b = 0; b < kNumBuckets; ++b)
+    if (kBuckets[b].before < 0 &&
+        !Ok(cudaStreamWaitEvent(m->stream, m->bucket_done[b], 0), "waiting for a bucket", error))
+      return false;
   if (profile) {
     if (!Ok(cudaEventRecord(m->profile_events[kNumTasks], m->stream), "recording a profile event", error) ||
         !Ok(cudaEventSynchronize(m->profile_events[kNumTasks]), "profiling the run", error))
@@ -551,6 +628,14 @@ void kiln_model_free(kiln_model* m) {
   for (cudaEvent_t e : m->profile_events)
     if (e) (void)cudaEventDestroy(e);
   if (m->host_graph && m->host_ops) m->host_ops->release(m->host_user, m->host_graph);
+#if KILN_NCCL
+  if (m->comm && m->own_comm) (void)ncclCommDestroy(m->comm);
+#endif
+  for (cudaEvent_t e : m->bucket_ready)
+    if (e) (void)cudaEventDestroy(e);
+  for (cudaEvent_t e : m->bucket_done)
+    if (e) (void)cudaEventDestroy(e);
+  if (m->links) (void)cudaStreamDestroy(m->links);
   if (m->stream) (void)cudaStreamDestroy(m->stream);
   if (m->arena) (void)cudaFree(m->arena);
   if (m->constants) (void)cudaFree(m->constants);
@@ -571,6 +656,89 @@ const void* kiln_model_output_data(const kiln_model* m, int i) {
   return m->host_data[kOutputs[i]].data();
 }
 const char* kiln_model_device(const kiln_model* m) { return m ? m->device_name.c_str() : ""; }
+
+int kiln_model_replicas(const kiln_model*) { return kReplicas; }
+
+int kiln_model_set_nccl_comm(kiln_model* m, void* comm, char* err, size_t err_len) {
+  if (!m) {
+    SetError(err, err_len, "no model");
+    return 1;
+  }
+#if KILN_NCCL
+  if (m->comm && m->own_comm) (void)ncclCommDestroy(m->comm);
+  m->comm = static_cast<ncclComm_t>(comm);
+  m->own_comm = false;
+  return 0;
+#else
+  (void)comm;
+  SetError(err, err_len, "this package has no collectives (it is not a data-parallel step)");
+  return 1;
+#endif
+}
+
+int kiln_model_init_replicas(kiln_model* const* models, int n, char* err, size_t err_len) {
+  if (!models || n < 1) {
+    SetError(err, err_len, "no models");
+    return 1;
+  }
+#if KILN_NCCL
+  std::vector<int> devices(n);
+  for (int r = 0; r < n; ++r) {
+    if (!models[r]) {
+      SetError(err, err_len, "model " + std::to_string(r) + " is null");
+      return 1;
+    }
+    devices[r] = models[r]->device;
+    for (int q = 0; q < r; ++q)
+      if (devices[q] == devices[r]) {
+        SetError(err, err_len, "models " + std::to_string(q) + " and " + std::to_string(r) +
+                                   " were loaded on the same device: load each rank's on its own GPU");
+        return 1;
+      }
+  }
+  std::vector<ncclComm_t> comms(n);
+  std::string error;
+  if (!NcclOk(ncclCommInitAll(comms.data(), n, devices.data()), "ncclCommInitAll", &error)) {
+    SetError(err, err_len, error);
+    return 1;
+  }
+  for (int r = 0; r < n; ++r) {
+    if (models[r]->comm && models[r]->own_comm) (void)ncclCommDestroy(models[r]->comm);
+    models[r]->comm = comms[r];
+    models[r]->own_comm = true;
+  }
+  return 0;
+#else
+  SetError(err, err_len, "this package has no collectives (it is not a data-parallel step)");
+  return 1;
+#endif
+}
+
+int kiln_model_run_replicas(kiln_model* const* models, int n, const void* const* const* inputs,
+                            void* const* const* outputs, char* err, size_t err_len) {
+  if (!models || n < 1 || !inputs || !outputs) {
+    SetError(err, err_len, "no models, inputs or outputs");
+    return 1;
+  }
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      if (!models[r]) {
+        errors[r] = "model is null";
+        return;
+      }
+      if (Ok(cudaSetDevice(models[r]->device), "cudaSetDevice", &errors[r]))
+        RunImpl(models[r], inputs[r], outputs[r], &errors[r]);
+    });
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < n; ++r)
+    if (!errors[r].empty()) {
+      SetError(err, err_len, "rank " + std::to_string(r) + ": " + errors[r]);
+      return 1;
+    }
+  return 0;
+}
 int kiln_model_num_host_tasks(const kiln_model*) { return kNumHostTasks; }
 void kiln_model_set_host_ops(kiln_model* m, const kiln_host_ops* ops, void* user) {
   if (!m) return;

@@ -6,11 +6,18 @@
 // TMA tensor maps and a host task (NonZero) whose output is sized at run
 // time and returned from the host, so every table the runtime reads has
 // entries.
+// With NCCL's header where the toolkit has it, the data-parallel half too.
+#if __has_include(<nccl.h>)
+#define KILN_NCCL 1
+#else
+#define KILN_NCCL 0
+#endif
 #include "../launcher_prologue.cc"
 
 static const int64_t kArenaBytes = 3408128;
 static const int64_t kConstantBytes = 0;
 static const int kNumHostTasks = 2;
+static const int kReplicas = 4;
 
 static const BufferDesc kBuffers[] = {
     {KILN_ARENA, 2621440, 96, KILN_INPUT, 0},            // 0: input x
@@ -70,5 +77,11 @@ static const int kNumInputs = 4;
 static const int kInputs[] = {3, 1, 4, 5, 0};
 static const int kNumOutputs = 3;
 static const int kOutputs[] = {2, 6, 7, 0};
+
+// One bucket averaging t (written by task 0) into c's buffer... as a check
+// of the tables' types: issued after task 0, waited for before task 1.
+static const int kNumBuckets = 1;
+static const BucketDesc kBuckets[] = {{0, 1, 0, 1}, {0, 0, 0, 0}};
+static const CollectiveDesc kCollectives[] = {{6, 4, 24, KILN_F32}, {0, 0, 0, 0}};
 
 #include "../launcher_runtime.cc"
