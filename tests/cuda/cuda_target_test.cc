@@ -60,7 +60,11 @@ TEST(CudaDescription, H100Figures) {
   EXPECT_NEAR(tflops[DType::kI8], 1979, 0.5);
   std::set<std::string> engines;
   for (const auto& e : d.engines) engines.insert(e.name);
-  EXPECT_EQ(engines, (std::set<std::string>{"tensorcore", "simt", "host"}));
+  EXPECT_EQ(engines, (std::set<std::string>{"tensorcore", "simt", "host", "nccl"}));
+  // NVLink 4 between a node's GPUs, each way, and NCCL's ring latencies.
+  EXPECT_EQ(d.links.bytes_per_second, 450e9);
+  EXPECT_EQ(d.links.max_devices, 8);
+  EXPECT_NEAR(d.links.latency_seconds, 3.4e-6, 1e-12);
 }
 
 TEST(CudaPlacement, EnginesAndReasons) {
