@@ -86,6 +86,7 @@ absl::Status PlanCollectives(const TargetDescription& d, const CompileOptions& o
   std::vector<double> end(num_tasks, 0);
   double clock = 0;
   for (int t = 0; t < num_tasks; ++t) end[t] = clock += 1e6 * EstimatedTaskSeconds(d, package, package.tasks[t]);
+  package.compute_end_us = clock;
   std::vector<int> order = collectives;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return after[a] < after[b]; });
   std::vector<AllReduceItem> items;

@@ -289,6 +289,7 @@ std::string Readme(const CudaPackage& p) {
                                        {"@MATRIX_KERNELS@", absl::StrCat(matrix)},
                                        {"@HOST_TASKS@", absl::StrCat(p.num_host_tasks())}});
   if (p.num_host_tasks() > 0) absl::StrAppend(&s, "\n", package_files::kReadmeHostTasks);
+  if (p.collectives()) absl::StrAppend(&s, "\n", package_files::kReadmeDataParallel);
   return s;
 }
 

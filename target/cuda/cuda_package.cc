@@ -1043,6 +1043,7 @@ std::string CudaPackage::Explain() const {
                                             bk.before < 0 ? std::string("the end") : absl::StrCat("task ", bk.before),
                                             bk.start_us, bk.end_us));
     }
+    absl::StrAppend(&out, absl::StrFormat("  compute tasks end at %.1f us by the estimates\n", compute_end_us));
   }
   absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%), %d bytes of "
                                         "constants\n",

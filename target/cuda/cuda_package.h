@@ -177,6 +177,7 @@ struct CudaPackage {
   int replicas = 1;
   std::string buckets;
   std::vector<PackageBucket> bucket_plan;
+  double compute_end_us = 0;  // when the compute tasks end, by the planner's estimates
   bool collectives() const { return !bucket_plan.empty(); }
 
   int num_host_tasks() const;

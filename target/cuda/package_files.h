@@ -19,6 +19,7 @@ extern const absl::string_view kLauncherPrologue;  // launcher_prologue.cc: mode
 extern const absl::string_view kLauncherRuntime;   // launcher_runtime.cc: model.cc after them
 extern const absl::string_view kReadme;            // README.md.in
 extern const absl::string_view kReadmeHostTasks;   // README_host_tasks.md: README.md's part when nodes run on the host
+extern const absl::string_view kReadmeDataParallel;  // README_data_parallel.md: its part for a data-parallel step
 extern const absl::string_view kCMakeLists;        // CMakeLists.txt.in
 extern const absl::string_view kBuildScript;       // build.sh.in
 

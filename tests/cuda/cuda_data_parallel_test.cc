@@ -167,6 +167,7 @@ TEST(CudaDataParallel, BucketsOverlapTheBackwardPass) {
   EXPECT_TRUE(absl::StrContains(files["build.sh"], " -lnccl")) << files["build.sh"];
   EXPECT_TRUE(absl::StrContains(files["CMakeLists.txt"], "find_library(KILN_NCCL nccl")) << files["CMakeLists.txt"];
   EXPECT_TRUE(absl::StrContains(files["model.cc"], "#define KILN_NCCL 1"));
+  EXPECT_TRUE(absl::StrContains(files["README.md"], "kiln_model_run_replicas(ranks, N, inputs, outputs"));
   EXPECT_TRUE(absl::StrContains(files["model.cc"], "static const int kNumBuckets = "));
   EXPECT_TRUE(absl::StrContains(files["model.cc"], "{KILN_TASK_COLLECTIVE, \"w2.allreduce\""));
   // A step without collectives links nothing more.
