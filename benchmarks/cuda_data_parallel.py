@@ -6,8 +6,8 @@ data-parallel step (`kiln opt --passes=training-step,default --replicas=N`),
 compiles it for cuda with each --buckets strategy and prints one Markdown
 row per strategy from `--explain-placement`: the buckets, the gradient
 bytes, when the compute tasks end by the compile-time estimates, when the
-last bucket ends, and how much of the collectives' time the backward pass
-hides. No GPU is needed: these are the planner's estimates (NVLink 4 and
+last bucket ends, the collectives' time on the links, and what of it the
+step waits for after its last compute task (exposed). No GPU is needed: these are the planner's estimates (NVLink 4 and
 NCCL's ring latencies, docs/cuda-target.md, "Data-parallel steps"); on a
 machine with GPUs the package runs them (kiln_model_run_replicas).
 
@@ -39,7 +39,7 @@ def main():
     names = args[2:] or ["mlp_classifier", "cnn_classifier", "gpt2_regression", "bert_mlm"]
     print(f"data parallel over {replicas[0]} GPUs (the planner's estimates)\n")
     print("| model | --buckets | buckets | gradient bytes | compute ends (us) | last bucket ends (us) | "
-          "collectives (us) | hidden by the backward pass |")
+          "collectives (us) | exposed (us) |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -61,9 +61,8 @@ def main():
                 last = max(float(e) for _, _, e in buckets)
                 compute = float(re.search(r"compute tasks end at ([\d.]+) us", explain).group(1))
                 exposed = max(0.0, last - compute)
-                hidden = 1 - exposed / busy if busy > 0 else 1
                 print(f"| {name} | {strategy} | {len(buckets)} | {total:,} | {compute:,.1f} | {last:,.1f} | "
-                      f"{busy:,.1f} | {100 * hidden:.0f}% |", flush=True)
+                      f"{busy:,.1f} | {exposed:,.1f} |", flush=True)
     return 0
 
 
