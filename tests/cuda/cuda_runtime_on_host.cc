@@ -1,7 +1,7 @@
 // cuda_runtime_on_host.cc - the CUDA runtime calls a package's launcher
 // makes, over host memory, so that a package's model.cc runs without a GPU
-// (tests/cuda/launcher_on_host_test.cc). One device, "host", of compute
-// capability 8.0; device memory is host memory, copies are memcpy, streams
+// (tests/cuda/launcher_on_host_test.cc). Eight devices, "host", of compute
+// capability 8.0 (the current one per thread); device memory is host memory, copies are memcpy, streams
 // and events do nothing. It runs no kernel: a package it loads must have
 // none (every task a host task or a view). kiln_shim_copies() counts the
 // copies by direction.
@@ -21,11 +21,13 @@ extern "C" void kiln_shim_reset() { std::memset(copies, 0, sizeof copies); }
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = 8;
   return cudaSuccess;
 }
+// The current device, per thread (kiln_model_run_replicas sets each rank's).
+thread_local int current_device = 0;
 cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
+  *device = current_device;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int) {
@@ -79,7 +81,10 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
-cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaSetDevice(int device) {
+  current_device = device;
+  return cudaSuccess;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
   *ms = 0;

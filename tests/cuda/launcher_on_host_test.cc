@@ -2,11 +2,14 @@
 //
 // model.cc, the launcher of a cuda package, built with the host compiler
 // against tests/cuda/cuda_runtime_on_host.cc (the CUDA runtime's calls over
-// host memory) and run through the C API of kiln_model.h with kiln's
-// reference kernels as the host-op provider: for packages whose tasks all
-// run on the host, what a GPU run does short of the kernels. Outputs sized
-// at run time, values kept on the host, one copy of a device value per run,
-// against the reference executor over runs whose sizes differ.
+// host memory) and tests/cuda/nccl_on_host.cc (NCCL's, ranks as threads)
+// and run through the C API of kiln_model.h with kiln's reference kernels
+// as the host-op provider: for packages whose tasks all run on the host,
+// what a GPU run does short of the kernels. Outputs sized at run time,
+// values kept on the host, one copy of a device value per run, against the
+// reference executor over runs whose sizes differ; a collective's bucket
+// issued and waited for, over one rank and over ranks joined by
+// kiln_model_init_replicas and run by kiln_model_run_replicas.
 //
 //===----------------------------------------------------------------------===//
 #include <dlfcn.h>
@@ -15,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/exec/executor.h"
 #include "runtime/host_ops.h"
@@ -42,6 +46,10 @@ struct Launcher {
   void (*set_host_ops)(void*, const kiln_host_ops*, void*) = nullptr;
   int (*copies)(int) = nullptr;
   void (*reset)() = nullptr;
+  int (*set_device)(int) = nullptr;  // the host runtime's cudaSetDevice
+  int (*init_replicas)(void* const*, int, char*, size_t) = nullptr;
+  int (*run_replicas)(void* const*, int, const void* const* const*, void* const* const*, char*, size_t) = nullptr;
+  int (*allreduces)() = nullptr;
 };
 
 // Writes the package of `kir` into a fresh directory and builds its
@@ -57,8 +65,8 @@ Launcher BuildOnHost(const std::string& kir, const std::string& name, std::strin
   if (auto s = target::cuda::WriteCudaPackage(*p, *dir); !s.ok()) return *error = std::string(s.message()), l;
   const std::string cmd =
       absl::StrCat("cd ", *dir, " && ", KILN_HOST_CXX, " -std=c++17 -O1 -w -shared -fPIC -I/usr/local/cuda/include ",
-                   "model.cc ", KILN_SOURCE_DIR, "/tests/cuda/cuda_runtime_on_host.cc -o libkiln_model.so > build.log ",
-                   "2>&1");
+                   "model.cc ", KILN_SOURCE_DIR, "/tests/cuda/cuda_runtime_on_host.cc ", KILN_SOURCE_DIR,
+                   "/tests/cuda/nccl_on_host.cc -pthread -o libkiln_model.so > build.log 2>&1");
   if (std::system(cmd.c_str()) != 0) return *error = cuda_test::ReadFileOrEmpty(*dir + "/build.log"), l;
   l.lib = dlopen((*dir + "/libkiln_model.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!l.lib) return *error = dlerror(), l;
@@ -74,6 +82,10 @@ Launcher BuildOnHost(const std::string& kir, const std::string& name, std::strin
   sym("kiln_model_set_host_ops", l.set_host_ops);
   sym("kiln_shim_copies", l.copies);
   sym("kiln_shim_reset", l.reset);
+  sym("cudaSetDevice", l.set_device);
+  sym("kiln_model_init_replicas", l.init_replicas);
+  sym("kiln_model_run_replicas", l.run_replicas);
+  sym("kiln_shim_allreduces", l.allreduces);
   return l;
 }
 
@@ -134,6 +146,89 @@ TEST(CudaLauncherOnHost, OutputsSizedAtRunTimeAndValuesKeptOnTheHost) {
     EXPECT_EQ(l.copies(kDefault), 3);  // the caller's x in, cs and idx out
   }
   l.free(model);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CudaLauncherOnHost, CollectivesInBucketsOverRanks) {
+  if (!std::filesystem::exists("/usr/local/cuda/include/nccl.h")) GTEST_SKIP() << "no NCCL header";
+  // A mean over the ranks between two host tasks: the bucket goes after
+  // the first CumSum and the second waits for it.
+  const std::string kir = R"(graph @main(%x: f32[4,6]) {
+  %ax = const i64[] dense [1]
+  %c = CumSum(%x, %ax)
+  %m = kiln.AllReduce(%c) {replicas = 2}
+  %d = CumSum(%m, %ax)
+  return %d, %m
+})";
+  std::string dir, error;
+  Launcher l = BuildOnHost(kir, "collectives_on_host", &dir, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  auto parsed = ParseKir(kir);
+  ASSERT_TRUE(parsed.ok());
+  const Tensor x0 = Random(DType::kF32, {4, 6}, 1), x1 = Random(DType::kF32, {4, 6}, 2);
+  Executor exec;
+  // One rank: the mean over itself, through a communicator of its own.
+  {
+    char err[512] = "";
+    void* model = l.load(dir.c_str(), err, sizeof err);
+    ASSERT_NE(model, nullptr) << err;
+    l.set_host_ops(model, static_cast<const kiln_host_ops*>(runtime::ReferenceHostOps()), nullptr);
+    Tensor d(DType::kF32, {4, 6}), m(DType::kF32, {4, 6});
+    const void* ins[] = {x0.raw()};
+    void* outs[] = {d.raw(), m.raw()};
+    const int before = l.allreduces();
+    ASSERT_EQ(l.run(model, ins, outs, err, sizeof err), 0) << err;
+    EXPECT_EQ(l.allreduces(), before + 1);
+    auto want = exec.Run(*parsed->graph, {x0});
+    ASSERT_TRUE(want.ok());
+    EXPECT_TRUE(d.Equals((*want)[0]));
+    EXPECT_TRUE(m.Equals((*want)[1]));
+    l.free(model);
+  }
+  // Two ranks on devices 0 and 1, each on its own input: both get the mean.
+  void* ranks[2];
+  char err[512] = "";
+  for (int r = 0; r < 2; ++r) {
+    l.set_device(r);
+    ranks[r] = l.load(dir.c_str(), err, sizeof err);
+    ASSERT_NE(ranks[r], nullptr) << err;
+    l.set_host_ops(ranks[r], static_cast<const kiln_host_ops*>(runtime::ReferenceHostOps()), nullptr);
+  }
+  l.set_device(0);
+  ASSERT_EQ(l.init_replicas(ranks, 2, err, sizeof err), 0) << err;
+  Tensor d[2] = {Tensor(DType::kF32, {4, 6}), Tensor(DType::kF32, {4, 6})};
+  Tensor m[2] = {Tensor(DType::kF32, {4, 6}), Tensor(DType::kF32, {4, 6})};
+  const void* in0[] = {x0.raw()};
+  const void* in1[] = {x1.raw()};
+  void* out0[] = {d[0].raw(), m[0].raw()};
+  void* out1[] = {d[1].raw(), m[1].raw()};
+  const void* const* ins[] = {in0, in1};
+  void* const* outs[] = {out0, out1};
+  ASSERT_EQ(l.run_replicas(ranks, 2, ins, outs, err, sizeof err), 0) << err;
+  auto c0 = exec.Run(*parsed->graph, {x0}), c1 = exec.Run(*parsed->graph, {x1});
+  ASSERT_TRUE(c0.ok() && c1.ok());
+  Tensor mean(DType::kF32, {4, 6});
+  for (int64_t i = 0; i < mean.numel(); ++i)
+    mean.data<float>()[i] = ((*c0)[1].data<float>()[i] + (*c1)[1].data<float>()[i]) / 2;
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_TRUE(cuda_test::Near(m[r], mean, 1e-6));
+    // The second CumSum ran on the mean.
+    for (int64_t row = 0; row < 4; ++row) {
+      float sum = 0;
+      for (int64_t col = 0; col < 6; ++col) {
+        sum += mean.data<float>()[row * 6 + col];
+        EXPECT_NEAR(d[r].data<float>()[row * 6 + col], sum, 1e-5);
+      }
+    }
+  }
+  // Ranks must be on their own devices.
+  l.set_device(0);
+  void* same[2] = {l.load(dir.c_str(), err, sizeof err), l.load(dir.c_str(), err, sizeof err)};
+  ASSERT_NE(same[0], nullptr);
+  EXPECT_NE(l.init_replicas(same, 2, err, sizeof err), 0);
+  EXPECT_TRUE(absl::StrContains(err, "were loaded on the same device")) << err;
+  for (void* m : {ranks[0], ranks[1], same[0], same[1]}) l.free(m);
   std::filesystem::remove_all(dir);
 }
 
