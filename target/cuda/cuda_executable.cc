@@ -51,10 +51,18 @@ struct CudaExecutable::Api {
   // Packages from before outputs sized at run time lack it.
   const void* (*output_data)(const void*, int) = nullptr;
   const char* (*device)(const void*) = nullptr;
+  // Data-parallel steps (packages from before them lack these).
+  int (*replicas)(const void*) = nullptr;
+  void* (*load_on_device)(const char*, int, char*, size_t) = nullptr;
+  int (*init_replicas)(void* const*, int, char*, size_t) = nullptr;
+  int (*run_replicas)(void* const*, int, const void* const* const*, void* const* const*, char*, size_t) = nullptr;
   void (*set_host_ops)(void*, const kiln_host_ops*, void*) = nullptr;
 };
 
-absl::Status ProbeCudaDevice() {
+namespace {
+
+// The devices the CUDA driver sees.
+absl::StatusOr<int> CudaDeviceCount() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();
@@ -77,6 +85,23 @@ absl::Status ProbeCudaDevice() {
   int n = 0;
   if (int rc = count(&n); rc != 0)
     return absl::UnavailableError(absl::StrCat("cuDeviceGetCount failed: ", describe(rc)));
+  return n;
+}
+
+// Rows [first, first + count) of `t`'s leading dim.
+Tensor Rows(const Tensor& t, int64_t first, int64_t count) {
+  Dims dims = t.dims();
+  dims[0] = count;
+  Tensor s(t.dtype(), dims);
+  const size_t row = t.nbytes() / static_cast<size_t>(t.dim(0));
+  std::memcpy(s.raw(), static_cast<const uint8_t*>(t.raw()) + first * row, s.nbytes());
+  return s;
+}
+
+}  // namespace
+
+absl::Status ProbeCudaDevice() {
+  KILN_ASSIGN_OR_RETURN(int n, CudaDeviceCount());
   if (n == 0) return absl::UnavailableError("the CUDA driver sees no device");
   return absl::OkStatus();
 }
@@ -132,6 +157,10 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Load(const std::
   KILN_RETURN_IF_ERROR(sym("kiln_model_output", a.output));
   KILN_RETURN_IF_ERROR(sym("kiln_model_device", a.device));
   a.output_data = reinterpret_cast<decltype(a.output_data)>(dlsym(e->library_, "kiln_model_output_data"));
+  a.replicas = reinterpret_cast<decltype(a.replicas)>(dlsym(e->library_, "kiln_model_replicas"));
+  a.load_on_device = reinterpret_cast<decltype(a.load_on_device)>(dlsym(e->library_, "kiln_model_load_on_device"));
+  a.init_replicas = reinterpret_cast<decltype(a.init_replicas)>(dlsym(e->library_, "kiln_model_init_replicas"));
+  a.run_replicas = reinterpret_cast<decltype(a.run_replicas)>(dlsym(e->library_, "kiln_model_run_replicas"));
   KILN_RETURN_IF_ERROR(sym("kiln_model_set_host_ops", a.set_host_ops));
   char err[2048] = "";
   e->model_ = a.load(dir.c_str(), err, sizeof err);
@@ -149,10 +178,14 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Load(const std::
   };
   for (int i = 0; i < a.num_inputs(e->model_); ++i) e->inputs_.push_back(info(a.input(e->model_, i)));
   for (int i = 0; i < a.num_outputs(e->model_); ++i) e->outputs_.push_back(info(a.output(e->model_, i)));
+  if (a.replicas) e->replicas_ = a.replicas(e->model_);
+  e->ranks_ = {e->model_};
   return e;
 }
 
 CudaExecutable::~CudaExecutable() {
+  for (size_t r = 1; r < ranks_.size(); ++r)
+    if (ranks_[r] && api_ && api_->free) api_->free(ranks_[r]);
   if (model_ && api_ && api_->free) api_->free(model_);
   // The library stays loaded: the CUDA runtime inside it tears down at exit.
 }
@@ -163,13 +196,30 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor
   };
   if (inputs.size() != inputs_.size())
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", inputs_.size(), " inputs, got ", inputs.size()));
+  // A data-parallel step on R ranks: every input R times its leading dim.
+  if (replicas_ > 1 && !inputs.empty() && !inputs_[0].dims.empty() && inputs_[0].dims[0] > 0 &&
+      inputs[0].rank() > 0 && inputs[0].dim(0) > inputs_[0].dims[0] && inputs[0].dim(0) % inputs_[0].dims[0] == 0) {
+    const int64_t ranks = inputs[0].dim(0) / inputs_[0].dims[0];
+    bool sharded = true;
+    for (size_t i = 0; i < inputs.size() && sharded; ++i) {
+      std::vector<int64_t> want = inputs_[i].dims;
+      if (want.empty()) {
+        sharded = false;
+        break;
+      }
+      want[0] *= ranks;
+      sharded = inputs[i].dtype() == inputs_[i].dtype &&
+                std::vector<int64_t>(inputs[i].dims().begin(), inputs[i].dims().end()) == want;
+    }
+    if (sharded) return RunRanks(inputs, static_cast<int>(ranks));
+  }
   std::vector<const void*> in;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (t.dtype() != inputs_[i].dtype || std::vector<int64_t>(t.dims().begin(), t.dims().end()) != inputs_[i].dims)
-      return absl::InvalidArgumentError(absl::StrCat("input ", i, " is ", DTypeName(t.dtype()), "[",
-                                                     absl::StrJoin(t.dims(), ","), "]; the model expects ",
-                                                     signature(inputs_[i])));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input ", i, " is ", DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "]; the model expects ",
+          signature(inputs_[i]), replicas_ > 1 ? " (or R times its leading dim: one shard per GPU)" : ""));
     in.push_back(t.raw());
   }
   // An output sized at run time (a dim of -1) is read from the model's host
@@ -205,6 +255,55 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor
     out[i] = std::move(t);
   }
   return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunRanks(const std::vector<Tensor>& inputs, int ranks) {
+  const Api& a = *api_;
+  if (!a.load_on_device || !a.init_replicas || !a.run_replicas)
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir_, " predates data-parallel runs: compile it again to run ", ranks, " ranks"));
+  KILN_ASSIGN_OR_RETURN(int devices, CudaDeviceCount());
+  if (ranks > devices)
+    return absl::FailedPreconditionError(absl::StrCat("inputs of ", ranks, " shards need ", ranks,
+                                                      " GPUs (one rank each); this machine has ", devices));
+  for (const TensorInfo& o : outputs_)
+    if (std::find(o.dims.begin(), o.dims.end(), -1) != o.dims.end())
+      return absl::UnimplementedError(absl::StrCat("output ", o.name, " is sized at run time: run one rank"));
+  char err[2048] = "";
+  while (static_cast<int>(ranks_.size()) < ranks) {
+    const int r = static_cast<int>(ranks_.size());
+    void* m = a.load_on_device(dir_.c_str(), r, err, sizeof err);
+    if (!m) return absl::FailedPreconditionError(absl::StrCat("loading rank ", r, " of ", dir_, ": ", err));
+    a.set_host_ops(m, static_cast<const kiln_host_ops*>(runtime::ReferenceHostOps()), nullptr);
+    ranks_.push_back(m);
+  }
+  if (joined_ != ranks) {
+    if (a.init_replicas(ranks_.data(), ranks, err, sizeof err) != 0)
+      return absl::InternalError(absl::StrCat("joining ", ranks, " ranks: ", err));
+    joined_ = ranks;
+  }
+  std::vector<std::vector<Tensor>> shards(ranks), outs(ranks);
+  std::vector<std::vector<const void*>> in(ranks);
+  std::vector<std::vector<void*>> out(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      shards[r].push_back(Rows(inputs[i], r * inputs_[i].dims[0], inputs_[i].dims[0]));
+      in[r].push_back(shards[r].back().raw());
+    }
+    for (const TensorInfo& o : outputs_) {
+      outs[r].emplace_back(o.dtype, Dims(o.dims.begin(), o.dims.end()));
+      out[r].push_back(outs[r].back().raw());
+    }
+  }
+  std::vector<const void* const*> in_ptrs;
+  std::vector<void* const*> out_ptrs;
+  for (int r = 0; r < ranks; ++r) {
+    in_ptrs.push_back(in[r].data());
+    out_ptrs.push_back(out[r].data());
+  }
+  if (a.run_replicas(ranks_.data(), ranks, in_ptrs.data(), out_ptrs.data(), err, sizeof err) != 0)
+    return absl::InternalError(absl::StrCat("running ", dir_, " on ", ranks, " GPUs: ", err));
+  return outs[0];
 }
 
 }  // namespace kiln::target

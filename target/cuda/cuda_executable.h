@@ -11,6 +11,12 @@
 // at run time, so a machine without a GPU or driver gets a clear error
 // (ProbeCudaDevice) instead of a loader failure.
 //
+// A data-parallel step (a package with collectives) runs as one rank on
+// inputs of one rank's size, averaging over itself through NCCL; given
+// inputs of R times their leading dim it runs R ranks on GPUs 0..R-1, rank
+// r on the r-th shard (kiln_model_run_replicas), and returns rank 0's
+// outputs: its loss, the gradients' means and the updated parameters.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 
@@ -54,8 +60,11 @@ class CudaExecutable {
   const std::string& device() const { return device_; }
 
   // Inputs in order; each must match its TensorInfo (the error names the
-  // expected and the actual signature).
+  // expected and the actual signature), or, for a data-parallel step, all
+  // be R times their leading dim.
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs);
+  // The ranks a data-parallel step was compiled for (1: no collectives).
+  int replicas() const { return replicas_; }
 
  private:
   CudaExecutable() = default;
@@ -65,6 +74,12 @@ class CudaExecutable {
   void* model_ = nullptr;
   std::string dir_, device_;
   std::vector<TensorInfo> inputs_, outputs_;
+  int replicas_ = 1;
+  // A data-parallel step's ranks on GPUs 0..: ranks_[0] is model_; `joined_`
+  // ranks share communicators.
+  std::vector<void*> ranks_;
+  int joined_ = 1;
+  absl::StatusOr<std::vector<Tensor>> RunRanks(const std::vector<Tensor>& inputs, int ranks);
 };
 
 }  // namespace kiln::target

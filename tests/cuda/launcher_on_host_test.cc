@@ -47,6 +47,7 @@ struct Launcher {
   int (*copies)(int) = nullptr;
   void (*reset)() = nullptr;
   int (*set_device)(int) = nullptr;  // the host runtime's cudaSetDevice
+  void* (*load_on_device)(const char*, int, char*, size_t) = nullptr;
   int (*init_replicas)(void* const*, int, char*, size_t) = nullptr;
   int (*run_replicas)(void* const*, int, const void* const* const*, void* const* const*, char*, size_t) = nullptr;
   int (*allreduces)() = nullptr;
@@ -83,6 +84,7 @@ Launcher BuildOnHost(const std::string& kir, const std::string& name, std::strin
   sym("kiln_shim_copies", l.copies);
   sym("kiln_shim_reset", l.reset);
   sym("cudaSetDevice", l.set_device);
+  sym("kiln_model_load_on_device", l.load_on_device);
   sym("kiln_model_init_replicas", l.init_replicas);
   sym("kiln_model_run_replicas", l.run_replicas);
   sym("kiln_shim_allreduces", l.allreduces);
@@ -189,8 +191,7 @@ TEST(CudaLauncherOnHost, CollectivesInBucketsOverRanks) {
   void* ranks[2];
   char err[512] = "";
   for (int r = 0; r < 2; ++r) {
-    l.set_device(r);
-    ranks[r] = l.load(dir.c_str(), err, sizeof err);
+    ranks[r] = l.load_on_device(dir.c_str(), r, err, sizeof err);
     ASSERT_NE(ranks[r], nullptr) << err;
     l.set_host_ops(ranks[r], static_cast<const kiln_host_ops*>(runtime::ReferenceHostOps()), nullptr);
   }

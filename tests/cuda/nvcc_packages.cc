@@ -287,7 +287,7 @@ TEST(CudaNvcc, DataParallelSteps) {
     ASSERT_EQ(Shell(absl::StrCat("nm -D ", out, "/libkiln_model.so > ", out, "/nm.txt")), 0);
     const std::string nm = cuda_test::ReadFileOrEmpty(out + "/nm.txt");
     for (const char* sym : {"U ncclAllReduce", "U ncclCommInitAll", "T kiln_model_run_replicas",
-                            "T kiln_model_init_replicas", "T kiln_model_set_nccl_comm"})
+                            "T kiln_model_init_replicas", "T kiln_model_set_nccl_comm", "T kiln_model_load_on_device"})
       EXPECT_TRUE(absl::StrContains(nm, sym)) << sym;
     std::cout << name << ": " << p->bucket_plan.size() << " buckets of " << p->tasks.size() << " tasks, built\n";
     fs::remove_all(out);

@@ -71,6 +71,9 @@ typedef struct kiln_tensor_info {
  * so a kernel that faults is named): the device memory a host emulation of
  * the package can be compared with, task by task. */
 kiln_model* kiln_model_load(const char* package_dir, char* err, size_t err_len);
+/* The same on CUDA device `device` (made current on this thread first); a
+ * model always runs on the device it was loaded on. */
+kiln_model* kiln_model_load_on_device(const char* package_dir, int device, char* err, size_t err_len);
 
 /* Runs the model once. 0 on success; otherwise non-zero with the reason in err. */
 int kiln_model_run(kiln_model* model, const void* const* inputs, void* const* outputs, char* err, size_t err_len);
@@ -109,7 +112,7 @@ int kiln_model_num_host_tasks(const kiln_model* model);
  * --passes=training-step,default --replicas=N` averages each gradient over
  * the ranks with NCCL (ncclAllReduce, ncclAvg) in buckets on a stream of
  * its own, overlapping the backward pass; the package links NCCL. Load one
- * model per GPU (each with its device current), join them with
+ * model per GPU (kiln_model_load_on_device), join them with
  * kiln_model_init_replicas (ncclCommInitAll, ranks in the array's order)
  * or give each its rank's communicator (an ncclComm_t) with
  * kiln_model_set_nccl_comm, and run every rank's step at once with

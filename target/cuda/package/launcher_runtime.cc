@@ -582,13 +582,23 @@ kiln_model* kiln_model_load(const char* package_dir, char* err, size_t err_len) 
   return m;
 }
 
+kiln_model* kiln_model_load_on_device(const char* package_dir, int device, char* err, size_t err_len) {
+  const cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) {
+    SetError(err, err_len, "cudaSetDevice(" + std::to_string(device) + "): " + cudaGetErrorString(e));
+    return nullptr;
+  }
+  return kiln_model_load(package_dir, err, err_len);
+}
+
 int kiln_model_run(kiln_model* m, const void* const* inputs, void* const* outputs, char* err, size_t err_len) {
   if (!m) {
     SetError(err, err_len, "no model");
     return 1;
   }
   std::string error;
-  if (!RunImpl(m, inputs, outputs, &error)) {
+  // The model's device, whichever is current on this thread.
+  if (!Ok(cudaSetDevice(m->device), "cudaSetDevice", &error) || !RunImpl(m, inputs, outputs, &error)) {
     SetError(err, err_len, error);
     return 1;
   }
@@ -613,7 +623,7 @@ int kiln_model_run_device(kiln_model* m, const void* const* inputs, void* const*
     if (kBuffers[b].kind == KILN_OUTPUT && kBuffers[b].root == b && !m->bound[b]) m->bound[b] = outputs[i];
   }
   std::string error;
-  bool ok = RunImpl(m, inputs, outputs, &error);
+  bool ok = Ok(cudaSetDevice(m->device), "cudaSetDevice", &error) && RunImpl(m, inputs, outputs, &error);
   m->bound.assign(kNumBuffers, nullptr);
   if (!ok) {
     SetError(err, err_len, error);
