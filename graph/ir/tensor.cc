@@ -103,13 +103,22 @@ bool Tensor::Equals(const Tensor& o) const {
   return nbytes() == 0 || std::memcmp(raw(), o.raw(), nbytes()) == 0;
 }
 
+// A bool element read as its byte: any non-zero byte is true (bytes from a
+// file or from device memory need not be 0 or 1, and loading another value
+// as a bool is undefined).
+static bool BoolAt(const Tensor& t, int64_t i) { return static_cast<const uint8_t*>(t.raw())[i] != 0; }
+
 double Tensor::GetDouble(int64_t i) const {
-  return DispatchAll(dtype_, [&]<typename T>() -> double { return ToDouble(data<T>()[i]); });
+  return DispatchAll(dtype_, [&]<typename T>() -> double {
+    if constexpr (std::is_same_v<T, bool>) return BoolAt(*this, i) ? 1.0 : 0.0;
+    else return ToDouble(data<T>()[i]);
+  });
 }
 
 int64_t Tensor::GetInt(int64_t i) const {
   return DispatchAll(dtype_, [&]<typename T>() -> int64_t {
-    if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(data<T>()[i]);
+    if constexpr (std::is_same_v<T, bool>) return BoolAt(*this, i) ? 1 : 0;
+    else if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(data<T>()[i]);
     else return static_cast<int64_t>(ToDouble(data<T>()[i]));
   });
 }

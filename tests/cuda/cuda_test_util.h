@@ -287,7 +287,8 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
       if (input) {
         if (v.on_host && host[all[i]].size() != data.back().size())
           return absl::InternalError(absl::StrCat(t.node, ": ", v.name, " was not computed on the host"));
-        std::memcpy(data.back().data(), v.on_host ? host[all[i]].data() : ptr(v.buffer), static_cast<size_t>(bytes));
+        if (bytes > 0)
+          std::memcpy(data.back().data(), v.on_host ? host[all[i]].data() : ptr(v.buffer), static_cast<size_t>(bytes));
       }
       HostTensor h{DTypeToOnnx(v.dtype), static_cast<int>(dims.size()), dims.data(),
                    v.buffer >= 0 || v.on_host ? data.back().data() : nullptr, static_cast<size_t>(bytes)};
@@ -321,7 +322,7 @@ inline absl::StatusOr<std::vector<Tensor>> Emulate(const target::cuda::CudaPacka
     Tensor t(v.dtype, v.dynamic ? host_dims[o] : v.dims);
     if (v.on_host && host[o].size() != t.nbytes())
       return absl::InternalError(absl::StrCat("output ", v.name, " was not computed on the host"));
-    std::memcpy(t.raw(), v.on_host ? host[o].data() : ptr(v.buffer), t.nbytes());
+    if (t.nbytes() > 0) std::memcpy(t.raw(), v.on_host ? host[o].data() : ptr(v.buffer), t.nbytes());
     out.push_back(std::move(t));
   }
   if (graph) ops->release(nullptr, graph);

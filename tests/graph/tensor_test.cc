@@ -1,0 +1,26 @@
+//===- tensor_test.cc - graph/ir/tensor.h ---------------------------------===//
+#include "graph/ir/tensor.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+namespace kiln {
+namespace {
+
+// Bool tensors filled from raw bytes (device memory, a file) may hold any
+// byte: each reads as true when non-zero, without loading it as a bool.
+TEST(Tensor, BoolBytesReadAsNonZero) {
+  Tensor t(DType::kBool, {4});
+  const uint8_t bytes[4] = {0, 1, 90, 255};
+  std::memcpy(t.raw(), bytes, 4);
+  EXPECT_EQ(t.GetDouble(0), 0.0);
+  EXPECT_EQ(t.GetDouble(1), 1.0);
+  EXPECT_EQ(t.GetDouble(2), 1.0);
+  EXPECT_EQ(t.GetInt(3), 1);
+  EXPECT_EQ(t.GetInt(0), 0);
+}
+
+}  // namespace
+}  // namespace kiln
