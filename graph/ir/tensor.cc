@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "absl/hash/hash.h"
@@ -84,6 +85,16 @@ Tensor Tensor::Reshaped(Dims dims) const {
   Tensor t = *this;
   t.dims_ = std::move(dims);
   return t;
+}
+
+Tensor Tensor::LeadingRows(int64_t first, int64_t count) const {
+  assert(rank() > 0 && first >= 0 && count >= 0 && first + count <= dims_[0] && "LeadingRows outside the tensor");
+  Dims dims = dims_;
+  dims[0] = count;
+  Tensor s(dtype_, dims);
+  const size_t row = dims_[0] > 0 ? nbytes() / static_cast<size_t>(dims_[0]) : 0;
+  if (s.nbytes() > 0) std::memcpy(s.raw(), static_cast<const uint8_t*>(raw()) + first * row, s.nbytes());
+  return s;
 }
 
 Tensor Tensor::Clone() const {

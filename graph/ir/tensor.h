@@ -68,6 +68,10 @@ class Tensor {
   Tensor Reshaped(Dims dims) const;
   // Deep copy with its own storage.
   Tensor Clone() const;
+  // A copy of rows [first, first + count) of the leading dim (a numeric
+  // tensor of rank 1 or more; the range must lie inside it): one shard of a
+  // batch.
+  Tensor LeadingRows(int64_t first, int64_t count) const;
   bool SharesStorageWith(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
   // Same dtype, dims and bytes (strings compared by value).
   bool Equals(const Tensor& o) const;

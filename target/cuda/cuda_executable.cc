@@ -88,16 +88,6 @@ absl::StatusOr<int> CudaDeviceCount() {
   return n;
 }
 
-// Rows [first, first + count) of `t`'s leading dim.
-Tensor Rows(const Tensor& t, int64_t first, int64_t count) {
-  Dims dims = t.dims();
-  dims[0] = count;
-  Tensor s(t.dtype(), dims);
-  const size_t row = t.nbytes() / static_cast<size_t>(t.dim(0));
-  std::memcpy(s.raw(), static_cast<const uint8_t*>(t.raw()) + first * row, s.nbytes());
-  return s;
-}
-
 }  // namespace
 
 absl::Status ProbeCudaDevice() {
@@ -287,7 +277,7 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunRanks(const std::vector<T
   std::vector<std::vector<void*>> out(ranks);
   for (int r = 0; r < ranks; ++r) {
     for (size_t i = 0; i < inputs.size(); ++i) {
-      shards[r].push_back(Rows(inputs[i], r * inputs_[i].dims[0], inputs_[i].dims[0]));
+      shards[r].push_back(inputs[i].LeadingRows(r * inputs_[i].dims[0], inputs_[i].dims[0]));
       in[r].push_back(shards[r].back().raw());
     }
     for (const TensorInfo& o : outputs_) {

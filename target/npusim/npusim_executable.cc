@@ -162,12 +162,8 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::ShardInputs(std::vector<Te
   }
   if (!any) return inputs;
   auto shard = [&](size_t i, int r) {
-    const Tensor& t = inputs[i];
-    Dims dims = t.dims();
-    dims[0] /= n;
-    Tensor s(t.dtype(), dims);
-    std::memcpy(s.raw(), static_cast<const uint8_t*>(t.raw()) + static_cast<size_t>(r) * s.nbytes(), s.nbytes());
-    return s;
+    const int64_t rows = inputs[i].dim(0) / n;
+    return inputs[i].LeadingRows(r * rows, rows);
   };
   // The peers' AllReduce inputs, from the reference executor on their shards.
   if (im.functional) {

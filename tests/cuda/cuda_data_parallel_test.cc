@@ -59,14 +59,6 @@ Model Step(int replicas) {
   return m;
 }
 
-Tensor Rows(const Tensor& t, int64_t first, int64_t count) {
-  Dims dims = t.dims();
-  dims[0] = count;
-  Tensor s(t.dtype(), dims);
-  std::memcpy(s.raw(), static_cast<const uint8_t*>(t.raw()) + first * (t.nbytes() / t.dim(0)), s.nbytes());
-  return s;
-}
-
 // The one-rank step against the reference. Its SGD updates are fused
 // groups that the split-back of another group leaves for simplification
 // and CSE to merge their constants: kernels built before that named values
@@ -97,7 +89,7 @@ TEST(CudaDataParallel, RanksAverageTheirGradients) {
   std::vector<std::vector<Tensor>> shards, want;
   Executor exec;
   for (int r = 0; r < ranks; ++r) {
-    shards.push_back({Rows(x, 8 * r, 8), Rows(labels, 8 * r, 8)});
+    shards.push_back({x.LeadingRows(8 * r, 8), labels.LeadingRows(8 * r, 8)});
     auto out = exec.Run(*one.graph, shards.back());
     ASSERT_TRUE(out.ok()) << out.status();
     want.push_back(*out);
@@ -111,8 +103,12 @@ TEST(CudaDataParallel, RanksAverageTheirGradients) {
     EXPECT_EQ(p->replicas, ranks);
     EXPECT_EQ(p->buckets, buckets);
     ASSERT_TRUE(p->collectives());
-    if (std::string(buckets) == "single") EXPECT_EQ(p->bucket_plan.size(), 1u);
-    if (std::string(buckets) == "per-tensor") EXPECT_EQ(p->bucket_plan.size(), 3u);
+    if (std::string(buckets) == "single") {
+      EXPECT_EQ(p->bucket_plan.size(), 1u);
+    }
+    if (std::string(buckets) == "per-tensor") {
+      EXPECT_EQ(p->bucket_plan.size(), 3u);
+    }
     int64_t bytes = 0;
     for (const PackageBucket& b : p->bucket_plan) bytes += b.bytes;
     EXPECT_EQ(bytes, (32 * 16 + 16 + 16 * 10) * 4);
@@ -151,7 +147,9 @@ TEST(CudaDataParallel, BucketsOverlapTheBackwardPass) {
       EXPECT_EQ(p->tasks[t].engine, "nccl");
     }
     EXPECT_LT(b.after, *std::max_element(b.tasks.begin(), b.tasks.end()));
-    if (b.before >= 0) EXPECT_GT(b.before, b.after);
+    if (b.before >= 0) {
+      EXPECT_GT(b.before, b.after);
+    }
     EXPECT_LE(b.start_us, b.end_us);
   }
   const std::string explain = p->Explain();

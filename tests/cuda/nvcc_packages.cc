@@ -327,7 +327,9 @@ TEST(CudaNvcc, ExportedModels) {
                             !absl::StrContains(t.reason, "known only at run time") &&
                             !absl::StrContains(t.reason, "its operands are on the host");
       EXPECT_LE(other_host_tasks, name == "ssdlite" ? 1 : 0) << p->Explain();
-      if (name != "ssdlite") EXPECT_EQ(p->num_host_tasks(), 0) << p->Explain();
+      if (name != "ssdlite") {
+        EXPECT_EQ(p->num_host_tasks(), 0) << p->Explain();
+      }
       std::string dir = absl::StrCat(root, "/", name, "_", precision);
       if (!BuildStrictly(*p, dir, nvcc, /*keep=*/true)) continue;
       std::vector<const PackageKernel*> kernels;

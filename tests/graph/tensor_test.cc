@@ -22,5 +22,16 @@ TEST(Tensor, BoolBytesReadAsNonZero) {
   EXPECT_EQ(t.GetInt(0), 0);
 }
 
+TEST(Tensor, LeadingRowsCopyAShard) {
+  Tensor t(DType::kI32, {4, 3});
+  for (int64_t i = 0; i < 12; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(i);
+  Tensor s = t.LeadingRows(1, 2);
+  EXPECT_EQ(s.dims(), (Dims{2, 3}));
+  EXPECT_EQ(s.GetInt(0), 3);
+  EXPECT_EQ(s.GetInt(5), 8);
+  EXPECT_FALSE(s.SharesStorageWith(t));
+  EXPECT_EQ(t.LeadingRows(4, 0).numel(), 0);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -185,14 +185,6 @@ absl::StatusOr<std::unique_ptr<runtime::LoadedModel>> CompileAndLoad(const Model
   return testing_util::CompileAndLoadNpusim(m, options, "dp.kiln");
 }
 
-Tensor Rows(const Tensor& t, int64_t first, int64_t count) {
-  Dims dims = t.dims();
-  dims[0] = count;
-  Tensor s(t.dtype(), dims);
-  std::memcpy(s.raw(), static_cast<const uint8_t*>(t.raw()) + first * (t.nbytes() / t.dim(0)), s.nbytes());
-  return s;
-}
-
 // Four chips, each on its own quarter of a batch of 32: every gradient is
 // the mean of the one-chip steps' gradients on the quarters, and every
 // updated parameter follows from it; the loss is chip 0's.
@@ -206,7 +198,7 @@ TEST(DataParallel, ShardedStepAveragesTheChipsGradients) {
   std::vector<std::vector<Tensor>> per_chip;
   Executor exec;
   for (int r = 0; r < chips; ++r) {
-    auto out = exec.Run(*one.graph, {Rows(x, 8 * r, 8), Rows(labels, 8 * r, 8)});
+    auto out = exec.Run(*one.graph, {x.LeadingRows(8 * r, 8), labels.LeadingRows(8 * r, 8)});
     ASSERT_TRUE(out.ok()) << out.status();
     per_chip.push_back(*out);
   }

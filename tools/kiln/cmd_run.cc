@@ -290,7 +290,10 @@ ONNX TensorProto .pb file; an input with an initial value (a training
 step's parameters and optimizer state with `--state=inputs`) may be left
 out. Prints each output's type and first values; with --output-dir, writes
 each output as DIR/<output name>.npy (characters other than letters,
-digits, '_', '-' and '.' become '_').
+digits, '_', '-' and '.' become '_'). A data-parallel step (`kiln opt
+--replicas=N`) takes inputs of R times their batch, one shard per chip or
+GPU (a cuda package runs R ranks on GPUs 0..R-1 through NCCL), or of one
+shard's size.
 
 The flags below marked * are features of a target's runs (a simulated
 device has them all but --repeat; a GPU package has --repeat); a flag the
