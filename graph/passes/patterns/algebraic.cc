@@ -487,6 +487,16 @@ RewriteResult SwapTransposedMatMul(Node* n) {
   return RewriteResult::kErased;
 }
 
+RewriteResult RemoveSameSizeResize(Node* n) {
+  Value* x = n->input(0);
+  const Shape* xs = RankedShape(x);
+  const Shape* ys = RankedShape(n->output(0));
+  if (!xs || !ys || !xs->is_static() || !(*xs == *ys)) return RewriteResult::kNoMatch;
+  if (n->GetString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize")
+    return RewriteResult::kNoMatch;
+  return ReplaceWith(n, x);
+}
+
 const std::vector<AlgebraicPattern>& AlgebraicPatterns() {
   static const std::vector<AlgebraicPattern> patterns = {
       {"identity-removed", "Identity", RemoveIdentity},
@@ -511,6 +521,7 @@ const std::vector<AlgebraicPattern>& AlgebraicPatterns() {
       {"single-input-concat-removed", "Concat", RemoveSingleConcat},
       {"full-slice-removed", "Slice", RemoveFullSlice},
       {"zero-pad-removed", "Pad", RemoveZeroPad},
+      {"same-size-resize-removed", "Resize", RemoveSameSizeResize},
   };
   return patterns;
 }

@@ -5,7 +5,7 @@
 // compose (Transpose∘Transpose, Reshape∘Reshape, round-trip Casts,
 // Unsqueeze/Squeeze pairs) and ops that do nothing for their arguments
 // (Reshape/Flatten/Expand to the same shape, single-input Concat, a Slice
-// that takes everything, Pad with zero pads).
+// that takes everything, Pad with zero pads, Resize to the same size).
 //
 // Each pattern looks at one node (and its producers) and either leaves the
 // graph untouched or rewrites it; the simplify pass runs them all, and a
@@ -63,6 +63,11 @@ RewriteResult RemoveSameShapeExpand(Node* n);    // Expand(x, shape x already ha
 RewriteResult RemoveSingleConcat(Node* n);       // Concat(x) -> x
 RewriteResult RemoveFullSlice(Node* n);          // Slice taking every element -> x
 RewriteResult RemoveZeroPad(Node* n);            // Pad(x, zeros) -> x
+// Resize(x) to x's own static shape -> x: every coordinate mode but
+// tf_crop_and_resize maps each output position onto the same input
+// position, where nearest, linear and cubic all give the input element (a
+// detector's transform resizing its input to the size it already has).
+RewriteResult RemoveSameSizeResize(Node* n);
 // Transpose(MatMul(a, b)) of 2-D operands, the MatMul used only there ->
 // MatMul(b^T, a^T), a Transpose of an operand that is itself a Transpose
 // cancelling: the product comes out transposed with no copy of it (a weight
