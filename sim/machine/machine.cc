@@ -62,7 +62,7 @@ absl::Status CheckFields(const google::protobuf::Message& msg, const std::string
     bool may_be_zero = name.find("latency") != std::string::npos || name == "chip_links.count" ||
                        name == "core.mte_burst_cycles" || name == "chip.l2_size_mib" ||
                        name == "core.mte2_ub_bytes_per_cycle" || name == "core.mte1_l0b_bytes_per_cycle" ||
-                       name == "core.vector_exp_ln_elements_per_cycle" ||
+                       name == "core.vector_exp_ln_elements_per_cycle" || name == "core.fixp_gm_write_min_cycles" ||
                        absl::StartsWith(name, "energy.");
     if (!(v >= 0) || (!may_be_zero && v == 0))
       return InvalidArgument("machine field ", name, " must be ", may_be_zero ? "non-negative" : "positive",

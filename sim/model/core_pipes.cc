@@ -163,6 +163,9 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
     if (l2_out.hit_bytes > 0 && l2_out.miss_bytes == 0 && l2_out.writeback_bytes == 0)
       latency += std::min(static_cast<double>(machine.chip().l2_hit_latency_cycles()), cost.hbm_latency) -
                  cost.hbm_latency;
+    // A posted write completes once its bytes have left the pipe, after
+    // its least duration.
+    if (cost.posted_min_cycles > 0) *t = std::max(*t, start + cost.posted_min_cycles);
     // Busy from its start to its completion, less what overlaps the previous
     // DMA's tail (a hit's short latency may end inside a miss's long one).
     double done = *t + latency;

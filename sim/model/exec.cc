@@ -588,8 +588,12 @@ Cost InstCost(const Inst& in, const Machine& m) {
         c.gm_bytes = a[attr::kFxM] * a[attr::kFxN] * 256 * DTypeSize(in.dtype);
         // The read-out of L0C bounds the rate at which output bytes leave.
         c.rate_cap = k.fixp_bytes_per_cycle() * c.gm_bytes / l0c_bytes;
-        c.latency += hbm_lat;
-        c.hbm_latency = hbm_lat;
+        if (k.fixp_gm_write_min_cycles() > 0) {
+          c.posted_min_cycles = static_cast<double>(k.fixp_gm_write_min_cycles());
+        } else {
+          c.latency += hbm_lat;
+          c.hbm_latency = hbm_lat;
+        }
         c.energy_pj = l0c_bytes * e.l0_pj_per_byte() + static_cast<double>(c.gm_bytes) * e.hbm_pj_per_byte();
       } else {
         c.busy = l0c_bytes / k.fixp_bytes_per_cycle();

@@ -42,6 +42,10 @@ struct Cost {
   int64_t gm_bytes = 0;   // DMA: bytes through HBM
   bool gm_write = false;  // DMA direction
   double rate_cap = 0;    // DMA: the pipe's own bandwidth in bytes per cycle
+  // DMA: a posted write (core.fixp_gm_write_min_cycles): it completes when
+  // its bytes have left the pipe, after at least this many cycles, with no
+  // L2 or HBM latency; 0: not posted.
+  double posted_min_cycles = 0;
   int64_t macs = 0;       // cube multiply-accumulates
   int64_t elements = 0;   // vector: elements it computes (repeats times the active elements of one)
   // The energy its action takes (Machine.energy): the arithmetic it does

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sim/isa/asm.h"
 #include "sim/machine/machine.h"
@@ -414,6 +415,33 @@ TEST(TimingTest, AReReadOfAResidentTileIsAnL2Hit) {
   EXPECT_EQ(rn->l2_hit_bytes, 0);
   EXPECT_DOUBLE_EQ(rn->total_cycles, 2 * 65536 / m.core().mte2_bytes_per_cycle() + m.chip().hbm_latency_cycles() +
                                          m.core().mte2_latency_cycles());
+}
+
+TEST(TimingTest, PostedFixpWritesTakeTheirIntervalOrTheirBytes) {
+  // With core.fixp_gm_write_min_cycles a FIXP write to GM completes when its
+  // bytes have left FIXP, after at least that many cycles: no L2 or HBM
+  // latency, so a small write costs the interval and a large one its bytes.
+  Machine m = DefaultMachine();
+  m.mutable_core()->set_fixp_gm_write_min_cycles(200);
+  const double rate = m.core().fixp_bytes_per_cycle(), latency = m.core().fixp_latency_cycles();
+  for (const int n : {1, 64}) {  // 1 KiB: 4 cycles of bytes at 256 B/cycle; 64 KiB: 256 cycles
+    SCOPED_TRACE(n);
+    const std::string kasm = absl::StrCat(".program t\n.arg y f32[", 256 * n, "]\n  fixp.f32.f32 y[0], L0C[0], m=1, n=", n,
+                                          "\n");
+    auto posted = Load(kasm, m);
+    ASSERT_TRUE(posted);
+    auto r = posted->Run(Traced());
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto fixp = PipeSlices(*posted->dev, Pipe::kFixp);
+    ASSERT_EQ(fixp.size(), 1u);
+    EXPECT_DOUBLE_EQ(fixp[0].end - fixp[0].start, std::max(200.0, 1024 * n / rate));
+    EXPECT_DOUBLE_EQ(r->total_cycles, fixp[0].end + latency);
+    // Without it the write waits for the L2 to take it (a write allocates its lines there).
+    auto plain = Load(kasm, DefaultMachine());
+    auto rp = plain->Run();
+    ASSERT_TRUE(rp.ok());
+    EXPECT_DOUBLE_EQ(rp->total_cycles, fixp[0].start + 1024 * n / rate + latency + m.chip().l2_hit_latency_cycles());
+  }
 }
 
 TEST(TimingTest, AWorkingSetBeyondTheL2Misses) {
