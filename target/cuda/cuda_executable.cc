@@ -90,6 +90,24 @@ absl::StatusOr<int> CudaDeviceCount() {
 
 }  // namespace
 
+int ShardRanks(const std::vector<Tensor>& inputs, const std::vector<CudaExecutable::TensorInfo>& infos,
+               int replicas) {
+  if (replicas <= 1 || inputs.empty() || inputs.size() != infos.size()) return 0;
+  const std::vector<int64_t>& first = infos[0].dims;
+  if (first.empty() || first[0] <= 0 || inputs[0].rank() == 0 || inputs[0].dim(0) % first[0] != 0) return 0;
+  const int64_t ranks = inputs[0].dim(0) / first[0];
+  if (ranks < 2) return 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<int64_t> want = infos[i].dims;
+    if (want.empty()) return 0;
+    want[0] *= ranks;
+    if (inputs[i].dtype() != infos[i].dtype ||
+        std::vector<int64_t>(inputs[i].dims().begin(), inputs[i].dims().end()) != want)
+      return 0;
+  }
+  return static_cast<int>(ranks);
+}
+
 absl::Status ProbeCudaDevice() {
   KILN_ASSIGN_OR_RETURN(int n, CudaDeviceCount());
   if (n == 0) return absl::UnavailableError("the CUDA driver sees no device");
@@ -187,22 +205,7 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor
   if (inputs.size() != inputs_.size())
     return absl::InvalidArgumentError(absl::StrCat("the model takes ", inputs_.size(), " inputs, got ", inputs.size()));
   // A data-parallel step on R ranks: every input R times its leading dim.
-  if (replicas_ > 1 && !inputs.empty() && !inputs_[0].dims.empty() && inputs_[0].dims[0] > 0 &&
-      inputs[0].rank() > 0 && inputs[0].dim(0) > inputs_[0].dims[0] && inputs[0].dim(0) % inputs_[0].dims[0] == 0) {
-    const int64_t ranks = inputs[0].dim(0) / inputs_[0].dims[0];
-    bool sharded = true;
-    for (size_t i = 0; i < inputs.size() && sharded; ++i) {
-      std::vector<int64_t> want = inputs_[i].dims;
-      if (want.empty()) {
-        sharded = false;
-        break;
-      }
-      want[0] *= ranks;
-      sharded = inputs[i].dtype() == inputs_[i].dtype &&
-                std::vector<int64_t>(inputs[i].dims().begin(), inputs[i].dims().end()) == want;
-    }
-    if (sharded) return RunRanks(inputs, static_cast<int>(ranks));
-  }
+  if (const int ranks = ShardRanks(inputs, inputs_, replicas_); ranks > 1) return RunRanks(inputs, ranks);
   std::vector<const void*> in;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];

@@ -82,4 +82,11 @@ class CudaExecutable {
   absl::StatusOr<std::vector<Tensor>> RunRanks(const std::vector<Tensor>& inputs, int ranks);
 };
 
+// How many ranks of a data-parallel step (compiled for `replicas` > 1)
+// `inputs` hold: R >= 2 when each is R times its leading dim of `infos`
+// (same dtype, the other dims equal), 0 otherwise (one rank's inputs, or
+// inputs that fit neither).
+int ShardRanks(const std::vector<Tensor>& inputs, const std::vector<CudaExecutable::TensorInfo>& infos,
+               int replicas);
+
 }  // namespace kiln::target

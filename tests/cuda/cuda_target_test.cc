@@ -194,6 +194,23 @@ TEST(CudaRuntime, NoDeviceOrNotAPackage) {
 
 // libkiln_hostops.so on its own: kiln_host_ops_v1 is its one export, and
 // the provider it returns runs a node of a host graph.
+// A data-parallel package's inputs: one rank's size, or R shards of it.
+TEST(CudaRuntime, ShardsOfADataParallelStep) {
+  const std::vector<target::CudaExecutable::TensorInfo> infos = {{"x", DType::kF32, {8, 32}},
+                                                                  {"labels", DType::kI64, {8}}};
+  auto in = [](int64_t rows_x, int64_t rows_l, DType lt = DType::kI64) {
+    return std::vector<Tensor>{Tensor(DType::kF32, {rows_x, 32}), Tensor(lt, {rows_l})};
+  };
+  EXPECT_EQ(target::ShardRanks(in(32, 32), infos, 4), 4);
+  EXPECT_EQ(target::ShardRanks(in(16, 16), infos, 4), 2);  // the run's ranks, not the compiled ones
+  EXPECT_EQ(target::ShardRanks(in(8, 8), infos, 4), 0);    // one rank's inputs
+  EXPECT_EQ(target::ShardRanks(in(32, 16), infos, 4), 0);  // shards that disagree
+  EXPECT_EQ(target::ShardRanks(in(20, 20), infos, 4), 0);  // not a multiple
+  EXPECT_EQ(target::ShardRanks(in(32, 32, DType::kI32), infos, 4), 0);
+  EXPECT_EQ(target::ShardRanks(in(32, 32), infos, 1), 0);  // no collectives
+  EXPECT_EQ(target::ShardRanks({Tensor(DType::kF32, {32, 32})}, infos, 4), 0);
+}
+
 TEST(CudaRuntime, HostOpsLibraryStandsAlone) {
   void* lib = dlopen(KILN_HOSTOPS_LIBRARY_PATH, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
