@@ -11,7 +11,13 @@ step waits for after its last compute task (exposed). No GPU is needed: these ar
 NCCL's ring latencies, docs/cuda-target.md, "Data-parallel steps"); on a
 machine with GPUs the package runs them (kiln_model_run_replicas).
 
-usage: benchmarks/cuda_data_parallel.py KILN TRAINING_MODELS_DIR [--replicas=N] [NAME ...]
+With --run=R (a machine with R GPUs and nvcc) it also runs each model's
+step on R ranks: `kiln run PACKAGE` on inputs of R shards (rank r's input
+is the exported input plus r/100), and checks every output but the loss
+against the mean of the reference executor's one-rank steps on the shards
+(`kiln run STEP.kir`), printing the largest difference.
+
+usage: benchmarks/cuda_data_parallel.py KILN TRAINING_MODELS_DIR [--replicas=N] [--run=R] [NAME ...]
 """
 import os
 import re
@@ -29,8 +35,45 @@ def run(cmd):
     return p.stdout
 
 
+def run_ranks(kiln, step, d, ranks, tmp):
+    """The step's package on `ranks` GPUs against the reference's mean; the largest difference."""
+    import numpy as np
+    with open(os.path.join(d, "inputs.txt")) as f:
+        names = f.read().split()
+    base = [np.load(os.path.join(d, f"input_{i}.npy")) for i in range(len(names))]
+    shards = [[x + (r / 100 if x.dtype.kind == "f" else 0) for x in base] for r in range(ranks)]
+    want = None
+    for r, shard in enumerate(shards):
+        out = os.path.join(tmp, f"ref{r}")
+        args = []
+        for n, x in zip(names, shard):
+            path = os.path.join(tmp, f"{n}_{r}.npy")
+            np.save(path, x)
+            args.append(f"--input={n}={path}")
+        run([kiln, "run", step, f"--output-dir={out}"] + args)
+        got = {f: np.load(os.path.join(out, f)) for f in sorted(os.listdir(out))}
+        want = got if want is None else {f: want[f] + got[f] for f in want}
+    want = {f: v / ranks for f, v in want.items()}
+    pkg = os.path.join(tmp, "ranks.cuda")
+    run([kiln, "compile", step, "--target=cuda", "-o", pkg])
+    args = []
+    for i, n in enumerate(names):
+        path = os.path.join(tmp, f"{n}_all.npy")
+        np.save(path, np.concatenate([s[i] for s in shards]))
+        args.append(f"--input={n}={path}")
+    out = os.path.join(tmp, "gpu")
+    run([kiln, "run", pkg, f"--output-dir={out}"] + args)
+    worst = 0.0
+    for f, v in want.items():
+        if f.startswith("loss"):
+            continue  # rank 0's own
+        worst = max(worst, float(np.max(np.abs(np.load(os.path.join(out, f)).astype(np.float64) - v))))
+    return worst
+
+
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--replicas=")]
+    runs = [int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--run=")]
+    args = [a for a in sys.argv[1:] if not a.startswith("--replicas=") and not a.startswith("--run=")]
     replicas = [int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--replicas=")] or [8]
     if len(args) < 2:
         print(__doc__, file=sys.stderr)
@@ -63,6 +106,10 @@ def main():
                 exposed = max(0.0, last - compute)
                 print(f"| {name} | {strategy} | {len(buckets)} | {total:,} | {compute:,.1f} | {last:,.1f} | "
                       f"{busy:,.1f} | {exposed:,.1f} |", flush=True)
+            if runs:
+                worst = run_ranks(kiln, step, d, runs[0], tmp)
+                print(f"{name}: {runs[0]} ranks on the GPU, largest difference from the reference's mean "
+                      f"{worst:.3g}", flush=True)
     return 0
 
 
