@@ -18,9 +18,9 @@
 // `search` is exact for its model: the compute stream runs its tasks one
 // after another, each taking its estimated cycles, so gradient i is ready at
 // r_i; the links run one collective at a time, a bucket of S bytes taking
-// T(S), the target's time for an AllReduce of S bytes (npusim: its chip
-// links, sim::AllReduceCycles; cuda: a ring over the GPU's links,
-// RingAllReduceSeconds). With the gradients in ready order, the earliest
+// T(S), the target's time for an AllReduce of S bytes (a simulated chip's
+// own rule for its links, or RingAllReduceSeconds over the links a
+// description's LinkFigures state). With the gradients in ready order, the earliest
 // end of the first j of them sent in buckets is
 //   f(j) = min over i < j of max(f(i), r_j) + T(S(i..j)),
 // a dynamic program over the n gradients in O(n^2) (ties: the prefix plan

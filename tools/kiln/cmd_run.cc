@@ -282,18 +282,18 @@ const Command kRunCommand = {
 Runs a model: .onnx and .kir on the host reference executor; a compiled
 artifact (a .kiln file, a package directory, or a plugin target's own
 form) on the device of the target that recognizes it, through that
-target's runtime (the simulated NPU: the SystemC model, with the trace and
-report below; a cuda package: its library built with the package's
-build.sh when missing and run on the GPU, or a one-line error without one).
+target's runtime (a simulated device: its SystemC model, with the trace
+and report below; a package of generated code: built with the package's
+own build script when missing and run on its hardware, or a one-line
+error without it).
 Each input is given as NAME=FILE, where FILE is a NumPy .npy file or an
 ONNX TensorProto .pb file; an input with an initial value (a training
 step's parameters and optimizer state with `--state=inputs`) may be left
 out. Prints each output's type and first values; with --output-dir, writes
 each output as DIR/<output name>.npy (characters other than letters,
 digits, '_', '-' and '.' become '_'). A data-parallel step (`kiln opt
---replicas=N`) takes inputs of R times their batch, one shard per chip or
-GPU (a cuda package runs R ranks on GPUs 0..R-1 through NCCL), or of one
-shard's size.
+--replicas=N`) takes inputs of R times their batch, one shard per device
+(the target's runtime runs R ranks), or of one shard's size.
 
 The flags below marked * are features of a target's runs (a simulated
 device has them all but --repeat; a GPU package has --repeat); a flag the
