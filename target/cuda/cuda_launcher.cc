@@ -16,16 +16,22 @@
 // before and after this model's tables, the templates of README.md,
 // CMakeLists.txt and build.sh) is real source under target/cuda/package/,
 // embedded into kiln at build time (package_files.h); this file writes the
-// model's part and fills the templates' @NAME@ fields in.
+// model's part, fills the templates' @NAME@ fields in, and writes the files
+// into the package directory. The build they describe (--arch's gencodes,
+// nvcc's command line) is read here from the compile options too.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "graph/support/status.h"
 #include "target/cuda/cuda_package.h"
+#include "target/cuda/cuda_target.h"
 #include "target/cuda/package_files.h"
 
 namespace kiln::target::cuda {
@@ -319,6 +325,32 @@ std::string BuildScript(const CudaPackage& p) {
 
 }  // namespace
 
+absl::StatusOr<CudaBuildOptions> CudaBuildOptionsFrom(const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(CheckSettings(options, CudaDescription()));
+  CudaBuildOptions b;
+  const std::string arch = options.Setting("arch");
+  if (arch.empty() || arch == "sm_80+sm_90a") {
+    b.arch = {80, true};
+    b.gencodes = {"arch=compute_80,code=sm_80", "arch=compute_80,code=compute_80", "arch=compute_90a,code=sm_90a"};
+    return b;
+  }
+  b.arch_name = arch;
+  if (arch == "sm_90a") {
+    b.arch = {90, true};
+    b.gencodes = {"arch=compute_90a,code=sm_90a"};
+    return b;
+  }
+  for (int sm : {80, 86, 89, 90})
+    if (arch == absl::StrCat("sm_", sm)) {
+      b.arch = {sm, false};
+      b.gencodes = {absl::StrFormat("arch=compute_%d,code=sm_%d", sm, sm),
+                    absl::StrFormat("arch=compute_%d,code=compute_%d", sm, sm)};
+      return b;
+    }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80 and sm_90a), not '", arch, "'"));
+}
+
 std::string NvccCommand(const CudaBuildOptions& build, const std::string& nvcc, bool nccl) {
   // --threads 0: the gencode targets compile in parallel, one per core.
   std::string s = absl::StrCat(nvcc, " -O3 -std=c++17 --threads 0");
@@ -326,6 +358,32 @@ std::string NvccCommand(const CudaBuildOptions& build, const std::string& nvcc, 
   absl::StrAppend(&s, " -shared -Xcompiler -fPIC -o libkiln_model.so kernels.cu model.cc");
   if (nccl) absl::StrAppend(&s, " -lnccl");  // NCCL of the toolkit (lib64 is on nvcc's link path)
   return s;
+}
+
+absl::Status WriteCudaPackage(const CudaPackage& package, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create the package directory '", dir, "'", ec ? ": " + ec.message() : ""));
+  // A library built from an earlier package no longer matches, and an
+  // earlier package's host graph (and the provider that runs it) is not
+  // this one's.
+  std::filesystem::remove(std::filesystem::path(dir) / "libkiln_model.so", ec);
+  for (const char* stale : {"host_graph.kir", "host_graph.kir.blobs", "libkiln_hostops.so"})
+    std::filesystem::remove(std::filesystem::path(dir) / stale, ec);
+  for (const auto& [name, bytes] : package.Files()) {
+    std::string path = (std::filesystem::path(dir) / name).string();
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
+    if (name == "build.sh") std::filesystem::permissions(path, std::filesystem::perms::owner_exec |
+                                                                   std::filesystem::perms::group_exec |
+                                                                   std::filesystem::perms::others_exec,
+                                                         std::filesystem::perm_options::add, ec);
+  }
+  return absl::OkStatus();
 }
 
 std::string LauncherHeader() { return std::string(package_files::kKilnModelH); }

@@ -2,11 +2,8 @@
 #include "target/cuda/cuda_package.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <set>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,7 +12,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "graph/exec/executor.h"
 #include "graph/ir/printer.h"
 #include "graph/ops/op_registry.h"
@@ -34,8 +30,10 @@
 #include "target/backend/memory_plan.h"
 #include "target/backend/tile_lowering.h"
 #include "target/cuda/cuda_collectives.h"
+#include "target/cuda/cuda_copy_chains.h"
 #include "target/cuda/cuda_copy_kernel.h"
 #include "target/cuda/cuda_target.h"
+#include "target/cuda/cuda_values.h"
 #include "target/precision.h"
 
 namespace kiln::target::cuda {
@@ -45,23 +43,6 @@ constexpr int64_t kAlignment = 256;
 // A result this small, computed only from values on the host, is computed
 // on the host too.
 constexpr int64_t kSmallHostElements = 64;
-
-// A value the device can hold: a tensor of static shape and a fixed-width dtype.
-bool DeviceStorable(const Value* v) {
-  const Type& t = v->type();
-  if (!t.is_tensor() || !t.shape().ranked() || !t.shape().is_static()) return false;
-  DType d = t.dtype();
-  return d != DType::kString && d != DType::kUndefined && DTypeSize(d) > 0 && DTypeSize(d) <= 8;
-}
-
-// A value a host task can hold: a tensor of a fixed-width dtype, its shape
-// known at compile time or not.
-bool HostStorable(const Value* v) {
-  const Type& t = v->type();
-  if (!t.is_tensor()) return false;
-  DType d = t.dtype();
-  return d != DType::kString && d != DType::kUndefined && DTypeSize(d) > 0 && DTypeSize(d) <= 8;
-}
 
 // Why node `n` runs on the host whatever its placement: one of its operands
 // or results has a shape known only at run time, or a dtype the device does
@@ -80,35 +61,11 @@ std::string HostOnlyReason(const Node& n) {
   return "";
 }
 
-int64_t StaticBytes(const Value* v) {
-  int64_t n = static_cast<int64_t>(DTypeSize(v->type().dtype()));
-  for (const Dim& d : v->type().shape().dims()) n *= d.value();
-  return n;
-}
-
-// The dims of a ranked value, -1 for those known only at run time.
-std::vector<int64_t> DimsOf(const Value* v) {
-  std::vector<int64_t> d;
-  if (!v->type().is_tensor() || !v->type().shape().ranked()) return d;
-  for (const Dim& x : v->type().shape().dims()) d.push_back(x.value());
-  return d;
-}
-
 std::string NodeLabel(const Node& n) {
   if (!n.name().empty()) return n.name();
   if (n.num_outputs() > 0) return n.output(0)->name();
   return n.op();
 }
-
-bool IsView(const Node& n) {
-  if (!n.domain().empty()) return false;
-  if (!IsOneOf(n, kViewOps)) return false;
-  const Value* in = n.input(0);
-  const Value* out = n.output(0);
-  return in && DeviceStorable(in) && DeviceStorable(out) && in->type().dtype() == out->type().dtype() &&
-         StaticBytes(in) == StaticBytes(out);
-}
-
 
 // A C identifier from any text.
 std::string Identifier(absl::string_view s) {
@@ -168,97 +125,6 @@ class KernelBuilder {
   tile::TileCostFigures figures_;
 };
 
-// Copies in a row. A copy whose output only other copies read (directly or
-// through views) need not write it: each reader's piece composes with the
-// piece that wrote it (ComposePieces) and reads the writer's source
-// instead, so the qkv Split of an attention and the Transposes that make
-// its heads are one launch per head tensor, not two.
-class CopyChains {
- public:
-  // A piece of a copy node and the value it reads.
-  struct Read {
-    CopyPiece piece;
-    const Value* source = nullptr;
-  };
-
-  // `on_device(n)`: n is a copy op that runs as copy kernels; `on_host`:
-  // nodes that run on the host whatever they are (a view among them is a
-  // reader like any other).
-  template <typename OnDevice>
-  CopyChains(const Graph& g, OnDevice on_device, const absl::flat_hash_map<const Node*, std::string>& on_host)
-      : on_host_(on_host) {
-    for (const Node* a : g.nodes()) {
-      if (!on_device(*a)) continue;
-      absl::StatusOr<std::vector<CopyPiece>> pieces = DevicePiecesOf(*a);
-      if (!pieces.ok()) continue;
-      std::vector<Read>& reads = reads_[a];
-      for (CopyPiece& p : *pieces) reads.push_back({p, a->input(p.src)});
-    }
-    // In graph order, so that a chain of three composes into the last.
-    absl::flat_hash_set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
-    for (const Node* a : g.nodes())
-      if (reads_.contains(a))
-        for (int j = 0; j < a->num_outputs(); ++j) Absorb(a, j, outputs);
-  }
-
-  // The pieces of copy node `n` (null when it has none).
-  const std::vector<Read>* ReadsOf(const Node* n) const {
-    auto it = reads_.find(n);
-    return it == reads_.end() ? nullptr : &it->second;
-  }
-  // Whether no launch writes `v` (a copy's output, or a view of one).
-  bool Absorbed(const Value* v) const { return absorbed_.contains(v); }
-
- private:
-  // Composes every read of output j of `a` into its readers when all of
-  // them are copies seen already and all compose.
-  void Absorb(const Node* a, int j, const absl::flat_hash_set<const Value*>& outputs) {
-    const Value* r = a->output(j);
-    const Read* writer = nullptr;
-    for (const Read& w : reads_.at(a)) {
-      if (w.piece.dst != j) continue;
-      if (writer) return;  // written in parts
-      writer = &w;
-    }
-    if (!writer || !r->has_uses() || writer->piece.elements() != r->type().shape().NumElements()) return;
-    std::vector<const Value*> seen = {r};  // r and its views
-    std::vector<std::pair<Read*, CopyPiece>> composed;
-    for (size_t i = 0; i < seen.size(); ++i) {
-      if (outputs.contains(seen[i])) return;
-      for (const Use& u : seen[i]->uses()) {
-        if (!u.user) return;
-        if (IsView(*u.user) && u.index == 0 && !on_host_.contains(u.user)) {
-          seen.push_back(u.user->output(0));
-          continue;
-        }
-        auto it = reads_.find(u.user);
-        if (it == reads_.end()) return;
-        // Indices a Gather reads at run time are an operand, not a source.
-        for (const Read& x : it->second)
-          if (x.piece.index_input == u.index) return;
-        bool read = false;
-        for (Read& x : it->second) {
-          if (x.source != seen[i]) continue;
-          std::optional<CopyPiece> c = ComposePieces(x.piece, writer->piece);
-          if (!c) return;
-          composed.push_back({&x, *c});
-          read = true;
-        }
-        if (!read) return;  // an operand no piece moves (a shape, say): keep it written
-      }
-    }
-    for (auto& [x, c] : composed) {
-      x->piece = std::move(c);
-      x->source = writer->source;
-    }
-    absorbed_.insert(seen.begin(), seen.end());
-  }
-
-  const absl::flat_hash_map<const Node*, std::string>& on_host_;
-  absl::flat_hash_map<const Node*, std::vector<Read>> reads_;
-  absl::flat_hash_set<const Value*> absorbed_;
-};
-
 // The buffers of a package, one per value that has device storage.
 class Buffers {
  public:
@@ -312,32 +178,6 @@ class Buffers {
 };
 
 }  // namespace
-
-absl::StatusOr<CudaBuildOptions> CudaBuildOptionsFrom(const CompileOptions& options) {
-  KILN_RETURN_IF_ERROR(CheckSettings(options, CudaDescription()));
-  CudaBuildOptions b;
-  const std::string arch = options.Setting("arch");
-  if (arch.empty() || arch == "sm_80+sm_90a") {
-    b.arch = {80, true};
-    b.gencodes = {"arch=compute_80,code=sm_80", "arch=compute_80,code=compute_80", "arch=compute_90a,code=sm_90a"};
-    return b;
-  }
-  b.arch_name = arch;
-  if (arch == "sm_90a") {
-    b.arch = {90, true};
-    b.gencodes = {"arch=compute_90a,code=sm_90a"};
-    return b;
-  }
-  for (int sm : {80, 86, 89, 90})
-    if (arch == absl::StrCat("sm_", sm)) {
-      b.arch = {sm, false};
-      b.gencodes = {absl::StrFormat("arch=compute_%d,code=sm_%d", sm, sm),
-                    absl::StrFormat("arch=compute_%d,code=compute_%d", sm, sm)};
-      return b;
-    }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_80 and sm_90a), not '", arch, "'"));
-}
 
 int CudaPackage::num_host_tasks() const {
   int n = 0;
@@ -971,111 +811,6 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     if (!kept.empty()) pkg.host_graph_blobs = SerializeBlobStore(kept);
   }
   return pkg;
-}
-
-std::string CudaPackage::Explain() const {
-  std::string out;
-  std::map<std::string, int> per_engine;
-  int launches = 0;
-  int64_t d2h = 0, h2d = 0;
-  int copies = 0;
-  auto value_text = [&](int v) {
-    const PackageValue& x = values[v];
-    std::vector<std::string> dims;
-    for (int64_t d : x.dims) dims.push_back(d < 0 ? "?" : absl::StrCat(d));
-    return absl::StrCat(x.name, " (", DTypeName(x.dtype), x.ranked ? absl::StrCat("[", absl::StrJoin(dims, ","), "]") : "[...]",
-                        ")");
-  };
-  // Values kept on the host between host tasks, and those sized at run time;
-  // values the host has this run (a device value is copied to it once).
-  absl::flat_hash_set<int> on_host, dynamic, copied;
-  for (const PackageTask& t : tasks) {
-    absl::StrAppend(&out, t.node, " = ", t.op, "  ->  ", t.engine, ": ", t.reason);
-    if (!t.plan.empty()) absl::StrAppend(&out, " [", t.plan, "]");
-    absl::StrAppend(&out, "\n");
-    ++per_engine[t.engine];
-    launches += static_cast<int>(t.launches.size());
-    if (t.kind != PackageTask::Kind::kHost) continue;
-    for (int v : t.host_inputs) {
-      if (values[v].on_host || !copied.insert(v).second) continue;
-      absl::StrAppend(&out, "    copy device -> host: ", value_text(v), "\n");
-      ++copies;
-      d2h += buffers[values[v].buffer].bytes;
-    }
-    for (int v : t.host_outputs) {
-      copied.insert(v);
-      if (values[v].on_host) {
-        absl::StrAppend(&out, "    kept on the host: ", value_text(v),
-                        values[v].dynamic ? ", sized when the node has run" : "", "\n");
-        on_host.insert(v);
-        if (values[v].dynamic) dynamic.insert(v);
-      }
-      if (values[v].buffer < 0) continue;
-      absl::StrAppend(&out, "    copy host -> device: ", value_text(v), "\n");
-      ++copies;
-      h2d += buffers[values[v].buffer].bytes;
-    }
-  }
-  absl::StrAppend(&out, "\ntasks per engine:\n");
-  for (const auto& [engine, count] : per_engine) absl::StrAppend(&out, absl::StrFormat("  %-10s %6d tasks\n", engine, count));
-  int matrix = 0, copy = 0;
-  for (const PackageKernel& k : kernels) matrix += k.matrix, copy += k.copy;
-  absl::StrAppend(&out, absl::StrFormat("kernels: %d launches of %d distinct kernels (%d TensorCore, %d strided-copy)\n",
-                                        launches, kernels.size(), matrix, copy));
-  absl::StrAppend(&out, absl::StrFormat("host tasks: %d, with %d copies around them (%d bytes device -> host, %d "
-                                        "bytes host -> device per run)\n",
-                                        num_host_tasks(), copies, d2h, h2d));
-  if (!on_host.empty()) {
-    int returned = 0;
-    for (int v : outputs) returned += values[v].on_host;
-    absl::StrAppend(&out, absl::StrFormat("values kept on the host between host tasks: %d (%d sized at run time; %d "
-                                          "of them model outputs, returned from the host)\n",
-                                          on_host.size(), dynamic.size(), returned));
-  }
-  if (collectives()) {
-    absl::StrAppend(&out, "data parallel: made for ", replicas, " GPUs (any number runs it); AllReduce buckets (",
-                    buckets, "), NCCL on the links stream:\n");
-    for (size_t i = 0; i < bucket_plan.size(); ++i) {
-      const PackageBucket& bk = bucket_plan[i];
-      absl::StrAppend(&out, absl::StrFormat("  bucket %d: %d tensors, %d bytes, after task %d, before %s, estimated "
-                                            "%.1f-%.1f us\n",
-                                            i, bk.tasks.size(), bk.bytes, bk.after,
-                                            bk.before < 0 ? std::string("the end") : absl::StrCat("task ", bk.before),
-                                            bk.start_us, bk.end_us));
-    }
-    absl::StrAppend(&out, absl::StrFormat("  compute tasks end at %.1f us by the estimates\n", compute_end_us));
-  }
-  absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%), %d bytes of "
-                                        "constants\n",
-                                        arena_bytes, naive_bytes, naive_bytes ? 100.0 * arena_bytes / naive_bytes : 100.0,
-                                        constants.size()));
-  return out;
-}
-
-absl::Status WriteCudaPackage(const CudaPackage& package, const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir))
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot create the package directory '", dir, "'", ec ? ": " + ec.message() : ""));
-  // A library built from an earlier package no longer matches, and an
-  // earlier package's host graph (and the provider that runs it) is not
-  // this one's.
-  std::filesystem::remove(std::filesystem::path(dir) / "libkiln_model.so", ec);
-  for (const char* stale : {"host_graph.kir", "host_graph.kir.blobs", "libkiln_hostops.so"})
-    std::filesystem::remove(std::filesystem::path(dir) / stale, ec);
-  for (const auto& [name, bytes] : package.Files()) {
-    std::string path = (std::filesystem::path(dir) / name).string();
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
-    if (name == "build.sh") std::filesystem::permissions(path, std::filesystem::perms::owner_exec |
-                                                                   std::filesystem::perms::group_exec |
-                                                                   std::filesystem::perms::others_exec,
-                                                         std::filesystem::perm_options::add, ec);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace kiln::target::cuda

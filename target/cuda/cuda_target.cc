@@ -34,6 +34,7 @@
 #include "target/cuda/cuda_decode_attention.h"
 #include "target/cuda/cuda_package.h"
 #include "target/cuda/cuda_runtime.h"
+#include "target/cuda/cuda_values.h"
 #include "target/placement/op_tables.h"
 #include "target/placement/placement.h"
 
@@ -127,7 +128,6 @@ bool GpuNumeric(DType t) {
   return GpuFloat(t) || t == DType::kI8 || t == DType::kU8 || t == DType::kI16 || t == DType::kI32 ||
          t == DType::kI64 || t == DType::kBool;
 }
-bool GpuStorable(DType t) { return t != DType::kString && t != DType::kUndefined && DTypeSize(t) > 0 && DTypeSize(t) <= 8; }
 
 const absl::flat_hash_set<std::string>& SimtOps() {
   static const auto* ops = new absl::flat_hash_set<std::string>{
@@ -169,7 +169,7 @@ const OpTables& Tables() {
     t->vector_dtype = GpuNumeric;
     t->vector_dtype_refusal = "no GPU kernel for these dtypes";
     t->gate = [](const Node& n, const std::function<Placement(std::string)>& host) -> std::optional<Placement> {
-      if (!AllTensorsAre(n, GpuStorable)) return host("strings, f64 and complex tensors live on the host");
+      if (!AllTensorsAre(n, cuda::FixedWidth)) return host("strings, f64 and complex tensors live on the host");
       if (IsNondeterministicOp(n)) return host("random numbers are drawn on the host");
       return std::nullopt;
     };
