@@ -96,11 +96,15 @@ absl::Status PlanCollectives(const TargetDescription& d, const CompileOptions& o
     items.push_back({bytes, after[t] < 0 ? 0 : end[after[t]]});
   }
   const int replicas = package.replicas;
-  KILN_ASSIGN_OR_RETURN(std::vector<PlannedBucket> plan, PlanBuckets(package.buckets, items, [&](int64_t bytes) {
-                          return RingAllReduceSeconds(d.links, bytes, replicas).value_or(0) * 1e6;
-                        }));
-  if (absl::StatusOr<double> t = RingAllReduceSeconds(d.links, 0, replicas); !t.ok())
-    return absl::InvalidArgumentError(absl::StrCat("a data-parallel step of ", replicas, " replicas: ", t.status().message()));
+  // A ring over the description's links, in microseconds as the estimates are.
+  auto ring_us = [&](int64_t bytes) -> absl::StatusOr<double> {
+    absl::StatusOr<double> t = RingAllReduceSeconds(d.links, bytes, replicas);
+    if (!t.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("a data-parallel step of ", replicas, " replicas: ", t.status().message()));
+    return *t * 1e6;
+  };
+  KILN_ASSIGN_OR_RETURN(std::vector<PlannedBucket> plan, PlanBuckets(package.buckets, items, ring_us));
   for (const PlannedBucket& p : plan) {
     PackageBucket b;
     int before = num_tasks;
