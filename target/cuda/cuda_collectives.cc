@@ -15,8 +15,9 @@ constexpr double kLaunchSeconds = 3e-6;
 // A host task's stream synchronization and provider call.
 constexpr double kHostTaskSeconds = 10e-6;
 
-}  // namespace
-
+// The seconds the planner expects task `t` to take: its work on the
+// description's peak rates (a kernel: flops or bytes, whichever takes
+// longer, and a launch; a host task: its copies over the host link too).
 double EstimatedTaskSeconds(const TargetDescription& d, const CudaPackage& package, const PackageTask& t) {
   switch (t.kind) {
     case PackageTask::Kind::kView:
@@ -41,6 +42,8 @@ double EstimatedTaskSeconds(const TargetDescription& d, const CudaPackage& packa
   }
   return 0;
 }
+
+}  // namespace
 
 absl::Status PlanCollectives(const TargetDescription& d, const CompileOptions& options, CudaPackage& package,
                              const std::function<int(int)>& root, const std::function<void(int, int)>& touch) {

@@ -33,9 +33,4 @@ namespace kiln::target::cuda {
 absl::Status PlanCollectives(const TargetDescription& d, const CompileOptions& options, CudaPackage& package,
                              const std::function<int(int)>& root, const std::function<void(int, int)>& touch);
 
-// The seconds the planner expects task `t` to take: its work on the
-// description's peak rates (a kernel: flops or bytes, whichever takes
-// longer, and a launch; a host task: its copies over the host link too).
-double EstimatedTaskSeconds(const TargetDescription& d, const CudaPackage& package, const PackageTask& t);
-
 }  // namespace kiln::target::cuda
