@@ -335,7 +335,7 @@ def model_latency(torch, args, kiln, nvcc, arch, rows):
                 with torch.no_grad():
                     ms_eager = time_cuda(torch, lambda: mod(*tin), 5, args.iters)
                     if not args.skip_torch_compile:
-                        compiled = torch.compile(mod)
+                        compiled = torch.compile(mod, mode=args.compile_mode)
                         ms_compiled = time_cuda(torch, lambda: compiled(*tin), 5, args.iters)
             except RuntimeError as e:  # PyTorch's side; kiln's figures stand
                 note = f"  (PyTorch: {str(e).splitlines()[0][:80]})"
@@ -363,6 +363,8 @@ def main():
     p.add_argument("--names", default="resnet50,bert_encoder",
                    help="exported models to compile and time (scripts/export_models.py's names)")
     p.add_argument("--skip-torch-compile", action="store_true", help="time PyTorch eager only")
+    p.add_argument("--compile-mode", default=None,
+                   help="torch.compile's mode (default, reduce-overhead, max-autotune, ...)")
     p.add_argument("--skip-gemm", action="store_true")
     p.add_argument("--skip-models", action="store_true")
     p.add_argument("--skip-attention", action="store_true")

@@ -221,6 +221,10 @@ class CudaTarget final : public Target {
     const std::filesystem::path dir(output_path);
     if (!options.host_ops_library.empty() && std::filesystem::exists(dir / "host_graph.kir")) {
       std::error_code ec;
+      if (!std::filesystem::exists(options.host_ops_library, ec))
+        return absl::FailedPreconditionError(
+            absl::StrCat("the package has host tasks, and kiln's host-op provider ", options.host_ops_library,
+                         " is missing (an incomplete installation: it belongs in lib/ beside bin/kiln)"));
       std::filesystem::copy_file(options.host_ops_library, dir / "libkiln_hostops.so",
                                  std::filesystem::copy_options::overwrite_existing, ec);
       if (ec)
