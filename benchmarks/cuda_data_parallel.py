@@ -36,8 +36,9 @@ def run(cmd):
 
 
 def run_ranks(kiln, step, d, ranks, tmp):
-    """The step's package on `ranks` GPUs against the reference's mean; the largest difference."""
+    """The step's package on `ranks` GPUs against the reference's mean; each output's largest difference."""
     import numpy as np
+    tmp = tempfile.mkdtemp(dir=tmp)  # nothing of another model's run is read
     with open(os.path.join(d, "inputs.txt")) as f:
         names = f.read().split()
     base = [np.load(os.path.join(d, f"input_{i}.npy")) for i in range(len(names))]
@@ -63,12 +64,12 @@ def run_ranks(kiln, step, d, ranks, tmp):
         args.append(f"--input={n}={path}")
     out = os.path.join(tmp, "gpu")
     run([kiln, "run", pkg, f"--output-dir={out}"] + args)
-    worst = 0.0
+    diffs = {}
     for f, v in want.items():
         if f.startswith("loss"):
             continue  # rank 0's own
-        worst = max(worst, float(np.max(np.abs(np.load(os.path.join(out, f)).astype(np.float64) - v))))
-    return worst
+        diffs[f[:-4]] = float(np.max(np.abs(np.load(os.path.join(out, f)).astype(np.float64) - v)))
+    return diffs
 
 
 def main():
@@ -107,9 +108,12 @@ def main():
                 print(f"| {name} | {strategy} | {len(buckets)} | {total:,} | {compute:,.1f} | {last:,.1f} | "
                       f"{busy:,.1f} | {exposed:,.1f} |", flush=True)
             if runs:
-                worst = run_ranks(kiln, step, d, runs[0], tmp)
+                diffs = run_ranks(kiln, step, d, runs[0], tmp)
+                worst = max(diffs, key=diffs.get)
                 print(f"{name}: {runs[0]} ranks on the GPU, largest difference from the reference's mean "
-                      f"{worst:.3g}", flush=True)
+                      f"{diffs[worst]:.3g} ({worst})", flush=True)
+                if diffs[worst] > 1e-2:
+                    print("  " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(diffs.items(), key=lambda kv: -kv[1])))
     return 0
 
 

@@ -101,7 +101,9 @@ def main():
     print(f"{'precision':>9} {'kiln ms':>8} {'host tasks':>10} {'launches':>9} {'D2H B/run':>10} {'H2D B/run':>10}  "
           f"agreement")
     bad = 0
-    for precision, score_tol, box_tol in (("fp32", 1e-4, 0.05), ("fp16", 2e-2, 2.0)):
+    # fp32's convolutions run in tf32 on TensorCores (10-bit mantissas), as
+    # PyTorch's cuDNN does by default: scores within 2e-3, boxes (pixels) 0.5.
+    for precision, score_tol, box_tol in (("fp32", 2e-3, 0.5), ("fp16", 2e-2, 2.0)):
         pkg = os.path.join(work, f"ssdlite_{precision}")
         cmd = [kiln, "compile", os.path.join(src, "model.onnx"), "--target=cuda", "-o", pkg,
                f"--precision={precision}"] + ([f"--arch={arch}"] if arch else [])
