@@ -10,6 +10,7 @@
 #include <numeric>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/ir/dtype_dispatch.h"
@@ -163,6 +164,90 @@ absl::Status InferNonMaxSuppression(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// The boxes one class has kept so far, bucketed by the square grid cells
+// they cover, so that a candidate is tested only against kept boxes it may
+// intersect. Suppression needs an IoU above a threshold of at least zero,
+// hence an intersection of positive area, hence a point inside both boxes,
+// hence a cell both cover: the result is the same as testing every kept box.
+// A box the grid cannot place (a corner not finite, or more than kMaxCells
+// cells) is tested against every candidate, and a candidate it cannot place
+// against every kept box. Detectors that offset each class's boxes apart
+// (torchvision's batched NMS) keep thousands of boxes none of which meet.
+class KeptBoxes {
+ public:
+  using Box = std::array<double, 4>;  // (ymin, xmin, ymax, xmax)
+
+  explicit KeptBoxes(double cell) : cell_(cell) {}
+
+  // Whether `suppresses(kept index)` holds for a kept box that may meet `b`.
+  template <typename F>
+  bool AnySuppresses(const Box& b, const F& suppresses) const {
+    for (int64_t k : unplaced_)
+      if (suppresses(k)) return true;
+    int64_t y0, x0, y1, x1;
+    if (!Cells(b, &y0, &x0, &y1, &x1)) {
+      for (int64_t k : all_)
+        if (suppresses(k)) return true;
+      return false;
+    }
+    for (int64_t y = y0; y <= y1; ++y)
+      for (int64_t x = x0; x <= x1; ++x) {
+        auto it = cells_.find(Key(y, x));
+        if (it == cells_.end()) continue;
+        for (int64_t k : it->second)
+          if (suppresses(k)) return true;
+      }
+    return false;
+  }
+
+  void Add(int64_t index, const Box& b) {
+    all_.push_back(index);
+    int64_t y0, x0, y1, x1;
+    if (!Cells(b, &y0, &x0, &y1, &x1)) {
+      unplaced_.push_back(index);
+      return;
+    }
+    for (int64_t y = y0; y <= y1; ++y)
+      for (int64_t x = x0; x <= x1; ++x) cells_[Key(y, x)].push_back(index);
+  }
+
+ private:
+  static constexpr int64_t kMaxCells = 64;
+  static constexpr double kMaxCell = double(1 << 30);
+
+  bool Cells(const Box& b, int64_t* y0, int64_t* x0, int64_t* y1, int64_t* x1) const {
+    double c[4];
+    for (int i = 0; i < 4; ++i) {
+      c[i] = std::floor(b[i] / cell_);
+      if (!std::isfinite(c[i]) || std::abs(c[i]) >= kMaxCell) return false;
+    }
+    *y0 = static_cast<int64_t>(c[0]), *x0 = static_cast<int64_t>(c[1]);
+    *y1 = static_cast<int64_t>(c[2]), *x1 = static_cast<int64_t>(c[3]);
+    return *y1 >= *y0 && *x1 >= *x0 && (*y1 - *y0 + 1) * (*x1 - *x0 + 1) <= kMaxCells;
+  }
+  static int64_t Key(int64_t y, int64_t x) { return static_cast<int64_t>(static_cast<uint64_t>(y) << 32) ^ (x & 0xffffffff); }
+
+  double cell_;
+  std::vector<int64_t> all_, unplaced_;
+  std::unordered_map<int64_t, std::vector<int64_t>> cells_;
+};
+
+// A cell as large as the candidates' mean extent: a typical box covers a
+// few cells and a cell holds a few boxes. 1 when no candidate has a finite
+// positive extent (the grid then places nothing that matters).
+double KeptBoxCell(const std::vector<std::array<double, 4>>& corners, int64_t first,
+                   const std::vector<int64_t>& cand) {
+  double sum = 0;
+  int64_t n = 0;
+  for (int64_t i : cand) {
+    const auto& c = corners[first + i];
+    const double extent = std::max(c[2] - c[0], c[3] - c[1]);
+    if (std::isfinite(extent) && extent > 0) sum += extent, ++n;
+  }
+  const double cell = n > 0 ? sum / static_cast<double>(n) : 1.0;
+  return std::isfinite(cell) && cell > 0 ? cell : 1.0;
+}
+
 absl::Status NonMaxSuppression(KernelContext& ctx) {
   const Tensor& boxes_t = ctx.input(0);
   const Tensor& scores_t = ctx.input(1);
@@ -213,7 +298,7 @@ absl::Status NonMaxSuppression(KernelContext& ctx) {
     return inter / uni > iou_threshold;
   };
   std::vector<int64_t> selected;  // triples
-  std::vector<int64_t> cand, picked;
+  std::vector<int64_t> cand;
   for (int64_t b = 0; b < batches && max_out > 0; ++b) {
     for (int64_t c = 0; c < classes; ++c) {
       const double* s = &sc[(b * classes + c) * nboxes];
@@ -221,17 +306,14 @@ absl::Status NonMaxSuppression(KernelContext& ctx) {
       for (int64_t i = 0; i < nboxes; ++i)
         if (!has_score_threshold || s[i] > score_threshold) cand.push_back(i);
       std::stable_sort(cand.begin(), cand.end(), [&](int64_t i, int64_t j) { return s[i] > s[j]; });
-      picked.clear();
+      KeptBoxes kept(KeptBoxCell(corners, b * nboxes, cand));
+      int64_t picked = 0;
       for (int64_t i : cand) {
-        if (static_cast<int64_t>(picked.size()) >= max_out) break;
-        bool keep = true;
-        for (int64_t p : picked)
-          if (suppresses(corners[b * nboxes + p], corners[b * nboxes + i])) {
-            keep = false;
-            break;
-          }
-        if (!keep) continue;
-        picked.push_back(i);
+        if (picked >= max_out) break;
+        const std::array<double, 4>& box = corners[b * nboxes + i];
+        if (kept.AnySuppresses(box, [&](int64_t p) { return suppresses(corners[b * nboxes + p], box); })) continue;
+        kept.Add(i, box);
+        ++picked;
         selected.insert(selected.end(), {b, c, i});
       }
     }

@@ -4,7 +4,12 @@
 // and error cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
 
 #include "graph/exec/executor.h"
 #include "graph/ops/op_registry.h"
@@ -244,6 +249,76 @@ TEST(MiscOps, NonMaxSuppressionPerClass) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(op.OutType(), "i64[?,3]");
   EXPECT_EQ(Ints((*r)[0]), (std::vector<int64_t>{0, 0, 0, 0, 0, 2, 0, 1, 2, 0, 1, 1}));
+}
+
+// Greedy NMS as the ONNX operator states it, every kept box tested
+// against every candidate: what the kernel's grid of kept boxes must equal.
+std::vector<int64_t> BruteForceNms(const std::vector<float>& b, const std::vector<float>& s, int64_t classes,
+                                   int64_t n, int64_t max_out, double iou, bool center) {
+  auto corners = [&](int64_t i) {
+    const float* x = &b[4 * i];
+    if (center) return std::array<double, 4>{x[1] - x[3] / 2.0, x[0] - x[2] / 2.0, x[1] + x[3] / 2.0, x[0] + x[2] / 2.0};
+    return std::array<double, 4>{std::min<double>(x[0], x[2]), std::min<double>(x[1], x[3]),
+                                 std::max<double>(x[0], x[2]), std::max<double>(x[1], x[3])};
+  };
+  auto suppresses = [&](const std::array<double, 4>& a, const std::array<double, 4>& c) {
+    double inter = std::max(0.0, std::min(a[2], c[2]) - std::max(a[0], c[0])) *
+                   std::max(0.0, std::min(a[3], c[3]) - std::max(a[1], c[1]));
+    if (inter <= 0) return false;
+    double aa = (a[2] - a[0]) * (a[3] - a[1]), ac = (c[2] - c[0]) * (c[3] - c[1]), u = aa + ac - inter;
+    if (aa <= 0 || ac <= 0 || u <= 0) return false;
+    return inter / u > iou;
+  };
+  std::vector<int64_t> out;
+  for (int64_t c = 0; c < classes; ++c) {
+    std::vector<int64_t> cand(n), kept;
+    std::iota(cand.begin(), cand.end(), 0);
+    std::stable_sort(cand.begin(), cand.end(), [&](int64_t i, int64_t j) { return s[c * n + i] > s[c * n + j]; });
+    for (int64_t i : cand) {
+      if (static_cast<int64_t>(kept.size()) >= max_out) break;
+      bool keep = true;
+      for (int64_t k : kept) keep = keep && !suppresses(corners(k), corners(i));
+      if (!keep) continue;
+      kept.push_back(i);
+      out.insert(out.end(), {0, c, i});
+    }
+  }
+  return out;
+}
+
+// Many boxes, some per class offset far apart as torchvision's batched NMS
+// does, some huge, empty, inverted or not finite, in both box encodings:
+// the kernel keeps exactly the boxes the brute force keeps.
+TEST(MiscOps, NonMaxSuppressionEqualsTheBruteForce) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(0, 1);
+  for (int trial = 0; trial < 40; ++trial) {
+    SCOPED_TRACE(trial);
+    const int64_t n = 50 + trial * 37, classes = 1 + trial % 3;
+    const bool center = trial % 5 == 4;
+    std::vector<float> b(4 * n), s(classes * n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float offset = trial % 2 ? static_cast<float>(i % 7) * 1000.f : 0.f;  // groups apart
+      float y = u(rng) * 100 + offset, x = u(rng) * 100 + offset, h = u(rng) * 20, w = u(rng) * 20;
+      if (i % 53 == 0) h = w = 5000;                            // covers many cells
+      if (i % 61 == 0) h = 0;                                   // empty
+      if (i % 67 == 0) h = -h;                                  // inverted
+      if (i % 71 == 0) y = std::numeric_limits<float>::infinity();
+      if (i % 73 == 0) x = std::numeric_limits<float>::quiet_NaN();
+      if (center) b[4 * i] = x, b[4 * i + 1] = y, b[4 * i + 2] = w, b[4 * i + 3] = h;
+      else b[4 * i] = y, b[4 * i + 1] = x, b[4 * i + 2] = y + h, b[4 * i + 3] = x + w;
+    }
+    for (float& v : s) v = std::floor(u(rng) * 50) / 50;  // ties, which the stable order breaks
+    for (int64_t i = 0; i < n; i += 53) s[i] = 1;  // a box over many cells kept first, suppressing
+    const int64_t max_out = trial % 4 == 3 ? 5 : n;
+    const float iou = trial % 3 == 0 ? 0.f : 0.5f;
+    Op op("NonMaxSuppression", {In(F32s(b, {1, n, 4})), In(F32s(s, {1, classes, n})), Const(I64s({max_out})),
+                                Const(F32s({iou}, {1}))});
+    op.Attr("center_point_box", Attribute::Int(center ? 1 : 0));
+    auto r = op.Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(Ints((*r)[0]), BruteForceNms(b, s, classes, n, max_out, iou, center));
+  }
 }
 
 TEST(MiscOps, NonZeroRowMajor) {
