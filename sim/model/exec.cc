@@ -171,29 +171,63 @@ void Mmad(const Inst& in, uint8_t* c, const uint8_t* a_buf, const uint8_t* b_buf
       }
     return;
   }
-  // Unpack to row-major A (rows x depth) and row-major B (depth x cols);
-  // then each row of C accumulates over k in order, all its columns at once
-  // (the order of each element's sum is the k order either way).
-  std::vector<float> A(rows * depth), B(depth * cols), acc(cols);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t kk = 0; kk < depth; ++kk)
-      A[i * depth + kk] = LoadF(in.dtype, a_buf + (((i / 16) * K + kk / k0) * 16 * k0 + (i % 16) * k0 + kk % k0) * es);
-  for (int64_t j = 0; j < cols; ++j)
-    for (int64_t kk = 0; kk < depth; ++kk)
-      B[kk * cols + j] = LoadF(in.dtype, b_buf + (((kk / k0) * N + j / 16) * 16 * k0 + (j % 16) * k0 + kk % k0) * es);
-  auto c_at = [&](int64_t i, int64_t j) { return c + (((i / 16) * N + j / 16) * 256 + (i % 16) * 16 + j % 16) * 4; };
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      acc[j] = 0;
-      if (!init) std::memcpy(&acc[j], c_at(i, j), 4);
-    }
-    for (int64_t kk = 0; kk < depth; ++kk) {
-      const float x = A[i * depth + kk];
-      const float* y = &B[kk * cols];
-      for (int64_t j = 0; j < cols; ++j) acc[j] += x * y[j];
-    }
-    for (int64_t j = 0; j < cols; ++j) std::memcpy(c_at(i, j), &acc[j], 4);
+  // Unpack to row-major A (rows x depth) and row-major B (depth x cols),
+  // fractal block by fractal block: A's blocks are 16 rows of k0, B's 16
+  // columns of k0, each row of a block k0 contiguous elements.
+  std::vector<float> A(rows * depth), B(depth * cols);
+  auto unpack = [&](auto load) {
+    for (int64_t ib = 0; ib < M; ++ib)
+      for (int64_t kb = 0; kb < K; ++kb)
+        for (int64_t r = 0; r < 16; ++r) {
+          const uint8_t* src = a_buf + (((ib * K + kb) * 16 + r) * k0) * es;
+          float* dst = &A[(ib * 16 + r) * depth + kb * k0];
+          for (int64_t kc = 0; kc < k0; ++kc) dst[kc] = load(src + kc * es);
+        }
+    for (int64_t kb = 0; kb < K; ++kb)
+      for (int64_t jb = 0; jb < N; ++jb)
+        for (int64_t r = 0; r < 16; ++r) {
+          const uint8_t* src = b_buf + (((kb * N + jb) * 16 + r) * k0) * es;
+          float* dst = &B[kb * k0 * cols + jb * 16 + r];
+          for (int64_t kc = 0; kc < k0; ++kc) dst[kc * cols] = load(src + kc * es);
+        }
+  };
+  switch (in.dtype) {
+    case DType::kF32: unpack([](const uint8_t* p) { float f; std::memcpy(&f, p, 4); return f; }); break;
+    case DType::kF16: unpack([](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return HalfBitsToFloat(h); }); break;
+    case DType::kBF16: unpack([](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return BFloat16BitsToFloat(h); }); break;
+    default: unpack([&](const uint8_t* p) { return LoadF(in.dtype, p); }); break;
   }
+  // Each element of C accumulates over k in order, as one multiply and one
+  // add at a time: a block of 4 rows by 8 columns of C is held in vector
+  // registers over the whole of k (rows and cols are multiples of 16).
+  typedef float F4 __attribute__((vector_size(16)));
+  auto c_at = [&](int64_t i, int64_t j) { return c + (((i / 16) * N + j / 16) * 256 + (i % 16) * 16 + j % 16) * 4; };
+  for (int64_t i = 0; i < rows; i += 4)
+    for (int64_t j = 0; j < cols; j += 8) {
+      F4 acc[4][2];
+      for (int r = 0; r < 4; ++r)
+        for (int h = 0; h < 2; ++h) {
+          acc[r][h] = F4{0, 0, 0, 0};
+          if (!init) std::memcpy(&acc[r][h], c_at(i + r, j + 4 * h), 16);  // 4 columns of one fractal row
+        }
+      // Named, so that they stay in registers.
+      F4 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1];
+      F4 c20 = acc[2][0], c21 = acc[2][1], c30 = acc[3][0], c31 = acc[3][1];
+      const float *a0 = &A[i * depth], *a1 = a0 + depth, *a2 = a1 + depth, *a3 = a2 + depth;
+      const float* b = &B[j];
+      for (int64_t kk = 0; kk < depth; ++kk, b += cols) {
+        F4 y0, y1;
+        std::memcpy(&y0, b, 16);
+        std::memcpy(&y1, b + 4, 16);
+        c00 += a0[kk] * y0, c01 += a0[kk] * y1;
+        c10 += a1[kk] * y0, c11 += a1[kk] * y1;
+        c20 += a2[kk] * y0, c21 += a2[kk] * y1;
+        c30 += a3[kk] * y0, c31 += a3[kk] * y1;
+      }
+      const F4 out[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+      for (int r = 0; r < 4; ++r)
+        for (int h = 0; h < 2; ++h) std::memcpy(c_at(i + r, j + 4 * h), &out[r][h], 16);
+    }
 }
 
 void Fixp(const Inst& in, uint8_t* dst, const uint8_t* c, const uint8_t* bias) {
@@ -215,9 +249,14 @@ void Fixp(const Inst& in, uint8_t* dst, const uint8_t* c, const uint8_t* bias) {
       }
       float v;
       std::memcpy(&v, cp, 4);
-      if (bias) v += LoadF(DType::kF32, bias + j * 4);
+      if (bias) {
+        float b;
+        std::memcpy(&b, bias + j * 4, 4);
+        v += b;
+      }
       if (relu) v = std::max(v, 0.0f);
-      StoreF(in.dtype, d, v);
+      if (in.dtype == DType::kF32) std::memcpy(d, &v, 4);
+      else StoreF(in.dtype, d, v);
     }
 }
 
@@ -234,17 +273,6 @@ float Unary(Op op, float x) {
     case Op::kVabs: return std::fabs(x);
     case Op::kVrelu: return std::max(x, 0.0f);
     default: return x;  // vmov
-  }
-}
-
-float Binary(Op op, float x, float y) {
-  switch (op) {
-    case Op::kVadd: case Op::kVadds: return x + y;
-    case Op::kVsub: return x - y;
-    case Op::kVmul: case Op::kVmuls: return x * y;
-    case Op::kVdiv: return x / y;
-    case Op::kVmax: case Op::kVmaxs: return std::max(x, y);
-    default: return std::min(x, y);
   }
 }
 
@@ -268,6 +296,38 @@ bool Compare(int64_t mode, float x, float y) {
     case CmpMode::kGe: return x >= y;
   }
   return false;
+}
+
+// Calls f(load, store) with the element access of float type t, each
+// inlined where f uses it (no switch on the type per element).
+template <typename F>
+void WithFloatType(DType t, F f) {
+  switch (t) {
+    case DType::kF32:
+      f([](const uint8_t* p) { float v; std::memcpy(&v, p, 4); return v; },
+        [](uint8_t* p, float v) { std::memcpy(p, &v, 4); });
+      return;
+    case DType::kF16:
+      f([](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return HalfBitsToFloat(h); },
+        [](uint8_t* p, float v) { uint16_t h = FloatToHalfBits(v); std::memcpy(p, &h, 2); });
+      return;
+    default:
+      f([t](const uint8_t* p) { return LoadF(t, p); }, [t](uint8_t* p, float v) { StoreF(t, p, v); });
+      return;
+  }
+}
+
+// Calls f(fn) with Binary(op, ., .) as a function of its own.
+template <typename F>
+void WithBinary(Op op, F f) {
+  switch (op) {
+    case Op::kVadd: case Op::kVadds: return f([](float x, float y) { return x + y; });
+    case Op::kVsub: return f([](float x, float y) { return x - y; });
+    case Op::kVmul: case Op::kVmuls: return f([](float x, float y) { return x * y; });
+    case Op::kVdiv: return f([](float x, float y) { return x / y; });
+    case Op::kVmax: case Op::kVmaxs: return f([](float x, float y) { return std::max(x, y); });
+    default: return f([](float x, float y) { return std::min(x, y); });
+  }
 }
 
 // Walks the elements of a vector instruction: f(repeat, element, offsets of
@@ -316,8 +376,12 @@ void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContex
           StoreI(d + od, Wrap(BinaryI(in.op, LoadI(s0 + o0), LoadI(s1 + o1))));
         });
       else
-        ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t o1) {
-          StoreF(t, d + od, Binary(in.op, LoadF(t, s0 + o0), LoadF(t, s1 + o1)));
+        WithFloatType(t, [&](auto load, auto store) {
+          WithBinary(in.op, [&](auto op) {
+            ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t o1) {
+              store(d + od, op(load(s0 + o0), load(s1 + o1)));
+            });
+          });
         });
       return;
     case Op::kVadds: case Op::kVmuls: case Op::kVmaxs: case Op::kVmins: {
@@ -331,8 +395,12 @@ void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContex
       uint8_t tmp[4];
       StoreF(t, tmp, static_cast<float>(in.ops[2].fimm));
       float y = LoadF(t, tmp);  // the scalar in the instruction's dtype
-      ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
-        StoreF(t, d + od, Binary(in.op, LoadF(t, s0 + o0), y));
+      WithFloatType(t, [&](auto load, auto store) {
+        WithBinary(in.op, [&](auto op) {
+          ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
+            store(d + od, op(load(s0 + o0), y));
+          });
+        });
       });
       return;
     }
@@ -355,8 +423,15 @@ void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContex
       [[fallthrough]];
     case Op::kVexp: case Op::kVln: case Op::kVsqrt: case Op::kVrsqrt: case Op::kVrec: case Op::kVtanh:
     case Op::kVsigmoid: case Op::kVerf:
-      ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
-        StoreF(t, d + od, Unary(in.op, LoadF(t, s0 + o0)));
+      WithFloatType(t, [&](auto load, auto store) {
+        if (in.op == Op::kVrelu)  // the commonest, inlined
+          ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
+            store(d + od, std::max(load(s0 + o0), 0.0f));
+          });
+        else
+          ForElements(in, es, es, [&](int64_t, int64_t, int64_t od, int64_t o0, int64_t) {
+            store(d + od, Unary(in.op, load(s0 + o0)));
+          });
       });
       return;
     case Op::kVconv: {
