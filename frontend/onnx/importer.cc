@@ -10,7 +10,7 @@
 #include "graph/ops/op_registry.h"
 #include "graph/ops/shape_inference.h"
 #include "graph/support/status.h"
-#include "graph/support/read_file.h"
+#include "graph/support/mapped_file.h"
 #include "onnx/onnx_pb.h"
 
 namespace kiln::onnx_import {
@@ -414,9 +414,9 @@ absl::StatusOr<Model> ImportBytes(absl::string_view bytes, const std::string& di
 }
 
 absl::StatusOr<Model> ImportFile(const std::string& path, const ImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
+  KILN_ASSIGN_OR_RETURN(const MappedFile file, MappedFile::Open(path));
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  return ImportBytes(bytes, path, parent.empty() ? std::string(".") : parent.string(), options);
+  return ImportBytes(file.bytes(), path, parent.empty() ? std::string(".") : parent.string(), options);
 }
 
 }  // namespace kiln::onnx_import

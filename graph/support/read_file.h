@@ -1,10 +1,11 @@
 //===- read_file.h - A file's bytes in one read -----------------*- C++ -*-===//
 //
-// Every reader of kiln (ONNX models, .kir text and its blobs, .kiln
-// artifacts, .npy arrays, machine files, programs) takes a file's bytes
-// through ReadFileBytes: one allocation of the file's size and one read,
-// where a stream copy would grow a buffer and copy it out again (a
-// ResNet-50 ONNX file is 100 MB).
+// Every reader of kiln (.kir text and its blobs, .npy arrays, machine
+// files, programs) takes a file's bytes through ReadFileBytes: one
+// allocation of the file's size and one read, where a stream copy would
+// grow a buffer and copy it out again. The largest inputs, ONNX models and
+// .kiln artifacts (a ResNet-50 is 100 MB), are mapped instead
+// (mapped_file.h).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -1,7 +1,11 @@
 //===- artifact_io.cc - Reading and writing .kiln artifacts ---------------===//
 #include "target/artifact/artifact_io.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -13,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "graph/support/read_file.h"
+#include "graph/support/mapped_file.h"
 #include "graph/support/status.h"
 
 namespace kiln::artifact {
@@ -30,6 +34,65 @@ uint32_t Crc32(const char* data, size_t size) {
     crc = crc32(crc, reinterpret_cast<const Bytef*>(data + at), static_cast<uInt>(std::min(kPiece, size - at)));
   return static_cast<uint32_t>(crc);
 }
+
+// A protobuf output stream into a file descriptor through a buffer of its
+// own, which keeps the CRC-32 of the bytes written since StartChecksum.
+class ChecksummedFileStream : public google::protobuf::io::ZeroCopyOutputStream {
+ public:
+  explicit ChecksummedFileStream(int fd) : fd_(fd), buf_(kBufferBytes) {}
+
+  bool Next(void** data, int* size) override {
+    if (used_ == buf_.size() && !Flush()) return false;
+    *data = buf_.data() + used_;
+    *size = static_cast<int>(buf_.size() - used_);
+    total_ += buf_.size() - used_;
+    used_ = buf_.size();
+    return true;
+  }
+  void BackUp(int count) override {
+    used_ -= static_cast<size_t>(count);
+    total_ -= static_cast<size_t>(count);
+  }
+  int64_t ByteCount() const override { return static_cast<int64_t>(total_); }
+
+  // Writes `n` bytes after those buffered, counted in the checksum or not.
+  bool WriteAll(const char* data, size_t n, bool checksummed) {
+    if (!Flush()) return false;
+    if (checksummed) crc_ = crc32(crc_, reinterpret_cast<const Bytef*>(data), static_cast<uInt>(n));
+    return WriteFd(data, n);
+  }
+  void StartChecksum() { crc_ = crc32(0L, Z_NULL, 0), summing_ = true; }
+  uint32_t checksum() {
+    Flush();
+    return static_cast<uint32_t>(crc_);
+  }
+  bool Flush() {
+    if (used_ == 0) return ok_;
+    if (summing_) crc_ = crc32(crc_, reinterpret_cast<const Bytef*>(buf_.data()), static_cast<uInt>(used_));
+    ok_ = WriteFd(buf_.data(), used_) && ok_;
+    used_ = 0;
+    return ok_;
+  }
+
+ private:
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+  bool WriteFd(const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return ok_ = false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return ok_;
+  }
+
+  int fd_;
+  std::vector<char> buf_;
+  size_t used_ = 0, total_ = 0;
+  uLong crc_ = 0;
+  bool summing_ = false, ok_ = true;
+};
 
 void FillOne(const Value* v, TensorSignature* s) {
   s->set_name(v->name());
@@ -63,36 +126,36 @@ std::string DescribeSignature(const TensorSignature& s) {
 }
 
 absl::Status WriteArtifact(const Artifact& artifact, const std::string& path) {
-  // Into a buffer of the message's size: a growing string would copy the
-  // constants over and over.
   const size_t size = artifact.ByteSizeLong();
   if (size > static_cast<size_t>(INT32_MAX))
     return absl::InvalidArgumentError(absl::StrCat("the artifact (", size, " bytes) is past protobuf's 2 GiB"));
-  std::string bytes(size, '\0');
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
+  // Serialized straight into the file through a small buffer (the
+  // constants are not copied into a buffer of the artifact's size first),
+  // the checksum taken as the bytes pass.
+  ChecksummedFileStream out(fd);
+  bool ok = out.WriteAll(kMagic, sizeof kMagic, /*checksummed=*/false);
+  out.StartChecksum();
   {
-    google::protobuf::io::ArrayOutputStream aos(bytes.data(), static_cast<int>(bytes.size()));
-    google::protobuf::io::CodedOutputStream cos(&aos);
+    google::protobuf::io::CodedOutputStream cos(&out);
     cos.SetSerializationDeterministic(true);
-    if (!artifact.SerializeToCodedStream(&cos) || cos.ByteCount() != static_cast<int64_t>(bytes.size()))
-      return absl::InternalError("cannot serialize the artifact");
+    ok = ok && artifact.SerializeToCodedStream(&cos) && cos.ByteCount() == static_cast<int64_t>(size);
   }
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
-  uint32_t crc = Crc32(bytes.data(), bytes.size());
+  const uint32_t crc = out.checksum();
   char trailer[kChecksumBytes];
   for (size_t i = 0; i < kChecksumBytes; ++i) trailer[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  f.write(kMagic, sizeof kMagic);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  f.write(trailer, sizeof trailer);
-  if (!f) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
+  ok = ok && out.WriteAll(trailer, sizeof trailer, /*checksummed=*/false) && out.Flush();
+  ok = (::close(fd) == 0) && ok;
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
   return absl::OkStatus();
 }
 
 absl::StatusOr<Artifact> ReadArtifact(const std::string& path) {
-  absl::StatusOr<std::string> read = ReadFileBytes(path);
+  absl::StatusOr<MappedFile> read = MappedFile::Open(path);
   if (!read.ok()) return read.status();
-  const std::string& bytes = *read;
-  if (bytes.size() < sizeof kMagic || bytes.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0)
+  const absl::string_view bytes = read->bytes();
+  if (bytes.size() < sizeof kMagic || bytes.substr(0, sizeof kMagic) != absl::string_view(kMagic, sizeof kMagic))
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a kiln artifact (bad magic)"));
   auto version_error = [&](uint32_t version) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": artifact format version ", version,
