@@ -68,6 +68,30 @@ TEST(NpusimCompile, MlpMatchesReference) {
   EXPECT_TRUE(absl::StrContains(target::NpusimOf(*loaded)->ReportText(), "\nroofline (whole chip, 32 AI cores)"));
 }
 
+// A timing-only run reads no data, so the constants reach device memory
+// only with the first functional run: one after a timing-only run on the
+// same loaded model still computes with them.
+TEST(NpusimCompile, AFunctionalRunAfterATimingOnlyRunHasItsConstants) {
+  Model m = Mlp();
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "test.kiln", target::NpusimModuleLoader());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<Tensor> in = {Random({8, 32}, 3)};
+  target::RunOptions timing;
+  timing.functional = false;
+  ASSERT_TRUE((*loaded)->Run(in, timing).ok());
+  auto got = (*loaded)->Run(in, {});
+  ASSERT_TRUE(got.ok()) << got.status();
+  Executor exec;
+  auto want = exec.Run(*m.graph, in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(got->size(), 1u);
+  for (int64_t j = 0; j < (*want)[0].numel(); ++j)
+    ASSERT_NEAR((*got)[0].GetDouble(j), (*want)[0].GetDouble(j), 1e-4 * std::max(1.0, std::fabs((*want)[0].GetDouble(j))))
+        << "element " << j;
+}
+
 TEST(NpusimCompile, AnOutputThatIsAViewKeepsItsBytesToTheEnd) {
   // y = Reshape(Relu(x)) is a graph output computed early; later tasks
   // must not reuse the Relu's buffer.
