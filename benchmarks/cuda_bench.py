@@ -83,8 +83,8 @@ def arch_flag(torch):
     return ""  # other GPUs: both, with PTX for the JIT
 
 
-def compile_package(kiln, onnx_path, out_dir, precision, arch, nvcc):
-    cmd = [kiln, "compile", onnx_path, "--target=cuda", "-o", out_dir, f"--precision={precision}"]
+def compile_package(kiln, onnx_path, out_dir, precision, arch, nvcc, extra=()):
+    cmd = [kiln, "compile", onnx_path, "--target=cuda", "-o", out_dir, f"--precision={precision}"] + list(extra)
     if arch:
         cmd.append(f"--arch={arch}")
     run(cmd)

@@ -4,7 +4,7 @@
 One command on a machine with an NVIDIA GPU, PyTorch with CUDA and the CUDA
 Toolkit (nvcc), after building kiln:
 
-    benchmarks/cuda_decode_bench.py                      # GPT-2 small, fp32 and fp16
+    benchmarks/cuda_decode_bench.py                      # GPT-2 small: fp32 (tf32), fp32-3xtf32, fp16
     benchmarks/cuda_decode_bench.py --compile-only       # the packages only (no GPU needed)
 
 For each precision it exports the decoder (scripts/export_decoders.py: the
@@ -17,8 +17,12 @@ token and the position swap between two buffers. The same model runs in
 PyTorch eager on the GPU with the same static cache (the module the export
 traced). It prints the time to the first token, the time per output token
 (the median decode step, CUDA events), tokens per second, kiln's ratio to
-PyTorch, and whether the tokens equal PyTorch's (fp32: all of them; fp16:
-the first divergence, if any, is reported).
+PyTorch, and whether the tokens equal PyTorch's; where they diverge, which
+steps choose differently when fed PyTorch's tokens (a near-tie flipped by
+rounding changes one step, a fault many). fp32 runs its products in tf32, as
+cuBLAS with TF32 allowed; fp32-3xtf32 (--fp32-products=3xtf32) in f32's
+accuracy, as PyTorch does by default, and must equal PyTorch's tokens (exit
+1 otherwise); fp16 reports its first divergence.
 
 Exits 1 with one line when there is no GPU, no nvcc or no kiln binary.
 """
@@ -45,11 +49,14 @@ def load(name, path):
 
 
 def compile_step(cuda_bench, kiln, onnx_path, out_dir, precision, arch, nvcc):
-    """Compiles one step (and builds it when nvcc is given); its placement's host-tasks line."""
+    """Compiles one step (and builds it when nvcc is given); its placement's host-tasks line.
+    Precision fp32-3xtf32 is fp32 with --fp32-products=3xtf32 (f32-accurate products)."""
+    extra = ["--fp32-products=3xtf32"] if precision == "fp32-3xtf32" else []
+    precision = "fp32" if precision == "fp32-3xtf32" else precision
     if nvcc:
-        placement = cuda_bench.compile_package(kiln, onnx_path, out_dir, precision, arch, nvcc)
+        placement = cuda_bench.compile_package(kiln, onnx_path, out_dir, precision, arch, nvcc, extra)
     else:
-        cuda_bench.run([kiln, "compile", onnx_path, "--target=cuda", "-o", out_dir, f"--precision={precision}"])
+        cuda_bench.run([kiln, "compile", onnx_path, "--target=cuda", "-o", out_dir, f"--precision={precision}"] + extra)
         with open(os.path.join(out_dir, "placement.txt")) as f:
             placement = f.read()
     host = [line for line in placement.splitlines() if line.startswith("host tasks:")]
@@ -123,7 +130,8 @@ def main():
     p.add_argument("--work", default="/tmp/kiln_decode_bench")
     p.add_argument("--decoder", default="gpt2_small_decoder", help="a decoder of scripts/export_decoders.py")
     p.add_argument("--steps", type=int, default=32, help="tokens to generate (the first from the prompt)")
-    p.add_argument("--precisions", default="fp32,fp16")
+    p.add_argument("--precisions", default="fp32,fp32-3xtf32,fp16",
+                   help="fp32 (tf32 products), fp32-3xtf32 (--fp32-products=3xtf32), fp16")
     p.add_argument("--compile-only", action="store_true", help="export and compile the packages, no GPU")
     args = p.parse_args()
     if not os.access(args.kiln, os.X_OK):
@@ -172,7 +180,7 @@ def main():
                                                  cache_len, dh, args.steps)
         except cuda_bench.StepFailed as e:
             fail(str(e))
-        dtype = torch.float32 if precision == "fp32" else torch.float16
+        dtype = torch.float16 if precision == "fp16" else torch.float32
         tt, t_first, t_steps = generate_torch(torch, model, prompt, layers, heads, cache_len, dh, args.steps, dtype)
         diverge = next((i for i, (a, b) in enumerate(zip(kt, tt)) if a != b), None)
         if diverge is not None:
@@ -184,7 +192,7 @@ def main():
             print(f"{precision}: kiln {kt}\n{precision}: torch {tt}\n{precision}: fed PyTorch's tokens, "
                   f"{len(differ)} of {len(tt)} steps choose differently: {differ}")
         cpu = os.path.join(src, "tokens.npy")
-        if precision == "fp32" and os.path.exists(cpu):
+        if precision.startswith("fp32") and os.path.exists(cpu):
             import numpy as np
             want = [int(x) for x in np.load(cpu).ravel()[:len(tt)]]
             print(f"PyTorch on the GPU {'equals' if want == tt else 'differs from'} PyTorch on the CPU (the export's "
@@ -197,7 +205,7 @@ def main():
             same = "equal PyTorch's" if diverge is None else f"first differ at {diverge}"
             print(f"{precision:>9} {kf:>13.3f} {ks:>14.3f} {1000 / ks:>11.1f} {tf:>14.3f} {ts:>15.3f} {ts / ks:>11.2f} "
                   f"{same:>22}")
-        bad = [r for r in rows if r[0] == "fp32" and r[5] is not None]
+        bad = [r for r in rows if r[0] == "fp32-3xtf32" and r[5] is not None]
         return 1 if bad else 0
     return 0
 

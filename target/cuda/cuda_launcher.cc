@@ -328,21 +328,26 @@ std::string BuildScript(const CudaPackage& p) {
 absl::StatusOr<CudaBuildOptions> CudaBuildOptionsFrom(const CompileOptions& options) {
   KILN_RETURN_IF_ERROR(CheckSettings(options, CudaDescription()));
   CudaBuildOptions b;
+  const std::string products = options.Setting("fp32-products");
+  if (!products.empty() && products != "tf32" && products != "3xtf32")
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fp32-products must be tf32 or 3xtf32 (default: tf32), not '", products, "'"));
+  const bool split = products == "3xtf32";
   const std::string arch = options.Setting("arch");
   if (arch.empty() || arch == "sm_80+sm_90a") {
-    b.arch = {80, true};
+    b.arch = {80, true, split};
     b.gencodes = {"arch=compute_80,code=sm_80", "arch=compute_80,code=compute_80", "arch=compute_90a,code=sm_90a"};
     return b;
   }
   b.arch_name = arch;
   if (arch == "sm_90a") {
-    b.arch = {90, true};
+    b.arch = {90, true, split};
     b.gencodes = {"arch=compute_90a,code=sm_90a"};
     return b;
   }
   for (int sm : {80, 86, 89, 90})
     if (arch == absl::StrCat("sm_", sm)) {
-      b.arch = {sm, false};
+      b.arch = {sm, false, split};
       b.gencodes = {absl::StrFormat("arch=compute_%d,code=sm_%d", sm, sm),
                     absl::StrFormat("arch=compute_%d,code=compute_%d", sm, sm)};
       return b;

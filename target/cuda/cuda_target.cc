@@ -115,6 +115,11 @@ TargetDescription MakeDescription() {
                  "collectives: search (default: the split points that end the last one soonest, by the compile-time "
                  "estimates and NVLink's figures), ddp (PyTorch DDP's 25 MiB buckets, the first at 1 MiB), single, "
                  "per-tensor, or a size in MiB"},
+                {"fp32-products", SettingSpec::Type::kString, "P",
+                 "how f32 matrix products (GEMMs, convolutions) run on TensorCores: tf32 (default: operands rounded "
+                 "to tf32's 10 mantissa bits, as cuBLAS and PyTorch do with TF32 allowed) or 3xtf32 (each operand "
+                 "split into two tf32 parts and three products summed: about f32's accuracy, as PyTorch's default "
+                 "on GPUs, at three times the MMAs, on mma.sync only; an f32 kiln.Attention is then split back)"},
                 {"fused-attention", SettingSpec::Type::kBool, "BOOL",
                  "kiln.Attention as one FlashAttention kernel where it lowers (default true: the scores kept on "
                  "chip); false splits it back into MatMul, Softmax and MatMul, to see what fusing buys"}};

@@ -187,6 +187,23 @@ TEST(CudaPackage, AttentionIsOneKernel) {
   split.precision = target::Precision::kFp16;
   split.settings = {{"fused-attention", "false"}};
   EXPECT_EQ(attention_tasks(ExpectEmulationMatches(kir, in, 1e-2, split)), 0);
+  // --fp32-products=3xtf32: an f32 attention the kernel would compute on
+  // tf32 is split back into 3xTF32 GEMMs; at fp16 it stays one kernel.
+  target::CompileOptions ieee;
+  ieee.settings = {{"fp32-products", "3xtf32"}};
+  CudaPackage exact = ExpectEmulationMatches(kir, in, 1e-5, ieee);
+  EXPECT_EQ(attention_tasks(exact), 0) << exact.Explain();
+  EXPECT_NE(exact.Explain().find("(3xTF32)"), std::string::npos) << exact.Explain();
+  EXPECT_EQ(exact.Explain().find("wgmma m64"), std::string::npos) << exact.Explain();
+  ieee.precision = target::Precision::kFp16;
+  EXPECT_EQ(attention_tasks(ExpectEmulationMatches(kir, in, 1e-2, ieee)), 1);
+  ieee.settings = {{"fp32-products", "fast"}};
+  auto m = cuda_test::ParseKir(kir);
+  ASSERT_TRUE(m.ok());
+  auto refused = cuda_test::Package(*m, ieee);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--fp32-products must be tf32 or 3xtf32"), std::string::npos)
+      << refused.status();
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 //  - ExportedModels (ctest cuda.nvcc.exported_models): every model
 //    of scripts/export_models.py's set (KILN_MODELS_DIR) compiles for
 //    --target=cuda (fp32 and fp16) and its whole package builds.
+//  - ThreeTf32Products (ctest cuda.nvcc.three_tf32): f32 GEMMs and
+//    convolutions under --fp32-products=3xtf32.
 //  - AttentionForms (ctest cuda.nvcc.attention): the attention kernel's
 //    dtypes, masks and K layouts.
 //  - Decoders (ctest cuda.nvcc.decoders): the tiny decoder's prefill and
@@ -207,6 +209,35 @@ TEST(CudaNvcc, SmallPackageBuilds) {
   for (const char* sym : {"kiln_model_load", "kiln_model_run", "kiln_model_free", "kiln_model_num_inputs",
                           "kiln_model_input", "kiln_model_output", "kiln_model_set_host_ops"})
     EXPECT_TRUE(absl::StrContains(nm, absl::StrCat(" T ", sym, "\n"))) << sym;
+  fs::remove_all(dir);
+}
+
+// --fp32-products=3xtf32: an f32 MatMul and an f32 convolution (implicit
+// GEMM) as three tf32 products, built with warnings as errors, their PTX on
+// mma.sync three times per product and with no sm_90a variant.
+TEST(CudaNvcc, ThreeTf32Products) {
+  std::string nvcc = Nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc";
+  auto m = cuda_test::ParseKir(R"(graph @main(%a: f32[128,256], %b: f32[256,64], %x: f32[1,16,16,16], %w: f32[32,16,3,3]) {
+  %y = MatMul(%a, %b)
+  %z = Conv(%x, %w) {pads = [1, 1, 1, 1]}
+  return %y, %z
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  target::CompileOptions o;
+  o.settings = {{"fp32-products", "3xtf32"}};
+  auto p = cuda_test::Package(*m, o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::string dir = cuda_test::TempDir("three_tf32");
+  ASSERT_TRUE(BuildStrictly(*p, dir, nvcc, /*keep=*/true));
+  std::vector<const PackageKernel*> kernels;
+  for (const PackageKernel& k : p->kernels) {
+    kernels.push_back(&k);
+    for (const auto& v : k.variants) EXPECT_LT(v.min_sm, 90) << k.name << ": " << v.function;
+  }
+  EXPECT_EQ(CheckTensorCorePtx(dir, "kernels", kernels, p->build), 2);
+  const std::string cu = cuda_test::ReadFileOrEmpty(dir + "/kernels.cu");
+  EXPECT_TRUE(absl::StrContains(cu, "kiln::split_tf32(")) << "no operand split in kernels.cu";
   fs::remove_all(dir);
 }
 

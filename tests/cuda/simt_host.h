@@ -10,8 +10,8 @@
 // right bytes: races in the pipeline's order are not caught).
 //
 // It stands in for the package prelude's subset that kernels on mma.sync
-// use (kiln::to_f32/from_f32, max_nan, smem_u32, cp_async, ldmatrix,
-// mma_f16/mma_bf16/mma_tf32, to_tf32); f16 and bf16 round as kiln's
+// use (kiln::to_f32/from_f32, max_nan, smem_u32, cp_async, lds32, tile_offset, atomic_add, ldmatrix,
+// mma_f16/mma_bf16/mma_tf32, to_tf32, split_tf32); f16 and bf16 round as kiln's
 // reference kernels do (graph/support/float16.h). A kernel source that needs more fails to compile here.
 //
 // Included first in the translation unit a test builds:
@@ -23,6 +23,8 @@
 #pragma once
 
 #include <math.h>
+
+#include <cmath>
 #include <stdint.h>
 #include <string.h>
 
@@ -51,6 +53,8 @@ struct __nv_bfloat16 {
 };
 
 alignas(1024) inline unsigned char smem_raw[228 * 1024];
+// The GEMM kernels' dynamic shared memory, declared by its own name.
+#define kiln_smem_raw smem_raw
 
 namespace simt {
 
@@ -183,6 +187,26 @@ inline void cp_async(uint32_t dst, const void* src, int src_bytes) {
   memcpy(smem_raw + dst, src, src_bytes);
   memset(smem_raw + dst + src_bytes, 0, kBytes - src_bytes);
 }
+inline uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  memcpy(&v, smem_raw + addr, 4);
+  return v;
+}
+// The stage tiles' swizzled layout, as the package prelude states it.
+template <int kLines, int kPanel>
+inline uint32_t tile_offset(int line, int byte_in_line) {
+  const uint32_t b = uint32_t(byte_in_line / kPanel) * uint32_t(kLines * kPanel) +
+                     uint32_t(line * kPanel + byte_in_line % kPanel);
+  return b ^ (((b >> 7) & uint32_t(kPanel / 16 - 1)) << 4);
+}
+// Split-K's partial sums: the block's threads run at once here too.
+inline void atomic_add(float* p, float v) {
+  float old, sum;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  do {
+    sum = old + v;
+  } while (!__atomic_compare_exchange(p, &old, &sum, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
 inline void cp_async_commit() {}
 template <int kPending> inline void cp_async_wait() {}
 
@@ -243,6 +267,13 @@ inline void mma_any(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
 inline uint32_t to_tf32(uint32_t bits) {
   if ((bits & 0x7f800000u) == 0x7f800000u) return bits;  // inf, NaN
   return (bits + 0x1000u) & 0xffffe000u;
+}
+
+// f32 bits as a tf32 head and tail, as the package prelude splits them.
+inline void split_tf32(uint32_t bits, uint32_t& hi, uint32_t& lo) {
+  hi = to_tf32(bits);
+  const float h = __uint_as_float(hi);
+  lo = std::isfinite(h) ? to_tf32(__float_as_uint(__uint_as_float(bits) - h)) : 0u;
 }
 
 // D (16x8 f32) += A (16x8 tf32) * B (8x8 tf32): A register i at row

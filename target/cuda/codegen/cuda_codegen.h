@@ -31,6 +31,12 @@ namespace kiln::target::cuda {
 struct CudaArch {
   int min_sm = 80;
   bool hopper = true;  // also emit sm_90a (wgmma/TMA) variants of GEMMs
+  // f32 matrix products as three tf32 products (3xTF32: each operand split
+  // into a tf32 head and tail; tail x head + head x tail + head x head,
+  // accumulated in f32), about f32's accuracy at three times the MMAs,
+  // where one tf32 product keeps f16's 10 mantissa bits. mma.sync only: an
+  // f32 GEMM then has no wgmma variant. (--fp32-products=3xtf32)
+  bool split_tf32 = false;
 };
 
 // A TMA tensor map (sm_90a) that the launcher encodes on the host, with

@@ -113,6 +113,7 @@ struct Gemm {
   int warps = 1;
   std::string wm_var, wn_var;  // group variables of the warp's row and column offsets ("" when absent)
   DType in = DType::kF16;
+  bool split_tf32 = false;     // f32 products as three tf32 products (CudaArch::split_tf32)
   int64_t kstep = 16;          // elements of K per MMA
   std::map<std::string, int64_t> extent;  // every loop variable's trip count
 };
@@ -463,6 +464,9 @@ std::string EmitWarpMma(const Gemm& g) {
   const int64_t mi_n = g.gm / 16, ni_n = g.gn / 8;
   const bool tf32 = g.in == DType::kF32;
   const char* mma = g.in == DType::kF16 ? "kiln::mma_f16" : g.in == DType::kBF16 ? "kiln::mma_bf16" : "kiln::mma_tf32";
+  // f32 operands are rounded to tf32 as they load; split in three they load
+  // whole and split before the MMAs.
+  const std::string cvt = g.split_tf32 ? "" : "kiln::to_tf32";
   const StageLayout& la = g.a.layout;
   const StageLayout& lb = g.b.layout;
   const std::string a_row0 = g.wm_var.empty() ? "0" : absl::StrCat(Ident(g.wm_var), " * ", g.gm);
@@ -476,7 +480,8 @@ std::string EmitWarpMma(const Gemm& g) {
     absl::StrAppend(&s, "          // rows m0 + lane % 16, the 16-byte half lane / 16 of this K step\n",
                     "          kiln::ldmatrix_x4(a[mi], smem_base + as + ",
                     la.Offset(absl::StrCat(a_row0, " + mi * 16 + lane % 16"), "ks * 32 + lane / 16 * 16"), ");\n");
-    if (tf32) absl::StrAppend(&s, "          for (int r = 0; r < 4; ++r) a[mi][r] = kiln::to_tf32(a[mi][r]);\n");
+    if (tf32 && !g.split_tf32)
+      absl::StrAppend(&s, "          for (int r = 0; r < 4; ++r) a[mi][r] = kiln::to_tf32(a[mi][r]);\n");
   } else if (!tf32) {
     absl::StrAppend(&s, "          // stored [k][m]: matrix j = lane / 8 is m + 8*(j%2), k + 8*(j/2), transposed\n",
                     "          kiln::ldmatrix_x4_trans(a[mi], smem_base + as + ",
@@ -486,7 +491,7 @@ std::string EmitWarpMma(const Gemm& g) {
   } else {
     absl::StrAppend(&s, "          // stored [k][m], 32-bit: register r at row gid + 8*(r%2), column tig + 4*(r/2)\n",
                     "#pragma unroll\n          for (int r = 0; r < 4; ++r)\n",
-                    "            a[mi][r] = kiln::to_tf32(kiln::lds32(smem_base + as + ",
+                    "            a[mi][r] = ", cvt, "(kiln::lds32(smem_base + as + ",
                     la.Offset("ks * 8 + tig + r / 2 * 4", absl::StrCat("(", a_row0, " + mi * 16 + gid + r % 2 * 8) * 4")),
                     "));\n");
   }
@@ -518,7 +523,7 @@ std::string EmitWarpMma(const Gemm& g) {
       absl::StrAppend(&s, "        {\n          const int ni = ", ni_n - 1, ";\n          kiln::ldmatrix_x2", trans,
                       "(b[ni], smem_base + bs + ", lb.Offset(line2, byte2), ");\n        }\n");
     }
-    if (tf32) {
+    if (tf32 && !g.split_tf32) {
       absl::StrAppend(&s, "#pragma unroll\n        for (int ni = 0; ni < ", ni_n,
                       "; ++ni) { b[ni][0] = kiln::to_tf32(b[ni][0]); b[ni][1] = kiln::to_tf32(b[ni][1]); }\n");
     }
@@ -526,11 +531,25 @@ std::string EmitWarpMma(const Gemm& g) {
     absl::StrAppend(&s, "        // stored [k][n], 32-bit: register r at row tig + 4*r, column gid\n",
                     "#pragma unroll\n        for (int ni = 0; ni < ", ni_n, "; ++ni)\n",
                     "#pragma unroll\n          for (int r = 0; r < 2; ++r)\n",
-                    "            b[ni][r] = kiln::to_tf32(kiln::lds32(smem_base + bs + ",
+                    "            b[ni][r] = ", cvt, "(kiln::lds32(smem_base + bs + ",
                     lb.Offset("ks * 8 + tig + r * 4", absl::StrCat("(", b_col0, " + ni * 8 + gid) * 4")), "));\n");
   }
-  absl::StrAppend(&s, "#pragma unroll\n        for (int mi = 0; mi < ", mi_n, "; ++mi)\n",
-                  "#pragma unroll\n          for (int ni = 0; ni < ", ni_n, "; ++ni) ", mma, "(acc[mi][ni], a[mi], b[ni]);\n");
+  if (g.split_tf32) {
+    // 3xTF32: each operand a tf32 head and tail; the small products first.
+    absl::StrAppend(&s, "        uint32_t al[", mi_n, "][4], bl[", ni_n, "][2];\n",
+                    "#pragma unroll\n        for (int mi = 0; mi < ", mi_n, "; ++mi)\n",
+                    "#pragma unroll\n          for (int r = 0; r < 4; ++r) kiln::split_tf32(a[mi][r], a[mi][r], al[mi][r]);\n",
+                    "#pragma unroll\n        for (int ni = 0; ni < ", ni_n, "; ++ni)\n",
+                    "#pragma unroll\n          for (int r = 0; r < 2; ++r) kiln::split_tf32(b[ni][r], b[ni][r], bl[ni][r]);\n",
+                    "#pragma unroll\n        for (int mi = 0; mi < ", mi_n, "; ++mi)\n",
+                    "#pragma unroll\n          for (int ni = 0; ni < ", ni_n, "; ++ni) {\n",
+                    "            kiln::mma_tf32(acc[mi][ni], al[mi], b[ni]);\n",
+                    "            kiln::mma_tf32(acc[mi][ni], a[mi], bl[ni]);\n",
+                    "            kiln::mma_tf32(acc[mi][ni], a[mi], b[ni]);\n          }\n");
+  } else {
+    absl::StrAppend(&s, "#pragma unroll\n        for (int mi = 0; mi < ", mi_n, "; ++mi)\n",
+                    "#pragma unroll\n          for (int ni = 0; ni < ", ni_n, "; ++ni) ", mma, "(acc[mi][ni], a[mi], b[ni]);\n");
+  }
   absl::StrAppend(&s, "      }\n");
   return s;
 }
@@ -916,6 +935,7 @@ absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, 
 absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& arch) {
   auto gm = Match(k);
   if (!gm.ok()) return gm.status();
+  gm->split_tf32 = arch.split_tf32 && gm->in == DType::kF32;
   const Gemm& g = *gm;
   for (const auto& a : k.args)
     if (auto ct = CType(a.dtype); !ct.ok()) return ct.status();
@@ -938,7 +958,7 @@ absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& a
   out.variants.push_back(CudaVariant{out.name + "_sm80", 80, grid, threads, smem});
 
   HopperPlan hp;
-  std::string blocker = HopperBlocker(g, &hp);
+  std::string blocker = g.split_tf32 ? "f32 products split in three tf32 ones run on mma.sync" : HopperBlocker(g, &hp);
   std::string tma_blocker;
   if (arch.hopper && blocker.empty()) {
     TmaMap map_a, map_b;
@@ -973,7 +993,7 @@ absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& a
     }
   }
   out.plan = absl::StrCat("cuda gemm ", g.bm, "x", g.bn, "x", g.bk, " tiles, ", g.warps, " warps (", g.gm, "x", g.gn,
-                          "), ", g.stages, " stages, mma.sync m16n8k", g.kstep,
+                          "), ", g.stages, " stages, mma.sync m16n8k", g.kstep, g.split_tf32 ? " (3xTF32)" : "",
                           g.splits > 1 ? absl::StrCat(", split-K ", g.splits) : "",
                           arch.hopper ? (blocker.empty() ? absl::StrCat(", sm_90a wgmma m64n", hp.n, "k", g.kstep,
                                                                         tma_blocker.empty()

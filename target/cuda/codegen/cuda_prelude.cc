@@ -220,6 +220,15 @@ __device__ __forceinline__ uint32_t to_tf32(uint32_t f32_bits) {
   return r;
 }
 
+// f32 bits as a tf32 head and a tf32 tail, head + tail within about 2^-21
+// of x (3xTF32: tail x head + head x tail + head x head keeps f32's
+// accuracy on TensorCores). A head that is not finite has no tail.
+__device__ __forceinline__ void split_tf32(uint32_t f32_bits, uint32_t& hi, uint32_t& lo) {
+  hi = to_tf32(f32_bits);
+  const float h = __uint_as_float(hi);
+  lo = isfinite(h) ? to_tf32(__float_as_uint(__uint_as_float(f32_bits) - h)) : 0u;
+}
+
 // ---- sm_90a: wgmma descriptors and synchronization (no-ops elsewhere; the
 // kernels that use them compile their bodies for sm_90a only).
 //

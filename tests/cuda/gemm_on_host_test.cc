@@ -1,0 +1,77 @@
+//===- gemm_on_host_test.cc - The cuda GEMM kernel's C++, run on the host -===//
+//
+// An f32 MatMul's mma.sync kernel as cuda_gemm.cc prints it, compiled with
+// the host's C++ compiler against tests/cuda/simt_host.h and run against
+// the product in double precision: on tf32 (operands rounded to 10
+// mantissa bits) its error is tf32's; split in three tf32 products
+// (CudaArch::split_tf32, --fp32-products=3xtf32) it is f32's.
+//
+//===----------------------------------------------------------------------===//
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "target/cuda/codegen/cuda_codegen.h"
+#include "tests/cuda/simt_host_run.h"
+#include "tests/tile/tile_check.h"
+
+namespace kiln {
+namespace {
+
+// The largest error of the kernel's Y = A x B against the exact product,
+// relative to the largest |Y|.
+double RelativeError(bool split, int64_t m, int64_t k, int64_t n, std::string* plan) {
+  Graph g;
+  Value* a = g.AddInput("a", Type::Tensor(DType::kF32, Shape::Static({m, k})));
+  Value* b = g.AddInput("b", Type::Tensor(DType::kF32, Shape::Static({k, n})));
+  Node* mm = g.AddNode("MatMul", {a, b}, 1);
+  mm->output(0)->set_type(Type::Tensor(DType::kF32, Shape::Static({m, n})));
+  g.AddOutput(mm->output(0));
+  auto tk = target::tile::LowerNode(*mm, DType::kF32, tile_check::FiguresOfTarget("cuda"));
+  EXPECT_TRUE(tk.ok()) << tk.status();
+  if (!tk.ok()) return INFINITY;
+  tk->name = split ? "gemm_3xtf32_on_host" : "gemm_tf32_on_host";
+  target::cuda::CudaArch arch;
+  arch.split_tf32 = split;
+  auto ck = target::cuda::EmitCudaKernel(*tk, arch);
+  EXPECT_TRUE(ck.ok()) << ck.status();
+  if (!ck.ok()) return INFINITY;
+  *plan = ck->plan;
+  // Operands whose low mantissa bits matter: tf32 drops them.
+  Tensor ta = tile_check::Random(DType::kF32, {m, k}, 1, -1, 1), tb = tile_check::Random(DType::kF32, {k, n}, 2, -1, 1);
+  Tensor y(DType::kF32, {m, n});
+  // Arguments in the kernel's order (a, b, y), bound by name.
+  std::vector<void*> raw;
+  for (const auto& arg : tk->args) raw.push_back(arg.name == "a" ? ta.raw() : arg.name == "b" ? tb.raw() : y.raw());
+  absl::Status ran = simt_host::RunOnHost(ck->name, ck->source, ck->variants.at(0), raw);
+  EXPECT_TRUE(ran.ok()) << ran;
+  if (!ran.ok()) return INFINITY;
+  double worst = 0, largest = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = 0;
+      for (int64_t q = 0; q < k; ++q) exact += static_cast<double>(ta.data<float>()[i * k + q]) * tb.data<float>()[q * n + j];
+      worst = std::max(worst, std::fabs(y.data<float>()[i * n + j] - exact));
+      largest = std::max(largest, std::fabs(exact));
+    }
+  return worst / largest;
+}
+
+TEST(CudaGemmOnHost, ThreeTf32ProductsKeepF32Accuracy) {
+  std::string plan_tf32, plan_split;
+  const double tf32 = RelativeError(false, 64, 96, 80, &plan_tf32);
+  const double split = RelativeError(true, 64, 96, 80, &plan_split);
+  // One tf32 product: about 2^-11 per operand.
+  EXPECT_GT(tf32, 1e-4);
+  EXPECT_LT(tf32, 1e-2);
+  // Three: the f32 accumulation's own error.
+  EXPECT_LT(split, 2e-6);
+  EXPECT_TRUE(absl::StrContains(plan_split, "(3xTF32)")) << plan_split;
+  EXPECT_FALSE(absl::StrContains(plan_tf32, "3xTF32")) << plan_tf32;
+  // The wgmma variant reads tf32 operands from shared memory: none is made.
+  EXPECT_TRUE(absl::StrContains(plan_split, "no wgmma variant")) << plan_split;
+}
+
+}  // namespace
+}  // namespace kiln
