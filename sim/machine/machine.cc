@@ -63,6 +63,8 @@ absl::Status CheckFields(const google::protobuf::Message& msg, const std::string
                        name == "core.mte_burst_cycles" || name == "chip.l2_size_mib" ||
                        name == "core.mte2_ub_bytes_per_cycle" || name == "core.mte1_l0b_bytes_per_cycle" ||
                        name == "core.vector_exp_ln_elements_per_cycle" || name == "core.fixp_gm_write_min_cycles" ||
+                       name == "core.vector_min_cycles" || name == "core.vector_fp16_min_cycles" ||
+                       name == "core.vector_fp16_special_extra_cycles" ||
                        absl::StartsWith(name, "energy.");
     if (!(v >= 0) || (!may_be_zero && v == 0))
       return InvalidArgument("machine field ", name, " must be ", may_be_zero ? "non-negative" : "positive",
@@ -126,6 +128,19 @@ double VectorCyclesPerRepeat(const Machine& m, Op op, int element_bytes) {
   if ((op == Op::kVexp || op == Op::kVln) && k.vector_exp_ln_elements_per_cycle() > 0)
     return std::max(plain, 256.0 / std::max(element_bytes, 1) / k.vector_exp_ln_elements_per_cycle());
   return IsSpecialFunction(op) ? plain * static_cast<double>(k.vector_special_cycles_per_repeat()) : plain;
+}
+
+double VectorInstructionCycles(const Machine& m, Op op, int element_bytes, int64_t repeats) {
+  if (repeats <= 0) return 0;
+  const Core& k = m.core();
+  const bool special = IsSpecialFunction(op);
+  double cycles = static_cast<double>(repeats) * VectorCyclesPerRepeat(m, op, element_bytes);
+  const bool exp_ln_rate = (op == Op::kVexp || op == Op::kVln) && k.vector_exp_ln_elements_per_cycle() > 0;
+  if (element_bytes == 2 && special && !exp_ln_rate)
+    cycles += static_cast<double>(k.vector_fp16_special_extra_cycles());
+  double floor = static_cast<double>(k.vector_min_cycles());
+  if (element_bytes == 2 && !special) floor = std::max(floor, static_cast<double>(k.vector_fp16_min_cycles()));
+  return std::max(cycles, floor);
 }
 
 double GmUbBytesPerCycle(const Machine& m) {

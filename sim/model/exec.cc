@@ -680,9 +680,10 @@ Cost InstCost(const Inst& in, const Machine& m) {
     }
     default:
       if (Info(in.op).pipe == Pipe::kVector) {
-        double per_repeat = VectorCyclesPerRepeat(m, in.op, DTypeSize(in.dtype));
-        if (in.op == Op::kVtranspose) per_repeat *= 2;  // 512 bytes a repeat
-        c.busy = a[attr::kRepeat] * per_repeat;
+        if (in.op == Op::kVtranspose)  // 512 bytes a repeat
+          c.busy = a[attr::kRepeat] * 2 * VectorCyclesPerRepeat(m, in.op, DTypeSize(in.dtype));
+        else
+          c.busy = VectorInstructionCycles(m, in.op, DTypeSize(in.dtype), a[attr::kRepeat]);
         c.elements = a[attr::kRepeat] * a[attr::kMask];  // the active elements of each repeat
         c.latency = k.vector_latency_cycles();
         // Its elements' arithmetic (by their width), and a repeat's bytes

@@ -86,6 +86,31 @@ TEST(TimingTest, ExpAndLnTakeTheMachinesElementRateWhereItGivesOne) {
   EXPECT_DOUBLE_EQ(busy(m, "vdiv.f32 UB[0], UB[1024], UB[2048], repeat=4"), 8);  // division keeps its factor
 }
 
+TEST(TimingTest, VectorInstructionsTakeTheMachinesFloorsAndFp16SpecialCycles) {
+  // The 910B's measured shapes: any instruction at least 3 cycles, a plain
+  // one on 2-byte elements at least 6, and an fp16 division 4 more than its
+  // repeats; exp and ln at their element rate take no extra.
+  Machine m = DefaultMachine();
+  auto busy = [&](const std::string& line) {
+    auto p = Assemble(".program p\n.regs 4\n.block_dim 1\n  " + line + "\n", "t.kasm");
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? InstCost(p->program.insts[0], m).busy : -1;
+  };
+  EXPECT_DOUBLE_EQ(busy("vadd.f16 UB[0], UB[1024], UB[2048], repeat=2"), 2);  // no floors by default
+  m.mutable_core()->set_vector_min_cycles(3);
+  m.mutable_core()->set_vector_fp16_min_cycles(6);
+  m.mutable_core()->set_vector_fp16_special_extra_cycles(4);
+  m.mutable_core()->set_vector_exp_ln_elements_per_cycle(64);
+  EXPECT_DOUBLE_EQ(busy("vadd.f32 UB[0], UB[1024], UB[2048], repeat=2"), 3);
+  EXPECT_DOUBLE_EQ(busy("vadd.f32 UB[0], UB[1024], UB[2048], repeat=8"), 8);
+  EXPECT_DOUBLE_EQ(busy("vmul.f16 UB[0], UB[1024], UB[2048], repeat=2"), 6);
+  EXPECT_DOUBLE_EQ(busy("vmul.f16 UB[0], UB[1024], UB[2048], repeat=10"), 10);
+  EXPECT_DOUBLE_EQ(busy("vdiv.f16 UB[0], UB[1024], UB[2048], repeat=2"), 4 + 2 * 2);
+  EXPECT_DOUBLE_EQ(busy("vdiv.f32 UB[0], UB[1024], UB[2048], repeat=2"), 2 * 2);
+  EXPECT_DOUBLE_EQ(busy("vexp.f16 UB[0], UB[1024], repeat=2"), 4);  // 2 x 128 elements at 64 a cycle
+  EXPECT_DOUBLE_EQ(busy("vexp.f32 UB[0], UB[1024], repeat=1"), 3);  // 1 cycle, raised to the floor
+}
+
 TEST(TimingTest, DmaTakesLatencyPlusBytesOverBandwidth) {
   Machine m = DefaultMachine();
   const double latency = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
