@@ -20,8 +20,10 @@
 # (scripts/export_models.py's exports; default build/models), TRAINING
 # (scripts/export_training_models.py's; default build/training_models), WORK
 # (scratch; default /tmp/kiln_gpu_checks), PY (python3 with PyTorch and CUDA),
-# LIMIT (seconds per step; default 300). Prints each step's output and a
-# last line per step: passed, FAILED or TIMED OUT.
+# LIMIT (seconds per step; default 300); ATTENTION_LENGTHS, NAMES (the
+# models step), DP_NAMES, SIZES (the GEMM sweep) and COMPILE_MODE narrow or
+# change a step. Prints each step's output and a last line per step:
+# passed, FAILED or TIMED OUT.
 set -u
 cd "$(dirname "$0")/.."
 KILN=${KILN:-build/tools/kiln/kiln}
