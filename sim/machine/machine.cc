@@ -64,7 +64,9 @@ absl::Status CheckFields(const google::protobuf::Message& msg, const std::string
                        name == "core.mte2_ub_bytes_per_cycle" || name == "core.mte1_l0b_bytes_per_cycle" ||
                        name == "core.vector_exp_ln_elements_per_cycle" || name == "core.fixp_gm_write_min_cycles" ||
                        name == "core.vector_min_cycles" || name == "core.vector_fp16_min_cycles" ||
-                       name == "core.vector_fp16_special_extra_cycles" ||
+                       name == "core.vector_fp16_special_extra_cycles" || name == "core.mte2_ub_fast_bytes" ||
+                       name == "core.mte2_ub_fast_bytes_per_cycle" || name == "core.mte3_fast_bytes" ||
+                       name == "core.mte3_fast_bytes_per_cycle" ||
                        absl::StartsWith(name, "energy.");
     if (!(v >= 0) || (!may_be_zero && v == 0))
       return InvalidArgument("machine field ", name, " must be ", may_be_zero ? "non-negative" : "positive",
@@ -145,6 +147,24 @@ double VectorInstructionCycles(const Machine& m, Op op, int element_bytes, int64
 
 double GmUbBytesPerCycle(const Machine& m) {
   return m.core().mte2_ub_bytes_per_cycle() > 0 ? m.core().mte2_ub_bytes_per_cycle() : m.core().mte2_bytes_per_cycle();
+}
+namespace {
+// `bytes` moved, the first `fast_bytes` at `fast_rate` and the rest at
+// `rate`, as one average rate.
+double TwoRatePace(double bytes, int64_t fast_bytes, double fast_rate, double rate) {
+  if (bytes <= 0 || fast_bytes <= 0 || fast_rate <= 0) return rate;
+  const double fast = std::min(bytes, static_cast<double>(fast_bytes));
+  return bytes / (fast / fast_rate + (bytes - fast) / rate);
+}
+}  // namespace
+
+double GmUbCopyBytesPerCycle(const Machine& m, double bytes) {
+  const Core& k = m.core();
+  return TwoRatePace(bytes, k.mte2_ub_fast_bytes(), k.mte2_ub_fast_bytes_per_cycle(), GmUbBytesPerCycle(m));
+}
+double UbGmCopyBytesPerCycle(const Machine& m, double bytes) {
+  const Core& k = m.core();
+  return TwoRatePace(bytes, k.mte3_fast_bytes(), k.mte3_fast_bytes_per_cycle(), k.mte3_bytes_per_cycle());
 }
 double L0bBytesPerCycle(const Machine& m) {
   return m.core().mte1_l0b_bytes_per_cycle() > 0 ? m.core().mte1_l0b_bytes_per_cycle()

@@ -35,6 +35,11 @@ absl::Status ValidateMachine(const Machine& m);
 double HbmBytesPerCycle(const Machine& m);       // chip HBM bandwidth in bytes per core cycle
 double L2BytesPerCycle(const Machine& m);        // chip L2 bandwidth in bytes per core cycle
 double GmUbBytesPerCycle(const Machine& m);      // MTE2 into UB, per core
+// The pace of one GM -> UB copy of `bytes`: its first mte2_ub_fast_bytes at
+// mte2_ub_fast_bytes_per_cycle, the rest at GmUbBytesPerCycle.
+double GmUbCopyBytesPerCycle(const Machine& m, double bytes);
+// The pace of one UB -> GM copy of `bytes` (mte3_fast_bytes the same way).
+double UbGmCopyBytesPerCycle(const Machine& m, double bytes);
 double L0bBytesPerCycle(const Machine& m);       // MTE1 into L0B, per core
 // Cycles of one repeat (256 bytes) of vector instruction `op` on elements of
 // `element_bytes`: special functions (IsSpecialFunction) take

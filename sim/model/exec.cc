@@ -598,9 +598,10 @@ Cost InstCost(const Inst& in, const Machine& m) {
     case Op::kCopyGmL1: case Op::kCopyGmUb:
       c.dma = true;
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
-      c.rate_cap = BurstCap(in.op == Op::kCopyGmUb ? GmUbBytesPerCycle(m) : k.mte2_bytes_per_cycle(), c.gm_bytes,
-                            GmRuns(in), k.mte_burst_cycles());
-      c.latency = hbm_lat + k.mte2_latency_cycles();
+      c.rate_cap = BurstCap(in.op == Op::kCopyGmUb ? GmUbCopyBytesPerCycle(m, static_cast<double>(c.gm_bytes))
+                                                   : k.mte2_bytes_per_cycle(),
+                            c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
+      c.latency = hbm_lat + k.mte2_latency_cycles() + (in.op == Op::kCopyGmUb ? k.mte2_ub_extra_latency_cycles() : 0);
       c.hbm_latency = hbm_lat;
       c.energy_pj = c.gm_bytes * (e.hbm_pj_per_byte() + (in.op == Op::kCopyGmL1 ? e.l1_pj_per_byte() : e.ub_pj_per_byte()));
       break;
@@ -616,7 +617,8 @@ Cost InstCost(const Inst& in, const Machine& m) {
       c.dma = true;
       c.gm_write = true;
       c.gm_bytes = a[attr::kNburst] * a[attr::kLen];
-      c.rate_cap = BurstCap(k.mte3_bytes_per_cycle(), c.gm_bytes, GmRuns(in), k.mte_burst_cycles());
+      c.rate_cap = BurstCap(UbGmCopyBytesPerCycle(m, static_cast<double>(c.gm_bytes)), c.gm_bytes, GmRuns(in),
+                            k.mte_burst_cycles());
       c.latency = hbm_lat + k.mte3_latency_cycles();
       c.hbm_latency = hbm_lat;
       c.energy_pj = c.gm_bytes * (e.ub_pj_per_byte() + e.hbm_pj_per_byte());

@@ -126,6 +126,34 @@ TEST(TimingTest, DmaTakesLatencyPlusBytesOverBandwidth) {
   EXPECT_EQ(r->hbm_read_bytes, 65536);
 }
 
+TEST(TimingTest, UbCopiesMoveTheirFirstBytesAtTheirFastRate) {
+  // 64 KiB GM -> UB with its first 16 KiB at 512 B/cycle and the rest at
+  // 128 takes 32 + 384 cycles of bytes and 30 more to start; UB -> GM the
+  // same bytes at 256 then 64. Without the fields, one rate.
+  Machine m = DefaultMachine();
+  m.mutable_core()->set_mte2_ub_bytes_per_cycle(128);
+  m.mutable_core()->set_mte3_bytes_per_cycle(64);
+  auto cost = [&](const Machine& mm, const std::string& line) {
+    auto p = Assemble(".program p\n.regs 4\n.block_dim 1\n.arg x f16[32768]\n  " + line + "\n", "t.kasm");
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? InstCost(p->program.insts[0], mm) : Cost{};
+  };
+  const std::string in = "copy_gm_ub UB[0], x[0], len=65536", out = "copy_ub_gm x[0], UB[0], len=65536";
+  EXPECT_DOUBLE_EQ(65536 / cost(m, in).rate_cap, 512);
+  EXPECT_DOUBLE_EQ(65536 / cost(m, out).rate_cap, 1024);
+  const double start = cost(m, in).latency;
+  m.mutable_core()->set_mte2_ub_fast_bytes(16384);
+  m.mutable_core()->set_mte2_ub_fast_bytes_per_cycle(512);
+  m.mutable_core()->set_mte2_ub_extra_latency_cycles(30);
+  m.mutable_core()->set_mte3_fast_bytes(16384);
+  m.mutable_core()->set_mte3_fast_bytes_per_cycle(256);
+  EXPECT_DOUBLE_EQ(65536 / cost(m, in).rate_cap, 32 + 384);
+  EXPECT_DOUBLE_EQ(cost(m, in).latency, start + 30);
+  EXPECT_DOUBLE_EQ(65536 / cost(m, out).rate_cap, 64 + 768);
+  // A copy within the fast bytes moves at the fast rate alone.
+  EXPECT_DOUBLE_EQ(4096 / cost(m, "copy_gm_ub UB[0], x[0], len=4096").rate_cap, 8);
+}
+
 TEST(TimingTest, ShortBurstsLeavePipeBandwidthUnused) {
   // With 2-cycle bursts, 256 rows of 64 bytes, 128 bytes apart in GM: 256
   // bursts, one every 2 cycles, so the copy moves 64 / 2 = 32 bytes per cycle; the same
