@@ -43,6 +43,10 @@ absl::StatusOr<std::string> CType(DType t) {
 
 int64_t Bytes(DType t) { return static_cast<int64_t>(DTypeSize(t)); }
 
+bool IsCopy(const tile::Stmt& s) {
+  return s.kind == tile::Stmt::Kind::kCopy && s.srcs.size() == 1 && s.srcs[0].ref.has_value();
+}
+
 std::string FloatLit(double x) {
   if (std::isinf(x)) return x > 0 ? "INFINITY" : "-INFINITY";
   if (std::isnan(x)) return "NAN";

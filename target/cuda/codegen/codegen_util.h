@@ -30,6 +30,8 @@ absl::StatusOr<std::string> CType(DType t);
 int64_t Bytes(DType t);
 // `x` as a C float literal ("0.5f", "-INFINITY").
 std::string FloatLit(double x);
+// A copy statement from one tile reference.
+bool IsCopy(const tile::Stmt& s);
 // The affine expression as C over the loop variables' C names (ints).
 std::string AffineC(const tile::Affine& a);
 // The variables an affine expression uses.

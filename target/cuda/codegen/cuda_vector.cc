@@ -33,8 +33,6 @@ using tile::TileRef;
 
 absl::Status Err(const std::string& what) { return absl::UnimplementedError(what); }
 
-bool IsCopy(const Stmt& s) { return s.kind == Stmt::Kind::kCopy && s.srcs.size() == 1 && s.srcs[0].ref.has_value(); }
-
 // A loop nest down to one block of straight-line statements.
 struct Nest {
   Names names;
