@@ -62,6 +62,9 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile() { Unmap(); }
 
+  // Whether the bytes are the page cache's own (a mapping), not a copy.
+  bool mapped() const { return map_ != nullptr; }
+
   absl::string_view bytes() const {
     return map_ ? absl::string_view(static_cast<const char*>(map_), size_) : absl::string_view(copy_);
   }

@@ -24,8 +24,10 @@ TEST(MappedFile, RegularFileBytesAndMoves) {
   std::ofstream(path, std::ios::binary).write(want.data(), static_cast<std::streamsize>(want.size()));
   auto m = MappedFile::Open(path);
   ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->mapped());  // not read into a copy
   EXPECT_EQ(m->bytes(), want);
   MappedFile moved = *std::move(m);  // the mapping moves with it
+  EXPECT_TRUE(moved.mapped());
   EXPECT_EQ(moved.bytes(), want);
   std::filesystem::remove(path);
   EXPECT_EQ(moved.bytes(), want);  // a removed file's mapping stays readable
@@ -36,6 +38,7 @@ TEST(MappedFile, EmptyFilePipeAndErrors) {
   std::ofstream(path).close();
   auto empty = MappedFile::Open(path);
   ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_FALSE(empty->mapped());  // nothing to map: read
   EXPECT_TRUE(empty->bytes().empty());
   std::filesystem::remove(path);
 
@@ -46,6 +49,7 @@ TEST(MappedFile, EmptyFilePipeAndErrors) {
   auto piped = MappedFile::Open("/proc/self/fd/" + std::to_string(fds[0]));
   close(fds[0]);
   ASSERT_TRUE(piped.ok()) << piped.status();
+  EXPECT_FALSE(piped->mapped());  // a pipe cannot be mapped: read to its end
   EXPECT_EQ(piped->bytes(), "through a pipe");
 
   auto missing = MappedFile::Open(TempPath("missing"));
