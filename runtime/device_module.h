@@ -34,7 +34,7 @@ class DeviceModule {
   // chip (a leading dim `replicas` times the signature's).
   virtual int replicas() const { return 1; }
   // What a run with `options` does, one line ("simulating 12 tasks x 1
-  // batch on ascend910-like..."); empty for nothing to say.
+  // batch on MACHINE..."); empty for nothing to say.
   virtual std::string Describe(const target::RunOptions& options) const { return ""; }
   virtual absl::StatusOr<std::string> Report(target::ReportKind kind, const std::string& title) const {
     return absl::UnimplementedError("this artifact's runs have no reports");

@@ -1,6 +1,7 @@
 //===- host_ops.h - kiln's reference kernels as a package's host-op provider -*- C++ -*-===//
 //
-// A cuda package runs the nodes no GPU kernel handles on the host, through
+// A package of generated code runs the nodes none of its kernels handles on
+// the host, through
 // a host-op provider (kiln_model.h's kiln_host_ops): `load` parses the
 // package's host_graph.kir, `run` executes one of its nodes on host
 // tensors, `release` frees it. ReferenceHostOps is that provider over

@@ -1,8 +1,8 @@
-//===- kiln_model_abi.h - The C structs of a cuda package's kiln_model.h -*- C++ -*-===//
+//===- kiln_model_abi.h - The C structs of a package's kiln_model.h -*- C++ -*-===//
 //
-// target/cuda/package/kiln_model.h goes into every cuda package;
-// the runtime calls packages through these structs, whose layouts must stay
-// identical to that header's.
+// A target that writes packages of generated source puts its kiln_model.h
+// into every package; the runtime calls packages through these structs,
+// whose layouts must stay identical to that header's.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -1,7 +1,7 @@
 //===- tile_ir.h - The kernel-level IR every target's code generator reads -*- C++ -*-===//
 //
-// The tile IR is kiln's kernel-level IR, shared by the npusim and cuda
-// targets: one TileKernel is one launch of one fused group (a GEMM with its
+// The tile IR is kiln's kernel-level IR, shared by every target's code
+// generator: one TileKernel is one launch of one fused group (a GEMM with its
 // epilogue, a chain of elementwise ops, a row reduction), written as loops
 // over tiles with buffers in named memory scopes, copies between scopes,
 // MMA steps in units of the target's MMA shape, elementwise and reduction
@@ -11,7 +11,7 @@
 // machine has; each target maps them onto its own (TileTarget says how big
 // each is):
 //
-//   scope        npusim   cuda
+//   scope        NPU core GPU
 //   global       GM       global memory
 //   stage        L1       shared memory (cp.async destination)
 //   operand_a    L0A      A fragments in registers (ldmatrix destination)

@@ -5,7 +5,8 @@
 // fusion grouping) becomes a tile::TileKernel, tiled by an analytic cost
 // model stated in the figures of a TargetDescription (buffer capacities,
 // bandwidths, MMA and vector rates). Targets then print the kernel in their
-// own language (npusim: .kasm for the SystemC model; cuda: CUDA C++).
+// own language (a simulated NPU's assembly for its cycle model, CUDA C++
+// for a GPU).
 //
 // Four kernel shapes come out, each in one canonical form that code
 // generators recognize (docs/tile-ir.md shows each):
@@ -128,8 +129,8 @@ struct GemmProblem {
   // operand's axis i its axis a_perm[i] (b_perm); lda / ldb are the
   // elements between the stored rows (of op(A) [M, K], or of [K, M] when
   // trans_a) and the batch strides the source's. Empty / 0: the operand is
-  // its argument, contiguous. LowerGemm takes no views yet (the npusim cube
-  // reads them where they lie).
+  // its argument, contiguous. LowerGemm takes no views yet (a target's own
+  // cube kernels read them where they lie).
   std::vector<int64_t> a_perm, b_perm;
   int64_t lda = 0, ldb = 0;
   double alpha = 1;

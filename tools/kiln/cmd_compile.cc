@@ -169,8 +169,8 @@ Imports the model, runs the optimizer (--passes, default: the target's
 pipeline), places every node on one of the target's engines, and writes the
 artifact (default: the model's name with the target's suffix, MODEL.kiln,
 beside the model). `kiln run OUT.kiln` runs it. Some targets write a
-directory (a cuda package: CUDA C++ kernels, a host launcher with a C API,
-the constants and the build files; docs/cuda-target.md).
+directory (a package of generated source: kernels, a host launcher with a
+C API, the constants and the build files; the target's doc in docs/).
 
 flags:
   --target=NAME           a registered target (`kiln targets`); default
@@ -192,9 +192,9 @@ flags:
                           --help` lists them; a setting the target does not
                           take is refused)
   --explain-placement     print each node's engine and the reason, and the
-                          nodes and FLOPs per engine (npusim: each task after
-                          code generation, with its tiling, and device memory;
-                          cuda: each task, the copies around host tasks)
+                          nodes and FLOPs per engine, and what the target
+                          adds (its tasks after code generation, their tilings,
+                          device memory, the copies around host tasks)
   --fusion=false          no fusion groups: every op its own kernel (to see
                           what fusing epilogues and memory-bound chains buys)
   --plugin=lib.so         load a target plugin first (repeatable; also every

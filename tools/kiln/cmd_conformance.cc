@@ -141,7 +141,7 @@ flags:
                        verify the optimized graph
   --passes, --verify-each, --stats, --time-passes, --print-after,
   --print-after-all, --fold-max-elements: as for `kiln opt` (with
-                       --optimize, and on npusim)
+                       --optimize, and for a --target, on its pipeline)
 )",
     [](const std::vector<std::string>& args) -> int {
       if (!args.empty()) return Fail("conformance takes no positional arguments");

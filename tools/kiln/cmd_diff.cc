@@ -295,12 +295,12 @@ Prints the tasks both runs have, aligned by task name (the node a task
 runs), in A's order: each side's cycles, B/A, the cube's utilization and
 the bound, A -> B; then the tasks only one side has, the totals (cycles,
 HBM bytes, energy where both report it, tasks) and their ratio. Runs of a target without reports
-(the reference executor, a GPU package) have no task table. For two runs,
+(the reference executor, a package run on real hardware) have no task table. For two runs,
 each output of B against A's: the largest absolute difference, where, and
 its share of A's largest magnitude. For example, fp16 against fp32:
 
-  kiln compile resnet18.onnx --target=npusim -o r32.kiln
-  kiln compile resnet18.onnx --target=npusim --precision=fp16 -o r16.kiln
+  kiln compile resnet18.onnx --target=T -o r32.kiln
+  kiln compile resnet18.onnx --target=T --precision=fp16 -o r16.kiln
   kiln diff r32.kiln r16.kiln --input input_0=x.npy
 
 flags:

@@ -296,7 +296,8 @@ digits, '_', '-' and '.' become '_'). A data-parallel step (`kiln opt
 (the target's runtime runs R ranks), or of one shard's size.
 
 The flags below marked * are features of a target's runs (a simulated
-device has them all but --repeat; a GPU package has --repeat); a flag the
+device has them all but --repeat; a package run on real hardware has
+--repeat); a flag the
 artifact's target lacks is refused.
 
 flags:

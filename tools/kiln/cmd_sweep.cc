@@ -291,12 +291,12 @@ Slurm array job, and `kiln sweep --collect DIR` gathers the results. A point
 that fails is a row with its error; the sweep then exits 1.
 
 Example:
-  kiln sweep model.onnx --target=npusim --set core.l1_kib=512,1024 --set chip.ai_cores=16,32 -o sw
+  kiln sweep model.onnx --target=T --set core.l1_kib=512,1024 --set chip.ai_cores=16,32 -o sw
 
 flags:
   --target=T           the target (one with a machine setting)
   --set FIELD=V1,V2    an axis of the grid (repeat for each)
-  --machine=FILE       the base machine; default ascend910-like
+  --machine=FILE       the base machine; default the target's own
   --precision=P        passed to each compile (fp32, fp16, bf16, mixed)
   --input NAME=FILE    an input (repeat for each); zeros for those not given
   -o DIR               where the points and the results go; default sweep
