@@ -50,7 +50,8 @@ double VectorCyclesPerRepeat(const Machine& m, Op op, int element_bytes);
 // The cycles one vector instruction of `repeats` repeats occupies the unit:
 // its repeats at VectorCyclesPerRepeat, plus what a 2-byte special
 // function adds, and no fewer than the machine's floors (vector_min_cycles;
-// vector_fp16_min_cycles for 2-byte plain instructions).
+// vector_fp16_min_cycles for 2-byte plain instructions). The model's rule,
+// and the kernel generators' estimate of one instruction.
 double VectorInstructionCycles(const Machine& m, Op op, int element_bytes, int64_t repeats);
 double HostLinkBytesPerCycle(const Machine& m);  // PCIe bandwidth per direction in bytes per core cycle
 double ChipLinkBytesPerCycle(const Machine& m);  // one chip link's bandwidth per direction in bytes per core cycle

@@ -98,8 +98,8 @@ void Kasm::VecOne(absl::string_view mnemonic, VArg dst, const std::vector<VArg>&
   // Its cost by the model's own rule for the op the mnemonic names.
   sim::Op op = sim::Op::kVadd;
   sim::FindOp(std::string(mnemonic.substr(0, mnemonic.find('.'))), &op);
-  const double per = sim::VectorCyclesPerRepeat(machine_, op, static_cast<int>(256 / std::max<int64_t>(epr, 1)));
-  vector_cycles_ += static_cast<double>(machine_.core().vector_latency_cycles()) + static_cast<double>(repeat) * per;
+  vector_cycles_ += static_cast<double>(machine_.core().vector_latency_cycles()) +
+                    sim::VectorInstructionCycles(machine_, op, static_cast<int>(256 / std::max<int64_t>(epr, 1)), repeat);
   (void)dst_es;
   (void)src_es;
 }
