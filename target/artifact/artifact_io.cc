@@ -36,7 +36,8 @@ uint32_t Crc32(const char* data, size_t size) {
 }
 
 // A protobuf output stream into a file descriptor through a buffer of its
-// own, which keeps the CRC-32 of the bytes written since StartChecksum.
+// own, which keeps the CRC-32 of the bytes that pass through it (the
+// message; the magic and the trailer are written around it, unsummed).
 class ChecksummedFileStream : public google::protobuf::io::ZeroCopyOutputStream {
  public:
   explicit ChecksummedFileStream(int fd) : fd_(fd), buf_(kBufferBytes) {}
@@ -55,20 +56,15 @@ class ChecksummedFileStream : public google::protobuf::io::ZeroCopyOutputStream 
   }
   int64_t ByteCount() const override { return static_cast<int64_t>(total_); }
 
-  // Writes `n` bytes after those buffered, counted in the checksum or not.
-  bool WriteAll(const char* data, size_t n, bool checksummed) {
-    if (!Flush()) return false;
-    if (checksummed) crc_ = crc32(crc_, reinterpret_cast<const Bytef*>(data), static_cast<uInt>(n));
-    return WriteFd(data, n);
-  }
-  void StartChecksum() { crc_ = crc32(0L, Z_NULL, 0), summing_ = true; }
+  // Writes `n` bytes after those buffered, outside the checksum.
+  bool WriteRaw(const char* data, size_t n) { return Flush() && WriteFd(data, n); }
   uint32_t checksum() {
     Flush();
     return static_cast<uint32_t>(crc_);
   }
   bool Flush() {
     if (used_ == 0) return ok_;
-    if (summing_) crc_ = crc32(crc_, reinterpret_cast<const Bytef*>(buf_.data()), static_cast<uInt>(used_));
+    crc_ = crc32(crc_, reinterpret_cast<const Bytef*>(buf_.data()), static_cast<uInt>(used_));
     ok_ = WriteFd(buf_.data(), used_) && ok_;
     used_ = 0;
     return ok_;
@@ -90,8 +86,8 @@ class ChecksummedFileStream : public google::protobuf::io::ZeroCopyOutputStream 
   int fd_;
   std::vector<char> buf_;
   size_t used_ = 0, total_ = 0;
-  uLong crc_ = 0;
-  bool summing_ = false, ok_ = true;
+  uLong crc_ = crc32(0L, Z_NULL, 0);
+  bool ok_ = true;
 };
 
 void FillOne(const Value* v, TensorSignature* s) {
@@ -135,8 +131,7 @@ absl::Status WriteArtifact(const Artifact& artifact, const std::string& path) {
   // constants are not copied into a buffer of the artifact's size first),
   // the checksum taken as the bytes pass.
   ChecksummedFileStream out(fd);
-  bool ok = out.WriteAll(kMagic, sizeof kMagic, /*checksummed=*/false);
-  out.StartChecksum();
+  bool ok = out.WriteRaw(kMagic, sizeof kMagic);
   {
     google::protobuf::io::CodedOutputStream cos(&out);
     cos.SetSerializationDeterministic(true);
@@ -145,7 +140,7 @@ absl::Status WriteArtifact(const Artifact& artifact, const std::string& path) {
   const uint32_t crc = out.checksum();
   char trailer[kChecksumBytes];
   for (size_t i = 0; i < kChecksumBytes; ++i) trailer[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  ok = ok && out.WriteAll(trailer, sizeof trailer, /*checksummed=*/false) && out.Flush();
+  ok = ok && out.WriteRaw(trailer, sizeof trailer);
   ok = (::close(fd) == 0) && ok;
   if (!ok) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
   return absl::OkStatus();
