@@ -151,6 +151,29 @@ void Img2Col(const Inst& in, uint8_t* dst, const uint8_t* src) {
       }
 }
 
+// Calls f(load, store) with the element access of float type t, each
+// inlined where f uses it (no switch on the type per element).
+template <typename F>
+void WithFloatType(DType t, F f) {
+  switch (t) {
+    case DType::kF32:
+      f([](const uint8_t* p) { float v; std::memcpy(&v, p, 4); return v; },
+        [](uint8_t* p, float v) { std::memcpy(p, &v, 4); });
+      return;
+    case DType::kF16:
+      f([](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return HalfBitsToFloat(h); },
+        [](uint8_t* p, float v) { uint16_t h = FloatToHalfBits(v); std::memcpy(p, &h, 2); });
+      return;
+    case DType::kBF16:
+      f([](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return BFloat16BitsToFloat(h); },
+        [](uint8_t* p, float v) { uint16_t h = FloatToBFloat16Bits(v); std::memcpy(p, &h, 2); });
+      return;
+    default:
+      f([t](const uint8_t* p) { return LoadF(t, p); }, [t](uint8_t* p, float v) { StoreF(t, p, v); });
+      return;
+  }
+}
+
 void Mmad(const Inst& in, uint8_t* c, const uint8_t* a_buf, const uint8_t* b_buf) {
   const auto& at = in.attrs;
   int es = DTypeSize(in.dtype);
@@ -191,12 +214,7 @@ void Mmad(const Inst& in, uint8_t* c, const uint8_t* a_buf, const uint8_t* b_buf
           for (int64_t kc = 0; kc < k0; ++kc) dst[kc * cols] = load(src + kc * es);
         }
   };
-  switch (in.dtype) {
-    case DType::kF32: unpack([](const uint8_t* p) { float f; std::memcpy(&f, p, 4); return f; }); break;
-    case DType::kF16: unpack([](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return HalfBitsToFloat(h); }); break;
-    case DType::kBF16: unpack([](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return BFloat16BitsToFloat(h); }); break;
-    default: unpack([&](const uint8_t* p) { return LoadF(in.dtype, p); }); break;
-  }
+  WithFloatType(in.dtype, [&](auto load, auto) { unpack(load); });
   // Each element of C accumulates over k in order, as one multiply and one
   // add at a time: a block of 4 rows by 8 columns of C is held in vector
   // registers over the whole of k (rows and cols are multiples of 16).
@@ -296,25 +314,6 @@ bool Compare(int64_t mode, float x, float y) {
     case CmpMode::kGe: return x >= y;
   }
   return false;
-}
-
-// Calls f(load, store) with the element access of float type t, each
-// inlined where f uses it (no switch on the type per element).
-template <typename F>
-void WithFloatType(DType t, F f) {
-  switch (t) {
-    case DType::kF32:
-      f([](const uint8_t* p) { float v; std::memcpy(&v, p, 4); return v; },
-        [](uint8_t* p, float v) { std::memcpy(p, &v, 4); });
-      return;
-    case DType::kF16:
-      f([](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return HalfBitsToFloat(h); },
-        [](uint8_t* p, float v) { uint16_t h = FloatToHalfBits(v); std::memcpy(p, &h, 2); });
-      return;
-    default:
-      f([t](const uint8_t* p) { return LoadF(t, p); }, [t](uint8_t* p, float v) { StoreF(t, p, v); });
-      return;
-  }
 }
 
 // Calls f(fn) with Binary(op, ., .) as a function of its own.
