@@ -231,9 +231,6 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
       if (tile::AttentionShapesLower(*n).ok() || (dims.ok() && dims->s == 1)) MakeAttentionMaskAdditive(g, n);
       // One query row against a cache: the decode kernels, at the cache's dtype.
       if (DecodeAttentionTakes(*n).ok()) return target.Place(*n, options).engine == "simt";
-      // The attention kernel's f32 products are tf32's: under 3xTF32 an f32
-      // attention it would not narrow is split back into 3xTF32 GEMMs.
-      if (build.arch.split_tf32 && !narrows_attention && n->output(0)->type().dtype() == DType::kF32) return false;
     }
     if (!narrowed && n->domain() == "kiln" && n->op() == "Fused") return false;
     if (!narrowed && narrowable_attention(*n) && target.Place(*n, options).engine == "tensorcore") return true;

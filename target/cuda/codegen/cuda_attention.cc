@@ -415,9 +415,12 @@ constexpr char kPv32[] = R"(    // O += P V: P's A fragments from the warp's row
 }  // namespace
 
 absl::StatusOr<CudaKernel> EmitAttention(const tile::TileKernel& k, const CudaArch& arch) {
-  (void)arch;
   const Names names(k);
   KILN_ASSIGN_OR_RETURN(Attention a, Match(k, names));
+  // Its f32 products are tf32's alone: under 3xTF32 the attention is split
+  // back into GEMMs that split theirs.
+  if (a.dt == DType::kF32 && arch.split_tf32)
+    return absl::UnimplementedError("the attention kernel's f32 products are tf32 (--fp32-products=3xtf32 splits it back)");
   std::vector<bool> used(k.args.size(), false);
   MarkUsed(k.body, names, &used);
   KILN_ASSIGN_OR_RETURN(std::string params, ParamList(k, used));
