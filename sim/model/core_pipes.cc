@@ -141,6 +141,13 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
   PipeStats& st = c.stats[static_cast<int>(p)];
   if (cost.dma) {
     if (!WaitUntil(start)) return false;
+    if (!pending_fills.empty()) {
+      bool ok = true;
+      ForEachGmRun(in, x.addr, [&](int operand, int64_t offset, int64_t len) {
+        if (ok) ok = WaitForFills(c.launch->gm_dev[in.ops[operand].arg] + static_cast<uint64_t>(offset), len);
+      });
+      if (!ok) return false;
+    }
     // The L2 serves what it holds; HBM the misses and the dirty lines they evict.
     L2Cache::Outcome l2_out;
     ForEachGmRun(in, x.addr, [&](int operand, int64_t offset, int64_t len) {

@@ -150,6 +150,7 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   opt = options;
   t0 = sc_core::sc_time_stamp();
   aborted = false;
+  pending_fills.clear();
   error = absl::OkStatus();
   shutdown = false;
   live_threads = 0;
@@ -161,11 +162,11 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   next_flow = 0;
   stats = RunStats{};
   stats.kernels.reserve(64);
-  size_t nlaunch = 0, nd2d = 0;  // device copies need the HBM arbiter too
+  size_t nlaunch = 0, nd2d = 0;  // device copies and prefetches need the HBM arbiter too
   for (auto& s : streams)
     for (auto& op : s) {
       nlaunch += op.kind == StreamOp::kLaunch;
-      nd2d += op.kind == StreamOp::kD2D;
+      nd2d += op.kind == StreamOp::kD2D || op.kind == StreamOp::kPrefetch;
     }
   stats.kernels.reserve(nlaunch);
   records_done.assign(records_enqueued.size(), 0);

@@ -118,6 +118,10 @@ struct RunStats {
   // AllReduces run over the chip links, and the bytes each chip contributed to them.
   int64_t collectives = 0;
   int64_t collective_bytes = 0;
+  // Read from HBM into the L2 by prefetches (PrefetchL2), ahead of the
+  // kernels that read them, and the dirty lines their fills evicted; parts
+  // of hbm_read_bytes and hbm_write_bytes.
+  int64_t l2_prefetch_bytes = 0, l2_prefetch_writeback_bytes = 0;
   // Start (the links taken) and end cycle of each collective, in the order they finished.
   std::vector<std::pair<double, double>> collective_spans;
 };
@@ -163,6 +167,11 @@ class Device {
   // when chips < 1, bytes < 0, or chips > 1 on a machine without chip links.
   absl::Status AllReduce(StreamId s, std::string name, int64_t bytes, int chips,
                          std::function<absl::Status(Device&)> fn);
+  // Reads [addr, addr + bytes) into the L2 ahead of the kernels that read
+  // it (a weight before its MatMul), through HBM, sharing its bandwidth:
+  // a timing hint that orders nothing (a kernel reading a line before it
+  // has arrived reads HBM itself). Nothing on a chip without an L2.
+  absl::Status PrefetchL2(StreamId s, DevAddr addr, int64_t bytes);
   // Events: WaitEvent blocks its stream until the RecordEvent enqueued on
   // another stream (before this wait, in enqueue order) has been reached.
   absl::Status RecordEvent(StreamId s, EventId e);

@@ -5,7 +5,8 @@
 // part of the model defines its own members in the file named for it:
 // memory_arbiter.cc (the HBM and L2 bandwidth arbiters), core_pipes.cc (each AI core's
 // scalar unit and pipes), streams.cc (the streams: launches, copies, events),
-// aicpu.cc (the AICPU cluster) and links.cc (the chip links); device.cc wires
+// aicpu.cc (the AICPU cluster), links.cc (the chip links) and
+// l2_prefetch.cc (reads into the L2 ahead of use); device.cc wires
 // them into a chip and runs it. Internal to sim/model: it includes SystemC.
 //
 // One cycle is 1000 ps of SystemC time.
@@ -53,7 +54,7 @@ inline sc_time Cycles(double c) {
 }
 
 struct StreamOp {
-  enum Kind { kLaunch, kH2D, kD2H, kD2D, kAicpu, kAllReduce, kRecord, kWait } kind = kLaunch;
+  enum Kind { kLaunch, kH2D, kD2H, kD2D, kAicpu, kAllReduce, kPrefetch, kRecord, kWait } kind = kLaunch;
   KernelId kernel = -1;
   int64_t block_dim = 0;
   std::vector<DevAddr> args;
@@ -142,6 +143,17 @@ struct Device::Impl {
   Arbiter hbm{Trace::kHbm, "HBM GB/s"};
   Arbiter l2{Trace::kL2, "L2 GB/s"};
   L2Cache l2_tags;
+  // The L2 prefetches' pieces in flight: a DMA that reads a line of one
+  // waits for it to arrive and then hits, as a miss merged with the fill
+  // already outstanding for its line would (l2_prefetch.cc).
+  struct PendingFill {
+    uint64_t begin, end;
+    sc_event done;
+  };
+  std::vector<PendingFill*> pending_fills;
+  // Waits until no pending fill overlaps [addr, addr + len); false when the
+  // run was aborted.
+  bool WaitForFills(uint64_t addr, int64_t len);
   int64_t next_flow = 0;
   RunStats stats;
 
@@ -212,6 +224,10 @@ struct Device::Impl {
   // ----- Chip links (links.cc) -----
   // A stream's AllReduce; false when the run was aborted.
   bool RunAllReduce(int s, StreamOp& op, std::string* label);
+
+  // ----- L2 prefetches (l2_prefetch.cc) -----
+  // A stream's prefetch; false when the run was aborted.
+  bool RunPrefetch(int s, StreamOp& op, std::string* label);
 };
 
 inline absl::Status CheckStream(const Device::Impl& d, StreamId s) {

@@ -19,6 +19,9 @@ RunEnergy EnergyOf(const RunStats& s, const Machine& m) {
   e.host_link_j = static_cast<double>(s.h2d_bytes + s.d2h_bytes) * m.energy().host_link_pj_per_byte() * 1e-12;
   e.chip_link_j = static_cast<double>(s.collective_bytes) * m.energy().chip_link_pj_per_byte() * 1e-12;
   e.copies_j = 2.0 * static_cast<double>(s.d2d_bytes) * m.energy().hbm_pj_per_byte() * 1e-12;
+  e.prefetch_j = (static_cast<double>(s.l2_prefetch_bytes) * (m.energy().hbm_pj_per_byte() + m.energy().l2_pj_per_byte()) +
+                  static_cast<double>(s.l2_prefetch_writeback_bytes) * m.energy().hbm_pj_per_byte()) *
+                 1e-12;
   e.static_j = StaticWatts(m) * s.seconds;
   return e;
 }

@@ -85,6 +85,20 @@ void L2Cache::Access(uint64_t addr, int64_t len, bool write, Outcome* out) {
   }
 }
 
+int64_t L2Cache::AbsentBytes(uint64_t addr, int64_t len) const {
+  if (len <= 0) return 0;
+  if (!enabled()) return len;
+  const uint64_t line_bytes = static_cast<uint64_t>(line_);
+  const uint64_t end = addr + static_cast<uint64_t>(len);
+  const size_t ways = static_cast<size_t>(ways_);
+  int64_t absent = 0;
+  for (uint64_t line = addr / line_bytes; line * line_bytes < end; ++line) {
+    const uint64_t* set = &lines_[SetOf(line) * ways];
+    if (std::find(set, set + ways, line) == set + ways) absent += line_;
+  }
+  return absent;
+}
+
 void L2Cache::Invalidate(uint64_t addr, int64_t len) {
   if (!enabled() || len <= 0 || clock_ == 0) return;
   const uint64_t line_bytes = static_cast<uint64_t>(line_);

@@ -44,6 +44,9 @@ class L2Cache {
 
   // Reads or writes [addr, addr + len) of device memory, adding to `out`.
   void Access(uint64_t addr, int64_t len, bool write, Outcome* out);
+  // The bytes of the whole lines of [addr, addr + len) it does not hold
+  // (all of them without an L2): what reading the range would fetch.
+  int64_t AbsentBytes(uint64_t addr, int64_t len) const;
   // Drops the lines of [addr, addr + len) without writing them back: memory
   // there was replaced from outside the cores (a host copy).
   void Invalidate(uint64_t addr, int64_t len);

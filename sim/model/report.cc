@@ -102,10 +102,11 @@ double L2HitRate(const Machine& m, int64_t hit_bytes, int64_t miss_bytes) {
 
 std::string L2Line(const RunStats& s, const Machine& m) {
   if (m.chip().l2_size_mib() == 0) return "";
-  return absl::StrFormat("L2 %d MiB: %s of reads hit (%d B; %d B missed, %d B of lines from HBM), %d B of writes "
+  std::string ahead = s.l2_prefetch_bytes > 0 ? absl::StrFormat(" (%d B by prefetches)", s.l2_prefetch_bytes) : "";
+  return absl::StrFormat("L2 %d MiB: %s of reads hit (%d B; %d B missed, %d B of lines from HBM%s), %d B of writes "
                          "absorbed, %d B of dirty lines written back\n",
                          m.chip().l2_size_mib(), HitRateText(m, s.l2_hit_bytes, s.l2_miss_bytes), s.l2_hit_bytes,
-                         s.l2_miss_bytes, s.hbm_read_bytes, s.l2_write_bytes, s.hbm_write_bytes);
+                         s.l2_miss_bytes, s.hbm_read_bytes, ahead, s.l2_write_bytes, s.hbm_write_bytes);
 }
 
 std::string SimulatorSpeedLine(const RunStats& s) {
@@ -123,6 +124,7 @@ std::string EnergyLine(const RunStats& s, const Machine& m) {
   if (e.host_link_j > 0) absl::StrAppendFormat(&out, ", host link %.3f", e.host_link_j * 1e6);
   if (e.copies_j > 0) absl::StrAppendFormat(&out, ", copies in HBM %.3f", e.copies_j * 1e6);
   if (e.chip_link_j > 0) absl::StrAppendFormat(&out, ", chip links %.3f", e.chip_link_j * 1e6);
+  if (e.prefetch_j > 0) absl::StrAppendFormat(&out, ", L2 prefetches %.3f", e.prefetch_j * 1e6);
   absl::StrAppendFormat(&out, "); average power %.1f W\n", s.seconds > 0 ? e.total_j() / s.seconds : 0.0);
   return out;
 }

@@ -4,7 +4,8 @@
 // order: a kernel launch hands its blocks to the cores and waits for the
 // last; a host copy takes its direction of the PCIe link, one copy at a
 // time; a device copy goes through the HBM arbiter; an AICPU task
-// (aicpu.cc) and an AllReduce (links.cc) wait for their units; events order
+// (aicpu.cc) and an AllReduce (links.cc) wait for their units; an L2
+// prefetch (l2_prefetch.cc) reads ahead through the HBM arbiter; events order
 // the streams. The API that enqueues them checks each operation first.
 //
 //===----------------------------------------------------------------------===//
@@ -116,6 +117,9 @@ void Device::Impl::StreamMain(int s) {
         break;
       case StreamOp::kAllReduce:
         if (!RunAllReduce(s, op, &label)) return;
+        break;
+      case StreamOp::kPrefetch:
+        if (!RunPrefetch(s, op, &label)) return;
         break;
       case StreamOp::kRecord:
         ++records_done[op.event];

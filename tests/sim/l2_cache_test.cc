@@ -5,7 +5,8 @@
 // through it and misses; writes are absorbed and reach HBM only as whole
 // dirty lines evicted; a read miss fetches its whole line from HBM, while
 // hits and misses count the bytes the access asked for; a host copy's
-// range is dropped; a chip without an L2 charges every byte to HBM.
+// range is dropped; what a read would fetch is the whole lines not held; a
+// chip without an L2 charges every byte to HBM.
 //
 //===----------------------------------------------------------------------===//
 #include "sim/model/l2_cache.h"
@@ -110,6 +111,21 @@ TEST(L2Cache, ResetEmptiesIt) {
   c.Reset();
   c.Access(0, 4096, false, &after);
   EXPECT_EQ(after.miss_bytes, 4096);
+}
+
+TEST(L2Cache, AbsentBytesAreTheWholeLinesNotHeld) {
+  L2Cache c = Make(1 << 20);
+  L2Cache::Outcome o;
+  c.Access(0, 4096, false, &o);
+  EXPECT_EQ(c.AbsentBytes(0, 8192), 4096);
+  EXPECT_EQ(c.AbsentBytes(100, 10), 0);
+  EXPECT_EQ(c.AbsentBytes(4096 + 1, 10), kLine);  // a part of a line fetches the whole line
+  EXPECT_EQ(c.AbsentBytes(0, 0), 0);
+  L2Cache::Outcome again;  // asking changes nothing
+  c.Access(4096, 512, false, &again);
+  EXPECT_EQ(again.miss_bytes, 512);
+  L2Cache none = Make(0);
+  EXPECT_EQ(none.AbsentBytes(100, 10), 10);
 }
 
 TEST(L2Cache, WithoutAnL2EveryByteGoesToHbm) {
