@@ -35,6 +35,7 @@
 #include "target/npusim/kernels/move.h"
 #include "target/npusim/kernels/vector.h"
 #include "target/npusim/expand_training_batchnorm.h"
+#include "target/npusim/l2_prefetch_plan.h"
 #include "target/npusim/split_reductions.h"
 #include "target/precision.h"
 
@@ -757,6 +758,10 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     if (int b = buffers.Get(v); b >= 0) module->mutable_buffers(b)->set_layout("NC1HWC0");
   KILN_RETURN_IF_ERROR(PlanAllReduceBuckets(*module, collectives, replicas, options.Setting("buckets"), machine,
                                             first_read, buffers));
+  bool l2_prefetch = true;
+  if (std::string v = options.Setting("l2-prefetch"); !v.empty() && !absl::SimpleAtob(v, &l2_prefetch))
+    return absl::InvalidArgumentError(absl::StrCat("--l2-prefetch=", v, ": expected true or false"));
+  if (l2_prefetch) npusim::PlanL2Prefetches(*module, machine);
   buffers.Plan(module->tasks_size());
 
   DropHostlessConstants(g, *module, kernel_nodes);
@@ -800,6 +805,16 @@ std::string ExplainNpusimTasks(const artifact::Artifact& a) {
                                             i, b.tasks_size(), b.bytes(), b.after(), b.estimated_start(),
                                             b.estimated_end()));
     }
+  }
+  if (m.prefetches_size()) {
+    int64_t bytes = 0;
+    for (const artifact::L2Prefetch& p : m.prefetches()) bytes += p.bytes();
+    absl::StrAppend(&out, absl::StrFormat("\nL2 prefetches (--l2-prefetch): %d, %d bytes of weights read ahead:\n",
+                                          m.prefetches_size(), bytes));
+    for (const artifact::L2Prefetch& p : m.prefetches())
+      absl::StrAppend(&out, absl::StrFormat("  %s, %d of %d bytes: from task %d (%s) for task %d (%s)\n",
+                                            m.buffers(p.buffer()).name(), p.bytes(), m.buffers(p.buffer()).bytes(),
+                                            p.start(), m.tasks(p.start()).node(), p.task(), m.tasks(p.task()).node()));
   }
   absl::StrAppend(&out, absl::StrFormat("device memory: %d bytes planned, %d without reuse (%.1f%%)\n",
                                         m.device_bytes(), m.naive_bytes(),

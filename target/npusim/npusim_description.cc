@@ -81,6 +81,10 @@ TargetDescription DescriptionOf(const sim::Machine& m) {
       {"fused-attention", SettingSpec::Type::kBool, "BOOL",
        "kiln.Attention as one kernel where it runs (default true: FlashAttention's schedule, the scores kept on "
        "chip); false splits it back into MatMul, Softmax and MatMul, to see what fusing buys"},
+      {"l2-prefetch", SettingSpec::Type::kBool, "BOOL",
+       "weights read into the L2 ahead of the kernels that stream them (default true: a decode step's GEMVs, on "
+       "a stream of prefetches that fills the HBM time the kernels before them leave idle); false reads them "
+       "when the kernel runs"},
   };
   d.bundles_gears = true;
   d.explains_artifacts = true;

@@ -260,6 +260,16 @@ absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const a
       if (m.tasks(t).has_collective() && bucket_of[t] < 0) return bad(absl::StrCat("task ", t, " is in no bucket"));
     if (m.bucket_plan_size() && m.replicas() < 2) return bad("collectives in a module of one chip");
   }
+  // Prefetches read a part of a constant, ahead of a later task, in the
+  // order they are issued.
+  for (int i = 0, last = 0; i < m.prefetches_size(); ++i) {
+    const artifact::L2Prefetch& p = m.prefetches(i);
+    if (p.buffer() < 0 || p.buffer() >= nb || m.buffers(p.buffer()).kind() != Buffer::CONSTANT ||
+        m.buffers(p.buffer()).has_alias_of() || p.bytes() < 0 || p.bytes() > m.buffers(p.buffer()).bytes() ||
+        p.start() < last || p.task() < p.start() || p.task() >= m.tasks_size())
+      return bad(absl::StrCat("L2 prefetch ", i));
+    last = p.start();
+  }
   if (m.input_buffers_size() != artifact.inputs_size() || m.output_buffers_size() != artifact.outputs_size())
     return bad("input/output buffers do not match the signature");
   for (int b : m.input_buffers())
@@ -349,6 +359,9 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
     start_after[m.bucket_plan(b).after() + 1].push_back(b);
     if (m.bucket_plan(b).before() >= 0) wait_before[m.bucket_plan(b).before()].push_back(b);
   }
+  // Weights read into the L2 ahead of the tasks that stream them, on a
+  // stream of their own, each once the tasks before its start are done.
+  const sim::StreamId prefetch = m.prefetches_size() ? d.CreateStream() : -1;
   sim::StreamId compute = batches > 1 ? d.CreateStream() : in_stream;
   sim::StreamId out_stream = batches > 1 ? d.CreateStream() : in_stream;
   // A loop's feeds: which inputs come from the step before, which outputs
@@ -425,8 +438,18 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
       return absl::OkStatus();
     };
     KILN_RETURN_IF_ERROR(start_buckets(-1));
+    int next_prefetch = 0;
     for (int ti = 0; ti < m.tasks_size(); ++ti) {
       const artifact::Task& t = m.tasks(ti);
+      if (next_prefetch < m.prefetches_size() && m.prefetches(next_prefetch).start() == ti) {
+        sim::EventId ready = d.CreateEvent();
+        KILN_RETURN_IF_ERROR(d.RecordEvent(compute, ready));
+        KILN_RETURN_IF_ERROR(d.WaitEvent(prefetch, ready));
+        for (; next_prefetch < m.prefetches_size() && m.prefetches(next_prefetch).start() == ti; ++next_prefetch) {
+          const artifact::L2Prefetch& p = m.prefetches(next_prefetch);
+          KILN_RETURN_IF_ERROR(d.PrefetchL2(prefetch, im.Address(p.buffer(), slot), p.bytes()));
+        }
+      }
       for (int k : wait_before[ti]) KILN_RETURN_IF_ERROR(d.WaitEvent(compute, bucket_done[k]));
       if (t.has_kernel()) {
         std::vector<sim::DevAddr> args;

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "target/artifact/artifact_io.h"
@@ -83,6 +85,39 @@ TEST(NpusimHostileArtifact, AnAttributeWiderThanItsFieldIsRefused) {
     in->set_attrs(0, int64_t{1} << 40);
   });
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("more than a 32-bit field holds"));
+}
+
+// An L2 prefetch must read a part of a constant, for a task after its
+// start, in the order of the others.
+TEST(NpusimHostileArtifact, AnL2PrefetchOutsideItsConstantIsRefused) {
+  auto constant = [](const artifact::Artifact& a) {
+    for (int i = 0; i < a.npusim().buffers_size(); ++i)
+      if (a.npusim().buffers(i).kind() == artifact::Buffer::CONSTANT && !a.npusim().buffers(i).has_alias_of()) return i;
+    return -1;
+  };
+  auto with = [&](const std::string& name, const std::function<void(artifact::Artifact&, artifact::L2Prefetch&)>& f) {
+    return LoadMutated(name, [&](artifact::Artifact& a) {
+      artifact::L2Prefetch* p = a.mutable_npusim()->add_prefetches();
+      p->set_buffer(constant(a));
+      p->set_bytes(a.npusim().buffers(p->buffer()).bytes());
+      p->set_start(0);
+      p->set_task(a.npusim().tasks_size() - 1);
+      f(a, *p);
+    });
+  };
+  EXPECT_TRUE(with("prefetch_ok", [](auto&, auto&) {}).ok());
+  for (const auto& [name, f] :
+       std::vector<std::pair<std::string, std::function<void(artifact::Artifact&, artifact::L2Prefetch&)>>>{
+           {"bytes", [](auto& a, auto& p) { p.set_bytes(a.npusim().buffers(p.buffer()).bytes() + 1); }},
+           {"negative", [](auto&, auto& p) { p.set_bytes(-1); }},
+           {"buffer", [](auto& a, auto& p) { p.set_buffer(a.npusim().buffers_size()); }},
+           {"input", [](auto& a, auto& p) { p.set_buffer(a.npusim().input_buffers(0)); p.set_bytes(0); }},
+           {"task", [](auto& a, auto& p) { p.set_task(a.npusim().tasks_size()); }},
+           {"before", [](auto& a, auto& p) { p.set_start(a.npusim().tasks_size() - 1); p.set_task(0); }}}) {
+    absl::Status s = with("prefetch_" + name, f);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << name << ": " << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("L2 prefetch 0")) << name;
+  }
 }
 
 }  // namespace
