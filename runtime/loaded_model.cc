@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
   m->artifact_ = std::move(artifact);
   if (m->artifact_.gears_size() > 0) {
     BlobStore bundle_blobs;
-    if (absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &bundle_blobs); !s.ok())
+    if (absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &bundle_blobs, BlobHashes::kTrusted); !s.ok())
       return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
     for (artifact::Gear& g : *m->artifact_.mutable_gears()) {
       const std::string label = artifact::GearLabel(m->artifact_, g);
@@ -76,7 +76,9 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
   const bool use_shared = shared && m->artifact_.constants().empty();
   BlobStore blobs;
   if (!use_shared) {
-    absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &blobs);
+    // An artifact is a compiler's output, read back under its CRC-32: its
+    // blobs' hashes need not be computed again.
+    absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &blobs, BlobHashes::kTrusted);
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
   }
   auto model = ParseModel(m->artifact_.graph_kir(), path, use_shared ? shared : &blobs);

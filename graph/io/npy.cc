@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "graph/support/mapped_file.h"
 #include "absl/strings/str_join.h"
 #include "graph/support/checked_math.h"
 #include "graph/support/read_file.h"
@@ -346,8 +347,9 @@ absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
 }
 
 absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
-  auto t = ParseNpy(bytes);
+  // Mapped, so the data is copied once, into the tensor.
+  KILN_ASSIGN_OR_RETURN(const MappedFile file, MappedFile::Open(path));
+  auto t = ParseNpy(file.bytes());
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
   return t;
 }

@@ -55,9 +55,13 @@ struct BlobStore {
 };
 
 // A blob store as one self-checking binary file (docs/kir.md describes the
-// layout). Loading verifies every entry's hash against its contents.
+// layout). Loading verifies every entry's hash against its contents, unless
+// the bytes come inside a container that checked them already (an
+// artifact's CRC-32): kTrusted skips the hashes, never the structure.
 std::string SerializeBlobStore(const BlobStore& store);
-absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store);
+enum class BlobHashes { kVerify, kTrusted };
+absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store,
+                                  BlobHashes hashes = BlobHashes::kVerify);
 absl::Status SaveBlobStore(const BlobStore& store, const std::string& path);
 // Adds the blobs of the file at `path` to `store`.
 absl::Status LoadBlobStore(const std::string& path, BlobStore* store);

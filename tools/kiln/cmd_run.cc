@@ -129,7 +129,11 @@ int RunCompiled(const std::string& path) {
   const std::string target_name = (*target)->description().name;
   auto loaded = (*target)->Load(path);
   if (!loaded.ok()) return Fail(loaded.status());
-  target::Executable& exe = **loaded;
+  // The process ends with the command: the executable (a simulated
+  // device's memory and processes) is left to the exit, not torn down.
+  static auto* kept = new std::vector<std::unique_ptr<target::Executable>>();
+  kept->push_back(*std::move(loaded));
+  target::Executable& exe = *kept->back();
   const target::RunFeatures features = exe.features();
   if (std::vector<std::string> flags = UnsupportedRunFlags(features); !flags.empty())
     return Fail(absl::StrCat(absl::StrJoin(flags, ", "), ": runs of target ", target_name,
