@@ -173,6 +173,7 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   event_evs.clear();
   for (size_t i = 0; i < records_enqueued.size(); ++i) event_evs.push_back(std::make_unique<sc_event>());
   stream_state.assign(streams.size(), "");
+  prefetch_end.assign(streams.size(), -1);
   aicpu_busy.assign(machine.aicpu().cores(), false);
   link_busy[0] = link_busy[1] = false;
   links_busy = false;

@@ -134,6 +134,9 @@ struct Device::Impl {
   std::vector<int64_t> records_done;
   std::vector<std::unique_ptr<sc_event>> event_evs;
   std::vector<std::string> stream_state;
+  // When each stream's last L2 prefetch ended (-1: none yet): one that
+  // follows it at once continues its stream of requests (l2_prefetch.cc).
+  std::vector<double> prefetch_end;
   bool link_busy[2] = {false, false};
   sc_event link_ev[2];
   std::vector<bool> aicpu_busy;

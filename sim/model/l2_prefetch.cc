@@ -6,11 +6,14 @@
 // the computing one, overlapping the vector work before a MatMul). It goes
 // in pieces: a piece's missing lines are read through the HBM arbiter,
 // sharing its bandwidth with the kernels' transfers in flight, and are held
-// only once they have arrived, so a kernel that reads a line before its
-// piece is done misses and fetches it itself (and the prefetch then skips
-// it). Lines already held cost nothing; the dirty lines the fills evict are
-// written back. The first piece waits HBM's latency; the rest follow back
-// to back, as a stream of requests does.
+// once they have arrived. A kernel's DMA that reads a line of a piece in
+// flight waits for the piece and then hits (a miss merged with the fill
+// outstanding for its line); one that reads a line before its piece has
+// started misses and fetches it itself, and the prefetch then skips it.
+// Lines already held cost nothing; the dirty lines the fills evict are
+// written back. The first piece of a burst waits HBM's latency; the rest
+// follow back to back, as a stream of requests does, and so does a
+// prefetch that starts on its stream the moment the one before ended.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -45,7 +48,9 @@ bool Device::Impl::RunPrefetch(int s, StreamOp& op, std::string* label) {
   if (!l2_tags.enabled() || op.bytes <= 0) return true;
   stream_state[s] = "an L2 prefetch";
   const double t = Now();
-  if (!WaitCycles(static_cast<double>(machine.chip().hbm_latency_cycles()))) return false;
+  // A prefetch right behind the one before on its stream continues that
+  // one's requests; the first of a burst waits HBM's latency.
+  if (prefetch_end[s] != t && !WaitCycles(static_cast<double>(machine.chip().hbm_latency_cycles()))) return false;
   int64_t fetched = 0, written_back = 0;
   for (int64_t at = 0; at < op.bytes; at += kPieceBytes) {
     const uint64_t addr = op.dev + static_cast<uint64_t>(at);
@@ -65,6 +70,7 @@ bool Device::Impl::RunPrefetch(int s, StreamOp& op, std::string* label) {
     fetched += absent;
     written_back += out.writeback_bytes;
   }
+  prefetch_end[s] = Now();
   stats.l2_prefetch_bytes += fetched;
   stats.hbm_read_bytes += fetched;
   stats.hbm_write_bytes += written_back;
