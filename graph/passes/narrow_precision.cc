@@ -348,6 +348,46 @@ int64_t HoistCasts(Graph& g, DType narrow, const OpLists& lists) {
   return hoisted;
 }
 
+// The widening Casts a Split or a view leaves after each of its results
+// go before it instead: a Split or view of a narrow value (exact in either
+// type) whose results are read only through Casts to f32 moves f32, after
+// one Cast of its operand. Last to first, so a chain (Split -> Reshape ->
+// Cast) passes the Cast up to the value it splits: a matrix op's result,
+// whose epilogue then writes f32 itself (a fused GEMM's Cast), where three
+// Casts after a Split were three kernels. The values are the same.
+int64_t HoistWideningCasts(Graph& g, DType narrow) {
+  int64_t hoisted = 0;
+  std::vector<Node*> nodes = g.NodeList();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* c = *it;
+    if (!(c->domain().empty() && (c->op() == "Split" || IsOneOf(*c, kViewOps))) || !c->input(0)) continue;
+    Value* x = c->input(0);
+    if (x->type().dtype() != narrow || x->is_constant() || !x->type().shape().is_static()) continue;
+    bool only_casts = true;
+    for (const Value* y : c->outputs()) {
+      only_casts &= y->type().is_tensor() && y->type().dtype() == narrow && y->has_uses() && !IsRootGraphOutput(y);
+      for (const Use& u : y->uses()) only_casts &= u.user && IsCastTo(u.user, DType::kF32);
+      if (!only_casts) break;
+    }
+    if (!only_casts) continue;
+    Node* wide = g.AddNode("Cast", {x}, {g.UniqueName(absl::StrCat(x->name(), ".f32"))}, "", c);
+    wide->SetAttr("to", Attribute::Int(DTypeToOnnx(DType::kF32)));
+    wide->output(0)->set_type(Type::Tensor(DType::kF32, x->type().shape()));
+    c->SetInput(0, wide->output(0));
+    for (Value* y : c->outputs()) {
+      y->set_type(Type::Tensor(DType::kF32, y->type().shape()));
+      std::vector<Node*> casts;
+      for (const Use& u : y->uses()) casts.push_back(u.user);
+      for (Node* cast : casts) {
+        cast->output(0)->ReplaceAllUsesWith(y);
+        g.EraseNode(cast);
+      }
+    }
+    ++hoisted;
+  }
+  return hoisted;
+}
+
 absl::Status CheckNarrowType(DType narrow) {
   if (narrow == DType::kF16 || narrow == DType::kBF16) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("narrowing to ", DTypeName(narrow), ": only f16 and bf16"));
@@ -373,6 +413,7 @@ absl::StatusOr<bool> NarrowMatrixOps(Graph& g, DType narrow, const std::function
   for (Node* n : g.NodeList())
     if (KeepsNarrow(*n)) changed |= SinkInto(g, n, narrow, converted);
   changed |= CancelCastPairs(g, narrow);
+  changed |= HoistWideningCasts(g, narrow) > 0;
   return changed;
 }
 
@@ -448,6 +489,10 @@ absl::StatusOr<bool> MixPrecision(Graph& g, const MixedPrecisionOptions& options
   changed |= CancelCastPairs(g, narrow);
   if (int64_t hoisted = HoistCasts(g, narrow, lists)) {
     if (stats) stats->Add("casts-hoisted", hoisted);
+    changed = true;
+  }
+  if (int64_t hoisted = HoistWideningCasts(g, narrow)) {
+    if (stats) stats->Add("widening-casts-hoisted", hoisted);
     changed = true;
   }
   return changed;

@@ -14,7 +14,11 @@
 //    (Relu, Clip, Max, Min, pools, views, Add, Sub, Mul, Transpose, Split,
 //    LayerNormalization, Softmax, GELU, Gather, Where; see KeepsNarrow) when
 //    its other float operands are such Casts or constants the narrow type
-//    holds, and a Cast to the narrow type of a widened value is the value.
+//    holds, and a Cast to the narrow type of a widened value is the value;
+//  - a Split or a view of a narrow value whose results are all read
+//    through Casts to f32 takes one such Cast before it instead (the same
+//    values): a chain passes it up to a matrix op's result, where a fused
+//    GEMM writes f32 in its epilogue, not a Cast kernel per part.
 //
 // mixed-precision (`--precision=mixed`) decides op by op from four lists,
 // in the manner of automatic mixed precision:
