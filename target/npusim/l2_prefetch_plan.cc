@@ -62,9 +62,10 @@ void PlanL2Prefetches(artifact::NpusimModule& module, const sim::Machine& machin
   int last_start = 0;  // prefetches are issued in order, on one stream
   for (int t = 1; t < n; ++t) {
     const artifact::Task& task = module.tasks(t);
-    if (task.engine() != "cube" || !task.has_kernel() || constant_bytes[t] < kMinPrefetchBytes ||
-        constant_bytes[t] / hbm < kStreamingShare * task.estimated_cycles())
-      continue;
+    const bool streams = task.engine() == "cube" && constant_bytes[t] >= kMinPrefetchBytes &&
+                         constant_bytes[t] / hbm >= kStreamingShare * task.estimated_cycles();
+    const bool small = constant_bytes[t] > 0 && constant_bytes[t] <= kSmallPrefetchBytes;
+    if (!task.has_kernel() || !(streams || small)) continue;
     // Walk back from the task while the L2 holds what the tasks from the
     // start up to it touch, with the prefetch.
     // A weight larger than half the budget is read in part, so that

@@ -12,15 +12,18 @@
 // Which kernels: matrix kernels on the cube (they read every byte of their
 // weights, where a Gather reads a row) whose constants alone, read at HBM's
 // rate, take at least kStreamingShare of their estimated cycles (bound by
-// streaming weights, not by computing), of at least kMinPrefetchBytes.
-// When: as early as the L2 holds, with the prefetch, every buffer the tasks
-// from its start up to the kernel touch (kL2Share of the L2, so the lines
-// are still there when the kernel reads them), and no earlier than the
-// prefetch before it (they are issued in order). A weight larger than
-// half of that is read in part, its first bytes. None where the tasks from
-// the start leave HBM idle (by their estimates, less their own constants'
-// time at HBM's rate) for less than kCoveredShare of the fill's time: the
-// kernel would wait for the prefetch's fills rather than make its own.
+// streaming weights, not by computing), of at least kMinPrefetchBytes; and
+// every kernel whose constants are small (at most kSmallPrefetchBytes: a
+// bias, a LayerNorm's scale and shift), which would otherwise pay HBM's
+// latency for them. When: as early as the L2 holds, with the prefetch,
+// every buffer the tasks from its start up to the kernel touch (kL2Share
+// of the L2, so the lines are still there when the kernel reads them), and
+// no earlier than the prefetch before it (they are issued in order). A
+// weight larger than half of that is read in part, its first bytes. None
+// where the tasks from the start leave HBM idle (by their estimates, less
+// their own constants' time at HBM's rate) for less than kCoveredShare of
+// the fill's time: the kernel would wait for the prefetch's fills rather
+// than make its own.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -33,7 +36,8 @@
 namespace kiln::target::npusim {
 
 inline constexpr int64_t kMinPrefetchBytes = 256 << 10;
-inline constexpr double kStreamingShare = 0.4;
+inline constexpr double kStreamingShare = 0.3;
+inline constexpr int64_t kSmallPrefetchBytes = 64 << 10;
 inline constexpr double kL2Share = 0.75;
 inline constexpr double kCoveredShare = 0.25;
 

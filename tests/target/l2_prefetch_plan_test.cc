@@ -3,8 +3,9 @@
 // The plan of target/npusim/l2_prefetch_plan.h on modules written by hand
 // (the tasks' engines, estimates and buffers are all it reads): a GEMV's
 // weights are read ahead, as early as the L2 holds what the tasks between
-// touch, where those tasks leave HBM idle long enough to fill it; a
-// Gather's table and a compute-bound kernel's weights are not; a
+// touch, where those tasks leave HBM idle long enough to fill it, and so
+// are a LayerNorm's small constants; a Gather's table and a compute-bound
+// kernel's weights are not; a
 // weight larger than half the budget is read in part; prefetches are
 // issued in order; a machine without an L2 gets none. End to end, a chain
 // of GEMVs with vector work between them computes the same numbers with
@@ -71,6 +72,9 @@ TEST(L2PrefetchPlan, AGemvsWeightsAreReadAheadAndAGathersAreNot) {
   const int gemv2 = mod.Task("gemv2", "cube", StreamCycles(8 * kMiB) * 1.3, {x, w2, y});
   // Its weights take a tenth of its time: bound by computing.
   const int conv = mod.Task("conv", "cube", StreamCycles(2 * kMiB) * 10, {y, small, x});
+  // A LayerNorm's scale: small, read ahead so the kernel does not wait HBM's latency for it.
+  const int scale = mod.Buf("scale", Buffer::CONSTANT, 3072);
+  const int norm = mod.Task("norm2", "vector", 1500, {x, scale, y});
   PlanL2Prefetches(mod.m, machine);
 
   ASSERT_EQ(mod.For(gemv1).size(), 1u);
@@ -84,6 +88,9 @@ TEST(L2PrefetchPlan, AGemvsWeightsAreReadAheadAndAGathersAreNot) {
   EXPECT_EQ(mod.For(gemv2)[0]->start(), 0);
   EXPECT_TRUE(mod.For(gather).empty());
   EXPECT_TRUE(mod.For(conv).empty());
+  ASSERT_EQ(mod.For(norm).size(), 1u);
+  EXPECT_EQ(mod.For(norm)[0]->buffer(), scale);
+  EXPECT_EQ(mod.For(norm)[0]->bytes(), 3072);
 
   // Without an L2, none.
   sim::Machine none = machine;
