@@ -112,12 +112,26 @@ bool NarrowHolds(const Tensor& t, DType narrow) {
   return true;
 }
 
-// `v` in the narrow type: a Cast of it inserted before `before`.
-Value* CastToNarrow(Graph& g, Value* v, DType narrow, Node* before) {
-  Node* cast = g.AddNode("Cast", {v}, {g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(narrow)))}, "", before);
-  cast->SetAttr("to", Attribute::Int(DTypeToOnnx(narrow)));
-  cast->output(0)->set_type(Type::Tensor(narrow, v->type().shape()));
+// `v` in type `to` (the narrow type, or f32): a Cast of it inserted before `before`.
+Value* CastToNarrow(Graph& g, Value* v, DType to, Node* before) {
+  Node* cast = g.AddNode("Cast", {v}, {g.UniqueName(absl::StrCat(v->name(), ".", DTypeName(to)))}, "", before);
+  cast->SetAttr("to", Attribute::Int(DTypeToOnnx(to)));
+  cast->output(0)->set_type(Type::Tensor(to, v->type().shape()));
   return cast->output(0);
+}
+
+// Each result of `c` becomes type `to` and takes the place of the Casts to
+// `to` that read it (its only readers).
+void TakeCastsAfter(Graph& g, Node* c, DType to) {
+  for (Value* y : c->outputs()) {
+    y->set_type(Type::Tensor(to, y->type().shape()));
+    std::vector<Node*> casts;
+    for (const Use& u : y->uses()) casts.push_back(u.user);
+    for (Node* cast : casts) {
+      cast->output(0)->ReplaceAllUsesWith(y);
+      g.EraseNode(cast);
+    }
+  }
 }
 
 // `y` (f32) becomes the narrow type; a Cast inserted before `before` (at
@@ -334,15 +348,7 @@ int64_t HoistCasts(Graph& g, DType narrow, const OpLists& lists) {
     }
     if (!only_casts || !used || out_elems < x->type().shape().NumElements()) continue;
     c->SetInput(data, CastToNarrow(g, x, narrow, c));
-    for (Value* y : c->outputs()) {
-      y->set_type(Type::Tensor(narrow, y->type().shape()));
-      std::vector<Node*> casts;
-      for (const Use& u : y->uses()) casts.push_back(u.user);
-      for (Node* cast : casts) {
-        cast->output(0)->ReplaceAllUsesWith(y);
-        g.EraseNode(cast);
-      }
-    }
+    TakeCastsAfter(g, c, narrow);
     ++hoisted;
   }
   return hoisted;
@@ -370,19 +376,8 @@ int64_t HoistWideningCasts(Graph& g, DType narrow) {
       if (!only_casts) break;
     }
     if (!only_casts) continue;
-    Node* wide = g.AddNode("Cast", {x}, {g.UniqueName(absl::StrCat(x->name(), ".f32"))}, "", c);
-    wide->SetAttr("to", Attribute::Int(DTypeToOnnx(DType::kF32)));
-    wide->output(0)->set_type(Type::Tensor(DType::kF32, x->type().shape()));
-    c->SetInput(0, wide->output(0));
-    for (Value* y : c->outputs()) {
-      y->set_type(Type::Tensor(DType::kF32, y->type().shape()));
-      std::vector<Node*> casts;
-      for (const Use& u : y->uses()) casts.push_back(u.user);
-      for (Node* cast : casts) {
-        cast->output(0)->ReplaceAllUsesWith(y);
-        g.EraseNode(cast);
-      }
-    }
+    c->SetInput(0, CastToNarrow(g, x, DType::kF32, c));
+    TakeCastsAfter(g, c, DType::kF32);
     ++hoisted;
   }
   return hoisted;
