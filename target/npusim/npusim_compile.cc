@@ -809,7 +809,7 @@ std::string ExplainNpusimTasks(const artifact::Artifact& a) {
   if (m.prefetches_size()) {
     int64_t bytes = 0;
     for (const artifact::L2Prefetch& p : m.prefetches()) bytes += p.bytes();
-    absl::StrAppend(&out, absl::StrFormat("\nL2 prefetches (--l2-prefetch): %d, %d bytes of weights read ahead:\n",
+    absl::StrAppend(&out, absl::StrFormat("\nL2 prefetches (--l2-prefetch): %d, %d bytes of constants read ahead:\n",
                                           m.prefetches_size(), bytes));
     for (const artifact::L2Prefetch& p : m.prefetches())
       absl::StrAppend(&out, absl::StrFormat("  %s, %d of %d bytes: from task %d (%s) for task %d (%s)\n",
