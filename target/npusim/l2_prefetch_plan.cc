@@ -67,9 +67,9 @@ void PlanL2Prefetches(artifact::NpusimModule& module, const sim::Machine& machin
     const bool small = constant_bytes[t] > 0 && constant_bytes[t] <= kSmallPrefetchBytes;
     if (!task.has_kernel() || !(streams || small)) continue;
     // Walk back from the task while the L2 holds what the tasks from the
-    // start up to it touch, with the prefetch.
-    // A weight larger than half the budget is read in part, so that
-    // the walk can still start it some tasks ahead.
+    // start up to it touch, with the prefetch (of a weight larger than half
+    // the budget, its first half: so the walk can still start it some
+    // tasks ahead).
     const double target = std::min(constant_bytes[t], budget / 2);
     absl::flat_hash_set<int> window;
     double held = 0, covered = 0;
