@@ -4,17 +4,19 @@
 // lines from HBM into the L2 (HBM's latency, then its bytes at HBM's
 // bandwidth; one right behind another on its stream continues its requests
 // without the latency), so a kernel that reads the range after it hits the
-// L2; lines already held cost nothing; a kernel racing its prefetch reads from HBM
-// only what the prefetch has not started, and waits for a piece in flight,
-// so no byte is read twice; a chip without an L2
-// does nothing; bad ranges are refused when the prefetch is enqueued.
+// L2; lines already held cost nothing; a kernel racing its prefetch reads
+// from HBM only what the prefetch has not started, and waits for a piece in
+// flight, so no byte is read twice; a chip without an L2 does nothing; bad
+// ranges are refused when the prefetch is enqueued.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "graph/support/status.h"
 #include "sim/machine/machine.h"
 #include "sim/model/device.h"
 #include "tests/sim/sim_test_util.h"
@@ -28,18 +30,29 @@ constexpr int64_t kBytes = 1 << 20;
 const std::string kRead = ".program t\n.arg x f16[524288]\n  copy_gm_ub UB[0], x[0], len=65536\n"
                           "  copy_gm_ub UB[0], x[983040], len=65536\n";
 
+// A prefetch of the first `bytes` of `l`'s first argument on a stream of
+// its own, then `l`'s kernel (one block) on another, after what `before`
+// enqueues (an event to wait for, an AICPU task); the run's figures.
+absl::StatusOr<RunStats> RunWithPrefetch(testing::Loaded& l, int64_t bytes,
+                                         const std::function<absl::Status(Device&, StreamId compute,
+                                                                          StreamId ahead)>& before) {
+  Device& dev = *l.dev;
+  const StreamId compute = dev.CreateStream(), ahead = dev.CreateStream();
+  KILN_RETURN_IF_ERROR(dev.PrefetchL2(ahead, l.addrs[0], bytes));
+  KILN_RETURN_IF_ERROR(before(dev, compute, ahead));
+  KILN_RETURN_IF_ERROR(dev.Launch(compute, l.kernel, 1, l.addrs));
+  return dev.Run();
+}
+
 TEST(L2Prefetch, AKernelAfterItsPrefetchHitsTheL2) {
   Machine m = DefaultMachine();
   auto l = Load(kRead, m);
   ASSERT_TRUE(l);
-  Device& dev = *l->dev;
-  StreamId compute = dev.CreateStream(), ahead = dev.CreateStream();
-  EventId fetched = dev.CreateEvent();
-  ASSERT_TRUE(dev.PrefetchL2(ahead, l->addrs[0], kBytes).ok());
-  ASSERT_TRUE(dev.RecordEvent(ahead, fetched).ok());
-  ASSERT_TRUE(dev.WaitEvent(compute, fetched).ok());
-  ASSERT_TRUE(dev.Launch(compute, l->kernel, 1, l->addrs).ok());
-  auto r = dev.Run();
+  auto r = RunWithPrefetch(*l, kBytes, [](Device& dev, StreamId compute, StreamId ahead) {
+    const EventId fetched = dev.CreateEvent();
+    KILN_RETURN_IF_ERROR(dev.RecordEvent(ahead, fetched));
+    return dev.WaitEvent(compute, fetched);
+  });
   ASSERT_TRUE(r.ok()) << r.status();
   // HBM's latency, then the megabyte at HBM's bandwidth (alone on it).
   const double fetch = m.chip().hbm_latency_cycles() + kBytes / HbmBytesPerCycle(m);
@@ -107,11 +120,7 @@ TEST(L2Prefetch, AKernelRacingItsPrefetchReadsNoByteTwice) {
   Machine m = DefaultMachine();
   auto l = Load(kRead, m);
   ASSERT_TRUE(l);
-  Device& dev = *l->dev;
-  StreamId compute = dev.CreateStream(), ahead = dev.CreateStream();
-  ASSERT_TRUE(dev.PrefetchL2(ahead, l->addrs[0], kBytes).ok());
-  ASSERT_TRUE(dev.Launch(compute, l->kernel, 1, l->addrs).ok());
-  auto r = dev.Run();
+  auto r = RunWithPrefetch(*l, kBytes, [](Device&, StreamId, StreamId) { return absl::OkStatus(); });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->hbm_read_bytes, kBytes);
   EXPECT_EQ(r->l2_prefetch_bytes + r->kernels[0].hbm_read_bytes, kBytes);
@@ -131,12 +140,9 @@ TEST(L2Prefetch, AKernelReadingAPieceInFlightWaitsForIt) {
   auto l = Load(".program t\n.arg x f16[131072]\n  copy_gm_ub UB[0], x[131072], len=65536\n"
                 "  copy_gm_ub UB[0], x[0], len=65536\n  copy_gm_ub UB[0], x[65536], len=65536\n", m);
   ASSERT_TRUE(l);
-  Device& dev = *l->dev;
-  StreamId compute = dev.CreateStream(), ahead = dev.CreateStream();
-  ASSERT_TRUE(dev.PrefetchL2(ahead, l->addrs[0], 4 * 65536).ok());
-  ASSERT_TRUE(dev.LaunchAicpu(compute, "delay", 0, [](Device&) { return absl::OkStatus(); }).ok());
-  ASSERT_TRUE(dev.Launch(compute, l->kernel, 1, l->addrs).ok());
-  auto r = dev.Run();
+  auto r = RunWithPrefetch(*l, 4 * 65536, [](Device& dev, StreamId compute, StreamId) {
+    return dev.LaunchAicpu(compute, "delay", 0, [](Device&) { return absl::OkStatus(); });
+  });
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_GT(r->kernels[0].start_cycle, latency + 2 * piece);
   ASSERT_LT(r->kernels[0].start_cycle, latency + 3 * piece);
