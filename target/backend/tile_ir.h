@@ -9,20 +9,19 @@
 //
 // The memory scopes are target-neutral names for the levels every matrix
 // machine has; each target maps them onto its own (TileTarget says how big
-// each is):
+// each is; docs/tile-ir.md gives each built-in target's level for each):
 //
-//   scope        NPU core GPU
-//   global       GM       global memory
-//   stage        L1       shared memory (cp.async destination)
-//   operand_a    L0A      A fragments in registers (ldmatrix destination)
-//   operand_b    L0B      B fragments in registers
-//   accumulator  L0C      accumulator fragments in registers
-//   vector       UB       registers of the elementwise/reduction threads
+//   global       the device's memory
+//   stage        on-chip memory the tiles of global tensors are staged in
+//   operand_a    A tiles the matrix engine reads
+//   operand_b    B tiles the matrix engine reads
+//   accumulator  what the matrix engine accumulates into
+//   vector       tiles the elementwise and reduction units compute on
 //
 // Loops come in four kinds: `grid` loops are spread over compute units (AI
 // cores, thread blocks: one iteration of the grid nest is one block),
-// `group` loops over the sub-units of one compute unit (warps on a GPU; one
-// iteration on the NPU's single cube), `serial` loops run in order, and
+// `group` loops over the sub-units of one compute unit (its warps; one
+// iteration where the unit has a single matrix engine), `serial` loops run in order, and
 // `pipelined(S)` loops run in order with the copies of iteration i+S-1
 // issued while iteration i computes: a buffer declared with `x S` copies
 // rotates through its copies one iteration at a time, and a reference to
@@ -230,8 +229,8 @@ struct Stmt {
   std::vector<Affine> origin;  // causal: ROW, COL
 
   // kSync: `sync FROM -> TO`: work that wrote scope FROM is complete and
-  // visible to the work that reads it into scope TO (NPU: a set_flag /
-  // wait_flag pair between the pipes; GPU: cp.async wait and a barrier).
+  // visible to the work that reads it into scope TO (each target prints
+  // its own synchronization; docs/tile-ir.md).
   Scope sync_from = Scope::kGlobal, sync_to = Scope::kGlobal;
 
   explicit Stmt(Kind k) : kind(k) {}

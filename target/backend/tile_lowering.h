@@ -4,9 +4,8 @@
 // optimized graph (one op, or a kiln.Fused group from the optimizer's
 // fusion grouping) becomes a tile::TileKernel, tiled by an analytic cost
 // model stated in the figures of a TargetDescription (buffer capacities,
-// bandwidths, MMA and vector rates). Targets then print the kernel in their
-// own language (a simulated NPU's assembly for its cycle model, CUDA C++
-// for a GPU).
+// bandwidths, MMA and vector rates). Each target then prints the kernel in
+// its own language (docs/tile-ir.md).
 //
 // Four kernel shapes come out, each in one canonical form that code
 // generators recognize (docs/tile-ir.md shows each):
@@ -130,7 +129,7 @@ struct GemmProblem {
   // elements between the stored rows (of op(A) [M, K], or of [K, M] when
   // trans_a) and the batch strides the source's. Empty / 0: the operand is
   // its argument, contiguous. LowerGemm takes no views yet (a target's own
-  // cube kernels read them where they lie).
+  // matrix kernels may read them where they lie).
   std::vector<int64_t> a_perm, b_perm;
   int64_t lda = 0, ldb = 0;
   double alpha = 1;

@@ -129,8 +129,8 @@ int RunCompiled(const std::string& path) {
   const std::string target_name = (*target)->description().name;
   auto loaded = (*target)->Load(path);
   if (!loaded.ok()) return Fail(loaded.status());
-  // The process ends with the command: the executable (a simulated
-  // device's memory and processes) is left to the exit, not torn down.
+  // The process ends with the command: the executable (its device's
+  // state, however large) is left to the exit, not torn down.
   static auto* kept = new std::vector<std::unique_ptr<target::Executable>>();
   kept->push_back(*std::move(loaded));
   target::Executable& exe = *kept->back();
