@@ -30,6 +30,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "graph/ir/graph.h"
 #include "target/api/executable.h"
@@ -227,6 +229,17 @@ struct CompileOptions {
     for (auto it = settings.rbegin(); it != settings.rend(); ++it)
       if (it->first == name) return it->second;
     return fallback;
+  }
+  // A boolean setting's value, or `fallback` when it was not given; an
+  // error for a value that is not true or false (CheckSettings refuses it
+  // first for a setting declared kBool; a caller that compiles without
+  // that check gets the same answer here).
+  absl::StatusOr<bool> BoolSetting(absl::string_view name, bool fallback) const {
+    const std::string v = Setting(name);
+    bool b = fallback;
+    if (!v.empty() && !absl::SimpleAtob(v, &b))
+      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", v, ": expected true or false"));
+    return b;
   }
 };
 

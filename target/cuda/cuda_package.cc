@@ -9,7 +9,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/exec/executor.h"
@@ -211,9 +210,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
   // would); under mixed precision it is split back and its parts decided
   // op by op.
   const bool narrows_attention = options.precision == Precision::kFp16 || options.precision == Precision::kBf16;
-  bool fused_attention = true;
-  if (std::string v = options.Setting("fused-attention"); !v.empty() && !absl::SimpleAtob(v, &fused_attention))
-    return absl::InvalidArgumentError(absl::StrCat("--fused-attention=", v, ": expected true or false"));
+  KILN_ASSIGN_OR_RETURN(const bool fused_attention, options.BoolSetting("fused-attention", true));
   auto narrowable_attention = [&](const Node& n) {
     return narrows_attention && n.domain() == "kiln" && n.op() == "Attention" && n.num_outputs() == 1 &&
            n.output(0)->type().dtype() == DType::kF32 && tile::AttentionShapesLower(n).ok();

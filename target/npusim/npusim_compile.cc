@@ -6,7 +6,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/text_format.h"
@@ -510,9 +509,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   };
   absl::flat_hash_map<const Node*, GeneratedKernel> kernels;
   bool narrowed = false;
-  bool fused_attention = true;
-  if (std::string v = options.Setting("fused-attention"); !v.empty() && !absl::SimpleAtob(v, &fused_attention))
-    return absl::InvalidArgumentError(absl::StrCat("--fused-attention=", v, ": expected true or false"));
+  KILN_ASSIGN_OR_RETURN(const bool fused_attention, options.BoolSetting("fused-attention", true));
   auto attention = [](const Node* n) { return n->domain() == "kiln" && n->op() == "Attention"; };
   auto keep = [&](Node* n) {
     if (kernels.contains(n)) return true;
@@ -758,9 +755,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     if (int b = buffers.Get(v); b >= 0) module->mutable_buffers(b)->set_layout("NC1HWC0");
   KILN_RETURN_IF_ERROR(PlanAllReduceBuckets(*module, collectives, replicas, options.Setting("buckets"), machine,
                                             first_read, buffers));
-  bool l2_prefetch = true;
-  if (std::string v = options.Setting("l2-prefetch"); !v.empty() && !absl::SimpleAtob(v, &l2_prefetch))
-    return absl::InvalidArgumentError(absl::StrCat("--l2-prefetch=", v, ": expected true or false"));
+  KILN_ASSIGN_OR_RETURN(const bool l2_prefetch, options.BoolSetting("l2-prefetch", true));
   if (l2_prefetch) npusim::PlanL2Prefetches(*module, machine);
   buffers.Plan(module->tasks_size());
 

@@ -224,5 +224,19 @@ TEST(L2PrefetchPlan, AGemvChainRunsFasterWithTheSameNumbers) {
   npusim_test::ExpectMatchesReference(m, inputs);
 }
 
+// Compiled in process, a value that is not true or false is refused with
+// the setting named.
+TEST(L2PrefetchPlan, ASettingThatIsNoBooleanIsRefused) {
+  Model m = GemvChain();
+  auto t = npusim_test::Npusim();
+  CompileOptions o;
+  o.settings = {{"l2-prefetch", "maybe"}};
+  auto a = CompileForNpusim(m, *t, o);
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(a.status())) << a.status();
+  EXPECT_NE(a.status().message().find("--l2-prefetch=maybe: "), std::string::npos) << a.status();
+  EXPECT_NE(a.status().message().find("true or false"), std::string::npos) << a.status();
+}
+
 }  // namespace
 }  // namespace kiln::target::npusim
