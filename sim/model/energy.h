@@ -27,6 +27,9 @@ struct RunEnergy {
 
 // The chip's static power: chip_static_watts + ai_cores x core_static_watts.
 double StaticWatts(const Machine& m);
+// An L2 prefetch's energy in picojoules: the lines it read from HBM into
+// the L2, and the dirty lines their fills evicted to HBM.
+double PrefetchEnergyPj(const Machine& m, double fetched_bytes, double written_back_bytes);
 // A kernel's dynamic energy, its pipes' summed, in joules.
 double KernelEnergyJ(const KernelStats& k);
 RunEnergy EnergyOf(const RunStats& s, const Machine& m);

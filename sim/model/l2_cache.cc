@@ -34,6 +34,13 @@ uint64_t L2Cache::SetOf(uint64_t line) const {
   return set_mask_ != 0 || sets_ == 1 ? h & set_mask_ : h % sets_;
 }
 
+size_t L2Cache::WayOf(uint64_t line, size_t base) const {
+  const size_t end = base + static_cast<size_t>(ways_);
+  size_t w = base;
+  while (w < end && lines_[w] != line) ++w;
+  return w;
+}
+
 void L2Cache::Drop(size_t way) {
   lines_[way] = kEmpty;
   used_[way] = 0;
@@ -58,13 +65,11 @@ void L2Cache::Access(uint64_t addr, int64_t len, bool write, Outcome* out) {
     const uint64_t from = std::max(addr, line * line_bytes), to = std::min(end, (line + 1) * line_bytes);
     const int64_t bytes = static_cast<int64_t>(to - from);
     const size_t base = SetOf(line) * ways;
-    const uint64_t* set = &lines_[base];
-    size_t w = 0;
-    while (w < ways && set[w] != line) ++w;
+    const size_t w = WayOf(line, base);
     ++clock_;
-    if (w < ways) {  // a hit
-      used_[base + w] = clock_;
-      dirty_[base + w] |= write;
+    if (w < base + ways) {  // a hit
+      used_[w] = clock_;
+      dirty_[w] |= write;
       out->hit_bytes += bytes;
       continue;
     }
@@ -93,8 +98,8 @@ int64_t L2Cache::AbsentBytes(uint64_t addr, int64_t len) const {
   const size_t ways = static_cast<size_t>(ways_);
   int64_t absent = 0;
   for (uint64_t line = addr / line_bytes; line * line_bytes < end; ++line) {
-    const uint64_t* set = &lines_[SetOf(line) * ways];
-    if (std::find(set, set + ways, line) == set + ways) absent += line_;
+    const size_t base = SetOf(line) * ways;
+    if (WayOf(line, base) == base + ways) absent += line_;
   }
   return absent;
 }
@@ -112,8 +117,7 @@ void L2Cache::Invalidate(uint64_t addr, int64_t len) {
   const size_t ways = static_cast<size_t>(ways_);
   for (uint64_t line = addr / line_bytes; line * line_bytes < end; ++line) {
     const size_t base = SetOf(line) * ways;
-    for (size_t w = base; w < base + ways; ++w)
-      if (lines_[w] == line) Drop(w);
+    if (const size_t w = WayOf(line, base); w < base + ways) Drop(w);
   }
 }
 

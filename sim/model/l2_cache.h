@@ -54,6 +54,9 @@ class L2Cache {
  private:
   static constexpr uint64_t kEmpty = ~uint64_t{0};
   uint64_t SetOf(uint64_t line) const;
+  // The way of the set starting at `base` that holds `line`, or base +
+  // ways_ when none does (a line is in one way at most).
+  size_t WayOf(uint64_t line, size_t base) const;
   void Drop(size_t way);
 
   int64_t line_ = 0;

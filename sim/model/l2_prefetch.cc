@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/support/status.h"
 #include "sim/model/device_impl.h"
+#include "sim/model/energy.h"
 
 namespace kiln::sim {
 namespace {
@@ -78,9 +79,8 @@ bool Device::Impl::RunPrefetch(int s, StreamOp& op, std::string* label) {
   if (opt.trace) {
     trace.NameTrack(Trace::kHbm, 2, "HBM", "L2 prefetch");
     trace.Named(Trace::kHbm, 2, *label, t, Now());
-    const Energy& e = machine.energy();
-    trace.Energy(t, Now(), static_cast<double>(fetched + written_back) * e.hbm_pj_per_byte() +
-                               static_cast<double>(fetched) * e.l2_pj_per_byte());
+    trace.Energy(t, Now(),
+                 PrefetchEnergyPj(machine, static_cast<double>(fetched), static_cast<double>(written_back)));
   }
   return true;
 }
