@@ -108,6 +108,11 @@ std::string GearLabel(const Artifact& bundle, const Gear& gear) {
   return absl::StrJoin(parts, ", ");
 }
 
+int RootBuffer(const NpusimModule& module, int b) {
+  while (module.buffers(b).has_alias_of()) b = module.buffers(b).alias_of();
+  return b;
+}
+
 void FillSignatures(const Graph& graph, Artifact* a) {
   for (const Value* v : graph.inputs()) FillOne(v, a->add_inputs());
   for (const Value* v : graph.outputs()) FillOne(v, a->add_outputs());

@@ -27,6 +27,10 @@ std::string PeekArtifactTarget(const std::string& path);
 // "batch=4" or "batch=2, seq=16": a gear of `bundle` by its symbols' values.
 std::string GearLabel(const Artifact& bundle, const Gear& gear);
 
+// The buffer of `module` whose bytes buffer `b` shares through its
+// alias_of chain (b itself when it aliases none).
+int RootBuffer(const NpusimModule& module, int b);
+
 // The signature of a graph's inputs or outputs.
 void FillSignatures(const Graph& graph, Artifact* artifact);
 std::string DescribeSignature(const TensorSignature& s);

@@ -6,23 +6,19 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "sim/machine/machine.h"
+#include "target/artifact/artifact_io.h"
 
 namespace kiln::target::npusim {
 namespace {
 
 using artifact::Buffer;
 
-int Root(const artifact::NpusimModule& m, int b) {
-  while (m.buffers(b).has_alias_of()) b = m.buffers(b).alias_of();
-  return b;
-}
-
 // The device buffers a task touches (roots, each once).
 std::vector<int> TouchedBy(const artifact::NpusimModule& m, const artifact::Task& t) {
   std::vector<int> out;
   auto add = [&](int b) {
     if (b < 0) return;
-    const int r = Root(m, b);
+    const int r = artifact::RootBuffer(m, b);
     if (m.buffers(r).kind() != Buffer::HOST && std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
   };
   if (t.has_kernel())

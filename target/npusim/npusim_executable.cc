@@ -16,6 +16,7 @@
 #include "sim/machine/machine.h"
 #include "sim/model/energy.h"
 #include "sim/model/report.h"
+#include "target/artifact/artifact_io.h"
 #include "target/api/tasks_report.h"
 
 namespace kiln::target {
@@ -37,10 +38,7 @@ struct NpusimExecutable::Impl {
   std::vector<std::map<int, Tensor>> host;   // per slot: HOST buffers' values
   bool functional = true;
 
-  int Root(int b) const {
-    while (module->buffers(b).has_alias_of()) b = module->buffers(b).alias_of();
-    return b;
-  }
+  int Root(int b) const { return artifact::RootBuffer(*module, b); }
   // The roots a loop's donated feeds live in (by buffer): one place for
   // every step, slot 0's, whichever slot the step stages its data in.
   std::vector<bool> shared;
