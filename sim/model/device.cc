@@ -162,11 +162,11 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
   next_flow = 0;
   stats = RunStats{};
   stats.kernels.reserve(64);
-  size_t nlaunch = 0, nd2d = 0;  // device copies and prefetches need the HBM arbiter too
+  size_t nlaunch = 0, through_hbm = 0;  // device copies and prefetches need the HBM arbiter too
   for (auto& s : streams)
     for (auto& op : s) {
       nlaunch += op.kind == StreamOp::kLaunch;
-      nd2d += op.kind == StreamOp::kD2D || op.kind == StreamOp::kPrefetch;
+      through_hbm += op.kind == StreamOp::kD2D || op.kind == StreamOp::kPrefetch;
     }
   stats.kernels.reserve(nlaunch);
   records_done.assign(records_enqueued.size(), 0);
@@ -220,7 +220,7 @@ absl::StatusOr<RunStats> Device::Impl::Run(const RunOptions& options) {
 
   for (size_t s = 0; s < streams.size(); ++s)
     Spawn(absl::StrCat("stream", s), false, [this, s] { StreamMain(static_cast<int>(s)); });
-  if (nlaunch + nd2d > 0 && !engine_alive) {
+  if (nlaunch + through_hbm > 0 && !engine_alive) {
     engine_alive = true;
     Spawn("hbm", true, [this] { ArbMain(hbm); });
     Spawn("l2", true, [this] { ArbMain(l2); });
