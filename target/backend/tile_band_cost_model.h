@@ -6,8 +6,8 @@
 // image) is never built in memory. A unit of work is one band of `rows`
 // output rows of one image and one group of output-channel tiles: the
 // band's input rows come into the stage scope once, and the operand loader
-// gathers each MMA step's im2col blocks from them (an Ascend AI core's
-// img2col from L1). The units of one run of bands (bands the padding clips
+// gathers each MMA step's im2col blocks from them (on a target whose
+// operand loader has an im2col form). The units of one run of bands (bands the padding clips
 // alike) and one channel group form a section, whose weights stay in the
 // stage scope while a block walks its units; a block takes every
 // blocks-th unit.

@@ -1,7 +1,8 @@
 //===- tile_persistent_cost_model.cc - The GEMM cost model of persistent blocks ===//
 //
-// The cost model of TilingFigures::GemmSchedule::kPersistent (an Ascend AI
-// core's cube kernels; docs/tile-ir.md, "The GEMM cost model"). A launch
+// The cost model of TilingFigures::GemmSchedule::kPersistent (compute units
+// that each run one block of a matrix kernel; docs/tile-ir.md, "The GEMM
+// cost model"). A launch
 // has at most one block per unit; each owns bm x bn tiles of Y taken
 // round-robin over batch, M-tile and N-tile (or whole batch items, when
 // their tiles stay on one block); each tile walks K in stages of bk

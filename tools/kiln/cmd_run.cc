@@ -286,7 +286,7 @@ const Command kRunCommand = {
 Runs a model: .onnx and .kir on the host reference executor; a compiled
 artifact (a .kiln file, a package directory, or a plugin target's own
 form) on the device of the target that recognizes it, through that
-target's runtime (a simulated device: its SystemC model, with the trace
+target's runtime (a simulated device: its cycle model, with the trace
 and report below; a package of generated code: built with the package's
 own build script when missing and run on its hardware, or a one-line
 error without it).
