@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -71,6 +72,53 @@ TEST(CudaGemmOnHost, ThreeTf32ProductsKeepF32Accuracy) {
   EXPECT_FALSE(absl::StrContains(plan_tf32, "3xTF32")) << plan_tf32;
   // The wgmma variant reads tf32 operands from shared memory: none is made.
   EXPECT_TRUE(absl::StrContains(plan_split, "no wgmma variant")) << plan_split;
+}
+
+// Batch items of one row each (M = 1), K long enough to be split: each
+// block's tile has more rows than the item, and the rows past it must not
+// be added into the output (split-K adds partial sums atomically). Returns
+// the largest error relative to the largest |Y|.
+double BatchedRowError(int64_t batch, int64_t k, int64_t n, std::string* plan) {
+  Graph g;
+  Value* a = g.AddInput("a", Type::Tensor(DType::kF32, Shape::Static({batch, 1, k})));
+  Value* b = g.AddInput("b", Type::Tensor(DType::kF32, Shape::Static({batch, k, n})));
+  Node* mm = g.AddNode("MatMul", {a, b}, 1);
+  mm->output(0)->set_type(Type::Tensor(DType::kF32, Shape::Static({batch, 1, n})));
+  g.AddOutput(mm->output(0));
+  auto tk = target::tile::LowerNode(*mm, DType::kF32, tile_check::FiguresOfTarget("cuda"));
+  EXPECT_TRUE(tk.ok()) << tk.status();
+  if (!tk.ok()) return INFINITY;
+  tk->name = "gemm_rows_on_host";
+  auto ck = target::cuda::EmitCudaKernel(*tk, target::cuda::CudaArch{});
+  EXPECT_TRUE(ck.ok()) << ck.status();
+  if (!ck.ok()) return INFINITY;
+  *plan = ck->plan;
+  Tensor ta = tile_check::Random(DType::kF32, {batch, 1, k}, 3, -1, 1);
+  Tensor tb = tile_check::Random(DType::kF32, {batch, k, n}, 4, -1, 1);
+  Tensor y(DType::kF32, {batch, 1, n});
+  std::memset(y.raw(), 0, static_cast<size_t>(batch * n) * sizeof(float));  // zeroed as the launcher does
+  std::vector<void*> raw;
+  for (const auto& arg : tk->args) raw.push_back(arg.name == "a" ? ta.raw() : arg.name == "b" ? tb.raw() : y.raw());
+  absl::Status ran = simt_host::RunOnHost(ck->name, ck->source, ck->variants.at(0), raw);
+  EXPECT_TRUE(ran.ok()) << ran;
+  if (!ran.ok()) return INFINITY;
+  double worst = 0, largest = 0;
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = 0;
+      for (int64_t q = 0; q < k; ++q)
+        exact += static_cast<double>(ta.data<float>()[t * k + q]) * tb.data<float>()[(t * k + q) * n + j];
+      worst = std::max(worst, std::fabs(y.data<float>()[t * n + j] - exact));
+      largest = std::max(largest, std::fabs(exact));
+    }
+  return worst / largest;
+}
+
+TEST(CudaGemmOnHost, SplitKAddsOnlyTheRowsOfAnItemOfOneRow) {
+  std::string plan;
+  const double err = BatchedRowError(16, 512, 16, &plan);
+  EXPECT_TRUE(absl::StrContains(plan, "split-K")) << plan;  // the case under test
+  EXPECT_LT(err, 1e-2) << plan;                              // tf32's error, not 16 rows added
 }
 
 }  // namespace

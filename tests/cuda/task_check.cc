@@ -3,7 +3,9 @@
 // cuda_task_check MODEL_DIR PRECISION ARCH PACKAGE_DIR DUMP_DIR
 //
 // MODEL_DIR holds an exported model (model.onnx, input_I.npy: what
-// scripts/export_models.py writes); PACKAGE_DIR is its package from
+// scripts/export_models.py writes), or a kiln IR model as model.kir (with
+// its model.kir.blobs) beside the inputs, such as a training step from
+// `kiln opt`; PACKAGE_DIR is its package from
 // `kiln compile MODEL_DIR/model.onnx --target=cuda --precision=PRECISION
 // --arch=ARCH`, and DUMP_DIR the arena after each task of one GPU run of it
 // (`KILN_CUDA_DUMP_DIR=DUMP_DIR kiln run PACKAGE_DIR --input ...`).
@@ -27,6 +29,8 @@
 #include "absl/strings/str_format.h"
 #include "graph/ir/dtype_dispatch.h"
 #include "graph/io/npy.h"
+#include "graph/ir/parser.h"
+#include "graph/ir/printer.h"
 #include "graph/support/status.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -57,7 +61,19 @@ int Main(int argc, char** argv) {
   }
   const fs::path model_dir = argv[1], package_dir = argv[4], dump_dir = argv[5];
   const std::string precision = argv[2], arch = argv[3];
-  auto m = onnx_import::ImportFile((model_dir / "model.onnx").string());
+  absl::StatusOr<Model> m = absl::NotFoundError("no model");
+  if (fs::exists(model_dir / "model.kir")) {
+    const fs::path kir = model_dir / "model.kir";
+    BlobStore blobs;
+    absl::Status loaded = absl::OkStatus();
+    if (fs::exists(kir.string() + ".blobs")) loaded = LoadBlobStore(kir.string() + ".blobs", &blobs);
+    auto text = ReadAll(kir);
+    if (!loaded.ok()) m = loaded;
+    else if (!text.ok()) m = text.status();
+    else m = ParseModel(*text, kir.string(), &blobs);
+  } else {
+    m = onnx_import::ImportFile((model_dir / "model.onnx").string());
+  }
   if (!m.ok()) {
     std::cerr << "cuda_task_check: " << m.status().message() << "\n";
     return 2;

@@ -144,7 +144,13 @@ GlobalIndex IndexGlobal(const TileArg& arg, const TileRef& ref, const std::vecto
       if (l == b - 1) l = b - 2;
       else if (l == b - 2) l = b - 1;
     }
-    if (arg.shape[d] == 1) continue;  // broadcast (or the only index, 0)
+    // A dimension of extent 1 broadcasts on reads (or has the only index,
+    // 0); the tensors a kernel writes do not broadcast: a tile wider than
+    // the dimension runs past its end there, and those elements are not
+    // written (split-K slices adding a GEMM row of M = 1 would otherwise
+    // add every row of their tile into it).
+    const bool written = arg.role == tile::TileArg::Role::kOut || arg.role == tile::TileArg::Role::kWorkspace;
+    if (arg.shape[d] == 1 && !written) continue;
     const bool has_local = l >= 0 && local_shape[l] > 1;
     if (l >= 0 && l == b - 1) gi.inner_stride = has_local ? stride[d] : 0;
     DimIndex di = IndexAlong(start[d], has_local ? local[l] : "", has_local ? local_shape[l] : 1, arg.shape[d]);
