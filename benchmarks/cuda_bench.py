@@ -149,11 +149,13 @@ def gemm_onnx(path, n, dtype_name):
 
 def gemm_sweep(torch, args, kiln, nvcc, arch, rows):
     # On Hopper the package's kernels run their sm_90a variants (wgmma fed by
-    # TMA); the same package loaded again with KILN_CUDA_SM=80 runs the
-    # mma.sync variants, for the ratio of the two paths on one GPU.
+    # TMA; warp-specialized and persistent by default); the same package
+    # loaded again with KILN_CUDA_SM=80 runs the mma.sync variants, and one
+    # compiled with --sm90a-gemm=uniform the sm_90a kernel in which every
+    # warp computes, a block per tile: each path's ratio on one GPU.
     hopper = arch == "sm_90a"
     print(f"\n== GEMM: kiln vs cuBLAS (torch.matmul), {torch.cuda.get_device_name()} ==")
-    extra = f" {'mma.sync/cuBLAS':>16}" if hopper else ""
+    extra = f" {'mma.sync/cuBLAS':>16} {'uniform/cuBLAS':>15}" if hopper else ""
     print(f"{'size':>6} {'dtype':>5} {'kiln TFLOPS':>12} {'cuBLAS TFLOPS':>14} {'kiln/cuBLAS':>12} {'max rel err':>12}"
           f"{extra}")
 
@@ -187,6 +189,14 @@ def gemm_sweep(torch, args, kiln, nvcc, arch, rows):
             extra = f" {(2 * n ** 3 / ms_sm80 / 1e9) / tr:>16.2f}"
             if rel80 > 1e-2:
                 ok += "  (mma.sync path DISAGREES)"
+            compile_package(kiln, os.path.join(d, "gemm.onnx"), os.path.join(d, "pkg_uniform"), "fp32", arch, nvcc,
+                            ["--sm90a-gemm=uniform"])
+            uniform = Package(os.path.join(d, "pkg_uniform"))
+            ms_uniform = time_cuda(torch, lambda: uniform.run_device([a, b], [y]), 3, iters)
+            rel_uniform = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+            extra += f" {(2 * n ** 3 / ms_uniform / 1e9) / tr:>15.2f}"
+            if rel_uniform > 1e-2:
+                ok += "  (uniform sm_90a path DISAGREES)"
         print(f"{n:>6} {dt:>5} {tk:>12.1f} {tr:>14.1f} {tk / tr:>12.2f} {rel:>12.2e}{extra}{ok}")
         rows.append(("gemm", n, dt, tk, tr, rel))
 

@@ -20,9 +20,9 @@
 # (scripts/export_models.py's exports; default build/models), TRAINING
 # (scripts/export_training_models.py's; default build/training_models), WORK
 # (scratch; default /tmp/kiln_gpu_checks), PY (python3 with PyTorch and CUDA),
-# LIMIT (seconds per step; default 300); ATTENTION_LENGTHS, NAMES (the
-# models step), DP_NAMES, SIZES (the GEMM sweep) and COMPILE_MODE narrow or
-# change a step. Prints each step's output and a last line per step:
+# LIMIT (seconds per step; default 300; LIMIT_<step> for one step);
+# ATTENTION_LENGTHS, NAMES (the models step), DP_NAMES, DECODE_PRECISIONS,
+# SIZES (the GEMM sweep) and COMPILE_MODE narrow or change a step. Prints each step's output and a last line per step:
 # passed, FAILED or TIMED OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -50,11 +50,13 @@ results=()
 step() {
   local name=$1; shift
   local start=$SECONDS
+  local limit_var="LIMIT_$name"
+  local limit=${!limit_var:-$LIMIT}
   echo "=== $name: $*"
-  timeout "$LIMIT" "$@"
+  timeout "$limit" "$@"
   local rc=$?
   local verdict=passed
-  [ $rc -eq 124 ] && verdict="TIMED OUT after ${LIMIT} s" || { [ $rc -ne 0 ] && verdict="FAILED (exit $rc)"; }
+  [ $rc -eq 124 ] && verdict="TIMED OUT after ${limit} s" || { [ $rc -ne 0 ] && verdict="FAILED (exit $rc)"; }
   results+=("$name: $verdict in $((SECONDS - start)) s")
   echo "=== $name: $verdict in $((SECONDS - start)) s"
 }
@@ -69,7 +71,8 @@ for s in "${steps[@]}"; do
     dp) step dp "$PY" benchmarks/cuda_data_parallel.py "$KILN" "$TRAINING" --run=1 \
           ${DP_NAMES:-mlp_classifier cnn_classifier gpt2_regression} ;;
     decode) [ -n "$export_pid" ] && { wait "$export_pid" || cat "$WORK/decode_export.log"; }
-            step decode "$PY" benchmarks/cuda_decode_bench.py --kiln "$KILN" --work "$WORK/decode" ;;
+            step decode "$PY" benchmarks/cuda_decode_bench.py --kiln "$KILN" --work "$WORK/decode" \
+              --precisions "${DECODE_PRECISIONS:-fp32,fp32-3xtf32,fp16}" ;;
     resnet) step resnet "$PY" benchmarks/cuda_bench.py --kiln "$KILN" --work "$WORK/bench" --models "$MODELS" \
               --skip-gemm --skip-attention --names resnet50 --iters 50 --compile-mode "${COMPILE_MODE:-max-autotune}" ;;
     gemm) step gemm "$PY" benchmarks/cuda_bench.py --kiln "$KILN" --work "$WORK/bench" --skip-models \

@@ -140,7 +140,8 @@ std::string ModelSource(const CudaPackage& p) {
     first_variant.push_back(function);
     for (const CudaVariant& v : k.variants) {
       absl::StrAppend(&s, "    {", function, ", ", v.min_sm, ", {", v.grid[0], ", ", v.grid[1], ", ", v.grid[2], "}, ",
-                      v.block_threads, ", ", v.shared_bytes, ", ", num_tma, ", ", v.tma.size(), "},  // ", v.function,
+                      v.block_threads, ", ", v.shared_bytes, ", ", num_tma, ", ", v.tma.size(), ", ",
+                      v.persistent ? 1 : 0, "},  // ", v.function,
                       "\n");
       for (const TmaMap& t : v.tma) {
         absl::StrAppend(&tma_maps, "    {", TmaMapEntry(t), "},  // ", num_tma, ": ", v.function, "\n");
@@ -149,7 +150,7 @@ std::string ModelSource(const CudaPackage& p) {
       ++function;
     }
   }
-  absl::StrAppend(&s, "    {0, 0, {0, 0, 0}, 0, 0, 0, 0}};\n\n");
+  absl::StrAppend(&s, "    {0, 0, {0, 0, 0}, 0, 0, 0, 0, 0}};\n\n");
   absl::StrAppend(&s, "static const int kNumTmaMaps = ", num_tma, ";\n");
   absl::StrAppend(&s, "static const TmaDesc kTmaMaps[] = {\n", tma_maps,
                   "    {0, CU_TENSOR_MAP_DATA_TYPE_UINT8, 0, {0}, {0}, {0}, CU_TENSOR_MAP_SWIZZLE_NONE}};\n\n");
@@ -333,21 +334,26 @@ absl::StatusOr<CudaBuildOptions> CudaBuildOptionsFrom(const CompileOptions& opti
     return absl::InvalidArgumentError(
         absl::StrCat("--fp32-products must be tf32 or 3xtf32 (default: tf32), not '", products, "'"));
   const bool split = products == "3xtf32";
+  const std::string gemm = options.Setting("sm90a-gemm");
+  if (!gemm.empty() && gemm != "warp-specialized" && gemm != "uniform")
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sm90a-gemm must be warp-specialized or uniform (default: warp-specialized), not '", gemm, "'"));
+  const bool specialized = gemm != "uniform";
   const std::string arch = options.Setting("arch");
   if (arch.empty() || arch == "sm_80+sm_90a") {
-    b.arch = {80, true, split};
+    b.arch = {80, true, split, specialized};
     b.gencodes = {"arch=compute_80,code=sm_80", "arch=compute_80,code=compute_80", "arch=compute_90a,code=sm_90a"};
     return b;
   }
   b.arch_name = arch;
   if (arch == "sm_90a") {
-    b.arch = {90, true, split};
+    b.arch = {90, true, split, specialized};
     b.gencodes = {"arch=compute_90a,code=sm_90a"};
     return b;
   }
   for (int sm : {80, 86, 89, 90})
     if (arch == absl::StrCat("sm_", sm)) {
-      b.arch = {sm, false, split};
+      b.arch = {sm, false, split, specialized};
       b.gencodes = {absl::StrFormat("arch=compute_%d,code=sm_%d", sm, sm),
                     absl::StrFormat("arch=compute_%d,code=compute_%d", sm, sm)};
       return b;

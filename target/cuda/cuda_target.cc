@@ -120,6 +120,10 @@ TargetDescription MakeDescription() {
                  "to tf32's 10 mantissa bits, as cuBLAS and PyTorch do with TF32 allowed) or 3xtf32 (each operand "
                  "split into two tf32 parts and three products summed: about f32's accuracy, as PyTorch's default "
                  "on GPUs, at three times the MMAs, on mma.sync only; an f32 kiln.Attention is then split back)"},
+                {"sm90a-gemm", SettingSpec::Type::kString, "S",
+                 "how GEMMs with TMA-loaded operands run on sm_90a: warp-specialized (default: a producer warpgroup "
+                 "feeds consumer warpgroups through an mbarrier ring, persistent blocks over the tiles) or uniform "
+                 "(every warp computes, a block per tile)"},
                 {"fused-attention", SettingSpec::Type::kBool, "BOOL",
                  "kiln.Attention as one FlashAttention kernel where it lowers (default true: the scores kept on "
                  "chip); false splits it back into MatMul, Softmax and MatMul, to see what fusing buys"}};

@@ -67,6 +67,10 @@ cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) {
 }
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, const void*) { return cudaErrorInvalidDeviceFunction; }
 cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return cudaErrorInvalidDeviceFunction; }
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int, size_t) {
+  *blocks = 1;
+  return cudaSuccess;
+}
 cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
   return cudaErrorInvalidDeviceFunction;
 }

@@ -25,7 +25,8 @@ TEST(CudaCodegen, PreludeHasTheHelpers) {
                         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
                         "cvt.rna.tf32.f32", "wgmma.fence.sync.aligned", "__CUDA_ARCH_FEAT_SM90_ALL", "tile_offset",
                         "cp.async.bulk.tensor.2d", "cp.async.bulk.tensor.5d", "mbarrier.try_wait.parity",
-                        "fence.mbarrier_init"}) {
+                        "fence.mbarrier_init", "mbarrier.arrive.shared::cta.b64", "setmaxnreg.dec.sync.aligned.u32",
+                        "setmaxnreg.inc.sync.aligned.u32"}) {
     EXPECT_NE(p.find(s), std::string::npos) << s;
   }
 }
@@ -50,8 +51,12 @@ TEST(CudaCodegen, GemmLaunchGeometry) {
   EXPECT_EQ(h.function, "gemm_sm90a");
   EXPECT_EQ(h.min_sm, 90);
   EXPECT_EQ(h.max_sm, 90);
+  // Warp-specialized and persistent: as many work items as sm_80 has
+  // blocks, a producer warpgroup beside the computing one.
   EXPECT_EQ(h.grid, v.grid);
-  EXPECT_EQ(h.block_threads, v.block_threads);
+  EXPECT_TRUE(h.persistent);
+  EXPECT_FALSE(v.persistent);
+  EXPECT_EQ(h.block_threads, v.block_threads + 128);
   EXPECT_TRUE(k->zero_args.empty());
   EXPECT_EQ(k->workspace_bytes, 0);
   // A readable header: what it computes, the tiles and why.
@@ -94,7 +99,9 @@ TEST(CudaCodegen, BatchedSplitKGeometry) {
 
 TEST(CudaCodegen, HopperVariantLoadsStageTilesByTma) {
   GemmSpec s;  // A f16[512,256] x B f16[256,1024]; stage tiles As [128,32], Bs [32,128]; 3 stages
-  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  CudaArch uniform;
+  uniform.warp_specialized = false;  // --sm90a-gemm=uniform: every warp computes
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), uniform);
   ASSERT_TRUE(k.ok()) << k.status();
   ASSERT_EQ(k->variants.size(), 2u);
   EXPECT_TRUE(k->variants[0].tma.empty());  // sm_80: cp.async
@@ -126,6 +133,62 @@ TEST(CudaCodegen, HopperVariantLoadsStageTilesByTma) {
   EXPECT_NE(k->source.find("kiln_tma_b, bar, n * 128 + p * 64, k * 32);"), std::string::npos);
   EXPECT_NE(k->source.find("kiln::mbar_wait(smem_base + bars + 8 * (k % kStages), (k / kStages) & 1);"), std::string::npos);
   EXPECT_NE(k->source.find("3-stage TMA pipeline over 8 K tiles"), std::string::npos);
+}
+
+TEST(CudaCodegen, WarpSpecializedHopperVariant) {
+  GemmSpec s;  // 256x128 tiles, 8 warps: two consumer warpgroups of 128 rows
+  s.M = 1024, s.N = 1024, s.K = 1024, s.bm = 256, s.bk = 64;
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->variants.size(), 2u);
+  const CudaVariant& h = k->variants[1];
+  EXPECT_TRUE(h.persistent);
+  EXPECT_EQ(h.grid, (std::array<int64_t, 3>{4 * 8, 1, 1}));  // work items: the tiles
+  EXPECT_EQ(h.block_threads, 3 * 128);
+  ASSERT_EQ(h.tma.size(), 2u);
+  // One block fills an SM at the plan's 3 stages of 48 KiB, so the ring
+  // takes what 227 KiB holds: 4 slots, 1 KiB for alignment, two mbarriers each.
+  EXPECT_EQ(h.shared_bytes, 49152 * 4 + 1024 + 16 * 4);
+  EXPECT_NE(k->plan.find("sm_90a wgmma m64n128k16 warp-specialized, persistent, 4 TMA stages"), std::string::npos)
+      << k->plan;
+  for (const char* want : {
+           "__launch_bounds__(384, 1) gemm_sm90a(",
+           "kiln::mbar_init(smem_base + empties + 8 * slot, 2);",  // both consumer warpgroups release a slot
+           "if (warp < 4) {  // the producer warpgroup",
+           "kiln::setmaxnreg_dec<40>();",
+           "kiln::setmaxnreg_inc<232>();",
+           "for (int work = blockIdx.x; work < kWork; work += gridDim.x) {",
+           "const int tile_id = work % kTiles;",
+           "kiln::mbar_wait(smem_base + empties + 8 * slot, ((it / kStages) & 1) ^ 1);",
+           "kiln::mbar_wait(smem_base + bars + 8 * (it % kStages), (it / kStages) & 1);",
+           "kiln::wgmma_wait<1>();",
+           "if (k > 0 && threadIdx.x % 128 == 0) kiln::mbar_arrive(smem_base + empties + 8 * ((it + kStages - 1) % kStages));",
+           "const int wg = warp / 4 - 1;",
+       }) {
+    EXPECT_NE(k->source.find(want), std::string::npos) << want;
+  }
+  // The producer's loads and the consumers' reads step through one ring.
+  EXPECT_EQ(k->source.find("__syncthreads();  // ...and every warpgroup"), std::string::npos);
+}
+
+TEST(CudaCodegen, WarpSpecializedBatchedSplitKWorkItems) {
+  GemmSpec s;
+  s.name = "bsk";
+  s.out = "f32";
+  s.batch = {2, 3};
+  s.M = 64, s.N = 64, s.K = 2048;
+  s.bm = 64, s.bn = 64, s.gm = 32, s.gn = 32, s.bk = 64;
+  s.splits = 4;
+  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const CudaVariant& h = k->variants[1];
+  ASSERT_TRUE(h.persistent) << k->plan;
+  EXPECT_EQ(h.grid, (std::array<int64_t, 3>{1 * 4 * 6, 1, 1}));  // tiles x slices x batch items
+  EXPECT_EQ(h.block_threads, 2 * 128);                          // one consumer warpgroup: no register moves
+  EXPECT_EQ(k->source.find("setmaxnreg"), std::string::npos);
+  EXPECT_NE(k->source.find("const int s = work / kTiles % kSplits;"), std::string::npos);
+  EXPECT_NE(k->source.find("const int b1 = (work / kTiles / kSplits) / 1 % 3;"), std::string::npos);
+  EXPECT_NE(k->source.find("const int b0 = (work / kTiles / kSplits) / 3 % 2;"), std::string::npos);
 }
 
 TEST(CudaCodegen, TmaBoxesOfBatchedAndBroadcastOperands) {

@@ -37,6 +37,11 @@ struct CudaArch {
   // where one tf32 product keeps f16's 10 mantissa bits. mma.sync only: an
   // f32 GEMM then has no wgmma variant. (--fp32-products=3xtf32)
   bool split_tf32 = false;
+  // sm_90a GEMMs with TMA operands as warp-specialized persistent kernels: a
+  // producer warpgroup feeding consumer warpgroups through an mbarrier ring
+  // (--sm90a-gemm=warp-specialized, the default); false keeps every warp
+  // computing, a block per tile (--sm90a-gemm=uniform).
+  bool warp_specialized = true;
 };
 
 // A TMA tensor map (sm_90a) that the launcher encodes on the host, with
@@ -69,6 +74,10 @@ struct CudaVariant {
   int max_sm = 0;
   // Tensor maps passed after the argument pointers (TMA loads).
   std::vector<TmaMap> tma = {};
+  // grid[0] counts work items, not blocks: the launcher runs as many blocks
+  // as are resident on the device at once (at most grid[0]), and each loops
+  // over the work items blockIdx.x, blockIdx.x + gridDim.x, ...
+  bool persistent = false;
 };
 
 struct CudaKernel {

@@ -54,37 +54,54 @@ using tile::TileRef;
 
 std::string TypeOf(DType t) { return *CType(t); }
 
-// The rasterized block order, split-K slice, batch indices, warp indices.
-std::string EmitPrologue(const Gemm& g, bool hopper) {
+// The block tile's coordinates from work item `tile` (in the rasterized
+// order), split-K slice `slice` and batch item `item`: blockIdx.x/y/z for a
+// block per tile, or the work item a persistent block is at.
+std::string EmitTileCoords(const Gemm& g, const std::string& tile, const std::string& slice, const std::string& item,
+                           const std::string& ind) {
   std::string s;
   const int64_t group_m = std::min(tile::kGemmRasterRows, g.mt);
-  absl::StrAppend(&s, "  // Block rasterization: consecutive blocks walk down groups of ", group_m,
+  absl::StrAppend(&s, ind, "// Block rasterization: consecutive blocks walk down groups of ", group_m,
                   " tile rows, so blocks in flight together reuse each other's A and B tiles in L2.\n");
-  absl::StrAppend(&s, "  constexpr int kTilesM = ", g.mt, ", kTilesN = ", g.nt, ", kGroupM = ", group_m, ";\n");
-  absl::StrAppend(&s,
-                  "  const int tile_id = blockIdx.x;\n"
-                  "  const int first_m = tile_id / (kGroupM * kTilesN) * kGroupM;\n"
-                  "  const int rows_here = kTilesM - first_m < kGroupM ? kTilesM - first_m : kGroupM;\n");
-  absl::StrAppend(&s, "  const int ", g.m_var.empty() ? "tile_m_unused" : Ident(g.m_var),
+  absl::StrAppend(&s, ind, "constexpr int kTilesM = ", g.mt, ", kTilesN = ", g.nt, ", kGroupM = ", group_m, ";\n");
+  absl::StrAppend(&s, ind, "const int tile_id = ", tile, ";\n", ind,
+                  "const int first_m = tile_id / (kGroupM * kTilesN) * kGroupM;\n", ind,
+                  "const int rows_here = kTilesM - first_m < kGroupM ? kTilesM - first_m : kGroupM;\n");
+  absl::StrAppend(&s, ind, "const int ", g.m_var.empty() ? "tile_m_unused" : Ident(g.m_var),
                   " = first_m + (tile_id % (kGroupM * kTilesN)) % rows_here;\n");
-  absl::StrAppend(&s, "  const int ", g.n_var.empty() ? "tile_n_unused" : Ident(g.n_var),
+  absl::StrAppend(&s, ind, "const int ", g.n_var.empty() ? "tile_n_unused" : Ident(g.n_var),
                   " = (tile_id % (kGroupM * kTilesN)) / rows_here;\n");
   // A tile, slice or batch variable may go unused (a dimension of extent 1
   // addresses nothing); the casts keep -Werror builds quiet.
-  std::string unused = absl::StrCat("  (void)", g.m_var.empty() ? "tile_m_unused" : Ident(g.m_var), "; (void)",
+  std::string unused = absl::StrCat(ind, "(void)", g.m_var.empty() ? "tile_m_unused" : Ident(g.m_var), "; (void)",
                                     g.n_var.empty() ? "tile_n_unused" : Ident(g.n_var), ";");
   if (!g.s_var.empty()) {
-    absl::StrAppend(&s, "  const int ", Ident(g.s_var), " = blockIdx.y;  // split-K slice (of ", g.splits, ")\n");
+    absl::StrAppend(&s, ind, "const int ", Ident(g.s_var), " = ", slice, ";  // split-K slice (of ", g.splits, ")\n");
     absl::StrAppend(&unused, " (void)", Ident(g.s_var), ";");
   }
   int64_t inner = 1;
   for (int i = static_cast<int>(g.batch_vars.size()) - 1; i >= 0; --i) {
-    absl::StrAppend(&s, "  const int ", Ident(g.batch_vars[i].name), " = blockIdx.z / ", inner, " % ",
+    absl::StrAppend(&s, ind, "const int ", Ident(g.batch_vars[i].name), " = ", item, " / ", inner, " % ",
                     g.batch_vars[i].extent, ";  // batch index\n");
     absl::StrAppend(&unused, " (void)", Ident(g.batch_vars[i].name), ";");
     inner *= g.batch_vars[i].extent;
   }
   absl::StrAppend(&s, unused, "\n");
+  return s;
+}
+
+// Dynamic shared memory, aligned up to the swizzle pattern's period.
+std::string EmitSharedBase() {
+  return "  // Dynamic shared memory, aligned up to 1024 bytes (the swizzle pattern's period).\n"
+         "  extern __shared__ __align__(1024) unsigned char kiln_smem_raw[];\n"
+         "  unsigned char* const smem = kiln_smem_raw + ((1024u - (kiln::smem_u32(kiln_smem_raw) & 1023u)) & 1023u);\n"
+         "  const uint32_t smem_base = kiln::smem_u32(smem);\n"
+         "  (void)smem;\n";
+}
+
+// The rasterized block order, split-K slice, batch indices, warp indices.
+std::string EmitPrologue(const Gemm& g, bool hopper) {
+  std::string s = EmitTileCoords(g, "blockIdx.x", "blockIdx.y", "blockIdx.z", "  ");
   absl::StrAppend(&s, "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n");
   if (!hopper) {
     // Group loop variables, outermost first; the last varies fastest.
@@ -97,12 +114,7 @@ std::string EmitPrologue(const Gemm& g, bool hopper) {
     }
   }
   absl::StrAppend(&s, "  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates\n");
-  absl::StrAppend(&s,
-                  "  // Dynamic shared memory, aligned up to 1024 bytes (the swizzle pattern's period).\n"
-                  "  extern __shared__ __align__(1024) unsigned char kiln_smem_raw[];\n"
-                  "  unsigned char* const smem = kiln_smem_raw + ((1024u - (kiln::smem_u32(kiln_smem_raw) & 1023u)) & 1023u);\n"
-                  "  const uint32_t smem_base = kiln::smem_u32(smem);\n"
-                  "  (void)smem;\n");
+  absl::StrAppend(&s, EmitSharedBase());
   return s;
 }
 
@@ -477,15 +489,15 @@ std::string TmaBlocker(const Gemm& g, const Operand& op, TmaMap* map) {
 // The lambda (run by one thread) that starts the TMA loads of K tile `k`
 // into stage slot `slot`: it arms the slot's mbarrier with the bytes of both
 // tiles, then issues one box per panel of each.
-std::string EmitTmaLoads(const Gemm& g) {
+std::string EmitTmaLoads(const Gemm& g, const std::string& ind) {
   const std::string kvar = Ident(g.kloop->vars[0].name);
   std::string s;
-  absl::StrAppend(&s, "  // TMA: thread 0 arms slot `slot`'s mbarrier with the ", g.a.layout.bytes + g.b.layout.bytes,
-                  " bytes of K tile ", kvar, " and issues one box per panel;\n"
-                  "  // elements past the tensors' edges arrive as zeros.\n");
-  absl::StrAppend(&s, "  auto load_tiles = [&](int ", kvar, ", int slot) {\n");
-  absl::StrAppend(&s, "    const uint32_t bar = smem_base + bars + 8 * slot;\n");
-  absl::StrAppend(&s, "    kiln::mbar_arrive_expect_tx(bar, kTxBytes);\n");
+  absl::StrAppend(&s, ind, "// TMA: one thread arms slot `slot`'s mbarrier with the ", g.a.layout.bytes + g.b.layout.bytes,
+                  " bytes of K tile ", kvar, " and issues one box per panel;\n", ind,
+                  "// elements past the tensors' edges arrive as zeros.\n");
+  absl::StrAppend(&s, ind, "auto load_tiles = [&](int ", kvar, ", int slot) {\n");
+  absl::StrAppend(&s, ind, "  const uint32_t bar = smem_base + bars + 8 * slot;\n");
+  absl::StrAppend(&s, ind, "  kiln::mbar_arrive_expect_tx(bar, kTxBytes);\n");
   for (const Operand* op : {&g.a, &g.b}) {
     const bool is_a = op == &g.a;
     const StageLayout& l = op->layout;
@@ -495,14 +507,14 @@ std::string EmitTmaLoads(const Gemm& g) {
     for (int d = r - 1; d >= 0; --d) coords.push_back(op->arg->shape[d] == 1 ? "0" : AffineC(start[d]));
     const int64_t panels = l.contig * l.elem / l.panel, per_panel = l.panel / l.elem;
     coords[0] = coords[0] == "0" ? absl::StrCat("p * ", per_panel) : absl::StrCat(coords[0], " + p * ", per_panel);
-    absl::StrAppend(&s, "    // %", op->stage->buffer, ": ", panels, " box(es) of ", per_panel, " x ", l.lines,
+    absl::StrAppend(&s, ind, "  // %", op->stage->buffer, ": ", panels, " box(es) of ", per_panel, " x ", l.lines,
                     " elements of %", op->arg->name, "\n");
-    absl::StrAppend(&s, "#pragma unroll\n    for (int p = 0; p < ", panels, "; ++p)\n");
-    absl::StrAppend(&s, "      kiln::tma_load(smem_base + ", is_a ? "a_smem + slot * kSlotA" : "b_smem + slot * kSlotB",
+    absl::StrAppend(&s, "#pragma unroll\n", ind, "  for (int p = 0; p < ", panels, "; ++p)\n");
+    absl::StrAppend(&s, ind, "    kiln::tma_load(smem_base + ", is_a ? "a_smem + slot * kSlotA" : "b_smem + slot * kSlotB",
                     " + p * ", l.lines * l.panel, ", kiln_tma_", is_a ? "a" : "b", ", bar, ", absl::StrJoin(coords, ", "),
                     ");\n");
   }
-  absl::StrAppend(&s, "  };\n");
+  absl::StrAppend(&s, ind, "};\n");
   return s;
 }
 
@@ -543,6 +555,90 @@ std::string EmitTmaPipeline(const Gemm& g, const std::string& compute) {
   return s;
 }
 
+// A wgmma matrix descriptor of operand `op`'s stage tile in slot `slot`:
+// rows from `mn0`, K step `kstep_var`. LBO/SBO per the operand's majorness
+// (PTX ISA, "Matrix Descriptor Format"): K-major swizzled: SBO = 8 lines;
+// MN-major: LBO = one panel (the next 64/32/16 MN elements), SBO = 8 lines
+// of K.
+std::string WgmmaDesc(const Gemm& g, const Operand& op, const std::string& slot, const std::string& mn0,
+                      const std::string& kstep_var) {
+  const StageLayout& l = op.layout;
+  const int64_t panel_stride = l.lines * l.panel;
+  std::string addr;
+  if (!op.mn_major) {
+    // k bytes kstep*32 -> panel (kb / P), offset within; rows mn0 along the lines
+    addr = absl::StrCat(slot, " + (", kstep_var, " * 32) / ", l.panel, " * ", panel_stride, " + (", kstep_var,
+                        " * 32) % ", l.panel, " + (", mn0, ") * ", l.panel);
+    return absl::StrCat("kiln::wgmma_desc(smem_base + ", addr, ", 16, ", 8 * l.panel, ", ", l.SwizzleMode(), ")");
+  }
+  addr = absl::StrCat(slot, " + (", mn0, ") * ", l.elem, " / ", l.panel, " * ", panel_stride, " + ", kstep_var, " * ",
+                      g.kstep * l.panel);
+  return absl::StrCat("kiln::wgmma_desc(smem_base + ", addr, ", ", panel_stride, ", ", 8 * l.panel, ", ",
+                      l.SwizzleMode(), ")");
+}
+
+// One K tile's wgmmas from slots `as`/`bs` into the warpgroup's
+// accumulators, committed as one group; then waits until at most `pending`
+// groups are in flight. `wg` is the warpgroup's index among those computing.
+std::string EmitWgmmaKTile(const Gemm& g, const HopperPlan& hp, const std::string& wgmma, int pending,
+                           const std::string& wait_note) {
+  const int64_t regs = hp.n / 2;
+  std::string compute;
+  // The accumulators are fenced on both sides of the asynchronous MMAs, so
+  // that the compiler keeps them in the registers wgmma reads and writes
+  // (without it, ptxas injects warpgroup.arrive/wait of its own).
+  absl::StrAppend(&compute, "#pragma unroll\n    for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n      for (int r = 0; r < ",
+                  regs, "; ++r) kiln::fence_operand(acc[t][r]);\n");
+  absl::StrAppend(&compute, "    kiln::wgmma_fence();\n");
+  absl::StrAppend(&compute, "#pragma unroll\n    for (int ks = 0; ks < ", g.bk / g.kstep, "; ++ks) {\n");
+  absl::StrAppend(&compute, "      const uint64_t desc_b = ", WgmmaDesc(g, g.b, "bs", "0", "ks"), ";\n");
+  absl::StrAppend(&compute, "#pragma unroll\n      for (int t = 0; t < ", hp.m_tiles, "; ++t)\n        ", wgmma, "(acc[t], ",
+                  WgmmaDesc(g, g.a, "as", absl::StrCat("wg * ", hp.wg_rows, " + t * 64"), "ks"), ", desc_b);\n    }\n");
+  absl::StrAppend(&compute, "    kiln::wgmma_commit();\n    kiln::wgmma_wait<", pending, ">();  // ", wait_note, "\n");
+  absl::StrAppend(&compute, "#pragma unroll\n    for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n      for (int r = 0; r < ",
+                  regs, "; ++r) kiln::fence_operand(acc[t][r]);\n");
+  return compute;
+}
+
+// The accumulators' declaration and fill.
+std::string EmitWgmmaAccumulators(const Gemm& g, const HopperPlan& hp, const std::string& ind) {
+  const int64_t regs = hp.n / 2;
+  std::string s;
+  absl::StrAppend(&s, ind, "// wgmma accumulators of m64 tile t: register r is row t*64 + 16*(warp%4) + gid + 8*(r%4/2),\n",
+                  ind, "// column r/4*8 + 2*tig + r%2 of the warpgroup's tile.\n");
+  absl::StrAppend(&s, ind, "float acc[", hp.m_tiles, "][", regs, "];\n");
+  absl::StrAppend(&s, "#pragma unroll\n", ind, "for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n", ind,
+                  "  for (int r = 0; r < ", regs, "; ++r) acc[t][r] = ", FloatLit(g.fill ? g.fill->value : 0.0), ";\n");
+  return s;
+}
+
+// The epilogue on the warpgroup's accumulators, in registers.
+absl::StatusOr<std::string> EmitWgmmaEpilogue(const Gemm& g, const HopperPlan& hp) {
+  const int64_t regs = hp.n / 2;
+  std::string s;
+  absl::StrAppend(&s, "  // Epilogue: the warpgroup's element (row, col) of the block tile is element (i, j) of\n"
+                      "  // warp (", g.wm_var.empty() ? "-" : "%" + g.wm_var, ", ", g.wn_var.empty() ? "-" : "%" + g.wn_var,
+                  ")'s ", g.gm, "x", g.gn, " accumulator tile in the tile IR.\n");
+  absl::StrAppend(&s, "#pragma unroll\n  for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n    for (int r = 0; r < ",
+                  regs, "; ++r) {\n");
+  absl::StrAppend(&s, "      const int row = wg * ", hp.wg_rows, " + t * 64 + warp % 4 * 16 + gid + r % 4 / 2 * 8;\n",
+                  "      const int col = r / 4 * 8 + tig * 2 + r % 2;\n");
+  absl::StrAppend(&s, "      const int i = row % ", g.gm, ", j = col % ", g.gn, ";\n      (void)i; (void)j;\n");
+  if (!g.wm_var.empty()) {
+    absl::StrAppend(&s, "      const int ", Ident(g.wm_var), " = row / ", g.gm, ";\n      (void)", Ident(g.wm_var), ";\n");
+  }
+  if (!g.wn_var.empty()) {
+    absl::StrAppend(&s, "      const int ", Ident(g.wn_var), " = col / ", g.gn, ";\n      (void)", Ident(g.wn_var), ";\n");
+  }
+  auto ep = EmitEpilogue(g, "acc[t][r]", "      ");
+  if (!ep.ok()) return ep.status();
+  absl::StrAppend(&s, *ep);
+  if (!g.wm_var.empty()) absl::StrAppend(&s, "      (void)", Ident(g.wm_var), ";\n");
+  if (!g.wn_var.empty()) absl::StrAppend(&s, "      (void)", Ident(g.wn_var), ";\n");
+  absl::StrAppend(&s, "    }\n");
+  return s;
+}
+
 absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, const HopperPlan& hp,
                                       const std::string& fn, const std::string& params, bool tma) {
   const int threads = g.warps * 32;
@@ -571,7 +667,7 @@ absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, 
     absl::StrAppend(&s, "  // The stage slots' mbarriers, one per slot, after the slots.\n  const uint32_t bars = ",
                     (g.a.layout.slot_stride + g.b.layout.slot_stride) * g.stages, ";\n");
     absl::StrAppend(&s, "  constexpr uint32_t kTxBytes = ", g.a.layout.bytes + g.b.layout.bytes, ";\n");
-    absl::StrAppend(&s, EmitTmaLoads(g));
+    absl::StrAppend(&s, EmitTmaLoads(g, "  "));
   } else {
     auto la = EmitStageLoad(g, g.a, "load_a", threads);
     if (!la.ok()) return la.status();
@@ -579,67 +675,122 @@ absl::StatusOr<std::string> EmitSm90a(const tile::TileKernel& k, const Gemm& g, 
     if (!lb.ok()) return lb.status();
     absl::StrAppend(&s, *la, *lb);
   }
-  const int64_t regs = hp.n / 2;
-  absl::StrAppend(&s, "  // wgmma accumulators of m64 tile t: register r is row t*64 + 16*(warp%4) + gid + 8*(r%4/2),\n"
-                      "  // column r/4*8 + 2*tig + r%2 of the warpgroup's tile.\n");
-  absl::StrAppend(&s, "  float acc[", hp.m_tiles, "][", regs, "];\n");
-  absl::StrAppend(&s, "#pragma unroll\n  for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n    for (int r = 0; r < ",
-                  regs, "; ++r) acc[t][r] = ", FloatLit(g.fill ? g.fill->value : 0.0), ";\n");
-  // Descriptors: LBO/SBO per the operand's majorness (PTX ISA, "Matrix
-  // Descriptor Format"): K-major swizzled: SBO = 8 lines; MN-major: LBO =
-  // one panel (the next 64/32/16 MN elements), SBO = 8 lines of K.
-  auto desc = [&](const Operand& op, const std::string& slot, const std::string& mn0, const std::string& kstep_var) {
-    const StageLayout& l = op.layout;
-    const int64_t panel_stride = l.lines * l.panel;
-    std::string addr;
-    if (!op.mn_major) {
-      // k bytes kstep*32 -> panel (kb / P), offset within; rows mn0 along the lines
-      addr = absl::StrCat(slot, " + (", kstep_var, " * 32) / ", l.panel, " * ", panel_stride, " + (", kstep_var,
-                          " * 32) % ", l.panel, " + (", mn0, ") * ", l.panel);
-      return absl::StrCat("kiln::wgmma_desc(smem_base + ", addr, ", 16, ", 8 * l.panel, ", ", l.SwizzleMode(), ")");
-    }
-    addr = absl::StrCat(slot, " + (", mn0, ") * ", l.elem, " / ", l.panel, " * ", panel_stride, " + ", kstep_var, " * ",
-                        g.kstep * l.panel);
-    return absl::StrCat("kiln::wgmma_desc(smem_base + ", addr, ", ", panel_stride, ", ", 8 * l.panel, ", ",
-                        l.SwizzleMode(), ")");
-  };
-  std::string compute;
-  // The accumulators are fenced on both sides of the asynchronous MMAs, so
-  // that the compiler keeps them in the registers wgmma reads and writes
-  // (without it, ptxas injects warpgroup.arrive/wait of its own).
-  absl::StrAppend(&compute, "#pragma unroll\n    for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n      for (int r = 0; r < ",
-                  regs, "; ++r) kiln::fence_operand(acc[t][r]);\n");
-  absl::StrAppend(&compute, "    kiln::wgmma_fence();\n");
-  absl::StrAppend(&compute, "#pragma unroll\n    for (int ks = 0; ks < ", g.bk / g.kstep, "; ++ks) {\n");
-  absl::StrAppend(&compute, "      const uint64_t desc_b = ", desc(g.b, "bs", "0", "ks"), ";\n");
-  absl::StrAppend(&compute, "#pragma unroll\n      for (int t = 0; t < ", hp.m_tiles, "; ++t)\n        ", wgmma, "(acc[t], ",
-                  desc(g.a, "as", absl::StrCat("wg * ", hp.wg_rows, " + t * 64"), "ks"), ", desc_b);\n    }\n");
-  absl::StrAppend(&compute,
-                  "    kiln::wgmma_commit();\n"
-                  "    kiln::wgmma_wait<0>();  // this slot is refilled once every warpgroup passed the next barrier\n");
-  absl::StrAppend(&compute, "#pragma unroll\n    for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n      for (int r = 0; r < ",
-                  regs, "; ++r) kiln::fence_operand(acc[t][r]);\n");
+  absl::StrAppend(&s, EmitWgmmaAccumulators(g, hp, "  "));
+  const std::string compute =
+      EmitWgmmaKTile(g, hp, wgmma, 0, "this slot is refilled once every warpgroup passed the next barrier");
   absl::StrAppend(&s, tma ? EmitTmaPipeline(g, compute) : EmitPipeline(g, compute, true));
-  absl::StrAppend(&s, "  // Epilogue: the warpgroup's element (row, col) of the block tile is element (i, j) of\n"
-                      "  // warp (", g.wm_var.empty() ? "-" : "%" + g.wm_var, ", ", g.wn_var.empty() ? "-" : "%" + g.wn_var,
-                  ")'s ", g.gm, "x", g.gn, " accumulator tile in the tile IR.\n");
-  absl::StrAppend(&s, "#pragma unroll\n  for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n    for (int r = 0; r < ",
-                  regs, "; ++r) {\n");
-  absl::StrAppend(&s, "      const int row = wg * ", hp.wg_rows, " + t * 64 + warp % 4 * 16 + gid + r % 4 / 2 * 8;\n",
-                  "      const int col = r / 4 * 8 + tig * 2 + r % 2;\n");
-  absl::StrAppend(&s, "      const int i = row % ", g.gm, ", j = col % ", g.gn, ";\n      (void)i; (void)j;\n");
-  if (!g.wm_var.empty()) {
-    absl::StrAppend(&s, "      const int ", Ident(g.wm_var), " = row / ", g.gm, ";\n      (void)", Ident(g.wm_var), ";\n");
-  }
-  if (!g.wn_var.empty()) {
-    absl::StrAppend(&s, "      const int ", Ident(g.wn_var), " = col / ", g.gn, ";\n      (void)", Ident(g.wn_var), ";\n");
-  }
-  auto ep = EmitEpilogue(g, "acc[t][r]", "      ");
+  auto ep = EmitWgmmaEpilogue(g, hp);
   if (!ep.ok()) return ep.status();
-  absl::StrAppend(&s, *ep);
-  if (!g.wm_var.empty()) absl::StrAppend(&s, "      (void)", Ident(g.wm_var), ";\n");
-  if (!g.wn_var.empty()) absl::StrAppend(&s, "      (void)", Ident(g.wn_var), ";\n");
-  absl::StrAppend(&s, "    }\n#endif  // __CUDA_ARCH_FEAT_SM90_ALL\n}\n\n");
+  absl::StrAppend(&s, *ep, "#endif  // __CUDA_ARCH_FEAT_SM90_ALL\n}\n\n");
+  return s;
+}
+
+// ---- The warp-specialized, persistent sm_90a variant (TMA operands).
+//
+// One producer warpgroup and `hp.warpgroups` consumer warpgroups. One
+// thread of the producer issues the TMA loads of every K tile of every work
+// item the block visits into a ring of `stages` slots; slot s has a "full"
+// mbarrier (the loads' bytes complete its phase) and an "empty" one (each
+// consumer warpgroup arrives once its wgmmas no longer read the slot). The
+// consumers keep one K tile's wgmmas in flight while the next tile's wait
+// and issue, and run the epilogue of a work item while the producer already
+// fills the ring for the next. The block count is the launcher's: as many
+// blocks as are resident at once, each visiting work items blockIdx.x,
+// blockIdx.x + gridDim.x, ...; the producer gives its registers to the
+// consumers (setmaxnreg) when there are two consumer warpgroups.
+
+// The dynamic shared memory one block may opt into on sm_90 (CUDA C++
+// Programming Guide, "Technical Specifications per Compute Capability":
+// 227 KB for compute capability 9.0).
+constexpr int64_t kSm90SharedBytes = 227 * 1024;
+
+// Stage slots of the warp-specialized variant: as many as fit the shared
+// memory when one block fills an SM anyway, the tile IR's otherwise; at
+// least two, since a consumer releases a slot only once it has issued the
+// next tile's wgmmas. 0 when two do not fit.
+int WarpSpecializedStages(const Gemm& g) {
+  const int64_t slot = g.a.layout.slot_stride + g.b.layout.slot_stride;
+  const int64_t fit = (kSm90SharedBytes - 1024) / (slot + 16);
+  if (fit < 2) return 0;
+  const int64_t at_plan = slot * g.stages + 1024 + 16 * g.stages;
+  const int64_t stages = 2 * at_plan <= kSm90SharedBytes ? g.stages : std::min<int64_t>(fit, 8);
+  return static_cast<int>(std::clamp<int64_t>(stages, 2, fit));
+}
+
+absl::StatusOr<std::string> EmitSm90aWarpSpecialized(const tile::TileKernel& k, const Gemm& g, const HopperPlan& hp,
+                                                     const std::string& fn, const std::string& params, int stages) {
+  const int consumers = hp.warpgroups;
+  const int threads = (consumers + 1) * 128;
+  const bool regs_moved = consumers == 2;
+  std::string wgmma;
+  std::string s = WgmmaFunction(g, hp, &wgmma);
+  Gemm gs = g;
+  gs.stages = stages;
+  absl::StrAppend(
+      &s, Header(k, gs,
+                 absl::StrCat("warp-specialized persistent wgmma GEMM for sm_90a; a producer warpgroup issues TMA "
+                              "into the stage ring, ", consumers, " consumer warpgroup(s) each compute ", hp.wg_rows,
+                              "x", hp.n, " = ", hp.m_tiles, " wgmma m64n", hp.n, "k", g.kstep, " per K step"),
+                 true));
+  absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", threads, ", 1) ", fn, "(", params,
+                  ",\n    const __grid_constant__ CUtensorMap kiln_tma_a, const __grid_constant__ CUtensorMap kiln_tma_b) {\n");
+  absl::StrAppend(&s, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n");
+  absl::StrAppend(&s, "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+                      "  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates\n");
+  absl::StrAppend(&s, EmitSharedBase());
+  const int64_t slot_a = g.a.layout.slot_stride, slot_b = g.b.layout.slot_stride;
+  absl::StrAppend(&s, "  constexpr uint32_t kSlotA = ", slot_a, ", kSlotB = ", slot_b, ";  // bytes per stage slot\n");
+  absl::StrAppend(&s, "  const uint32_t a_smem = 0, b_smem = ", slot_a * stages, ";\n");
+  absl::StrAppend(&s, "  // The slots' mbarriers after the slots: `full` (the TMA bytes landed), then `empty`\n"
+                      "  // (every consumer warpgroup is done reading).\n");
+  absl::StrAppend(&s, "  const uint32_t bars = ", (slot_a + slot_b) * stages, ", empties = bars + ", 8 * stages, ";\n");
+  absl::StrAppend(&s, "  constexpr uint32_t kTxBytes = ", g.a.layout.bytes + g.b.layout.bytes, ";\n");
+  absl::StrAppend(&s, "  constexpr int kStages = ", stages, ", kTilesK = ", g.kt, ", kTiles = ", g.mt * g.nt,
+                  ", kSplits = ", g.splits, ";\n");
+  absl::StrAppend(&s, "  constexpr int kWork = kTiles * kSplits * ", g.batch, ";  // work items: tiles x slices x batch items\n");
+  absl::StrAppend(&s, "  if (threadIdx.x == 0) {\n"
+                      "    for (int slot = 0; slot < kStages; ++slot) {\n"
+                      "      kiln::mbar_init(smem_base + bars + 8 * slot, 1);\n"
+                      "      kiln::mbar_init(smem_base + empties + 8 * slot, ", consumers, ");\n"
+                      "    }\n    kiln::fence_mbar_init();\n  }\n  __syncthreads();\n");
+  const std::string coords =
+      EmitTileCoords(g, "work % kTiles", "work / kTiles % kSplits", "(work / kTiles / kSplits)", "      ");
+  // Producer.
+  absl::StrAppend(&s, "  if (warp < 4) {  // the producer warpgroup\n");
+  if (regs_moved) absl::StrAppend(&s, "    kiln::setmaxnreg_dec<40>();\n");
+  absl::StrAppend(&s, "    if (threadIdx.x == 0) {\n      int it = 0;  // K tiles issued so far, over every work item\n"
+                      "      for (int work = blockIdx.x; work < kWork; work += gridDim.x) {\n");
+  absl::StrAppend(&s, coords);
+  absl::StrAppend(&s, EmitTmaLoads(g, "      "));
+  const std::string kv = Ident(g.kloop->vars[0].name);
+  absl::StrAppend(&s, "        for (int ", kv, " = 0; ", kv, " < kTilesK; ++", kv, ", ++it) {\n"
+                      "          const int slot = it % kStages;\n"
+                      "          kiln::mbar_wait(smem_base + empties + 8 * slot, ((it / kStages) & 1) ^ 1);  // the slot is free\n"
+                      "          load_tiles(", kv, ", slot);\n        }\n      }\n    }\n");
+  // Consumers.
+  absl::StrAppend(&s, "  } else {  // the consumer warpgroups\n");
+  if (regs_moved) absl::StrAppend(&s, "    kiln::setmaxnreg_inc<232>();\n");
+  absl::StrAppend(&s, "    const int wg = warp / 4 - 1;  // rows wg*", hp.wg_rows, " .. of the block tile\n"
+                      "    int it = 0;  // K tiles consumed so far, over every work item\n"
+                      "    for (int work = blockIdx.x; work < kWork; work += gridDim.x) {\n");
+  absl::StrAppend(&s, coords);
+  std::string accs = EmitWgmmaAccumulators(g, hp, "    ");
+  absl::StrAppend(&s, accs);
+  absl::StrAppend(&s, "    for (int ", kv, " = 0; ", kv, " < kTilesK; ++", kv, ", ++it) {\n"
+                      "      kiln::mbar_wait(smem_base + bars + 8 * (it % kStages), (it / kStages) & 1);  // tile ", kv,
+                  " has landed\n"
+                      "      const uint32_t as = a_smem + it % kStages * kSlotA, bs = b_smem + it % kStages * kSlotB;\n");
+  absl::StrAppend(&s, EmitWgmmaKTile(g, hp, wgmma, 1, "the previous K tile's wgmmas are done"));
+  absl::StrAppend(&s, "      // ...so its slot goes back to the producer.\n"
+                      "      if (", kv, " > 0 && threadIdx.x % 128 == 0) kiln::mbar_arrive(smem_base + empties + 8 * ((it + kStages - 1) % kStages));\n"
+                      "    }\n");
+  absl::StrAppend(&s, "    kiln::wgmma_wait<0>();\n");
+  absl::StrAppend(&s, "#pragma unroll\n    for (int t = 0; t < ", hp.m_tiles, "; ++t)\n#pragma unroll\n      for (int r = 0; r < ",
+                  hp.n / 2, "; ++r) kiln::fence_operand(acc[t][r]);\n");
+  absl::StrAppend(&s, "    if (threadIdx.x % 128 == 0) kiln::mbar_arrive(smem_base + empties + 8 * ((it + kStages - 1) % kStages));\n");
+  auto ep = EmitWgmmaEpilogue(g, hp);
+  if (!ep.ok()) return ep.status();
+  absl::StrAppend(&s, *ep, "    }\n  }\n#endif  // __CUDA_ARCH_FEAT_SM90_ALL\n}\n\n");
   return s;
 }
 
@@ -673,6 +824,7 @@ absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& a
   HopperPlan hp;
   std::string blocker = g.split_tf32 ? "f32 products split in three tf32 ones run on mma.sync" : HopperBlocker(g, &hp);
   std::string tma_blocker;
+  int ws_stages = 0;  // the warp-specialized variant's stage slots (0: none)
   if (arch.hopper && blocker.empty()) {
     TmaMap map_a, map_b;
     if (std::string why = TmaBlocker(g, g.a, &map_a); !why.empty()) {
@@ -681,14 +833,30 @@ absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& a
       tma_blocker = absl::StrCat("B ", why_b);
     }
     const bool tma = tma_blocker.empty();
-    auto sm90 = EmitSm90a(k, g, hp, out.name + "_sm90a", *params, tma);
-    if (!sm90.ok()) return sm90.status();
-    out.source += *sm90;
-    // With TMA, one 8-byte mbarrier per stage slot follows the slots.
-    CudaVariant v{out.name + "_sm90a", 90, grid, threads, smem + (tma ? 8 * g.stages : 0)};
-    v.max_sm = 90;
-    if (tma) v.tma = {map_a, map_b};
-    out.variants.push_back(v);
+    if (tma && arch.warp_specialized && hp.warpgroups <= 2) ws_stages = WarpSpecializedStages(g);
+    if (ws_stages > 0) {
+      // The work items in blockIdx.x order, visited by as many blocks as
+      // are resident (the launcher's count); two mbarriers per slot.
+      auto sm90 = EmitSm90aWarpSpecialized(k, g, hp, out.name + "_sm90a", *params, ws_stages);
+      if (!sm90.ok()) return sm90.status();
+      out.source += *sm90;
+      const int64_t slot = g.a.layout.slot_stride + g.b.layout.slot_stride;
+      CudaVariant v{out.name + "_sm90a", 90, {g.mt * g.nt * g.splits * g.batch, 1, 1}, (hp.warpgroups + 1) * 128,
+                    slot * ws_stages + 1024 + 16 * ws_stages};
+      v.max_sm = 90;
+      v.persistent = true;
+      v.tma = {map_a, map_b};
+      out.variants.push_back(v);
+    } else {
+      auto sm90 = EmitSm90a(k, g, hp, out.name + "_sm90a", *params, tma);
+      if (!sm90.ok()) return sm90.status();
+      out.source += *sm90;
+      // With TMA, one 8-byte mbarrier per stage slot follows the slots.
+      CudaVariant v{out.name + "_sm90a", 90, grid, threads, smem + (tma ? 8 * g.stages : 0)};
+      v.max_sm = 90;
+      if (tma) v.tma = {map_a, map_b};
+      out.variants.push_back(v);
+    }
   }
   // Split-K: blocks add partial sums into the output, zeroed before the launch.
   if (!g.s_var.empty()) {
@@ -710,7 +878,11 @@ absl::StatusOr<CudaKernel> EmitGemm(const tile::TileKernel& k, const CudaArch& a
                           g.splits > 1 ? absl::StrCat(", split-K ", g.splits) : "",
                           arch.hopper ? (blocker.empty() ? absl::StrCat(", sm_90a wgmma m64n", hp.n, "k", g.kstep,
                                                                         tma_blocker.empty()
-                                                                            ? " with TMA loads"
+                                                                            ? (ws_stages > 0
+                                                                                   ? absl::StrCat(
+                                                                                         " warp-specialized, persistent, ",
+                                                                                         ws_stages, " TMA stages")
+                                                                                   : std::string(" with TMA loads"))
                                                                             : absl::StrCat(" with cp.async loads (no TMA: ",
                                                                                            tma_blocker, ")"))
                                                          : absl::StrCat(", no wgmma variant: ", blocker))

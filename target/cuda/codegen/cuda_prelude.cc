@@ -288,6 +288,24 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
                : "memory");
 #endif
 }
+// Arrives on `bar` (one of the arrivals its phase expects).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+#endif
+}
+// A warpgroup gives registers back to the block's pool, or takes them from
+// it, down or up to kRegs per thread (every thread of the warpgroup).
+template <int kRegs> __device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs> __device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
 // Waits until the phase of `bar` with this parity has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

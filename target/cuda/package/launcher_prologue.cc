@@ -28,9 +28,11 @@ struct BufferDesc { int region; int64_t offset; int64_t bytes; int kind; int roo
 // One compiled form of a kernel: its function in kiln_kernel_functions,
 // the lowest compute capability it runs on, its launch geometry, and the
 // TMA tensor maps (kTmaMaps[first_tma], ...) its function takes after the
-// argument pointers.
+// argument pointers. A persistent variant's grid[0] counts work items: it
+// runs as many blocks as the device holds at once, each looping over them.
 struct VariantDesc {
   int function; int min_sm; unsigned grid[3]; unsigned block; int shared_bytes; int first_tma; int num_tma;
+  int persistent;
 };
 // A TMA tensor map, encoded before each launch: the whole tensor of launch
 // argument `arg`, dims innermost first, read in boxes of `box` elements.

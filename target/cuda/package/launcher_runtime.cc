@@ -12,6 +12,7 @@ struct kiln_model {
   char* arena = nullptr;
   char* constants = nullptr;
   std::vector<int> variant;  // per kernel: the variant this device runs
+  std::vector<unsigned> blocks;  // per kernel: its variant's grid[0], or a persistent one's resident blocks
   std::vector<kiln_tensor_info> inputs, outputs;
   const kiln_host_ops* host_ops = nullptr;
   void* host_user = nullptr;
@@ -160,6 +161,7 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   cudaDeviceProp prop;
   if (!Ok(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", error)) return false;
   m->sm = prop.major * 10 + prop.minor;
+  const int sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
   m->device_name = std::string(prop.name) + " (sm_" + std::to_string(m->sm) + ")";
   m->variant_sm = m->sm;
   if (const char* cap = std::getenv("KILN_CUDA_SM")) {
@@ -187,6 +189,7 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   if (kNumTmaMaps > 0 && m->variant_sm / 10 == 9) FindTensorMapEncoder(m);
   // Each kernel's variant: the highest that fits the device and has code for it.
   m->variant.assign(kNumKernels, -1);
+  m->blocks.assign(kNumKernels, 0);
   for (int k = 0; k < kNumKernels; ++k) {
     const KernelDesc& kd = kKernels[k];
     int best = -1;
@@ -212,6 +215,18 @@ bool LoadImpl(kiln_model* m, std::string* error) {
                                  v.shared_bytes),
             std::string("shared memory of kernel ") + kd.name, error))
       return false;
+    m->blocks[k] = v.grid[0];
+    if (v.persistent) {
+      // As many blocks as the device holds at once, each looping over the
+      // work items.
+      int per_sm = 0;
+      if (!Ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kiln_kernel_functions[v.function],
+                                                            static_cast<int>(v.block), v.shared_bytes),
+              std::string("the resident blocks of kernel ") + kd.name, error))
+        return false;
+      const unsigned resident = static_cast<unsigned>((per_sm > 0 ? per_sm : 1) * sms);
+      m->blocks[k] = v.grid[0] < resident ? v.grid[0] : resident;
+    }
   }
 
   if (!Ok(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), "cudaStreamCreate", error)) return false;
@@ -450,7 +465,7 @@ bool RunKernelTask(kiln_model* m, const TaskDesc& t, std::vector<void*>& pointer
         params.push_back(&lm.maps[j]);
       }
     }
-    if (!Ok(cudaLaunchKernel(kiln_kernel_functions[v.function], dim3(v.grid[0], v.grid[1], v.grid[2]),
+    if (!Ok(cudaLaunchKernel(kiln_kernel_functions[v.function], dim3(m->blocks[l.kernel], v.grid[1], v.grid[2]),
                              dim3(v.block), params.data(), static_cast<size_t>(v.shared_bytes), m->stream),
             std::string("launching ") + kKernels[l.kernel].name + " for " + t.node, error))
       return false;

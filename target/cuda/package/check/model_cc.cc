@@ -3,7 +3,7 @@
 // nvcc compiles it in a package: the prologue, one model's tables, the
 // runtime behind the C API. The tables are those of a package with a
 // strided copy, a host task (CumSum), a GEMM whose sm_90a variant takes
-// TMA tensor maps and a host task (NonZero) whose output is sized at run
+// TMA tensor maps (and is persistent) and a host task (NonZero) whose output is sized at run
 // time and returned from the host, so every table the runtime reads has
 // entries.
 // With NCCL's header where the toolkit has it, the data-parallel half too.
@@ -31,10 +31,10 @@ static const BufferDesc kBuffers[] = {
 static const int kNumBuffers = 7;
 
 static const VariantDesc kVariants[] = {
-    {0, 0, {1, 1, 1}, 256, 0, 0, 0},         // the copy
-    {1, 80, {96, 1, 1}, 128, 66560, 0, 0},   // the GEMM, mma.sync
-    {2, 90, {96, 1, 1}, 128, 66592, 0, 2},   // the GEMM, wgmma with TMA loads
-    {0, 0, {0, 0, 0}, 0, 0, 0, 0}};
+    {0, 0, {1, 1, 1}, 256, 0, 0, 0, 0},         // the copy
+    {1, 80, {96, 1, 1}, 128, 66560, 0, 0, 0},   // the GEMM, mma.sync
+    {2, 90, {96, 1, 1}, 384, 197760, 0, 2, 1},  // the GEMM, warp-specialized and persistent, TMA loads
+    {0, 0, {0, 0, 0}, 0, 0, 0, 0, 0}};
 
 static const int kNumTmaMaps = 2;
 static const TmaDesc kTmaMaps[] = {
