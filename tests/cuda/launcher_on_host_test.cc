@@ -151,6 +151,38 @@ TEST(CudaLauncherOnHost, OutputsSizedAtRunTimeAndValuesKeptOnTheHost) {
   std::filesystem::remove_all(dir);
 }
 
+// KILN_CUDA_PROFILE's file is there after each run, also when the process
+// ends without freeing the model (as `kiln run` does).
+TEST(CudaLauncherOnHost, ProfileWrittenAfterEachRun) {
+  if (!std::filesystem::exists("/usr/local/cuda/include/cuda_runtime_api.h")) GTEST_SKIP() << "no CUDA headers";
+  const std::string kir = R"(graph @main(%x: f32[4,6]) {
+  %ax = const i64[] dense [1]
+  %cs = CumSum(%x, %ax)
+  return %cs
+})";
+  std::string dir, error;
+  Launcher l = BuildOnHost(kir, "launcher_profile", &dir, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  const std::string profile = dir + "/profile.tsv";
+  setenv("KILN_CUDA_PROFILE", profile.c_str(), 1);
+  char err[512] = "";
+  void* model = l.load(dir.c_str(), err, sizeof err);
+  unsetenv("KILN_CUDA_PROFILE");
+  ASSERT_NE(model, nullptr) << err;
+  l.set_host_ops(model, static_cast<const kiln_host_ops*>(runtime::ReferenceHostOps()), nullptr);
+  Tensor x = Random(DType::kF32, {4, 6}, 3), cs(DType::kF32, {4, 6});
+  const void* ins[] = {x.raw()};
+  void* outs[] = {cs.raw()};
+  for (int run = 1; run <= 2; ++run) {
+    ASSERT_EQ(l.run(model, ins, outs, err, sizeof err), 0) << err;
+    const std::string text = cuda_test::ReadFileOrEmpty(profile);
+    EXPECT_TRUE(absl::StrContains(text, absl::StrCat("(mean of ", run, " runs on host"))) << text;
+    EXPECT_TRUE(absl::StrContains(text, "\tcs\t(host)")) << text;
+  }
+  l.free(model);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CudaLauncherOnHost, CollectivesInBucketsOverRanks) {
   if (!std::filesystem::exists("/usr/local/cuda/include/nccl.h")) GTEST_SKIP() << "no NCCL header";
   // A mean over the ranks between two host tasks: the bucket goes after

@@ -562,6 +562,9 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
       m->profile_ms[ti] += ms;
     }
     ++m->profile_runs;
+    // Rewritten after every run: a process may end without freeing the
+    // model (kiln run leaves it to the exit).
+    WriteProfile(m);
   }
   for (int i = 0; i < kNumOutputs; ++i) {
     const int v = kOutputs[i];
@@ -649,7 +652,6 @@ int kiln_model_run_device(kiln_model* m, const void* const* inputs, void* const*
 
 void kiln_model_free(kiln_model* m) {
   if (!m) return;
-  if (!m->profile_path.empty() && m->profile_runs > 0) WriteProfile(m);
   for (cudaEvent_t e : m->profile_events)
     if (e) (void)cudaEventDestroy(e);
   if (m->host_graph && m->host_ops) m->host_ops->release(m->host_user, m->host_graph);
