@@ -116,11 +116,12 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
   const Inst& in = *x.in;
   PipeState& ps = c.pipes[static_cast<int>(p)];
   Cost cost = InstCost(in, machine);
+  const bool functional = opt.functional || (c.launch && c.launch->computes);
 #ifndef NDEBUG
   // Debug and sanitizer builds check again, where memory is touched, what
   // the issue-time check allowed: an access outside its buffer is an
   // internal error naming the instruction, never a wild write.
-  if (opt.functional) {
+  if (functional) {
     std::array<Access, 4> acc;
     const int n = Accesses(in, x.addr, &acc);
     for (int i = 0; i < n; ++i) {
@@ -136,7 +137,7 @@ bool Device::Impl::ExecuteData(CoreState& c, Pipe p, const Issued& x, double* t)
     }
   }
 #endif
-  if (opt.functional) Execute(in, x.addr, c.ctx);
+  if (functional) Execute(in, x.addr, c.ctx);
   double start = *t;
   PipeStats& st = c.stats[static_cast<int>(p)];
   if (cost.dma) {
@@ -272,6 +273,14 @@ bool Device::Impl::RunBlock(CoreState& c, LaunchState& L, int64_t block) {
   const size_t depth = static_cast<size_t>(k.pipe_queue_depth());
   c.launch = &L;
   c.block = block;
+  // A launch that computes in a timing-only run needs the core's buffers,
+  // which only a functional run makes otherwise.
+  if (L.computes)
+    for (int s = 2; s < 7; ++s)
+      if (c.buf[s].empty()) {
+        c.buf[s].assign(static_cast<size_t>(sizes.bytes[s]), 0);
+        c.ctx.local[s] = c.buf[s].data();
+      }
   c.regs.assign(p.num_regs, 0);
   for (auto& a : c.flags)
     for (auto& b : a)
@@ -343,7 +352,8 @@ bool Device::Impl::RunBlock(CoreState& c, LaunchState& L, int64_t block) {
       case Op::kBge: if (c.regs[o[0].reg] >= value(o[1])) next = o[2].imm; break;
       case Op::kLd: {
         // A word of UB, sign-extended: what MTE2 wrote before a flag the
-        // scalar unit awaited (0 in a timing-only run, before any run made UB).
+        // scalar unit awaited (0 in a timing-only run, unless the launch
+        // computes: Device::Launch; what another launch left is not its data).
         const std::vector<uint8_t>& ub = c.buf[static_cast<int>(Space::kUb)];
         const int64_t a = o[1].imm + (o[1].reg >= 0 ? c.regs[o[1].reg] : 0);
         if (a < 0 || a % 4 || a + 4 > sizes.bytes[static_cast<int>(Space::kUb)]) {
@@ -352,7 +362,7 @@ bool Device::Impl::RunBlock(CoreState& c, LaunchState& L, int64_t block) {
           return false;
         }
         int32_t w = 0;
-        if (!ub.empty()) std::memcpy(&w, ub.data() + a, 4);
+        if (!ub.empty() && (opt.functional || L.computes)) std::memcpy(&w, ub.data() + a, 4);
         c.regs[o[0].reg] = w;
         break;
       }

@@ -44,6 +44,7 @@ struct LaunchState {
   sc_event done_ev;
   bool finished = false;
   std::set<int> cores;
+  bool computes = false;  // computes its values in a timing-only run too (Device::Launch)
 };
 
 // A FIFO in a ring of power-of-two capacity that grows when full and never

@@ -54,8 +54,9 @@ using EventId = int;
 
 struct RunOptions {
   // Compute the values of every buffer; false: timing only (kernels skip
-  // their arithmetic and data movement; copies, AICPU tasks and collectives
-  // still run, and their functions are called either way).
+  // their arithmetic and data movement, but for launches that compute
+  // (Launch's `computes`); copies, AICPU tasks and collectives still run,
+  // and their functions are called either way).
   bool functional = true;
   // Record a trace (Device::trace()).
   bool trace = false;
@@ -147,8 +148,12 @@ class Device {
   EventId CreateEvent();
 
   // Enqueues a kernel: `block_dim` blocks (block_idx 0..block_dim-1) spread
-  // over the AI cores; `args` gives the device address of each program argument.
-  absl::Status Launch(StreamId s, KernelId k, int64_t block_dim, std::vector<DevAddr> args);
+  // over the AI cores; `args` gives the device address of each program
+  // argument. A launch with `computes` set computes its values in a
+  // timing-only run too: a kernel whose control flow reads data (`ld` of
+  // what it loaded), and the kernels that produce that data, so that the
+  // timing-only run takes the branches the functional one takes.
+  absl::Status Launch(StreamId s, KernelId k, int64_t block_dim, std::vector<DevAddr> args, bool computes = false);
   // Timed copies over the host link; the host buffer must stay valid until Run() returns.
   absl::Status CopyH2D(StreamId s, DevAddr dst, const void* src, int64_t bytes);
   absl::Status CopyD2H(StreamId s, void* dst, DevAddr src, int64_t bytes);

@@ -69,6 +69,7 @@ struct StreamOp {
   std::function<absl::Status(Device&)> fn;
   EventId event = -1;
   int64_t target = 0;  // kWait: the record count to wait for
+  bool computes = false;  // kLaunch: computes its values in a timing-only run too
 };
 
 // A DMA's wait for the HBM arbiter (on the DMA's pipe's stack).

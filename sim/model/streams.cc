@@ -32,6 +32,7 @@ void Device::Impl::StreamMain(int s) {
         auto L = std::make_unique<LaunchState>();
         L->prog = &p;
         L->block_dim = op.block_dim;
+        L->computes = op.computes;
         stats.kernels.push_back(KernelStats{});
         L->stats = &stats.kernels.back();
         L->stats->name = p.name;
@@ -152,7 +153,7 @@ EventId Device::CreateEvent() {
   return static_cast<EventId>(impl_->records_enqueued.size() - 1);
 }
 
-absl::Status Device::Launch(StreamId s, KernelId k, int64_t block_dim, std::vector<DevAddr> args) {
+absl::Status Device::Launch(StreamId s, KernelId k, int64_t block_dim, std::vector<DevAddr> args, bool computes) {
   KILN_RETURN_IF_ERROR(CheckStream(*impl_, s));
   if (k < 0 || k >= static_cast<int>(impl_->programs.size())) return InvalidArgument("no kernel ", k);
   const Program& p = *impl_->programs[k];
@@ -168,6 +169,7 @@ absl::Status Device::Launch(StreamId s, KernelId k, int64_t block_dim, std::vect
   op.kernel = k;
   op.block_dim = block_dim;
   op.args = std::move(args);
+  op.computes = computes;
   impl_->streams[s].push_back(std::move(op));
   return absl::OkStatus();
 }

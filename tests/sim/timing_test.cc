@@ -299,6 +299,43 @@ TEST(TimingTest, TimingOnlyGivesTheSameCycles) {
   for (float v : b->Values<float>("C")) ASSERT_EQ(v, 0.0f);
 }
 
+// A kernel whose branch reads data it loaded (`ld`) takes the data's branch
+// in a timing-only run only when its launch computes (Device::Launch's
+// `computes`); otherwise it reads 0 and takes the other, as a timing-only
+// run of a decode attention read its whole cache.
+TEST(TimingTest, ALaunchThatComputesTakesItsDataBranchInATimingOnlyRun) {
+  const std::string text = R"(.program steer
+.arg x s32[8]
+  copy_gm_ub UB[0], x[0], len=32
+  set_flag MTE2, SCALAR, 0
+  wait_flag MTE2, SCALAR, 0
+  ld.s32 r1, UB[0]
+  bne r1, 0, done
+  mov r2, 0
+loop:
+  add r2, r2, 1
+  blt r2, 1000, loop
+done:
+)";
+  auto run = [&](bool functional, bool computes) -> double {
+    auto l = Load(text);
+    if (!l) return -1;
+    const int32_t one[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+    EXPECT_TRUE(l->dev->Write(l->addrs[0], one, sizeof one).ok());
+    StreamId s = l->dev->CreateStream();
+    EXPECT_TRUE(l->dev->Launch(s, l->kernel, 1, l->addrs, computes).ok());
+    RunOptions o;
+    o.functional = functional;
+    auto r = l->dev->Run(o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->total_cycles : -1;
+  };
+  const double functional = run(true, false);
+  EXPECT_GT(run(false, false), functional + 1000);  // read 0: the loop
+  EXPECT_DOUBLE_EQ(run(false, true), functional);    // read 1, as the functional run
+  EXPECT_DOUBLE_EQ(run(true, true), functional);
+}
+
 TEST(TimingTest, DeadlockIsReportedNotHung) {
   auto l = Load(testing::ReadSource("examples/npu/deadlock.kasm"));
   ASSERT_TRUE(l);
