@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/text_format.h"
@@ -474,6 +475,52 @@ void DropHostlessConstants(Graph& g, const artifact::NpusimModule& module,
   }
 }
 
+// The kernels a timing-only run computes too: those whose control flow
+// reads data (`steering`: a task and the inputs of its node it reads), and,
+// transitively, the kernel and AICPU tasks that produce what they read
+// (through views; a graph input NAME that a step output NAME.next feeds in
+// a loop leads to that output's producer). Each is marked in its KernelTask
+// or AicpuTask, and its plan says so.
+void MarkComputedInTimingOnlyRuns(artifact::NpusimModule& module, const Graph& g,
+                                  const std::vector<const Node*>& task_nodes,
+                                  const absl::flat_hash_map<const Value*, int>& producer_task,
+                                  const std::vector<std::pair<int, std::vector<int>>>& steering) {
+  if (steering.empty()) return;
+  absl::flat_hash_map<std::string, const Value*> fed;  // input name -> the step output that feeds it
+  for (const Value* out : g.outputs())
+    if (absl::EndsWith(out->name(), ".next")) fed[out->name().substr(0, out->name().size() - 5)] = out;
+  std::vector<const Value*> work;
+  absl::flat_hash_set<const Value*> seen_values;
+  absl::flat_hash_set<int> marked;
+  auto mark = [&](int t, const std::string& why) {
+    if (!marked.insert(t).second) return;
+    artifact::Task* task = module.mutable_tasks(t);
+    if (task->has_kernel()) task->mutable_kernel()->set_computes_in_timing_only(true);
+    else if (task->has_aicpu()) task->mutable_aicpu()->set_computes_in_timing_only(true);
+    else return;
+    task->set_plan(absl::StrCat(task->plan(), task->plan().empty() ? "" : "; ", why));
+  };
+  for (const auto& [t, inputs] : steering) {
+    mark(t, "computed in timing-only runs too: its control flow reads its mask's values");
+    for (int i : inputs)
+      if (i < static_cast<int>(task_nodes[t]->inputs().size()) && task_nodes[t]->input(i))
+        work.push_back(task_nodes[t]->input(i));
+  }
+  while (!work.empty()) {
+    const Value* v = work.back();
+    work.pop_back();
+    if (!v || !seen_values.insert(v).second) continue;
+    auto it = producer_task.find(v);
+    if (it == producer_task.end()) {
+      if (auto f = fed.find(v->name()); v->is_input() && f != fed.end()) work.push_back(f->second);
+      continue;
+    }
+    const int t = it->second;
+    mark(t, "computed in timing-only runs too: a later kernel's control flow reads its values");
+    for (const Value* in : task_nodes[t]->inputs()) work.push_back(in);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Target& target,
@@ -605,11 +652,14 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
   std::vector<int> collectives;
   int replicas = 0;
   absl::flat_hash_set<const Node*> kernel_nodes;  // the nodes that run as AI-core kernels
+  std::vector<const Node*> task_nodes;             // the node of each task
+  std::vector<std::pair<int, std::vector<int>>> steering;  // kernel tasks whose control flow reads these inputs
   int node_index = -1;
   for (Node* n : g.nodes()) {
     ++node_index;
     const int t = module->tasks_size();
     artifact::Task* task = module->add_tasks();
+    task_nodes.push_back(n);
     task->set_node(n->name().empty() ? (n->num_outputs() ? n->output(0)->name() : n->op()) : n->name());
     task->set_op(n->QualifiedOp());
     {
@@ -731,6 +781,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
       if (inserted) *module->add_programs() = std::move(proto);
       kt->set_program(it->second);
       kt->set_block_dim(k.block_dim);
+      if (!k.steering_inputs.empty()) steering.emplace_back(t, k.steering_inputs);
       task->set_estimated_cycles(k.estimated_cycles);
       task->set_plan(k.plan);
       continue;
@@ -755,6 +806,7 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     if (int b = buffers.Get(v); b >= 0) module->mutable_buffers(b)->set_layout("NC1HWC0");
   KILN_RETURN_IF_ERROR(PlanAllReduceBuckets(*module, collectives, replicas, options.Setting("buckets"), machine,
                                             first_read, buffers));
+  MarkComputedInTimingOnlyRuns(*module, g, task_nodes, producer_task, steering);
   KILN_ASSIGN_OR_RETURN(const bool l2_prefetch, options.BoolSetting("l2-prefetch", true));
   if (l2_prefetch) npusim::PlanL2Prefetches(*module, machine);
   buffers.Plan(module->tasks_size());

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/exec/executor.h"
@@ -34,6 +35,9 @@ struct NpusimExecutable::Impl {
   // the first functional run: a timing-only run reads no data, so a model
   // only ever timed never copies its constants (ResNet-50's 100 MB).
   std::vector<std::pair<sim::DevAddr, Tensor>> unwritten_constants;
+  // Of those, the ones a kernel that computes in timing-only runs reads
+  // (KernelTask.computes_in_timing_only): written by the first run of either kind.
+  absl::flat_hash_set<sim::DevAddr> computed_constants;
   std::vector<sim::DevAddr> slots;           // activation regions, one per batch in flight
   std::vector<std::map<int, Tensor>> host;   // per slot: HOST buffers' values
   bool functional = true;
@@ -120,7 +124,7 @@ struct NpusimExecutable::Impl {
   // The AICPU task: reads its operands from device memory, runs the node's
   // reference kernel, writes the outputs back.
   absl::Status RunAicpu(sim::Device& d, const artifact::AicpuTask& task, int slot) {
-    if (!functional) return absl::OkStatus();
+    if (!functional && !task.computes_in_timing_only()) return absl::OkStatus();
     const Node& n = *nodes[task.node()];
     std::vector<const Value*> operands = NodeOperands(n);
     if (operands.size() != static_cast<size_t>(task.operands_size()))
@@ -316,6 +320,10 @@ absl::StatusOr<std::unique_ptr<NpusimExecutable>> NpusimExecutable::Load(const a
   KILN_ASSIGN_OR_RETURN(im.constants, d.Malloc(std::max<int64_t>(m.constant_bytes(), 512)));
   for (const auto& [b, t] : filled)
     if (t->nbytes()) im.unwritten_constants.emplace_back(im.constants + b->offset(), *t);
+  for (const artifact::Task& t : m.tasks())
+    if (t.has_kernel() && t.kernel().computes_in_timing_only())
+      for (int a : t.kernel().args())
+        if (m.buffers(im.Root(a)).kind() == Buffer::CONSTANT) im.computed_constants.insert(im.Address(a, 0));
   return e;
 }
 
@@ -338,6 +346,17 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
     for (const auto& [at, t] : im.unwritten_constants)
       KILN_RETURN_IF_ERROR(d.Write(at, t.raw(), static_cast<int64_t>(t.nbytes())));
     im.unwritten_constants.clear();
+  } else if (!im.computed_constants.empty()) {
+    // The few constants the kernels that compute in a timing-only run read.
+    std::vector<std::pair<sim::DevAddr, Tensor>> rest;
+    for (auto& [at, t] : im.unwritten_constants) {
+      if (!im.computed_constants.contains(at)) {
+        rest.emplace_back(at, std::move(t));
+        continue;
+      }
+      KILN_RETURN_IF_ERROR(d.Write(at, t.raw(), static_cast<int64_t>(t.nbytes())));
+    }
+    im.unwritten_constants = std::move(rest);
   }
   while (static_cast<int>(im.slots.size()) < num_slots) {
     KILN_ASSIGN_OR_RETURN(sim::DevAddr a, d.Malloc(std::max<int64_t>(m.device_bytes(), 512)));
@@ -452,7 +471,8 @@ absl::StatusOr<std::vector<Tensor>> NpusimExecutable::Run(std::vector<Tensor> in
       if (t.has_kernel()) {
         std::vector<sim::DevAddr> args;
         for (int a : t.kernel().args()) args.push_back(im.Address(a, slot));
-        KILN_RETURN_IF_ERROR(d.Launch(compute, im.kernels[t.kernel().program()], t.kernel().block_dim(), args));
+        KILN_RETURN_IF_ERROR(d.Launch(compute, im.kernels[t.kernel().program()], t.kernel().block_dim(), args,
+                                      t.kernel().computes_in_timing_only()));
       } else if (t.has_aicpu()) {
         const artifact::AicpuTask* task = &t.aicpu();
         KILN_RETURN_IF_ERROR(d.LaunchAicpu(compute, t.node(), task->ops(), [&im, task, slot](sim::Device& dev) {

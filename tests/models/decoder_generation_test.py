@@ -63,6 +63,28 @@ def main():
             sys.exit(f"npusim: {copied} B copied within HBM over {steps - 1} steps; the caches should be donated\n{out}")
         if "computed in place (donated" not in out:
             sys.exit(f"npusim: the report does not say the caches were donated\n{out}")
+        # A timing-only loop takes the functional loop's branches: the decode
+        # attention reads the mask to find the live tiles, so it and the
+        # tasks that make the mask compute in timing-only runs too, and
+        # nothing else does.
+        explain = run([kiln, "compile", os.path.join(d, "decode.onnx"), "--target=npusim", "-o", arts["decode"],
+                       "--explain-placement"])
+        lines = explain.splitlines()
+        decode = [l for l in lines if "[decode attention:" in l]
+        steered = [l for l in lines if "its control flow reads its mask's values" in l]
+        feeding = [l for l in lines if "a later kernel's control flow reads its values" in l]
+        if steered != decode or (decode and not feeding) or (feeding and not decode):
+            sys.exit(f"npusim: the decode attentions and their masks' producers are not all marked as computed "
+                     f"in timing-only runs\n{explain}")
+        if any("MatMul" in l.split("=")[1] for l in feeding):
+            sys.exit(f"npusim: a MatMul is marked as computed in timing-only runs\n{explain}")
+        timed = run([kiln, "run", arts["decode"], f"--steps={steps - 1}", "--report", "--timing-only"] +
+                    [f"--input=token={os.path.join(pre, 'token.next.npy')}",
+                     f"--input=pos={os.path.join(pre, 'pos.next.npy')}"] +
+                    [f"--input={c}={os.path.join(pre, c + '.next.npy')}" for c in caches])
+        per_step = [float(re.search(r"^per step: (\d+) cycles", t, re.M).group(1)) for t in (out, timed)]
+        if abs(per_step[1] - per_step[0]) > 0.01 * per_step[0]:
+            sys.exit(f"npusim: a timing-only step takes {per_step[1]:.0f} cycles, a functional one {per_step[0]:.0f}")
     print(f"{target}: {len(got)} tokens as PyTorch's: {got}")
 
 

@@ -166,6 +166,31 @@ TEST(CubeAttention, DecodeReadsOnlyTheLiveCache) {
   EXPECT_GT(all, 4 * 16 * 2 * 16384);
 }
 
+// Its control flow reads the mask (the live tiles): a timing-only run
+// computes it, and reads the same cache as a functional run.
+TEST(CubeAttention, DecodeReadsTheLiveCacheInATimingOnlyRunToo) {
+  sim::Machine m = sim::DefaultMachine();
+  Case c{.b = 1, .h = 4, .s = 1, .l = 1024, .d = 64, .mask = {1, 1024}, .dt = DType::kF32, .live = 70};
+  auto b = Build(c);
+  auto k = Generate(*b, m);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->steering_inputs, std::vector<int>{3});  // the mask
+  auto read = [&](bool functional) {
+    auto run = RunKernelOnSim(*k, *b->node, b->inputs, m, functional);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? std::make_pair(run->stats.kernels.at(0).l2_miss_bytes + run->stats.kernels.at(0).l2_hit_bytes,
+                                     run->stats.total_cycles)
+                    : std::make_pair(int64_t{-1}, -1.0);
+  };
+  EXPECT_EQ(read(false), read(true));
+  // Without a mask nothing steers: every tile is read in either run.
+  Case plain{.b = 1, .h = 4, .s = 1, .l = 1024, .d = 64, .dt = DType::kF32};
+  auto bp = Build(plain);
+  auto kp = Generate(*bp, m);
+  ASSERT_TRUE(kp.ok()) << kp.status();
+  EXPECT_TRUE(kp->steering_inputs.empty());
+}
+
 TEST(CubeAttention, RefusesWhatItDoesNotRun) {
   sim::Machine m = sim::DefaultMachine();
   auto refused = [&](const Case& c) {

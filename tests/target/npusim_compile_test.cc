@@ -12,8 +12,10 @@
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "graph/ops/shape_inference.h"
 #include "graph/passes/training_step.h"
 #include "sim/machine/machine.h"
 #include "tests/target/npusim_test_util.h"
@@ -90,6 +92,58 @@ TEST(NpusimCompile, AFunctionalRunAfterATimingOnlyRunHasItsConstants) {
   for (int64_t j = 0; j < (*want)[0].numel(); ++j)
     ASSERT_NEAR((*got)[0].GetDouble(j), (*want)[0].GetDouble(j), 1e-4 * std::max(1.0, std::fabs((*want)[0].GetDouble(j))))
         << "element " << j;
+}
+
+// A decode attention finds its live tiles from its mask's values (`ld`),
+// so a timing-only run computes it and what makes the mask (the Greater
+// on the AICPU, the Not, the Where that makes it additive), and then takes
+// the functional run's branches: the same cycles, where it used to read
+// the whole cache. The MatMul that makes the query does not steer and is
+// only timed.
+TEST(NpusimCompile, ADecodeAttentionsMaskIsComputedInTimingOnlyRuns) {
+  Model m;
+  Graph& g = *m.graph;
+  Value* x = g.AddInput("x", F32({1, 2, 1, 64}));
+  Value* k = g.AddInput("k", F32({1, 2, 256, 64}));
+  Value* v = g.AddInput("v", F32({1, 2, 256, 64}));
+  Value* pos = g.AddInput("pos", Type::Tensor(DType::kI64, Shape::Static({})));
+  Value* q = g.AddNode("MatMul", {x, g.AddConstant("w", Random({64, 64}, 4))}, {"q"})->output(0);
+  std::vector<int64_t> keys(256);
+  for (int64_t i = 0; i < 256; ++i) keys[i] = i;
+  Value* later = g.AddNode("Greater", {g.AddConstant("keys", Tensor::FromVector<int64_t>(keys, {1, 256})), pos},
+                           {"later"})->output(0);
+  Value* keep = g.AddNode("Not", {later}, {"keep"})->output(0);
+  Node* att = g.AddNode("Attention", {q, k, v, keep}, {"y"}, "kiln");
+  att->SetAttr("scale", Attribute::Float(0.125f));
+  g.AddOutput(att->output(0));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto a = Compile(m);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::flat_hash_map<std::string, bool> computes;  // by op
+  for (const auto& t : a->npusim().tasks()) {
+    if (t.has_kernel()) computes[t.op()] = t.kernel().computes_in_timing_only();
+    if (t.has_aicpu()) computes[t.op()] = t.aicpu().computes_in_timing_only();
+  }
+  EXPECT_TRUE(computes["kiln.Attention"]);
+  EXPECT_TRUE(computes["Where"]);
+  EXPECT_TRUE(computes["Not"]);
+  EXPECT_TRUE(computes["Greater"]);
+  ASSERT_TRUE(computes.contains("MatMul"));
+  EXPECT_FALSE(computes["MatMul"]);
+  EXPECT_EQ(TasksPlanning(*a, "computed in timing-only runs too: its control flow reads its mask's values"), 1);
+
+  auto loaded = runtime::LoadedModel::FromArtifact(*a, "test.kiln", target::NpusimModuleLoader());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<Tensor> in = {Random({1, 2, 1, 64}, 1), Random({1, 2, 256, 64}, 2), Random({1, 2, 256, 64}, 3),
+                                  Tensor::FromVector<int64_t>({70}, {})};
+  auto cycles = [&](bool functional) {
+    target::RunOptions o;
+    o.functional = functional;
+    EXPECT_TRUE((*loaded)->Run(in, o).ok());
+    return target::NpusimOf(**loaded)->summary().stats.total_cycles;
+  };
+  const double timed = cycles(false);  // first: no functional run has left its data behind
+  EXPECT_DOUBLE_EQ(timed, cycles(true));
 }
 
 TEST(NpusimCompile, AnOutputThatIsAViewKeepsItsBytesToTheEnd) {

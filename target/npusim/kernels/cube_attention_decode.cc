@@ -238,6 +238,7 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
       "decode attention: one query row against %d keys, head %d, %d heads x batches on the vector unit, %d blocks; "
       "tiles of 64 keys double-buffered%s",
       g.l, d, g.bh, blocks, mask ? ", only the tiles the mask leaves live" : "");
+  if (mask) k.steering_inputs = {3};
   return k;
 }
 

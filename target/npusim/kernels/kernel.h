@@ -103,6 +103,11 @@ struct GeneratedKernel {
   // wants it and the program follows the shared lowering's canonical form
   // with its own tiling (cube GEMMs); empty otherwise.
   std::string tile_ir;
+  // The node inputs whose values the program's control flow reads (`ld`
+  // of data it loaded: the decode attention's mask, which says which tiles
+  // of the cache are live). A timing-only run computes them, and this
+  // kernel, so that it takes the branches a functional run takes.
+  std::vector<int> steering_inputs;
 };
 
 // The values a launch of `k` (generated for `node`) binds, in argument order:
