@@ -78,7 +78,8 @@ TEST(CudaCodegen, NoHopperVariantWhenNotAsked) {
   EXPECT_EQ(k->source.find("wgmma"), std::string::npos);
 }
 
-TEST(CudaCodegen, BatchedSplitKGeometry) {
+// f32 products of 2 x 3 batch items, 64x64x2048 each, K split 4 ways.
+GemmSpec BatchedSplitK() {
   GemmSpec s;
   s.name = "bsk";
   s.out = "f32";
@@ -86,7 +87,11 @@ TEST(CudaCodegen, BatchedSplitKGeometry) {
   s.M = 64, s.N = 64, s.K = 2048;
   s.bm = 64, s.bn = 64, s.gm = 32, s.gn = 32, s.bk = 64;
   s.splits = 4;
-  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  return s;
+}
+
+TEST(CudaCodegen, BatchedSplitKGeometry) {
+  auto k = EmitCudaKernel(ParseVerified(GemmText(BatchedSplitK())), CudaArch{});
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(k->variants[0].grid, (std::array<int64_t, 3>{1, 4, 6}));
   ASSERT_EQ(k->zero_args.size(), 1u);
@@ -172,14 +177,7 @@ TEST(CudaCodegen, WarpSpecializedHopperVariant) {
 }
 
 TEST(CudaCodegen, WarpSpecializedBatchedSplitKWorkItems) {
-  GemmSpec s;
-  s.name = "bsk";
-  s.out = "f32";
-  s.batch = {2, 3};
-  s.M = 64, s.N = 64, s.K = 2048;
-  s.bm = 64, s.bn = 64, s.gm = 32, s.gn = 32, s.bk = 64;
-  s.splits = 4;
-  auto k = EmitCudaKernel(ParseVerified(GemmText(s)), CudaArch{});
+  auto k = EmitCudaKernel(ParseVerified(GemmText(BatchedSplitK())), CudaArch{});
   ASSERT_TRUE(k.ok()) << k.status();
   const CudaVariant& h = k->variants[1];
   ASSERT_TRUE(h.persistent) << k->plan;
