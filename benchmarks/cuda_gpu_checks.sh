@@ -12,6 +12,8 @@
 #   dp         data-parallel steps run through NCCL on one rank against the
 #              reference's step
 #   decode     GPT-2 small's greedy generation, caches donated, against PyTorch
+#   decode-graphs  the same with KILN_CUDA_GRAPH=1: each step's kernels
+#              replayed as a CUDA graph
 #   gemm       the GEMM sweep against cuBLAS
 #   resnet     ResNet-50 at fp32 and fp16 against PyTorch eager and
 #              torch.compile (COMPILE_MODE, default max-autotune)
@@ -35,12 +37,12 @@ LIMIT=${LIMIT:-300}
 mkdir -p "$WORK"
 export PYTHONUNBUFFERED=1
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(attention models detector dp decode gemm resnet)
+[ ${#steps[@]} -eq 0 ] && steps=(attention models detector dp decode decode-graphs gemm resnet)
 nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
 
 # GPT-2 small's export (CPU only) runs beside the GPU steps before it.
 export_pid=
-if [[ " ${steps[*]} " == *" decode "* ]] && [ ! -e "$WORK/decode/gpt2_small_decoder/tokens.npy" ]; then
+if [[ " ${steps[*]} " == *" decode"* ]] && [ ! -e "$WORK/decode/gpt2_small_decoder/tokens.npy" ]; then
   mkdir -p "$WORK/decode"
   "$PY" scripts/export_decoders.py "$WORK/decode" gpt2_small_decoder >"$WORK/decode_export.log" 2>&1 &
   export_pid=$!
@@ -70,9 +72,12 @@ for s in "${steps[@]}"; do
     detector) step detector "$PY" benchmarks/cuda_detector.py "$KILN" "$MODELS" --work="$WORK/detector" ;;
     dp) step dp "$PY" benchmarks/cuda_data_parallel.py "$KILN" "$TRAINING" --run=1 \
           ${DP_NAMES:-mlp_classifier cnn_classifier gpt2_regression} ;;
-    decode) [ -n "$export_pid" ] && { wait "$export_pid" || cat "$WORK/decode_export.log"; }
+    decode) [ -n "$export_pid" ] && { wait "$export_pid" || cat "$WORK/decode_export.log"; export_pid=; }
             step decode "$PY" benchmarks/cuda_decode_bench.py --kiln "$KILN" --work "$WORK/decode" \
               --precisions "${DECODE_PRECISIONS:-fp32,fp32-3xtf32,fp16}" ;;
+    decode-graphs) [ -n "$export_pid" ] && { wait "$export_pid" || cat "$WORK/decode_export.log"; export_pid=; }
+            step decode-graphs env KILN_CUDA_GRAPH=1 "$PY" benchmarks/cuda_decode_bench.py --kiln "$KILN" \
+              --work "$WORK/decode" --precisions "${DECODE_PRECISIONS:-fp32,fp16}" ;;
     resnet) step resnet "$PY" benchmarks/cuda_bench.py --kiln "$KILN" --work "$WORK/bench" --models "$MODELS" \
               --skip-gemm --skip-attention --names resnet50 --iters 50 --compile-mode "${COMPILE_MODE:-max-autotune}" ;;
     gemm) step gemm "$PY" benchmarks/cuda_bench.py --kiln "$KILN" --work "$WORK/bench" --skip-models \

@@ -13,10 +13,16 @@
 
 namespace {
 int copies[5];  // by cudaMemcpyKind
+int graphs[2];  // graphs instantiated, graph launches
 }
 
 extern "C" int kiln_shim_copies(int kind) { return kind >= 0 && kind < 5 ? copies[kind] : -1; }
-extern "C" void kiln_shim_reset() { std::memset(copies, 0, sizeof copies); }
+extern "C" void kiln_shim_reset() {
+  std::memset(copies, 0, sizeof copies);
+  std::memset(graphs, 0, sizeof graphs);
+}
+// 0: the CUDA graphs instantiated; 1: their launches.
+extern "C" int kiln_shim_graphs(int what) { return what == 0 || what == 1 ? graphs[what] : -1; }
 
 extern "C" {
 
@@ -67,6 +73,26 @@ cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) {
 }
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, const void*) { return cudaErrorInvalidDeviceFunction; }
 cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return cudaErrorInvalidDeviceFunction; }
+// CUDA graphs: captures and replays counted (kiln_shim_graphs); a package
+// with kernels never loads here, so a graph holds no work.
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) { return cudaSuccess; }
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* g) {
+  static int graph;
+  *g = reinterpret_cast<cudaGraph_t>(&graph);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* e, cudaGraph_t, unsigned long long) {
+  static int exec;
+  *e = reinterpret_cast<cudaGraphExec_t>(&exec);
+  ++graphs[0];
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) {
+  ++graphs[1];
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
+cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int, size_t) {
   *blocks = 1;
   return cudaSuccess;

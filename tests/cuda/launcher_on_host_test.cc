@@ -51,6 +51,8 @@ struct Launcher {
   int (*init_replicas)(void* const*, int, char*, size_t) = nullptr;
   int (*run_replicas)(void* const*, int, const void* const* const*, void* const* const*, char*, size_t) = nullptr;
   int (*allreduces)() = nullptr;
+  int (*run_device)(void*, const void* const*, void* const*, char*, size_t) = nullptr;
+  int (*graphs)(int) = nullptr;
 };
 
 // Writes the package of `kir` into a fresh directory and builds its
@@ -88,6 +90,8 @@ Launcher BuildOnHost(const std::string& kir, const std::string& name, std::strin
   sym("kiln_model_init_replicas", l.init_replicas);
   sym("kiln_model_run_replicas", l.run_replicas);
   sym("kiln_shim_allreduces", l.allreduces);
+  sym("kiln_model_run_device", l.run_device);
+  sym("kiln_shim_graphs", l.graphs);
   return l;
 }
 
@@ -179,6 +183,41 @@ TEST(CudaLauncherOnHost, ProfileWrittenAfterEachRun) {
     EXPECT_TRUE(absl::StrContains(text, absl::StrCat("(mean of ", run, " runs on host"))) << text;
     EXPECT_TRUE(absl::StrContains(text, "\tcs\t(host)")) << text;
   }
+  l.free(model);
+  std::filesystem::remove_all(dir);
+}
+
+// KILN_CUDA_GRAPH=1: a run is captured as a graph once per placement of
+// the buffers and replayed by the runs that find its placement again (a
+// loop alternating two inputs replays two); the inputs' and outputs'
+// copies stay outside it, so every run's outputs are its own.
+TEST(CudaLauncherOnHost, GraphsReplayedPerPlacementOfTheBuffers) {
+  if (!std::filesystem::exists("/usr/local/cuda/include/cuda_runtime_api.h")) GTEST_SKIP() << "no CUDA headers";
+  const std::string kir = R"(graph @main(%x: f32[4,6]) {
+  %s = const i64[1] dense [24]
+  %y = Reshape(%x, %s)
+  return %y
+})";
+  std::string dir, error;
+  Launcher l = BuildOnHost(kir, "launcher_graphs", &dir, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  setenv("KILN_CUDA_GRAPH", "1", 1);
+  char err[512] = "";
+  void* model = l.load(dir.c_str(), err, sizeof err);
+  unsetenv("KILN_CUDA_GRAPH");
+  ASSERT_NE(model, nullptr) << err;
+  Tensor a = Random(DType::kF32, {4, 6}, 1), b = Random(DType::kF32, {4, 6}, 2);
+  l.reset();
+  for (int run = 0; run < 6; ++run) {
+    const Tensor& x = run % 2 ? b : a;
+    Tensor y(DType::kF32, {24});
+    const void* ins[] = {x.raw()};
+    void* outs[] = {y.raw()};
+    ASSERT_EQ(l.run_device(model, ins, outs, err, sizeof err), 0) << err;
+    EXPECT_EQ(std::memcmp(y.raw(), x.raw(), y.nbytes()), 0) << "run " << run;
+  }
+  EXPECT_EQ(l.graphs(0), 2);  // one capture per input buffer
+  EXPECT_EQ(l.graphs(1), 6);  // every run a replay
   l.free(model);
   std::filesystem::remove_all(dir);
 }

@@ -6,6 +6,7 @@
 #include <nccl.h>
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -39,6 +39,17 @@ struct kiln_model {
   };
   std::vector<LaunchMaps> launch_maps;
   std::string dump_dir;  // KILN_CUDA_DUMP_DIR: the arena after each task
+  // KILN_CUDA_GRAPH=1: a run's kernel tasks captured as a CUDA graph and
+  // replayed by later runs whose buffers are where they were at its capture
+  // (the caller's bound memory included; a few placements are kept, for a
+  // loop that alternates two sets of buffers); models with host tasks or
+  // collectives launch as usual.
+  bool graphs = false;
+  struct Captured {
+    std::vector<void*> bound;  // m->bound at the capture
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::vector<Captured> graph_execs;  // the most recently used last
   // KILN_CUDA_PROFILE: a CUDA event before each task and after the last;
   // per task, the milliseconds summed over runs; written at free.
   std::string profile_path;
@@ -179,6 +190,7 @@ bool LoadImpl(kiln_model* m, std::string* error) {
   }
 
   if (const char* dump = std::getenv("KILN_CUDA_DUMP_DIR")) m->dump_dir = dump;
+  if (const char* graph = std::getenv("KILN_CUDA_GRAPH")) m->graphs = std::string(graph) == "1";
   if (const char* profile = std::getenv("KILN_CUDA_PROFILE")) {
     m->profile_path = profile;
     m->profile_events.assign(kNumTasks + 1, nullptr);
@@ -517,6 +529,51 @@ bool IssueBucket(kiln_model* m, int b, std::string* error) {
   return Ok(cudaEventRecord(m->bucket_done[b], m->links), "a bucket's event", error);
 }
 
+// The kernel tasks of a model without host tasks or collectives as one
+// CUDA graph: replayed when the buffers are where they were at a capture,
+// captured otherwise (the least recently used of kMaxGraphs dropped).
+// False with `error` set when a CUDA call fails; *done false when the run
+// is not a graph's (graphs off, or a capture refused: the run then
+// launches as usual, and graphs stay off).
+constexpr size_t kMaxGraphs = 4;
+bool RunGraph(kiln_model* m, bool* done, std::string* error) {
+  *done = false;
+  if (!m->graphs || kNumHostTasks > 0 || kNumBuckets > 0 || !m->profile_events.empty() || !m->dump_dir.empty())
+    return true;
+  auto& execs = m->graph_execs;
+  auto hit = std::find_if(execs.begin(), execs.end(), [&](const kiln_model::Captured& c) { return c.bound == m->bound; });
+  if (hit != execs.end()) {
+    std::rotate(hit, hit + 1, execs.end());
+  } else {
+    if (cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      (void)cudaGetLastError();
+      m->graphs = false;
+      return true;
+    }
+    std::vector<void*> pointers, params;
+    bool launched = true;
+    for (int ti = 0; ti < kNumTasks && launched; ++ti) launched = RunKernelTask(m, kTasks[ti], pointers, params, error);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(m->stream, &graph);
+    const bool made = launched && ended == cudaSuccess && graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    if (graph) (void)cudaGraphDestroy(graph);
+    if (!made) {
+      (void)cudaGetLastError();
+      m->graphs = false;
+      error->clear();
+      return true;
+    }
+    if (execs.size() == kMaxGraphs) {
+      (void)cudaGraphExecDestroy(execs.front().exec);
+      execs.erase(execs.begin());
+    }
+    execs.push_back({m->bound, exec});
+  }
+  *done = true;
+  return Ok(cudaGraphLaunch(execs.back().exec, m->stream), "launching the model's CUDA graph", error);
+}
+
 bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std::string* error) {
   ++m->runs;
   for (int i = 0; i < kNumInputs; ++i) {
@@ -529,9 +586,11 @@ bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std
   std::vector<void*> pointers;
   std::vector<void*> params;
   const bool profile = !m->profile_events.empty();
+  bool replayed = false;
+  if (!RunGraph(m, &replayed, error)) return false;
   for (int b = 0; b < kNumBuckets; ++b)
     if (kBuckets[b].after < 0 && !IssueBucket(m, b, error)) return false;
-  for (int ti = 0; ti < kNumTasks; ++ti) {
+  for (int ti = 0; ti < kNumTasks && !replayed; ++ti) {
     const TaskDesc& t = kTasks[ti];
     for (int b = 0; b < kNumBuckets; ++b)
       if (kBuckets[b].before == ti &&
@@ -652,6 +711,7 @@ int kiln_model_run_device(kiln_model* m, const void* const* inputs, void* const*
 
 void kiln_model_free(kiln_model* m) {
   if (!m) return;
+  for (const kiln_model::Captured& c : m->graph_execs) (void)cudaGraphExecDestroy(c.exec);
   for (cudaEvent_t e : m->profile_events)
     if (e) (void)cudaEventDestroy(e);
   if (m->host_graph && m->host_ops) m->host_ops->release(m->host_user, m->host_graph);
