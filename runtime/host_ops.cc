@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct HostGraph {
   // and their dims: what those outputs point at until the next call.
   std::vector<Tensor> sized;
   std::vector<std::vector<int64_t>> sized_dims;
+  std::deque<std::string> sized_strings;  // string results in their serialized form (a deque: they stay put)
 };
 
 void* HostLoad(void*, const char* kir, size_t kir_len, const void* blobs, size_t blobs_len, char* err,
@@ -77,6 +79,16 @@ int HostRun(void*, void* graph, int node, const kiln_host_tensor* inputs, int nu
       SetError(err, err_len, absl::StrCat("operand ", i, " has unknown dtype code ", inputs[i].dtype));
       return 1;
     }
+    if (*dtype == DType::kString) {
+      auto t = DeserializeStrings(Dims(inputs[i].dims, inputs[i].dims + inputs[i].rank), inputs[i].data,
+                                  inputs[i].bytes);
+      if (!t.ok()) {
+        SetError(err, err_len, absl::StrCat("operand ", i, ": ", t.status().message()));
+        return 1;
+      }
+      in.push_back(*std::move(t));
+      continue;
+    }
     Tensor t(*dtype, Dims(inputs[i].dims, inputs[i].dims + inputs[i].rank));
     if (t.nbytes() != inputs[i].bytes) {
       SetError(err, err_len, absl::StrCat("operand ", i, " holds ", inputs[i].bytes, " bytes, not ", t.nbytes()));
@@ -96,6 +108,7 @@ int HostRun(void*, void* graph, int node, const kiln_host_tensor* inputs, int nu
   }
   g->sized.clear();
   g->sized_dims.clear();
+  g->sized_strings.clear();
   g->sized.reserve(num_outputs);
   g->sized_dims.reserve(num_outputs);
   for (int i = 0; i < num_outputs; ++i) {
@@ -108,6 +121,12 @@ int HostRun(void*, void* graph, int node, const kiln_host_tensor* inputs, int nu
       std::vector<int64_t>& dims = g->sized_dims.emplace_back(t.dims().begin(), t.dims().end());
       outputs[i].rank = static_cast<int>(dims.size());
       outputs[i].dims = dims.data();
+      if (t.dtype() == DType::kString) {  // its elements' serialized form, kept as the tensor is
+        std::string& bytes = g->sized_strings.emplace_back(SerializeStrings(t));
+        outputs[i].data = bytes.data();
+        outputs[i].bytes = bytes.size();
+        continue;
+      }
       outputs[i].data = t.raw();
       outputs[i].bytes = t.nbytes();
       continue;
@@ -130,6 +149,36 @@ void HostRelease(void*, void* graph) { delete static_cast<HostGraph*>(graph); }
 const kiln_host_ops kReferenceHostOps = {HostLoad, HostRun, HostRelease};
 
 }  // namespace
+
+std::string SerializeStrings(const Tensor& t) {
+  std::string out;
+  const std::string* e = t.data<std::string>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint64_t n = e[i].size();
+    for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((n >> (8 * b)) & 0xff));
+    out += e[i];
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> DeserializeStrings(const Dims& dims, const void* bytes, size_t size) {
+  Tensor t(DType::kString, dims);
+  const unsigned char* p = static_cast<const unsigned char*>(bytes);
+  size_t at = 0;
+  std::string* e = t.data<std::string>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (size - at < 8) return absl::InvalidArgumentError(absl::StrCat("string element ", i, " is cut short"));
+    uint64_t n = 0;
+    for (int b = 0; b < 8; ++b) n |= static_cast<uint64_t>(p[at + b]) << (8 * b);
+    at += 8;
+    if (n > size - at) return absl::InvalidArgumentError(absl::StrCat("string element ", i, " is cut short"));
+    e[i].assign(reinterpret_cast<const char*>(p + at), static_cast<size_t>(n));
+    at += static_cast<size_t>(n);
+  }
+  if (at != size)
+    return absl::InvalidArgumentError(absl::StrCat(size - at, " bytes follow the ", t.numel(), " string elements"));
+  return t;
+}
 
 const void* ReferenceHostOps() { return &kReferenceHostOps; }
 

@@ -13,9 +13,22 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "graph/ir/tensor.h"
+
 namespace kiln::runtime {
 
 // A pointer to a kiln_host_ops whose `user` argument is ignored.
 const void* ReferenceHostOps();
+
+// A string tensor's bytes across a package's C boundary (a host task's
+// operand or result, a string output's data): each element, in order, as
+// a 64-bit little-endian byte count and its bytes.
+std::string SerializeStrings(const Tensor& t);
+// The tensor of `dims` those bytes hold; an error when they do not hold
+// exactly its elements.
+absl::StatusOr<Tensor> DeserializeStrings(const Dims& dims, const void* bytes, size_t size);
 
 }  // namespace kiln::runtime

@@ -207,18 +207,27 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor
   // A data-parallel step on R ranks: every input R times its leading dim.
   if (const int ranks = ShardRanks(inputs, inputs_, replicas_); ranks > 1) return RunRanks(inputs, ranks);
   std::vector<const void*> in;
+  // String inputs go as arrays of C strings (kiln_model.h).
+  std::vector<std::vector<const char*>> strings;
+  strings.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (t.dtype() != inputs_[i].dtype || std::vector<int64_t>(t.dims().begin(), t.dims().end()) != inputs_[i].dims)
       return absl::InvalidArgumentError(absl::StrCat(
           "input ", i, " is ", DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "]; the model expects ",
           signature(inputs_[i]), replicas_ > 1 ? " (or R times its leading dim: one shard per GPU)" : ""));
+    if (t.dtype() == DType::kString) {
+      std::vector<const char*>& e = strings.emplace_back();
+      for (int64_t j = 0; j < t.numel(); ++j) e.push_back(t.data<std::string>()[j].c_str());
+      in.push_back(e.data());
+      continue;
+    }
     in.push_back(t.raw());
   }
-  // An output sized at run time (a dim of -1) is read from the model's host
-  // memory after the run.
+  // An output sized at run time (a dim of -1), or of strings, is read from
+  // the model's host memory after the run.
   auto sized_at_run_time = [](const TensorInfo& o) {
-    return std::find(o.dims.begin(), o.dims.end(), -1) != o.dims.end();
+    return o.dtype == DType::kString || std::find(o.dims.begin(), o.dims.end(), -1) != o.dims.end();
   };
   std::vector<Tensor> out;
   std::vector<void*> out_ptrs;
@@ -240,6 +249,15 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor
     const void* data = api_->output_data ? api_->output_data(model_, static_cast<int>(i)) : nullptr;
     if (!info || info->rank < 0 || (!data && info->bytes > 0))
       return absl::InternalError(absl::StrCat("running ", dir_, ": output ", outputs_[i].name, " was not returned"));
+    if (outputs_[i].dtype == DType::kString) {
+      absl::StatusOr<Tensor> t = runtime::DeserializeStrings(Dims(info->dims, info->dims + info->rank), data,
+                                                            info->bytes);
+      if (!t.ok())
+        return absl::InternalError(absl::StrCat("running ", dir_, ": output ", outputs_[i].name, ": ",
+                                                t.status().message()));
+      out[i] = *std::move(t);
+      continue;
+    }
     Tensor t(outputs_[i].dtype, Dims(info->dims, info->dims + info->rank));
     if (t.nbytes() != info->bytes)
       return absl::InternalError(absl::StrCat("running ", dir_, ": output ", outputs_[i].name, " holds ", info->bytes,

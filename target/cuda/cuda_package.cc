@@ -299,7 +299,7 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
                      " cannot live in device memory: the cuda target needs static shapes and fixed-width dtypes"));
   };
   for (const Value* v : g.inputs())
-    if (!DeviceStorable(v))
+    if (!DeviceStorable(v) && !HostStringInput(v))
       return absl::InvalidArgumentError(
           absl::StrCat("input '", v->name(), "' (", v->type().ToString(), ")",
                        HostStorable(v) ? " has a shape known only at run time: the cuda target compiles a model's "
@@ -351,7 +351,8 @@ absl::StatusOr<CudaPackage> BuildCudaPackage(const Model& input, const Target& t
     }
     return it->second;
   };
-  for (const Value* v : g.inputs()) buffers.Add(v, PackageBuffer::Kind::kInput);
+  for (const Value* v : g.inputs())
+    if (DeviceStorable(v)) buffers.Add(v, PackageBuffer::Kind::kInput);  // a string input stays on the host
   // Step outputs NAME.next that a ScatterElements computes over its data
   // input NAME (a KV cache at its position) are that input's bytes
   // (donation): the scatter writes only its updates, and a caller that

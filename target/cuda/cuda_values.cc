@@ -9,10 +9,18 @@ bool FixedWidth(DType t) {
   return t != DType::kString && t != DType::kUndefined && DTypeSize(t) > 0 && DTypeSize(t) <= 8;
 }
 
-bool HostStorable(const Value* v) { return v->type().is_tensor() && FixedWidth(v->type().dtype()); }
+bool HostStorable(const Value* v) {
+  return v->type().is_tensor() && (FixedWidth(v->type().dtype()) || v->type().dtype() == DType::kString);
+}
+
+bool HostStringInput(const Value* v) {
+  return v->type().is_tensor() && v->type().dtype() == DType::kString && v->type().shape().ranked() &&
+         v->type().shape().is_static();
+}
 
 bool DeviceStorable(const Value* v) {
-  return HostStorable(v) && v->type().shape().ranked() && v->type().shape().is_static();
+  return v->type().is_tensor() && FixedWidth(v->type().dtype()) && v->type().shape().ranked() &&
+         v->type().shape().is_static();
 }
 
 int64_t StaticBytes(const Value* v) {

@@ -16,10 +16,14 @@ namespace kiln::target::cuda {
 
 // A dtype of fixed width the device holds (not strings, not wider than 8 bytes).
 bool FixedWidth(DType t);
-// A tensor of a fixed-width dtype, its shape known at compile time or not.
+// A tensor the host holds for the host tasks: of a fixed-width dtype or of
+// strings, its shape known at compile time or not.
 bool HostStorable(const Value* v);
 // A tensor of static shape and a fixed-width dtype.
 bool DeviceStorable(const Value* v);
+// A string tensor of static shape: a model input the caller gives as C
+// strings, kept on the host (kiln_model.h).
+bool HostStringInput(const Value* v);
 // The bytes of a device-storable value.
 int64_t StaticBytes(const Value* v);
 // The dims of a ranked value, -1 for those known only at run time.

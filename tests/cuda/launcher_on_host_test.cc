@@ -222,6 +222,53 @@ TEST(CudaLauncherOnHost, GraphsReplayedPerPlacementOfTheBuffers) {
   std::filesystem::remove_all(dir);
 }
 
+// Strings live on the host: a string input is given as C strings, host
+// tasks read and make string tensors, and a string output comes back in
+// its serialized form (each element's byte count, then its bytes), equal
+// to the reference executor's.
+TEST(CudaLauncherOnHost, StringsInAndOutThroughTheHost) {
+  if (!std::filesystem::exists("/usr/local/cuda/include/cuda_runtime_api.h")) GTEST_SKIP() << "no CUDA headers";
+  const std::string kir = R"(graph @main(%x: str[4]) {
+  %u = StringNormalizer(%x) {case_change_action = "UPPER"}
+  %f = Cast(%x) {to = 1}
+  return %u, %f, %x
+})";
+  std::string dir, error;
+  Launcher l = BuildOnHost(kir, "launcher_strings", &dir, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  char err[512] = "";
+  void* model = l.load(dir.c_str(), err, sizeof err);
+  ASSERT_NE(model, nullptr) << err;
+  l.set_host_ops(model, static_cast<const kiln_host_ops*>(runtime::ReferenceHostOps()), nullptr);
+  const char* x[] = {"1.5", "2", "-3", "1e2"};
+  Tensor f(DType::kF32, {4});
+  const void* ins[] = {x};
+  void* outs[] = {nullptr, f.raw(), nullptr};
+  ASSERT_EQ(l.run(model, ins, outs, err, sizeof err), 0) << err;
+  const kiln_tensor_info* info = l.output(model, 0);
+  ASSERT_EQ(info->rank, 1);
+  auto u = runtime::DeserializeStrings(Dims(info->dims, info->dims + 1), l.output_data(model, 0), info->bytes);
+  ASSERT_TRUE(u.ok()) << u.status();
+  Tensor xt(DType::kString, {4});
+  for (int i = 0; i < 4; ++i) xt.data<std::string>()[i] = x[i];
+  auto parsed = ParseKir(kir);
+  ASSERT_TRUE(parsed.ok());
+  Executor exec;
+  auto want = exec.Run(*parsed->graph, {xt});
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_TRUE(u->Equals((*want)[0]));
+  EXPECT_TRUE(f.Equals((*want)[1]));
+  EXPECT_EQ(u->data<std::string>()[3], "1E2");
+  // The input returned as it came.
+  const kiln_tensor_info* same = l.output(model, 2);
+  auto back = runtime::DeserializeStrings(Dims(same->dims, same->dims + same->rank), l.output_data(model, 2),
+                                          same->bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->Equals(xt));
+  l.free(model);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CudaLauncherOnHost, CollectivesInBucketsOverRanks) {
   if (!std::filesystem::exists("/usr/local/cuda/include/nccl.h")) GTEST_SKIP() << "no NCCL header";
   // A mean over the ranks between two host tasks: the bucket goes after

@@ -18,7 +18,11 @@
  * shape depends on the data (detections after NMS, NonZero's indices) is
  * not written through outputs[i], which may be NULL: after a run,
  * kiln_model_output gives its dims and bytes and kiln_model_output_data
- * its bytes in host memory. A model runs on the
+ * its bytes in host memory. Strings (KILN_STRING) live on the host: a
+ * string input is given as an array of its elements' NUL-terminated C
+ * strings (const char* const*, host memory), and a string output is
+ * returned as one sized at run time, its data each element's 64-bit
+ * little-endian byte count followed by its bytes. A model runs on the
  * device current when it was loaded, on a stream of its own; a run returns
  * when its outputs are written. One model must not run on two threads at
  * once.
@@ -48,7 +52,7 @@ typedef struct kiln_model kiln_model;
 /* Element types: the codes of ONNX's TensorProto.DataType. */
 enum {
   KILN_F32 = 1, KILN_U8 = 2, KILN_I8 = 3, KILN_U16 = 4, KILN_I16 = 5, KILN_I32 = 6, KILN_I64 = 7,
-  KILN_BOOL = 9, KILN_F16 = 10, KILN_F64 = 11, KILN_U32 = 12, KILN_U64 = 13, KILN_BF16 = 16
+  KILN_STRING = 8, KILN_BOOL = 9, KILN_F16 = 10, KILN_F64 = 11, KILN_U32 = 12, KILN_U64 = 13, KILN_BF16 = 16
 };
 
 typedef struct kiln_tensor_info {

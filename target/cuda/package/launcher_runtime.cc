@@ -371,7 +371,7 @@ bool RunHostTask(kiln_model* m, const TaskDesc& t, std::string* error) {
       size_t elements = 1;
       for (int j = 0; j < h.rank && h.dims; ++j) elements *= static_cast<size_t>(h.dims[j] < 0 ? 0 : h.dims[j]);
       if (h.rank < 0 || (h.rank > 0 && !h.dims) || (h.bytes > 0 && !h.data) ||
-          h.bytes != elements * ElementBytes(d.dtype)) {
+          (d.dtype != KILN_STRING && h.bytes != elements * ElementBytes(d.dtype))) {
         *error = std::string("host task ") + t.node + " did not size " + d.name +
                  " (the host-op provider must size outputs whose rank it is given as -1)";
         return false;
@@ -574,10 +574,33 @@ bool RunGraph(kiln_model* m, bool* done, std::string* error) {
   return Ok(cudaGraphLaunch(execs.back().exec, m->stream), "launching the model's CUDA graph", error);
 }
 
+// A string input, given as C strings, in the host tasks' form: each
+// element a 64-bit little-endian byte count and its bytes.
+void TakeStrings(kiln_model* m, int v, const void* input) {
+  const ValueDesc& d = kValues[v];
+  int64_t elements = 1;
+  for (int j = 0; j < d.rank; ++j) elements *= kDims[d.first_dim + j];
+  const char* const* e = static_cast<const char* const*>(input);
+  std::vector<unsigned char>& data = m->host_data[v];
+  data.clear();
+  for (int64_t i = 0; i < elements; ++i) {
+    const char* s = e && e[i] ? e[i] : "";
+    const uint64_t n = std::strlen(s);
+    for (int b = 0; b < 8; ++b) data.push_back(static_cast<unsigned char>((n >> (8 * b)) & 0xff));
+    data.insert(data.end(), s, s + n);
+  }
+  m->host_dims[v].assign(kDims + d.first_dim, kDims + d.first_dim + d.rank);
+  m->host_run[v] = m->runs;
+}
+
 bool RunImpl(kiln_model* m, const void* const* inputs, void* const* outputs, std::string* error) {
   ++m->runs;
   for (int i = 0; i < kNumInputs; ++i) {
     const ValueDesc& d = kValues[kInputs[i]];
+    if (d.flags & KILN_ON_HOST) {  // strings
+      TakeStrings(m, kInputs[i], inputs[i]);
+      continue;
+    }
     if (m->bound[kBuffers[d.buffer].root]) continue;
     if (d.bytes > 0 && !Ok(cudaMemcpyAsync(BufferPtr(m, d.buffer), inputs[i], d.bytes, cudaMemcpyDefault, m->stream),
                            std::string("input ") + d.name, error))
@@ -692,6 +715,7 @@ int kiln_model_run_device(kiln_model* m, const void* const* inputs, void* const*
   // (an output that is a view, a constant or an input) are copied.
   for (int i = 0; i < kNumInputs; ++i) {
     int b = kValues[kInputs[i]].buffer;
+    if (b < 0) continue;  // strings, kept on the host
     if (kBuffers[b].kind == KILN_INPUT && kBuffers[b].root == b) m->bound[b] = const_cast<void*>(inputs[i]);
   }
   for (int i = 0; i < kNumOutputs; ++i) {
