@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/passes/rewrite_helpers.h"
+#include "target/cuda/cuda_resize_pieces.h"
 
 namespace kiln::target::cuda {
 namespace {
@@ -37,10 +38,11 @@ uint64_t StableHash(const std::string& bytes) {
 
 bool IsCopyOp(const Node& n) {
   // Views (kViewOps) are no copy on the GPU.
-  return (HasCopyPieces(n) && !IsOneOf(n, kViewOps)) || IsScatterCopy(n);
+  return (HasCopyPieces(n) && !IsOneOf(n, kViewOps)) || IsScatterCopy(n) || (IsResizeCopy(n) && ResizePiecesOf(n).ok());
 }
 
 absl::StatusOr<std::vector<CopyPiece>> DevicePiecesOf(const Node& n) {
+  if (IsResizeCopy(n)) return ResizePiecesOf(n);
   return IsScatterCopy(n) ? ScatterPiecesOf(n) : CopyPiecesOf(n);
 }
 

@@ -94,6 +94,47 @@ TEST(CudaCopyKernel, DataMovementMatchesTheReference) {
   }
 }
 
+// A nearest-neighbour Resize with constant scales or sizes is one copy
+// piece through a table of source pixels the reference kernel itself finds
+// (every coordinate mode and rounding rule its own); a linear one computes,
+// and stays on the host.
+TEST(CudaCopyKernel, NearestResizeIsOneTableCopy) {
+  const Tensor x = Random(DType::kF32, {2, 3, 5, 4}, 2);
+  struct Case {
+    const char* name;
+    const char* body;
+    bool device;
+  };
+  const Case cases[] = {
+      {"upsample_scales", R"(%sc = const f32[4] dense [1, 1, 2, 1.5]
+  %y = Resize(%x, %roi, %sc) {mode = "nearest"})", true},
+      {"downsample_scales", R"(%sc = const f32[4] dense [1, 1, 0.6, 0.5]
+  %y = Resize(%x, %roi, %sc) {mode = "nearest"})", true},
+      {"sizes_asymmetric_ceil", R"(%no = const f32[0] dense []
+  %sz = const i64[4] dense [2, 3, 7, 9]
+  %y = Resize(%x, %roi, %no, %sz) {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "round_prefer_ceil"})", true},
+      {"align_corners_floor", R"(%sc = const f32[4] dense [1, 1, 1.7, 2.2]
+  %y = Resize(%x, %roi, %sc) {mode = "nearest", coordinate_transformation_mode = "align_corners", nearest_mode = "floor"})", true},
+      {"linear", R"(%sc = const f32[4] dense [1, 1, 2, 2]
+  %y = Resize(%x, %roi, %sc) {mode = "linear"})", false},
+      {"channels_resized", R"(%sc = const f32[4] dense [1, 2, 1, 1]
+  %y = Resize(%x, %roi, %sc) {mode = "nearest"})", false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    CudaPackage p = ExpectEmulationMatches(
+        absl::StrCat("graph @main(%x: f32[2,3,5,4]) {\n  %roi = const f32[0] dense []\n  ", c.body,
+                     "\n  return %y\n}"),
+        {x});
+    EXPECT_EQ(CountEngine(p, "simt"), c.device ? 1 : 0) << p.Explain();
+    EXPECT_EQ(CountEngine(p, "host"), c.device ? 0 : 1) << p.Explain();
+    if (c.device) {
+      ASSERT_EQ(p.kernels.size(), 1u);
+      EXPECT_TRUE(absl::StrContains(p.kernels[0].source, "table")) << p.kernels[0].source;
+    }
+  }
+}
+
 TEST(CudaCopyKernel, GatherWithIndicesOnTheDevice) {
   for (const char* idt : {"i64", "i32"}) {
     SCOPED_TRACE(idt);
