@@ -16,7 +16,9 @@
 #              replayed as a CUDA graph
 #   gemm       the GEMM sweep against cuBLAS
 #   resnet     ResNet-50 at fp32 and fp16 against PyTorch eager and
-#              torch.compile (COMPILE_MODE, default max-autotune)
+#              torch.compile (COMPILE_MODE, default max-autotune, whose
+#              autotuning alone took over 200 s on an H200: give it
+#              LIMIT_resnet=900, or COMPILE_MODE=default for a quick run)
 #
 # Environment: KILN (the kiln binary; default build/tools/kiln/kiln), MODELS
 # (scripts/export_models.py's exports; default build/models), TRAINING
