@@ -97,6 +97,10 @@ class Decoder(nn.Module):
 DECODERS = {
     # Small enough for the test suite on the simulator.
     "tiny_decoder": (256, 64, 2, 2, 32, 1, 8, 8),
+    # Heads of 64 over a cache of four 64-key tiles: the decode attention
+    # kernel, whose live tiles a timing-only run must find as a functional
+    # one does.
+    "tiny_cache_decoder": (256, 128, 2, 1, 256, 1, 8, 4),
     # GPT-2 small's shape.
     "gpt2_small_decoder": (50257, 768, 12, 12, 1024, 1, 64, 32),
 }
