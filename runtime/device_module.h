@@ -1,11 +1,12 @@
 //===- device_module.h - The device part of a .kiln artifact ----*- C++ -*-===//
 //
 // A .kiln artifact holds its graph (which the reference executor runs, and
-// which serves AICPU and host tasks) and, for a device target, a module of
-// that target's own: programs, buffers, tasks. The target that compiled
-// the artifact loads the module into a DeviceModule (LoadedModel's loader);
-// the runtime runs it and asks it for what its runs give (target/api's run
-// features and reports) without knowing which target it is.
+// which serves the tasks its fallback engine and the host run) and, for a
+// device target, a module of that target's own: programs, buffers, tasks.
+// The target that compiled the artifact loads the module into a
+// DeviceModule (LoadedModel's loader); the runtime runs it and asks it for
+// what its runs give (target/api's run features and reports) without
+// knowing which target it is.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -64,7 +64,7 @@ class LoadedModel {
 
   std::string path_;
   artifact::Artifact artifact_;
-  Model model_;  // the graph part (reference target, host/AICPU work)
+  Model model_;  // the graph part (the reference executor's; a device's fallback-engine and host work)
   std::unique_ptr<DeviceModule> module_;
   std::vector<std::unique_ptr<LoadedModel>> gears_;
   size_t current_gear_ = 0;

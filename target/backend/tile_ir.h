@@ -48,7 +48,7 @@
 //
 // Inside a group loop, a statement that uses no group variable is done
 // once for the compute unit by all its groups together (a cooperative copy
-// of a stage tile on a GPU); one that uses them is done by each group for
+// of a stage tile); one that uses them is done by each group for
 // its own share.
 //
 // The text form (Print / Parse round-trip exact):

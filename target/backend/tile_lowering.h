@@ -77,16 +77,16 @@ using TileTuning = TilingFigures;
 // The figures of a target the cost model uses, from its TargetDescription.
 struct TileCostFigures : TileTuning {
   TileTarget target;               // scope capacities and MMA shapes (for Verify)
-  int compute_units = 1;           // AI cores, SMs
+  int compute_units = 1;           // the units blocks run on, each with its matrix and vector engines
   double clock_ghz = 1;
   double global_bytes_per_cycle = 1200;   // chip-wide, shared by the units
   double stage_bytes_per_cycle = 256;     // global -> stage, per unit
   double operand_bytes_per_cycle = 512;   // stage -> operand, per unit
   double vector_bytes_per_cycle = 256;    // per unit
-  // MACs per cycle per unit by matrix input dtype (f16, bf16, f32 (tf32 on a GPU), i8).
+  // MACs per cycle per unit by matrix input dtype (f16, bf16, f32 (at the rate the unit takes it), i8).
   std::vector<std::pair<DType, double>> macs_per_cycle;
   // A chip-wide cache in front of global memory (a memory level with no
-  // scope: a GPU's L2); 0: none. Blocks of one wave that read the same
+  // scope); 0: none. Blocks of one wave that read the same
   // tiles then fetch them from global memory once.
   int64_t cache_bytes = 0;
   double cache_bytes_per_cycle = 0;  // per unit

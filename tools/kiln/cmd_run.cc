@@ -313,17 +313,18 @@ flags:
                        gzip-compressed when FILE ends in .gz
   --trace-window=START:END  * trace only these cycles (END left out: to the end)
   --trace-kernels=REGEX  * trace only the kernels whose name matches (the HBM,
-                       stream and AICPU tracks over their span)
-  --report             * per-task cycles, cube utilization and bound, totals,
-                       and the roofline table (work, HBM bytes, work per byte and
-                       per cycle, the roof at that intensity, % of it, the limit)
+                       stream and fallback-engine tracks over their span)
+  --report             * per-task cycles, matrix-unit utilization and bound,
+                       totals, and the roofline table (work, HBM bytes, work per
+                       byte and per cycle, the roof at that intensity, % of it,
+                       the limit)
   --report-csv=FILE    * the per-kernel, per-pipe report as CSV
   --report-tasks=FILE  * the tasks of the first batch as CSV, one per row (task,
-                       engine, cycles, estimate, cube utilization, cores, bound,
-                       HBM bytes read and written), then the run's total: what
-                       `kiln diff` compares
+                       engine, cycles, estimate, matrix-unit utilization, cores,
+                       bound, HBM bytes read and written), then the run's total:
+                       what `kiln diff` compares
   --roofline=FILE      * the roofline of the first batch, FILE.svg (a log-log
-                       chart: HBM slope, cube and vector roofs, a circle per
+                       chart: HBM slope, matrix and vector roofs, a circle per
                        kernel) or FILE.csv (the table)
   --batches=N          * stream N batches (inputs of batch i+1 cross PCIe
                        while batch i computes); the report gives the throughput
