@@ -6,7 +6,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/text_format.h"
@@ -486,9 +485,8 @@ void MarkComputedInTimingOnlyRuns(artifact::NpusimModule& module, const Graph& g
                                   const absl::flat_hash_map<const Value*, int>& producer_task,
                                   const std::vector<std::pair<int, std::vector<int>>>& steering) {
   if (steering.empty()) return;
-  absl::flat_hash_map<std::string, const Value*> fed;  // input name -> the step output that feeds it
-  for (const Value* out : g.outputs())
-    if (absl::EndsWith(out->name(), ".next")) fed[out->name().substr(0, out->name().size() - 5)] = out;
+  absl::flat_hash_map<const Value*, const Value*> fed;  // input NAME -> the step output NAME.next
+  for (const auto& [input, output] : runtime::StepFeedValues(g)) fed[input] = output;
   std::vector<const Value*> work;
   absl::flat_hash_set<const Value*> seen_values;
   absl::flat_hash_set<int> marked;
@@ -512,7 +510,7 @@ void MarkComputedInTimingOnlyRuns(artifact::NpusimModule& module, const Graph& g
     if (!v || !seen_values.insert(v).second) continue;
     auto it = producer_task.find(v);
     if (it == producer_task.end()) {
-      if (auto f = fed.find(v->name()); v->is_input() && f != fed.end()) work.push_back(f->second);
+      if (auto f = fed.find(v); f != fed.end()) work.push_back(f->second);
       continue;
     }
     const int t = it->second;
