@@ -38,7 +38,7 @@ uint64_t StableHash(const std::string& bytes) {
 
 bool IsCopyOp(const Node& n) {
   // Views (kViewOps) are no copy on the GPU.
-  return (HasCopyPieces(n) && !IsOneOf(n, kViewOps)) || IsScatterCopy(n) || (IsResizeCopy(n) && ResizePiecesOf(n).ok());
+  return (HasCopyPieces(n) && !IsOneOf(n, kViewOps)) || IsScatterCopy(n) || (IsResizeCopy(n) && ResizeCopyBlocker(n).empty());
 }
 
 absl::StatusOr<std::vector<CopyPiece>> DevicePiecesOf(const Node& n) {

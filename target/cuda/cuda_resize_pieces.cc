@@ -8,30 +8,38 @@ namespace kiln::target::cuda {
 
 bool IsResizeCopy(const Node& n) { return n.domain().empty() && n.op() == "Resize"; }
 
-absl::StatusOr<std::vector<CopyPiece>> ResizePiecesOf(const Node& n) {
-  auto refuse = [](const std::string& why) { return absl::UnimplementedError(absl::StrCat("Resize: ", why)); };
-  if (!IsResizeCopy(n)) return refuse("not a Resize");
-  if (n.GetString("mode", "nearest") != "nearest") return refuse("only mode nearest moves elements without arithmetic");
+std::string ResizeCopyBlocker(const Node& n) {
+  if (!IsResizeCopy(n)) return "not a Resize";
+  if (n.GetString("mode", "nearest") != "nearest") return "only mode nearest moves elements without arithmetic";
   if (n.GetString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize")
-    return refuse("a crop reads an extrapolation value");
+    return "a crop reads an extrapolation value";
   const Value* x = n.input(0);
   const Value* y = n.output(0);
   if (!x || !y || !x->type().is_tensor() || !y->type().is_tensor() || !x->type().shape().is_static() ||
       !y->type().shape().is_static())
-    return refuse("shapes known only at run time");
+    return "shapes known only at run time";
   for (int i = 1; i < n.num_inputs(); ++i)
-    if (n.input(i) && !n.input(i)->is_constant()) return refuse("scales or sizes computed at run time");
+    if (n.input(i) && !n.input(i)->is_constant()) return "scales or sizes computed at run time";
   const std::vector<int64_t> in = x->type().shape().StaticDims(), out = y->type().shape().StaticDims();
   const int r = static_cast<int>(in.size());
-  if (r < 2 || static_cast<int>(out.size()) != r) return refuse("not an image of two or more dimensions");
+  if (r < 2 || static_cast<int>(out.size()) != r) return "not an image of two or more dimensions";
+  for (int d = 0; d + 2 < r; ++d)
+    if (in[d] != out[d]) return "a leading dimension is resized";
+  const int64_t plane_out = out[r - 2] * out[r - 1];
+  if (plane_out > kMaxResizeTable) return absl::StrCat(plane_out, " output pixels a plane: too large a table");
+  if (in[r - 2] * in[r - 1] >= (int64_t{1} << 24)) return "planes too large to index in f32";
+  return "";
+}
+
+absl::StatusOr<std::vector<CopyPiece>> ResizePiecesOf(const Node& n) {
+  auto refuse = [](const std::string& why) { return absl::UnimplementedError(absl::StrCat("Resize: ", why)); };
+  if (std::string why = ResizeCopyBlocker(n); !why.empty()) return refuse(why);
+  const Value* x = n.input(0);
+  const std::vector<int64_t> in = x->type().shape().StaticDims(), out = n.output(0)->type().shape().StaticDims();
+  const int r = static_cast<int>(in.size());
   int64_t planes = 1;
-  for (int d = 0; d + 2 < r; ++d) {
-    if (in[d] != out[d]) return refuse("a leading dimension is resized");
-    planes *= in[d];
-  }
+  for (int d = 0; d + 2 < r; ++d) planes *= in[d];
   const int64_t plane_in = in[r - 2] * in[r - 1], plane_out = out[r - 2] * out[r - 1];
-  if (plane_out > kMaxResizeTable) return refuse(absl::StrCat(plane_out, " output pixels a plane: too large a table"));
-  if (plane_in >= (int64_t{1} << 24)) return refuse("planes too large to index in f32");
   // The reference kernel on an image whose every element is its offset in
   // its plane: its output says where each output pixel comes from.
   Tensor image(DType::kF32, in);

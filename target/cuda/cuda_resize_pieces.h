@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,9 @@ namespace kiln::target::cuda {
 constexpr int64_t kMaxResizeTable = 65536;
 
 bool IsResizeCopy(const Node& node);  // a Resize the GPU may run as a copy
+// Why `node`'s form rules out a copy piece ("" when it does not): read
+// from its attributes and shapes alone, without running the reference.
+std::string ResizeCopyBlocker(const Node& node);
 // Its piece, or why it has none (then it runs on the host).
 absl::StatusOr<std::vector<CopyPiece>> ResizePiecesOf(const Node& node);
 
