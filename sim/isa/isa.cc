@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
+
 #include "graph/support/checked_math.h"
 
 namespace kiln::sim {
@@ -30,7 +32,7 @@ const char* DTypeName(DType t) {
   return "?";
 }
 
-bool ParseDType(const std::string& s, DType* t) {
+bool ParseDType(absl::string_view s, DType* t) {
   for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kS32, DType::kS8})
     if (s == DTypeName(d)) {
       *t = d;
@@ -59,7 +61,7 @@ const char* PipeName(Pipe p) {
 
 const char* PipeTraceName(Pipe p) { return p == Pipe::kCube ? "Cube" : PipeName(p); }
 
-bool ParsePipe(const std::string& s, Pipe* p) {
+bool ParsePipe(absl::string_view s, Pipe* p) {
   for (int i = 0; i <= kNumPipes; ++i)
     if (s == PipeName(static_cast<Pipe>(i))) {
       *p = static_cast<Pipe>(i);
@@ -171,13 +173,17 @@ const std::vector<OpInfo>& Ops() {
 
 const OpInfo& Info(Op op) { return Ops()[static_cast<size_t>(op)]; }
 
-bool FindOp(const std::string& name, Op* op) {
-  for (const OpInfo& i : Ops())
-    if (name == i.name) {
-      *op = i.op;
-      return true;
-    }
-  return false;
+bool FindOp(absl::string_view name, Op* op) {
+  // By name, built once (the assembler looks up every instruction's).
+  static const auto* by_name = [] {
+    auto* m = new absl::flat_hash_map<absl::string_view, Op>;
+    for (const OpInfo& i : Ops()) m->emplace(i.name, i.op);
+    return m;
+  }();
+  auto it = by_name->find(name);
+  if (it == by_name->end()) return false;
+  *op = it->second;
+  return true;
 }
 
 bool IsSpecialFunction(Op op) {
@@ -203,7 +209,7 @@ Pipe ExecPipe(const Inst& in) {
 }
 
 int ElementsPerRepeat(const Inst& in) {
-  if (in.op == Op::kVtranspose) return kTransposeElements;
+  if (in.op == Op::kVtranspose) return DTypeSize(in.dtype) == 4 ? kTransposeElements32 : kTransposeElements;
   int size = std::max(DTypeSize(in.dtype), DTypeSize(in.dtype2));
   return size ? kRepeatBytes / size : 0;
 }
@@ -227,7 +233,8 @@ void FillAutoAttrs(Inst& in) {
         int epr = ElementsPerRepeat(in);
         int dst_blocks = epr * DTypeSize(in.dtype) / kBlockBytes;
         int src_blocks = epr * DTypeSize(in.dtype2 == DType::kNone ? in.dtype : in.dtype2) / kBlockBytes;
-        if (in.op == Op::kVtranspose) dst_blocks = src_blocks = 16;  // one 16x16 matrix of 2-byte elements
+        // One matrix: 16 rows of 2-byte elements, or 8 of 4-byte ones, a block each.
+        if (in.op == Op::kVtranspose) dst_blocks = src_blocks = DTypeSize(in.dtype) == 4 ? 8 : 16;
         set(attr::kMask, epr);
         set(attr::kDstRep, dst_blocks);
         set(attr::kSrc0Rep, src_blocks);

@@ -23,12 +23,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace kiln::sim {
 
 enum class DType : uint8_t { kNone, kF32, kF16, kBF16, kS32, kS8 };
 int DTypeSize(DType t);            // bytes; 0 for kNone
 const char* DTypeName(DType t);    // "f32", "f16", "bf16", "s32", "s8"
-bool ParseDType(const std::string& s, DType* t);
+bool ParseDType(absl::string_view s, DType* t);
 inline bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 // Memory spaces. GM is the device's global memory (HBM), reached through a
@@ -42,12 +44,13 @@ enum class Pipe : uint8_t { kScalar, kMte1, kMte2, kMte3, kCube, kVector, kFixp,
 constexpr int kNumPipes = 7;
 const char* PipeName(Pipe p);       // "SCALAR", "MTE1", ..., "CUBE", "VECTOR", "FIXP", "ALL"
 const char* PipeTraceName(Pipe p);  // the trace track name: "Cube" for the cube, else PipeName
-bool ParsePipe(const std::string& s, Pipe* p);
+bool ParsePipe(absl::string_view s, Pipe* p);
 
 constexpr int kFractalBytes = 512;   // one L0A/L0B fractal: 16 rows of 32 bytes
 constexpr int kBlockBytes = 32;      // the vector unit's block and the UB/L1 alignment
 constexpr int kRepeatBytes = 256;    // one vector repeat: 8 blocks (the machine sets its cycles)
 constexpr int kTransposeElements = 256;  // one vtranspose repeat: a 16x16 matrix of 2-byte elements
+constexpr int kTransposeElements32 = 64;  // one vtranspose.f32 repeat: an 8x8 matrix of 4-byte elements
 constexpr int kNumEvents = 16;       // event ids of set_flag / wait_flag per pipe pair
 constexpr int kMaxAttrs = 18;
 
@@ -135,7 +138,7 @@ struct OpInfo {
 
 const OpInfo& Info(Op op);
 const std::vector<OpInfo>& Ops();
-bool FindOp(const std::string& name, Op* op);
+bool FindOp(absl::string_view name, Op* op);
 // The vector unit's special functions (exp, ln, sqrt, rsqrt, reciprocal,
 // tanh, sigmoid, erf, division): slower per repeat than plain arithmetic
 // (docs/npu.md, "Timing").
@@ -181,7 +184,8 @@ struct Inst {
 Pipe ExecPipe(const Inst& in);
 
 // Vector elements per repeat (256 bytes / element size; for vconv the count
-// set by the wider of its two dtypes; for vtranspose 256, a 16x16 matrix).
+// set by the wider of its two dtypes; for vtranspose 256, a 16x16 matrix of
+// 2-byte elements, or 64, an 8x8 matrix of 4-byte ones).
 int ElementsPerRepeat(const Inst& in);
 
 // Fills attributes left at their "auto" default from the others (burst

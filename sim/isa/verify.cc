@@ -113,10 +113,12 @@ int Accesses(const Inst& in, const std::array<int64_t, 4>& addr, std::array<Acce
             add(0, repeat * es, true);
             add(1, VecSpan(in, es, a[attr::kSrc0Blk], a[attr::kSrc0Rep]), false);
             break;
-          case Op::kVtranspose:
-            add(0, ((repeat - 1) * a[attr::kDstRep] + 15 * a[attr::kDstBlk] + 1) * kBlockBytes, true);
-            add(1, ((repeat - 1) * a[attr::kSrc0Rep] + 15 * a[attr::kSrc0Blk] + 1) * kBlockBytes, false);
+          case Op::kVtranspose: {
+            const int64_t last = es == 4 ? 7 : 15;  // the matrix's last row
+            add(0, ((repeat - 1) * a[attr::kDstRep] + last * a[attr::kDstBlk] + 1) * kBlockBytes, true);
+            add(1, ((repeat - 1) * a[attr::kSrc0Rep] + last * a[attr::kSrc0Blk] + 1) * kBlockBytes, false);
             break;
+          }
           case Op::kVbrcb:
             add(0, (repeat - 1) * a[attr::kDstRep] * kBlockBytes + 7 * a[attr::kDstBlk] * kBlockBytes + kBlockBytes,
                 true);
@@ -241,7 +243,7 @@ absl::Status CheckOp(const Program& p, size_t i) {
       break;
     case Op::kImg2Col:
       KILN_RETURN_IF_ERROR(CheckSpaces(p, i, {Space::kL0A, Space::kL1}));
-      KILN_RETURN_IF_ERROR(CheckDType(p, i, {D::kF16, D::kBF16}));
+      KILN_RETURN_IF_ERROR(CheckDType(p, i, {D::kF16, D::kBF16, D::kF32}));
       KILN_RETURN_IF_ERROR(positive({attr::kIcH, attr::kIcW, attr::kIcC1, attr::kIcKh, attr::kIcKw, attr::kIcStrideH,
                                      attr::kIcStrideW, attr::kIcDilH, attr::kIcDilW, attr::kIcM, attr::kIcK}));
       if (w(attr::kIcKStart) + w(attr::kIcK) > w(attr::kIcC1) * w(attr::kIcKh) * w(attr::kIcKw))
@@ -310,9 +312,10 @@ absl::Status CheckOp(const Program& p, size_t i) {
         break;
       }
       case Op::kVtranspose:
-        KILN_RETURN_IF_ERROR(CheckDType(p, i, {D::kF16, D::kBF16}));
-        if (a[attr::kMask] != kTransposeElements)
-          return Rule(p, i, "vtranspose moves whole 16x16 matrices: mask must be ", kTransposeElements);
+        KILN_RETURN_IF_ERROR(CheckDType(p, i, {D::kF16, D::kBF16, D::kF32}));
+        if (a[attr::kMask] != ElementsPerRepeat(in))
+          return Rule(p, i, "vtranspose moves whole ", in.dtype == D::kF32 ? "8x8" : "16x16", " matrices: mask must be ",
+                      ElementsPerRepeat(in));
         break;
       case Op::kVcmp:
         KILN_RETURN_IF_ERROR(at_most(attr::kVecExtra, 5));

@@ -491,7 +491,21 @@ void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContex
     case Op::kVtranspose: {
       // Source row i is one block at (r*src0_rep + i*src0_blk) blocks; it
       // becomes column i of the destination, whose row j is at
-      // (r*dst_rep + j*dst_blk) blocks. Each matrix is read whole first.
+      // (r*dst_rep + j*dst_blk) blocks. Each matrix is read whole first:
+      // 16x16 of 2-byte elements, or 8x8 of 4-byte ones.
+      if (es == 4) {
+        for (int64_t r = 0; r < a[attr::kRepeat]; ++r) {
+          uint32_t m[8][8];
+          for (int i = 0; i < 8; ++i)
+            std::memcpy(m[i], s0 + (r * a[attr::kSrc0Rep] + i * a[attr::kSrc0Blk]) * kBlockBytes, kBlockBytes);
+          for (int j = 0; j < 8; ++j) {
+            uint32_t row[8];
+            for (int i = 0; i < 8; ++i) row[i] = m[i][j];
+            std::memcpy(d + (r * a[attr::kDstRep] + j * a[attr::kDstBlk]) * kBlockBytes, row, kBlockBytes);
+          }
+        }
+        return;
+      }
       for (int64_t r = 0; r < a[attr::kRepeat]; ++r) {
         uint16_t m[16][16];
         for (int i = 0; i < 16; ++i)
@@ -681,8 +695,8 @@ Cost InstCost(const Inst& in, const Machine& m) {
     }
     default:
       if (Info(in.op).pipe == Pipe::kVector) {
-        if (in.op == Op::kVtranspose)  // 512 bytes a repeat
-          c.busy = a[attr::kRepeat] * 2 * VectorCyclesPerRepeat(m, in.op, DTypeSize(in.dtype));
+        if (in.op == Op::kVtranspose)  // 512 bytes a repeat (256 for an 8x8 matrix of 4-byte elements)
+          c.busy = a[attr::kRepeat] * (DTypeSize(in.dtype) == 4 ? 1 : 2) * VectorCyclesPerRepeat(m, in.op, DTypeSize(in.dtype));
         else
           c.busy = VectorInstructionCycles(m, in.op, DTypeSize(in.dtype), a[attr::kRepeat]);
         c.elements = a[attr::kRepeat] * a[attr::kMask];  // the active elements of each repeat

@@ -124,8 +124,11 @@ TEST(AsmTest, RulesNameInstructionAndRule) {
   EXPECT_EQ(AsmError("  vconv.f16.s32 UB[0], UB[256]\n"),
             "t.kasm: instruction 0 (vconv.f16.s32 UB[0], UB[256]): vconv converts f32 to and from f16, bf16 and s32, "
             "not s32 to f16");
-  EXPECT_EQ(AsmError("  vtranspose.f32 UB[0], UB[512]\n"),
-            "t.kasm: instruction 0 (vtranspose.f32 UB[0], UB[512]): vtranspose takes dtype f16, bf16, not f32");
+  EXPECT_EQ(AsmError("  vtranspose.s32 UB[0], UB[512]\n"),
+            "t.kasm: instruction 0 (vtranspose.s32 UB[0], UB[512]): vtranspose takes dtype f16, bf16, f32, not s32");
+  EXPECT_EQ(AsmError("  vtranspose.f32 UB[0], UB[512], mask=256\n"),
+            "t.kasm: instruction 0 (vtranspose.f32 UB[0], UB[512], mask=256): vtranspose moves whole 8x8 "
+            "matrices: mask must be 64");
   EXPECT_EQ(AsmError("  vtranspose.f16 UB[0], UB[512], mask=128\n"),
             "t.kasm: instruction 0 (vtranspose.f16 UB[0], UB[512], mask=128): vtranspose moves whole 16x16 "
             "matrices: mask must be 256");

@@ -229,6 +229,85 @@ TEST(FunctionalTest, VtransposeConvertsChannelRowsToPixelBlocksAndBack) {
     }
 }
 
+// vtranspose.f32 turns 8 channel rows of 24 pixels into the [pixel][8
+// channels] blocks of C1HWC0 for 4-byte elements and back: three 8x8
+// matrices, source rows 3 blocks apart.
+TEST(FunctionalTest, VtransposeF32ConvertsChannelRowsToPixelBlocksAndBack) {
+  auto l = Load(R"(.program t
+.arg x f32[8,24] init=random(5)
+.arg y f32[24,8]
+.arg z f32[8,24]
+  copy_gm_ub UB[0], x[0], len=768
+  set_flag MTE2, VECTOR, 0
+  wait_flag MTE2, VECTOR, 0
+  vtranspose.f32 UB[1024], UB[0], repeat=3, src0_blk_stride=3, src0_rep_stride=1
+  vtranspose.f32 UB[2048], UB[1024], repeat=3, dst_blk_stride=3, dst_rep_stride=1
+  set_flag VECTOR, MTE3, 0
+  wait_flag VECTOR, MTE3, 0
+  copy_ub_gm y[0], UB[1024], len=768
+  copy_ub_gm z[0], UB[2048], len=768
+)");
+  ASSERT_TRUE(l);
+  auto r = l->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto x = l->Values<uint32_t>("x");
+  auto y = l->Values<uint32_t>("y");
+  auto z = l->Values<uint32_t>("z");
+  for (int c = 0; c < 8; ++c)
+    for (int p = 0; p < 24; ++p) {
+      ASSERT_EQ(y[p * 8 + c], x[c * 24 + p]) << "pixel " << p << " channel " << c;
+      ASSERT_EQ(z[c * 24 + p], x[c * 24 + p]) << "pixel " << p << " channel " << c;
+    }
+}
+
+// img2col of f32: C0 = 8 channels a block, so a k-fractal is one tap's 8
+// channels. A 3x3 convolution, stride 2, padding 1, of 16 channels (two
+// c1 planes) on a 5x5 image: 9 output pixels in one m-fractal, 18
+// k-fractals, the weights in L0B by a 32-bit transposing load.
+TEST(FunctionalTest, Img2ColF32ConvolutionMatchesDirectConvolution) {
+  auto l = Load(R"(.program conv
+.arg x f32[2,5,5,8] init=random(8)
+.arg w f32[144,16] init=random(9)
+.arg y f32[16,16]
+  copy_gm_l1 L1[0], x[0], len=1600
+  nd2nz.f32 L1[2048], w[0], rows=144, cols=16
+  set_flag MTE2, MTE1, 0
+  wait_flag MTE2, MTE1, 0
+  img2col.f32 L0A[0], L1[0], h=5, w=5, c1=2, kh=3, kw=3, stride_h=2, stride_w=2, pad_top=1, pad_bottom=1, pad_left=1, pad_right=1, m=1, k=18
+  load_l0b.f32 L0B[0], L1[2048], rows=9, cols=1, src_row_stride=2, transpose=1
+  set_flag MTE1, CUBE, 0
+  wait_flag MTE1, CUBE, 0
+  mmad.f32 L0C[0], L0A[0], L0B[0], m=1, k=18, n=1, init=1
+  set_flag CUBE, FIXP, 0
+  wait_flag CUBE, FIXP, 0
+  fixp.f32.f32 y[0], L0C[0], m=1, n=1
+)");
+  ASSERT_TRUE(l);
+  auto r = l->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto x = l->Values<float>("x");
+  auto w = l->Values<float>("w");
+  auto y = l->Values<float>("y");
+  for (int p = 0; p < 16; ++p)
+    for (int co = 0; co < 16; ++co) {
+      double acc = 0, mag = 0;
+      if (p < 9) {
+        int oy = p / 3, ox = p % 3;
+        for (int c1 = 0; c1 < 2; ++c1)
+          for (int kh = 0; kh < 3; ++kh)
+            for (int kw = 0; kw < 3; ++kw)
+              for (int c0 = 0; c0 < 8; ++c0) {
+                int iy = oy * 2 - 1 + kh, ix = ox * 2 - 1 + kw;
+                double xv = (iy >= 0 && iy < 5 && ix >= 0 && ix < 5) ? x[((c1 * 5 + iy) * 5 + ix) * 8 + c0] : 0.0;
+                double t = xv * w[(((c1 * 3 + kh) * 3 + kw) * 8 + c0) * 16 + co];
+                acc += t;
+                mag += std::abs(t);
+              }
+      }
+      ASSERT_NEAR(y[p * 16 + co], acc, 1e-6 * mag + 1e-12) << "pixel " << p << " channel " << co;
+    }
+}
+
 // The scalar unit reads words of UB that MTE2 brought in (after a flag it
 // awaits) and addresses DMA with them: a gather of table rows by indices
 // read at run time, negative ones counting from the end.

@@ -68,6 +68,19 @@ TEST(TimingTest, VtransposeTakesTwoRepeatsPerMatrix) {
   EXPECT_DOUBLE_EQ(vec[0].end - vec[0].start, m.core().vector_latency_cycles() + 5 * 2 * per_repeat);
 }
 
+// A vtranspose.f32 repeat moves a 256-byte 8x8 matrix: one repeat's time.
+TEST(TimingTest, VtransposeF32TakesOneRepeatPerMatrix) {
+  Machine m = DefaultMachine();
+  const double per_repeat = std::ceil(256.0 / m.core().vector_bytes_per_cycle());
+  auto l = Load(".program t\n  vtranspose.f32 UB[0], UB[8192], repeat=5\n", m);
+  ASSERT_TRUE(l);
+  auto r = l->Run(Traced());
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto vec = PipeSlices(*l->dev, Pipe::kVector);
+  ASSERT_EQ(vec.size(), 1u);
+  EXPECT_DOUBLE_EQ(vec[0].end - vec[0].start, m.core().vector_latency_cycles() + 5 * per_repeat);
+}
+
 TEST(TimingTest, ExpAndLnTakeTheMachinesElementRateWhereItGivesOne) {
   // One instruction of 4 repeats on a vector unit of 256 B/cycle: plain, 4
   // cycles; special, twice that; exp and ln at 64 elements a cycle take a
