@@ -126,25 +126,24 @@ bool IsIdent(absl::string_view s) {
   return true;
 }
 
-// Splits on commas outside brackets, parentheses and quotes.
-std::vector<std::string> SplitTop(absl::string_view s) {
-  std::vector<std::string> out;
+// Splits on commas outside brackets, parentheses and quotes (views of `s`).
+std::vector<absl::string_view> SplitTop(absl::string_view s) {
+  std::vector<absl::string_view> out;
   int depth = 0;
   bool quote = false;
-  std::string cur;
-  for (char c : s) {
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     if (c == '"') quote = !quote;
     if (!quote && (c == '[' || c == '(')) ++depth;
     if (!quote && (c == ']' || c == ')')) --depth;
     if (c == ',' && depth == 0 && !quote) {
-      out.push_back(std::string(absl::StripAsciiWhitespace(cur)));
-      cur.clear();
-    } else {
-      cur += c;
+      out.push_back(absl::StripAsciiWhitespace(s.substr(start, i - start)));
+      start = i + 1;
     }
   }
-  if (!absl::StripAsciiWhitespace(cur).empty() || !out.empty())
-    out.push_back(std::string(absl::StripAsciiWhitespace(cur)));
+  const absl::string_view last = absl::StripAsciiWhitespace(s.substr(start));
+  if (!last.empty() || !out.empty()) out.push_back(last);
   return out;
 }
 
@@ -165,6 +164,7 @@ class Assembler {
 
   absl::StatusOr<KasmFile> Run(absl::string_view text) {
     std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+    file_.program.insts.reserve(lines.size());
     for (size_t i = 0; i < lines.size(); ++i) {
       line_ = static_cast<int>(i) + 1;
       KILN_RETURN_IF_ERROR(Line(absl::StripAsciiWhitespace(StripComment(lines[i]))));
@@ -288,7 +288,7 @@ class Assembler {
     size_t sp = s.find_first_of(" \t");
     absl::string_view mnem = s.substr(0, sp);
     absl::string_view rest = sp == absl::string_view::npos ? "" : s.substr(sp + 1);
-    std::vector<std::string> parts = absl::StrSplit(mnem, '.');
+    std::vector<absl::string_view> parts = absl::StrSplit(mnem, '.');
     Inst in;
     if (!FindOp(parts[0], &in.op)) return Error("unknown instruction '", parts[0], "'");
     const OpInfo& info = Info(in.op);
@@ -302,12 +302,12 @@ class Assembler {
       in.attrs[i] = info.attrs[i].how == AttrDefault::kConst ? info.attrs[i].value : -1;
     std::vector<bool> given(info.attrs.size(), false);
     size_t nops = 0;
-    for (const std::string& part : SplitTop(rest)) {
+    for (const absl::string_view part : SplitTop(rest)) {
       if (part.empty()) return Error("empty operand in '", s, "'");
       size_t eq = part.find('=');
-      if (eq != std::string::npos && part.find('[') == std::string::npos) {
-        std::string key(absl::StripAsciiWhitespace(part.substr(0, eq)));
-        std::string val(absl::StripAsciiWhitespace(part.substr(eq + 1)));
+      if (eq != absl::string_view::npos && part.find('[') == absl::string_view::npos) {
+        const absl::string_view key = absl::StripAsciiWhitespace(part.substr(0, eq));
+        const absl::string_view val = absl::StripAsciiWhitespace(part.substr(eq + 1));
         size_t i = 0;
         while (i < info.attrs.size() && key != info.attrs[i].name) ++i;
         if (i == info.attrs.size()) return Error("'", info.name, "' has no attribute '", key, "'");
@@ -341,7 +341,7 @@ class Assembler {
     return absl::OkStatus();
   }
 
-  absl::Status ParseOperand(Spec spec, const std::string& text, Inst& in, int index) {
+  absl::Status ParseOperand(Spec spec, absl::string_view text, Inst& in, int index) {
     Operand& o = in.ops[index];
     int r;
     int64_t v;
@@ -376,7 +376,7 @@ class Assembler {
       case Spec::kLabel:
         if (!IsIdent(text)) return Error("expected a label, got '", text, "'");
         o = Operand::Label(-1);
-        fixups_.push_back({file_.program.insts.size(), index, text, line_});
+        fixups_.push_back({file_.program.insts.size(), index, std::string(text), line_});
         return absl::OkStatus();
       case Spec::kAddr: case Spec::kAddrOpt:
         return ParseAddr(text, o);
@@ -384,11 +384,12 @@ class Assembler {
     return absl::OkStatus();
   }
 
-  absl::Status ParseAddr(const std::string& text, Operand& o) {
+  absl::Status ParseAddr(absl::string_view text, Operand& o) {
     size_t lb = text.find('[');
-    if (lb == std::string::npos || text.back() != ']') return Error("expected an address SPACE[rN + OFFSET], got '", text, "'");
-    std::string base(absl::StripAsciiWhitespace(text.substr(0, lb)));
-    std::string inner(absl::StripAsciiWhitespace(text.substr(lb + 1, text.size() - lb - 2)));
+    if (lb == absl::string_view::npos || text.back() != ']')
+      return Error("expected an address SPACE[rN + OFFSET], got '", text, "'");
+    const absl::string_view base = absl::StripAsciiWhitespace(text.substr(0, lb));
+    const absl::string_view inner = absl::StripAsciiWhitespace(text.substr(lb + 1, text.size() - lb - 2));
     Space space = Space::kGm;
     int arg = -1;
     for (Space s : {Space::kL1, Space::kL0A, Space::kL0B, Space::kL0C, Space::kUb})
@@ -401,10 +402,10 @@ class Assembler {
     int reg = -1;
     int64_t off = 0;
     size_t op = inner.find_first_of("+-", 1);
-    std::string first = std::string(absl::StripAsciiWhitespace(inner.substr(0, op)));
+    const absl::string_view first = absl::StripAsciiWhitespace(inner.substr(0, op));
     if (ParseReg(first, &reg)) {
-      if (op != std::string::npos) {
-        std::string tail(absl::StripAsciiWhitespace(inner.substr(op + 1)));
+      if (op != absl::string_view::npos) {
+        const absl::string_view tail = absl::StripAsciiWhitespace(inner.substr(op + 1));
         if (!ParseInt(tail, &off)) return Error("bad offset in '", text, "'");
         if (inner[op] == '-') off = -off;
       }

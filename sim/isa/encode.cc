@@ -72,6 +72,7 @@ absl::StatusOr<Program> FromProto(const isa::Program& x) {
   }
   for (const isa::Label& l : x.labels()) p.labels.emplace_back(l.index(), l.name());
   std::sort(p.labels.begin(), p.labels.end());
+  p.insts.reserve(static_cast<size_t>(x.insts_size()));
   for (int i = 0; i < x.insts_size(); ++i) {
     const isa::Instruction& y = x.insts(i);
     if (y.op() < 0 || y.op() >= static_cast<int>(Op::kNumOps)) return InvalidArgument("instruction ", i, ": bad opcode");
