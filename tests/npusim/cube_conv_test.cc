@@ -87,8 +87,8 @@ void ExpectMatches(const std::vector<ConvCase>& cases) {
     bool pointwise = c.group == 1 && c.w.back() == 1 && (c.w.size() < 4 || c.w[2] == 1);
     for (int64_t v : c.strides) pointwise &= v == 1;
     for (int64_t v : c.pads) pointwise &= v == 0;
-    // f16/bf16 convolutions of one group build their im2col rows in L0A.
-    const bool img2col = c.dt != DType::kF32 && c.group == 1 && c.x.size() == 4;
+    // 2-D convolutions of one group build their im2col rows in L0A.
+    const bool img2col = c.group == 1 && c.x.size() == 4;
     if (!pointwise) {
       EXPECT_NE(k->plan.find(img2col ? "img2col from L1" : "im2col"), std::string::npos) << k->plan;
     }

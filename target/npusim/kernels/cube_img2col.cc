@@ -71,6 +71,8 @@ struct Geom {
   int64_t C1, K1, N1;  // input channel fractals, k-fractals, output channel fractals
   bool bias = false;
   std::string dt;
+  int64_t es = 2;   // element bytes
+  int64_t c0 = 16;  // channels of a 32-byte block: C0 of C1HWC0, the k of a fractal
   bool xc = false, yc = false;  // X, Y in NC1HWC0
   // Argument names of X, W and the bias, the residual's (empty: none), and
   // the fused epilogue.
@@ -115,14 +117,16 @@ bool Layout(const Geom& g, const tile::TileCostFigures& f, const tile::BandTilin
   p.blocks = t.blocks;
   p.cycles = t.estimated_cycles;
   p.pin = RoundUp(p.rb_max * g.W, 16);
-  if (!g.xc && p.pin / 16 > 255) return false;  // one vtranspose per c1
-  if (p.Mt > 255) return false;                 // an MMA's m in fractals
-  // UB: NCHW rows and their C1HWC0 form for `batch` c1s, the bias (f16 as
-  // loaded, f32 for FIXP), two tiles as FIXP writes them and two transposed.
+  if (!g.xc && p.pin / g.c0 > 255) return false;  // one vtranspose per c1
+  if (p.Mt > 255) return false;                   // an MMA's m in fractals
+  if (p.Mt * 16 / g.c0 > 255) return false;       // one vtranspose per channel block of a tile
+  // UB: NCHW rows and their C1HWC0 form for `batch` c1s, the bias (as
+  // loaded, then f32 and zero past Cout for FIXP), two tiles as FIXP writes
+  // them and two transposed.
   const int64_t tile_px = p.Mt * 16, tile_ch = p.Nt * 16;
-  p.ub_tile = tile_px * tile_ch * 2;
+  p.ub_tile = tile_px * tile_ch * g.es;
   p.ub_bias16 = 0;
-  p.ub_bias = RoundUp(g.Co * 2, 32);
+  p.ub_bias = RoundUp(g.Co * g.es, 32);
   p.ub_out = p.ub_bias + g.N1 * 16 * 4;
   p.ub_outT = p.ub_out + 2 * p.ub_tile;
   p.ub_res = p.ub_outT + 2 * p.ub_tile;  // the residual of a unit's tiles, in the output's layout
@@ -133,7 +137,7 @@ bool Layout(const Geom& g, const tile::TileCostFigures& f, const tile::BandTilin
     p.ub_t = p.ub_in;
     if (p.ub_in > ScopeBytes(f, tile::Scope::kVector)) return false;
   } else {
-    const int64_t per_c1 = 16 * p.pin * 2;  // NCHW rows of one c1, and the same again transposed
+    const int64_t per_c1 = g.c0 * p.pin * g.es;  // NCHW rows of one c1, and the same again transposed
     p.batch = std::min<int64_t>(g.C1, (ScopeBytes(f, tile::Scope::kVector) - p.ub_in) / (2 * per_c1));
     if (p.batch <= 0) return false;
     p.batch = CeilDiv(g.C1, CeilDiv(g.C1, p.batch));  // even batches
@@ -176,16 +180,17 @@ class Program {
     // in UB with the block's first band (Convert): no hand-off of its own
     // before the first band. FIXP waits for its conversion.
     Dup("f32", p_.ub_bias, g_.N1 * 16);
-    if (g_.bias) e_.L("copy_gm_ub UB[", p_.ub_bias16, "], ", g_.b, "[0], len=", g_.Co * 2);
+    if (g_.bias) e_.L("copy_gm_ub UB[", p_.ub_bias16, "], ", g_.b, "[0], len=", g_.Co * g_.es);
     e_.L("mov ", R(rBias), ", ", g_.bias ? 1 : 0);
     // With one conversion batch, the rows of channels past C are never
     // written: zero them once.
-    if (!g_.xc && p_.zero_pad_once && g_.C < g_.C1 * 16)
-      Dup("f16", p_.ub_in + g_.C * p_.pin * 2, (g_.C1 * 16 - g_.C) * p_.pin);
+    if (!g_.xc && p_.zero_pad_once && g_.C < g_.C1 * g_.c0)
+      Dup(ElemType(), p_.ub_in + g_.C * p_.pin * g_.es, (g_.C1 * g_.c0 - g_.C) * p_.pin);
     FreeFlags("set_flag");
     if (g_.bias) {
       e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 2));
-      VecOver(e_, absl::StrCat("vconv.f32.", g_.dt), g_.Co, 4, p_.ub_bias, 2, p_.ub_bias16, -1, "");
+      VecOver(e_, g_.es == 4 ? std::string("vmov.f32") : absl::StrCat("vconv.f32.", g_.dt), g_.Co, 4, p_.ub_bias,
+              static_cast<int>(g_.es), p_.ub_bias16, -1, "");
       e_.Line(Flag("set_flag", "VECTOR", "FIXP", 1));
       e_.Line(Flag("wait_flag", "VECTOR", "FIXP", 1));
     }
@@ -195,6 +200,9 @@ class Program {
   void Dup(absl::string_view dt, int64_t at, int64_t n) {
     VecOver(e_, absl::StrCat("vdup.", dt), n, dt == "f32" ? 4 : 2, at, 0, 0, -1, ", 0.0");
   }
+  // The vector dtype that moves the image's elements: f16 for 16-bit ones
+  // (zeros are the same bits in bf16), f32.
+  const char* ElemType() const { return g_.es == 4 ? "f32" : "f16"; }
 
   void Fini() { FreeFlags("wait_flag"); }
 
@@ -238,18 +246,18 @@ class Program {
     e_.L("div ", R(rN), ", ", R(rJ), ", ", run.count);
     e_.L("rem ", R(rBand), ", ", R(rJ), ", ", run.count);
     e_.L("add ", R(rBand), ", ", R(rBand), ", ", run.first);
-    // rX: (n*C*H + band*R*sh - pt + pad_top) * W * 2, or in NC1HWC0
+    // rX: (n*C*H + band*R*sh - pt + pad_top) * W * es, or in NC1HWC0
     // (n*C1*H + ...) * W * 32 (the band's first row of c1 0).
     e_.L("mul ", R(rX), ", ", R(rN), ", ", (g_.xc ? g_.C1 : g_.C) * g_.H);
     e_.L("mul ", R(rT), ", ", R(rBand), ", ", p_.R * g_.sh);
     e_.L("add ", R(rX), ", ", R(rX), ", ", R(rT));
     e_.L("add ", R(rX), ", ", R(rX), ", ", run.pad_top - g_.pt);
-    e_.L("mul ", R(rX), ", ", R(rX), ", ", g_.W * (g_.xc ? 32 : 2));
-    // rY: (n*Co*Ho + band*R) * Wo * 2, or (n*N1*Ho + band*R) * Wo * 32.
-    e_.L("mul ", R(rY), ", ", R(rN), ", ", (g_.yc ? g_.N1 : g_.Co) * g_.Ho);
+    e_.L("mul ", R(rX), ", ", R(rX), ", ", g_.W * (g_.xc ? 32 : g_.es));
+    // rY: (n*Co*Ho + band*R) * Wo * es, or (n*Co/c0*Ho + band*R) * Wo * 32.
+    e_.L("mul ", R(rY), ", ", R(rN), ", ", (g_.yc ? g_.Co / g_.c0 : g_.Co) * g_.Ho);
     e_.L("mul ", R(rT), ", ", R(rBand), ", ", p_.R);
     e_.L("add ", R(rY), ", ", R(rY), ", ", R(rT));
-    e_.L("mul ", R(rY), ", ", R(rY), ", ", g_.Wo * (g_.yc ? 32 : 2));
+    e_.L("mul ", R(rY), ", ", R(rY), ", ", g_.Wo * (g_.yc ? 32 : g_.es));
     Convert(run, t0, cols);
     Residual(run, t0, t1);
     for (int64_t t = t0; t < t1; ++t) Tile(run, t, t0, cols, t == t0, t == t1 - 1);
@@ -266,7 +274,7 @@ class Program {
   // rows' copy and the band's: their transfer overlaps the conversion, and
   // one flag hand-off covers both.
   void Convert(const Run& run, int64_t t0, int64_t cols) {
-    const int64_t px = run.in_rows * g_.W, hw2 = g_.H * g_.W * 2;
+    const int64_t px = run.in_rows * g_.W, hw_bytes = g_.H * g_.W * g_.es, c0 = g_.c0;
     if (g_.xc) {
       // X is NC1HWC0: each c1's rows of the band are contiguous in X.
       e_.Line(Flag("wait_flag", "MTE1", "MTE2", 1));
@@ -280,24 +288,25 @@ class Program {
     }
     for (int64_t c1 = 0; c1 < g_.C1; c1 += p_.batch) {
       const int64_t nc1 = std::min(p_.batch, g_.C1 - c1);
-      const int64_t rows = std::min(nc1 * 16, g_.C - c1 * 16);
+      const int64_t rows = std::min(nc1 * c0, g_.C - c1 * c0);
       e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 0));
-      e_.L("copy_gm_ub UB[", p_.ub_in, "], ", Addr(g_.x, rX, c1 * 16 * hw2), ", nburst=", rows, ", len=", px * 2,
-           ", src_stride=", hw2, ", dst_stride=", p_.pin * 2);
+      e_.L("copy_gm_ub UB[", p_.ub_in, "], ", Addr(g_.x, rX, c1 * c0 * hw_bytes), ", nburst=", rows, ", len=",
+           px * g_.es, ", src_stride=", hw_bytes, ", dst_stride=", p_.pin * g_.es);
       e_.Line(Flag("set_flag", "MTE2", "VECTOR", 0));
       if (c1 == 0) {
         BiasSent();
         WeightsIn(t0, cols);
       }
       e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 0));
-      if (rows < nc1 * 16 && !p_.zero_pad_once) {
+      if (rows < nc1 * c0 && !p_.zero_pad_once) {
         // Channels past C read as zeros.
-        Dup("f16", p_.ub_in + rows * p_.pin * 2, (nc1 * 16 - rows) * p_.pin);
+        Dup(ElemType(), p_.ub_in + rows * p_.pin * g_.es, (nc1 * c0 - rows) * p_.pin);
       }
       e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 1));
+      // Each repeat turns c0 channel rows of c0 pixels into the pixels' blocks.
       for (int64_t i = 0; i < nc1; ++i)
-        e_.L("vtranspose.", g_.dt, " UB[", p_.ub_t + i * p_.pin * 32, "], UB[", p_.ub_in + i * 16 * p_.pin * 2,
-             "], repeat=", p_.pin / 16, ", src0_blk_stride=", p_.pin / 16, ", src0_rep_stride=1");
+        e_.L("vtranspose.", g_.dt, " UB[", p_.ub_t + i * p_.pin * 32, "], UB[", p_.ub_in + i * c0 * p_.pin * g_.es,
+             "], repeat=", p_.pin / c0, ", src0_blk_stride=", p_.pin / c0, ", src0_rep_stride=1");
       e_.Line(Flag("set_flag", "VECTOR", "MTE2", 0));
       e_.Line(Flag("set_flag", "VECTOR", "MTE3", 1));
       if (c1 == 0) e_.Line(Flag("wait_flag", "MTE2", "MTE3", 0));
@@ -351,13 +360,14 @@ class Program {
     if (g_.res.empty()) return;
     const int64_t n1 = t0 * p_.Nt, blocks = std::min(g_.N1, t1 * p_.Nt) - n1;
     e_.Line(Flag("wait_flag", "VECTOR", "MTE2", 3));
-    if (g_.yc)
-      e_.L("copy_gm_ub UB[", p_.ub_res, "], ", Addr(g_.res, rY, n1 * g_.Ho * g_.Wo * 32), ", nburst=", blocks,
-           ", len=", run.rows * g_.Wo * 32, ", src_stride=", g_.Ho * g_.Wo * 32, ", dst_stride=", p_.Mt * 16 * 32);
+    if (g_.yc)  // the c0-channel blocks of the tiles' 16-channel blocks
+      e_.L("copy_gm_ub UB[", p_.ub_res, "], ", Addr(g_.res, rY, n1 * 16 / g_.c0 * g_.Ho * g_.Wo * 32), ", nburst=",
+           blocks * 16 / g_.c0, ", len=", run.rows * g_.Wo * 32, ", src_stride=", g_.Ho * g_.Wo * 32,
+           ", dst_stride=", p_.Mt * 16 * 32);
     else
-      e_.L("copy_gm_ub UB[", p_.ub_res, "], ", Addr(g_.res, rY, n1 * 16 * g_.Ho * g_.Wo * 2), ", nburst=",
-           std::min(blocks * 16, g_.Co - n1 * 16), ", len=", run.rows * g_.Wo * 2, ", src_stride=", g_.Ho * g_.Wo * 2,
-           ", dst_stride=", p_.Mt * 32);
+      e_.L("copy_gm_ub UB[", p_.ub_res, "], ", Addr(g_.res, rY, n1 * 16 * g_.Ho * g_.Wo * g_.es), ", nburst=",
+           std::min(blocks * 16, g_.Co - n1 * 16), ", len=", run.rows * g_.Wo * g_.es, ", src_stride=",
+           g_.Ho * g_.Wo * g_.es, ", dst_stride=", p_.Mt * 16 * g_.es);
     e_.Line(Flag("set_flag", "MTE2", "VECTOR", 3));
   }
 
@@ -378,7 +388,7 @@ class Program {
            ", pad_bottom=", run.pad_bottom, ", pad_left=", g_.pl, ", pad_right=", g_.pr, ", dil_h=", g_.dh,
            ", dil_w=", g_.dw, ", m=", p_.Mt, ", k_start=", k0, ", k=", kt);
       e_.L("load_l0b.", g_.dt, " ", Addr("L0B", rL0B, 0), ", L1[", p_.band_bytes + (k0 * cols + (n1 - t0 * p_.Nt)) * 512,
-           "], rows=", kt, ", cols=", nt, ", src_row_stride=", cols, ", transpose=1");
+           "], rows=", kt, ", cols=", nt, ", src_row_stride=", cols, g_.es == 4 ? "" : ", transpose=1");
       if (s == steps - 1 && last_tile) e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
       e_.Line(Flag("set_flag", "MTE1", "CUBE", 0));
       // CUBE.
@@ -404,17 +414,24 @@ class Program {
     e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 0));
     for (int64_t cb = 0; cb < nt; ++cb) {
       if (g_.yc) {
-        // Block cb of each pixel's row, the pixels one after another: 8
-        // pixels per repeat.
-        for (int64_t r0 = 0; r0 < 2 * p_.Mt; r0 += 255)
-          e_.L("vmov.f16 ", Addr("UB", rOut, p_.ub_outT + (cb * p_.Mt * 16 + r0 * 8) * 32), ", ",
-               Addr("UB", rOut, p_.ub_out + (r0 * 8 * nt + cb) * 32), ", repeat=", std::min<int64_t>(255, 2 * p_.Mt - r0),
-               ", src0_blk_stride=", nt, ", src0_rep_stride=", 8 * nt);
+        // Block q (c0 channels) of each pixel's row, the pixels one after
+        // another: 8 pixels per repeat.
+        const int64_t pixel_row = nt * 16 / g_.c0;  // blocks
+        for (int64_t q = cb * 16 / g_.c0; q < (cb + 1) * 16 / g_.c0; ++q)
+          for (int64_t r0 = 0; r0 < 2 * p_.Mt; r0 += 255)
+            e_.L("vmov.", ElemType(), " ", Addr("UB", rOut, p_.ub_outT + (q * p_.Mt * 16 + r0 * 8) * 32), ", ",
+                 Addr("UB", rOut, p_.ub_out + (r0 * 8 * pixel_row + q) * 32), ", repeat=",
+                 std::min<int64_t>(255, 2 * p_.Mt - r0), ", src0_blk_stride=", pixel_row, ", src0_rep_stride=",
+                 8 * pixel_row);
         continue;
       }
-      e_.L("vtranspose.", g_.dt, " ", Addr("UB", rOut, p_.ub_outT + cb * 16 * p_.Mt * 32), ", ",
-           Addr("UB", rOut, p_.ub_out + cb * 32), ", repeat=", p_.Mt, ", dst_blk_stride=", p_.Mt,
-           ", dst_rep_stride=1, src0_blk_stride=", nt, ", src0_rep_stride=", 16 * nt);
+      // Channel block q of c0 channels: each repeat turns c0 pixels' rows
+      // (nt*16 channels each) into the block's channel rows (Mt*16 pixels).
+      const int64_t pixel_row = nt * 16 * g_.es / 32, channel_row = p_.Mt * 16 * g_.es / 32;  // in blocks
+      for (int64_t q = cb * 16 / g_.c0; q < (cb + 1) * 16 / g_.c0; ++q)
+        e_.L("vtranspose.", g_.dt, " ", Addr("UB", rOut, p_.ub_outT + q * g_.c0 * channel_row * 32), ", ",
+             Addr("UB", rOut, p_.ub_out + q * 32), ", repeat=", p_.Mt * 16 / g_.c0, ", dst_blk_stride=", channel_row,
+             ", dst_rep_stride=1, src0_blk_stride=", pixel_row, ", src0_rep_stride=", g_.c0 * pixel_row);
     }
     Epilogue(nt, t - t0, first_tile, last_tile);
     e_.Line(Flag("set_flag", "VECTOR", "FIXP", 0));
@@ -423,12 +440,13 @@ class Program {
     e_.Line(Flag("wait_flag", "VECTOR", "MTE3", 0));
     if (g_.yc) {
       // Each 16-channel block's band of pixels is contiguous in Y.
-      e_.L("copy_ub_gm ", Addr("y", rY, n1 * g_.Ho * g_.Wo * 32), ", ", Addr("UB", rOut, p_.ub_outT), ", nburst=", nt,
-           ", len=", run.rows * g_.Wo * 32, ", src_stride=", p_.Mt * 16 * 32, ", dst_stride=", g_.Ho * g_.Wo * 32);
+      e_.L("copy_ub_gm ", Addr("y", rY, n1 * 16 / g_.c0 * g_.Ho * g_.Wo * 32), ", ", Addr("UB", rOut, p_.ub_outT),
+           ", nburst=", nt * 16 / g_.c0, ", len=", run.rows * g_.Wo * 32, ", src_stride=", p_.Mt * 16 * 32,
+           ", dst_stride=", g_.Ho * g_.Wo * 32);
     } else {
-      e_.L("copy_ub_gm ", Addr("y", rY, n1 * 16 * g_.Ho * g_.Wo * 2), ", ", Addr("UB", rOut, p_.ub_outT),
-           ", nburst=", channels, ", len=", run.rows * g_.Wo * 2, ", src_stride=", p_.Mt * 32,
-           ", dst_stride=", g_.Ho * g_.Wo * 2);
+      e_.L("copy_ub_gm ", Addr("y", rY, n1 * 16 * g_.Ho * g_.Wo * g_.es), ", ", Addr("UB", rOut, p_.ub_outT),
+           ", nburst=", channels, ", len=", run.rows * g_.Wo * g_.es, ", src_stride=", p_.Mt * 16 * g_.es,
+           ", dst_stride=", g_.Ho * g_.Wo * g_.es);
     }
     e_.Line(Flag("set_flag", "MTE3", "VECTOR", 0));
     Toggle(e_, rOut, p_.ub_tile);
@@ -439,7 +457,7 @@ class Program {
   void Epilogue(int64_t nt, int64_t tile_in_unit, bool first_tile, bool last_tile) {
     if (g_.steps.empty()) return;
     if (!g_.res.empty() && first_tile) e_.Line(Flag("wait_flag", "MTE2", "VECTOR", 3));
-    const int64_t repeats = nt * p_.Mt * 2;  // of 256 bytes
+    const int64_t repeats = nt * p_.Mt * g_.es;  // of 256 bytes
     const int64_t res = p_.ub_res + tile_in_unit * p_.ub_tile;
     for (const ConvStep& s : g_.steps) {
       for (int64_t r0 = 0; r0 < repeats; r0 += 255) {
@@ -557,8 +575,12 @@ absl::StatusOr<ConvOperands> ConvOperandsOf(const Node& node) {
   return o;
 }
 
-absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks,
-                                                    ConvLayouts layouts) {
+namespace {
+
+// The kernel, or with `emit` false only whether there is one (its tiling
+// chosen, no program made).
+absl::StatusOr<GeneratedKernel> Img2ColConv(const Node& node, const sim::Machine& m, int max_blocks,
+                                            ConvLayouts layouts, bool emit) {
   KILN_ASSIGN_OR_RETURN(ConvOperands ops, ConvOperandsOf(node));
   const Node& conv = *ops.conv;
   const Value* x = conv.input(0);
@@ -569,8 +591,8 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
     if (v && (!v->type().is_tensor() || !v->type().shape().is_static()))
       return absl::UnimplementedError("img2col needs static shapes");
   const DType dt = y->type().dtype();
-  if (dt != DType::kF16 && dt != DType::kBF16)
-    return absl::UnimplementedError("img2col reads f16 or bf16 images");
+  if (dt != DType::kF16 && dt != DType::kBF16 && dt != DType::kF32)
+    return absl::UnimplementedError("img2col reads f16, bf16 or f32 images");
   for (const Value* v : {x, w, bias})
     if (v && v->type().dtype() != dt) return absl::UnimplementedError("Conv operand dtypes differ");
   if (!ops.w->constant_data())
@@ -590,15 +612,23 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   g.yc = layouts.y_c1hwc0;
   if ((g.xc && g.C % 16 != 0) || (g.yc && g.Co % 16 != 0))
     return absl::InvalidArgumentError("NC1HWC0 tensors of img2col have channels in whole blocks of 16");
-  if (g.yc && dt != DType::kF16) return absl::UnimplementedError("img2col writes NC1HWC0 outputs of f16 only");
-  g.C1 = CeilDiv(g.C, 16);
+  if (g.yc && dt == DType::kBF16) return absl::UnimplementedError("img2col writes NC1HWC0 outputs of f16 and f32 only");
+  // C1HWC0 puts a 32-byte block of channels at each pixel: 16 of 16-bit
+  // elements, 8 of f32 (one k-fractal of an f32 MMA).
+  g.es = static_cast<int64_t>(DTypeSize(dt));
+  g.c0 = 32 / g.es;
+  g.C1 = CeilDiv(g.C, g.c0);
   g.K1 = g.C1 * g.KH * g.KW;
   g.N1 = CeilDiv(g.Co, 16);
-  if (g.H * g.W * 2 > std::numeric_limits<int32_t>::max()) return absl::UnimplementedError("image too large");
+  if (g.H * g.W * g.es > std::numeric_limits<int32_t>::max()) return absl::UnimplementedError("image too large");
+  // An f32 image of fewer channels than a block (an RGB stem) fills C/8 of
+  // each k-fractal; the im2col in GM packs its C*KH*KW taps densely instead.
+  if (dt == DType::kF32 && g.C < g.c0 && !g.xc)
+    return absl::UnimplementedError("an f32 image of fewer than 8 channels runs through the im2col in GM");
   g.fixp_relu = ops.fixp_relu;
   g.steps = ops.steps;
-  if (!g.steps.empty() && dt != DType::kF16)
-    return absl::UnimplementedError("img2col's vector epilogue computes on f16 only");
+  if (!g.steps.empty() && dt == DType::kBF16)
+    return absl::UnimplementedError("img2col's vector epilogue computes on f16 and f32 only");
   if (ops.res) g.res = ops.res == ops.x ? g.x : "res";
 
   // The tiling is the shared cost model's band schedule
@@ -625,15 +655,25 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   if (!chosen.ok()) return absl::UnimplementedError("no img2col tiling fits the core's buffers");
   Plan best;
   if (!Layout(g, f, *chosen, best)) return absl::InternalError("img2col: the chosen tiling does not lay out");
+  if (!emit) {
+    GeneratedKernel planned;
+    planned.block_dim = best.blocks;
+    planned.estimated_cycles = best.cycles;
+    return planned;
+  }
 
   std::vector<std::string> lines;
-  const std::vector<int64_t> wimg = FractalDims(g.K1 * 16, g.Co, 2);
+  FractalConstant fc;
+  fc.rows = g.K1 * g.c0;
+  fc.cols = g.Co;
+  fc.conv_weight = true;
+  const std::vector<int64_t> wimg = FractalConstantDims(fc, static_cast<int>(g.es));
   int w_arg = -1;
   for (size_t i = 0; i < ops.args.size(); ++i) {
     const std::string& role = ops.args[i].second;
     std::string dims;
     if (role == "x") dims = absl::StrCat(g.N, ",", g.C, ",", g.H, ",", g.W);
-    else if (role == "w") dims = absl::StrCat(wimg[0], ",", wimg[1], ",16,16");
+    else if (role == "w") dims = absl::StrJoin(wimg, ",");
     else if (role == "bias") dims = absl::StrCat(g.Co);
     else dims = absl::StrCat(g.N, ",", g.Co, ",", g.Ho, ",", g.Wo);  // res, y
     if (role == "w") w_arg = static_cast<int>(i);
@@ -653,11 +693,7 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
   k.workspace_bytes = ws_bytes;
   k.estimated_cycles = best.cycles;
   k.constant_args = ops.constant_args;
-  FractalConstant fc;
   fc.arg = w_arg;
-  fc.rows = g.K1 * 16;
-  fc.cols = g.Co;
-  fc.conv_weight = true;
   k.fractal_constants.push_back(fc);
   const std::string in =
       g.xc ? std::string("input NC1HWC0 into L1 as it is")
@@ -665,7 +701,7 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
                           CeilDiv(g.C1, best.batch) > 1 ? "es" : "", ", workspace ", ws_bytes, " B");
   k.plan = absl::StrCat("img2col from L1: bands of ", best.R, " output rows (", best.Mt, " x 16 pixels), ",
                         best.Nt * 16, "-channel tiles in ", best.G, " group", best.G > 1 ? "s" : "",
-                        ", K steps of ", best.Kt * 16, ", ", in, g.yc ? ", output NC1HWC0" : "", ", W as fractals");
+                        ", K steps of ", best.Kt * g.c0, ", ", in, g.yc ? ", output NC1HWC0" : "", ", W as fractals");
   if (g.fixp_relu) absl::StrAppend(&k.plan, ", relu on FIXP");
   if (!g.steps.empty()) {
     std::vector<std::string> names;
@@ -674,6 +710,17 @@ absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim:
     absl::StrAppend(&k.plan, ", ", absl::StrJoin(names, " + "), " on the vector unit");
   }
   return k;
+}
+
+}  // namespace
+
+absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks,
+                                                    ConvLayouts layouts) {
+  return Img2ColConv(node, m, max_blocks, layouts, /*emit=*/true);
+}
+
+absl::Status Img2ColConvRuns(const Node& node, const sim::Machine& m, int max_blocks, ConvLayouts layouts) {
+  return Img2ColConv(node, m, max_blocks, layouts, /*emit=*/false).status();
 }
 
 }  // namespace kiln::target::npusim

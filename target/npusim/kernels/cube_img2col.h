@@ -71,14 +71,17 @@ struct ConvOperands {
 };
 absl::StatusOr<ConvOperands> ConvOperandsOf(const Node& node);
 
-// A kernel for a 2-D, one-group Conv of f16/bf16 tensors through img2col, or
+// A kernel for a 2-D, one-group Conv of f16, bf16 or f32 tensors through img2col, or
 // an Unimplemented status that says why this program does not run it.
 // A Conv it runs with NCHW tensors it also runs with either one in NC1HWC0
-// (given whole blocks of 16 channels, and f16 for Y). `node` may be a fused
-// group (ConvOperandsOf): FIXP applies the relu, and the vector unit the
-// other steps to each tile before it goes out (f16 only), reading the
+// (given whole blocks of 16 channels; f16 or f32 for Y). `node` may be a
+// fused group (ConvOperandsOf): FIXP applies the relu, and the vector unit
+// the other steps to each tile before it goes out (f16 and f32), reading the
 // residual's tile in the output's layout.
 absl::StatusOr<GeneratedKernel> GenerateImg2ColConv(const Node& node, const sim::Machine& m, int max_blocks,
                                                     ConvLayouts layouts = {});
+// Whether GenerateImg2ColConv makes a kernel for `node` (OK) or why not,
+// without making its program.
+absl::Status Img2ColConvRuns(const Node& node, const sim::Machine& m, int max_blocks, ConvLayouts layouts = {});
 
 }  // namespace kiln::target::npusim

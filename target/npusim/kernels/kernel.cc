@@ -64,10 +64,16 @@ std::vector<int64_t> FractalDims(int64_t rows, int64_t cols, int element_bytes) 
   return {(rows + 15) / 16, (cols + k0 - 1) / k0, 16, k0};
 }
 
+std::vector<int64_t> FractalConstantDims(const FractalConstant& f, int element_bytes) {
+  if (f.conv_weight && element_bytes == 4) return {(f.rows + 7) / 8, (f.cols + 15) / 16, 16, 8};
+  return FractalDims(f.rows, f.cols, element_bytes);
+}
+
 Tensor FractalImage(const Tensor& t, const FractalConstant& f) {
   const int es = static_cast<int>(DTypeSize(t.dtype()));
-  const std::vector<int64_t> d = FractalDims(f.rows, f.cols, es);
+  const std::vector<int64_t> d = FractalConstantDims(f, es);
   const int64_t c1n = d[1], k0 = d[3];
+  const bool l0b = f.conv_weight && es == 4;  // B in L0B's form
   Tensor out(t.dtype(), d);  // zero-initialized: the padding
   const auto* src = static_cast<const uint8_t*>(t.raw());
   auto* dst = static_cast<uint8_t*>(out.raw());
@@ -78,11 +84,12 @@ Tensor FractalImage(const Tensor& t, const FractalConstant& f) {
     for (int64_t j = 0; j < f.cols; ++j) {
       int64_t from = f.transpose ? j * f.rows + i : i * f.cols + j;
       if (f.conv_weight) {
-        const int64_t c = i / 16 / taps * 16 + i % 16, tap = i / 16 % taps;
+        const int64_t c = i / k0 / taps * k0 + i % k0, tap = i / k0 % taps;
         if (c >= cin) continue;
         from = (j * cin + c) * taps + tap;
       }
-      const int64_t to = (((i / 16) * c1n + j / k0) * 16 + i % 16) * k0 + j % k0;
+      const int64_t to = l0b ? (((i / k0) * c1n + j / 16) * 16 + j % 16) * k0 + i % k0
+                             : (((i / 16) * c1n + j / k0) * 16 + i % 16) * k0 + j % k0;
       std::memcpy(dst + to * es, src + from * es, es);
     }
   return out;

@@ -75,9 +75,13 @@ struct KernelRequest {
 // would make of the whole matrix in L1, so any band of 16 rows of a tile is
 // one contiguous run of GM (docs/npusim-kernels.md, "Fractal constants").
 // With `conv_weight` the constant is a Conv weight [Cout, Cin, KH, KW] and
-// the matrix is img2col's B [ceil(Cin/16)*KH*KW*16, Cout]: row
-// ((c1*KH + kh)*KW + kw)*16 + c0 holds input channel c1*16 + c0 at tap
-// (kh, kw) (zero past Cin), column co output channel co.
+// the matrix is img2col's B [ceil(Cin/k0)*KH*KW*k0, Cout]: row
+// ((c1*KH + kh)*KW + kw)*k0 + c0 holds input channel c1*k0 + c0 at tap
+// (kh, kw) (zero past Cin), column co output channel co. Of 16-bit dtypes
+// it is stored as above (`load_l0b ... transpose=1` turns each fractal into
+// L0B's form); of f32 in L0B's own form, the grid [rows/8, ceil(cols/16),
+// 16, 8] whose fractal (r, c) holds B's rows r*8.. and columns c*16.. with
+// each column's 8 elements contiguous (`load_l0b` copies it as it is).
 struct FractalConstant {
   int arg = 0;
   int64_t rows = 0, cols = 0;
@@ -89,6 +93,9 @@ struct FractalConstant {
 Tensor FractalImage(const Tensor& t, const FractalConstant& f);
 // Its dims, [ceil(rows/16), ceil(cols/k0), 16, k0].
 std::vector<int64_t> FractalDims(int64_t rows, int64_t cols, int element_bytes);
+// The dims of the fractal image of `f` for elements of `element_bytes`
+// (FractalDims, or the L0B grid of an f32 Conv weight).
+std::vector<int64_t> FractalConstantDims(const FractalConstant& f, int element_bytes);
 
 struct GeneratedKernel {
   sim::Program program;

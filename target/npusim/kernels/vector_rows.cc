@@ -137,10 +137,11 @@ absl::StatusOr<GeneratedKernel> GenerateReduce(const KernelRequest& req) {
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     if (rank < 2) return Unimpl(node, "rank below 2");
     if (req.x_c1hwc0) {
-      // [N, C/16, H*W, 16]: reduce the middle axis; [N, C/16, 16] is the
-      // output's NCHW order.
+      // [N, C/C0, H*W, C0] (C0 channels of a 32-byte block: 16 of f16, 8 of
+      // f32): reduce the middle axis; [N, C/C0, C0] is the output's NCHW order.
       if (rank != 4 || x[1] % 16 != 0) return absl::InvalidArgumentError("an NC1HWC0 input has 4 dims, C in blocks of 16");
-      return GenerateReduceOuter(req, x[0] * (x[1] / 16), x[2] * x[3], 16, op == "GlobalMaxPool" ? "max" : "add",
+      const int64_t c0 = 32 / sim::DTypeSize(dt);
+      return GenerateReduceOuter(req, x[0] * (x[1] / c0), x[2] * x[3], c0, op == "GlobalMaxPool" ? "max" : "add",
                                  op == "GlobalAveragePool");
     }
     for (int i = 2; i < rank; ++i) reduced[i] = true;
