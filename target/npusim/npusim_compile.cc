@@ -119,7 +119,11 @@ bool OrderBlind(const Node& n) {
   return true;
 }
 
-// The values kept in NC1HWC0 between convolutions: groups of f16 4-D values
+// Whether values of `t` may be kept in NC1HWC0: f16 (16 channels a block)
+// and f32 (8).
+bool C1hwc0Type(DType t) { return t == DType::kF16 || t == DType::kF32; }
+
+// The values kept in NC1HWC0 between convolutions: groups of f16 or f32 4-D values
 // joined through OrderBlind ops, whose channels are whole blocks of 16,
 // produced only by such ops and by Convs that run through img2col, and used
 // only by such ops and as the input of such Convs (never a graph output, a
@@ -147,9 +151,13 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
       if (!ops.ok()) return it->second;
       const Type& x = ops->x->type();
       const Type& y = ops->y->type();
-      if (x.is_tensor() && y.is_tensor() && x.dtype() == DType::kF16 && y.dtype() == DType::kF16 &&
-          npusim::GenerateImg2ColConv(*n, machine, 0).ok()) {
-        const bool gemm = ops->steps.empty() && npusim::GemmSpecOfNode(*ops->conv, 0).ok();
+      if (x.is_tensor() && y.is_tensor() && C1hwc0Type(x.dtype()) && y.dtype() == x.dtype() &&
+          npusim::Img2ColConvRuns(*n, machine, 0).ok()) {
+        // A pointwise Conv is a GEMM on NCHW, and so is one whose epilogue
+        // reads no residual (the GEMM and a vector kernel over its result,
+        // where the GEMM does not take the epilogue); with a residual, img2col
+        // reads it tile by tile in the output's layout.
+        const bool gemm = npusim::GemmSpecOfNode(*ops->conv, 0).ok() && (ops->steps.empty() || !ops->res);
         it->second = {gemm ? kGemm : kImg2col, ops->x, ops->res};
       }
     }
@@ -164,7 +172,7 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
     req.node = n;
     req.machine = &machine;
     req.x_c1hwc0 = true;
-    return n->input(0)->type().dtype() == DType::kF16 && npusim::GenerateVectorKernel(req).ok();
+    return C1hwc0Type(n->input(0)->type().dtype()) && npusim::GenerateVectorKernel(req).ok();
   };
   // Union-find over the candidate values, in node order.
   std::vector<const Value*> values;
@@ -197,7 +205,7 @@ absl::flat_hash_set<const Value*> ChooseC1hwc0(const Graph& g, const sim::Machin
   for (size_t i = 0; i < values.size(); ++i) {
     const Value* v = values[i];
     const Type& t = v->type();
-    bool ok = !v->is_input() && !v->is_constant() && t.is_tensor() && t.dtype() == DType::kF16 &&
+    bool ok = !v->is_input() && !v->is_constant() && t.is_tensor() && C1hwc0Type(t.dtype()) &&
               t.shape().is_static() && t.shape().rank() == 4 && t.shape()[1].value() % 16 == 0;
     const Node* p = v->producer();
     ok = ok && p && ((runs_img2col(p) && p->output(0) == v) || OrderBlind(*p));
@@ -567,6 +575,9 @@ absl::StatusOr<artifact::Artifact> CompileForNpusim(const Model& input, const Ta
     }
     if (n->domain() == "kiln" && n->op() == "Fused" && (!options.fusion || (narrows && !narrowed)))
       return false;
+    // A convolution's group that img2col runs needs only that answer here:
+    // its kernel is made once the layouts of its tensors are chosen.
+    if (conv_group(*n) && npusim::Img2ColConvRuns(*n, machine, 0).ok()) return true;
     auto k = Generate(target.Place(*n, options).engine, *n, machine, options);
     if (!k.ok()) return false;
     kernels[n] = *std::move(k);

@@ -98,10 +98,10 @@ TEST(NpusimCompile, FusedGroupWithoutAVectorFormSplitsBack) {
   ExpectMatchesReference(m, {Random({32, 128}, 1)});
 }
 
-// fp32: a Conv through im2col in GM takes its Relu (FIXP applies it as
-// tiles go out); the second Conv's residual Add and Relu, which that kernel
-// does not take, are left out of its group and run as one vector kernel.
-TEST(NpusimCompile, Fp32ConvTakesItsReluAndLeavesTheResidualToTheVectorUnit) {
+// fp32: a Conv through img2col takes its Relu (FIXP applies it as tiles go
+// out), and the second Conv its residual Add and Relu (the vector unit, on
+// each tile): two tasks, as at fp16.
+TEST(NpusimCompile, Fp32ConvTakesItsReluAndItsResidualThroughImg2col) {
   Model m;
   Graph& g = *m.graph;
   Value* x = g.AddInput("x", F32({1, 16, 12, 12}));
@@ -109,10 +109,10 @@ TEST(NpusimCompile, Fp32ConvTakesItsReluAndLeavesTheResidualToTheVectorUnit) {
   ASSERT_TRUE(InferShapes(g).ok());
   auto a = Compile(m);
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->npusim().tasks_size(), 3);
-  EXPECT_EQ(TasksPlanning(*a, "input in GM"), 2);  // "im2col as shifted rows of zero-padded input in GM"
-  EXPECT_EQ(TasksPlanning(*a, "FIXP applies the Relu"), 1);
-  EXPECT_EQ(TasksPlanning(*a, "fused Add, Relu"), 1);
+  EXPECT_EQ(a->npusim().tasks_size(), 2);
+  EXPECT_EQ(TasksPlanning(*a, "img2col from L1"), 2);
+  EXPECT_EQ(TasksPlanning(*a, "relu on FIXP"), 1);
+  EXPECT_EQ(TasksPlanning(*a, "residual add + relu on the vector unit"), 1);
   ExpectMatchesReference(m, {Random({1, 16, 12, 12}, 3)});
 }
 

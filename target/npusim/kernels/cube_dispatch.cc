@@ -74,8 +74,8 @@ absl::StatusOr<GeneratedKernel> GenerateCubeKernel(const KernelRequest& req) {
   const Node& node = *req.node;
   if (node.domain().empty() && (node.op() == "MatMul" || node.op() == "Gemm")) return GenerateMatrixGemm(node, req);
   // A Conv, or a kiln.Fused group of one and its epilogue. Pointwise ones
-  // whose epilogue is a Relu at most are a batched GEMM; f16/bf16 ones of
-  // one group build their im2col rows in L0A from the image in L1 (img2col);
+  // whose epilogue is a Relu at most are a batched GEMM; 2-D ones of one
+  // group build their im2col rows in L0A from the image in L1 (img2col);
   // the other Convs go through an im2col matrix in global memory (which
   // takes a Relu epilogue at most). A Conv with a tensor in NC1HWC0 runs through img2col,
   // pointwise or not.
@@ -125,10 +125,11 @@ bool CubeTakesGroupMember(const std::vector<const Node*>& group, const Node& can
     return std::count_if(group.begin(), group.end(), [&](const Node* n) { return n->op() == name; });
   };
   if (anchor == "Conv") {
-    // f32 convolutions (im2col in GM, or a pointwise GEMM) take FIXP's Relu
-    // only; img2col's f16/bf16 ones a Relu, a Clip and a residual Add.
+    // img2col's convolutions take a Relu, a Clip and a residual Add (a
+    // group the convolution cannot take runs as its members); other dtypes
+    // FIXP's Relu only.
     const DType dt = group[0]->output(0)->type().dtype();
-    if (dt != DType::kF16 && dt != DType::kBF16) return op == "Relu" && group.size() == 1;
+    if (dt != DType::kF16 && dt != DType::kBF16 && dt != DType::kF32) return op == "Relu" && group.size() == 1;
     return op == "Relu" || op == "Clip" || (op == "Add" && count("Add") == 0);
   }
   const auto epilogue = group.size() - static_cast<size_t>(count("Transpose")) - 1;  // members after the GEMM
