@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Greedy generation with a static KV cache, token for token against PyTorch.
 
-usage: decoder_generation_test.py KILN DECODER_DIR WORK_DIR TARGET
+usage: decoder_generation_test.py KILN DECODER_DIR WORK_DIR TARGET [--decode-attention]
 
 DECODER_DIR is one decoder exported by scripts/export_decoders.py. The
 prefill step runs the prompt; the decode step then runs as a loop
@@ -9,7 +9,9 @@ prefill step runs the prompt; the decode step then runs as a loop
 the next. Every step's token (the `generated` output the loop prints) must
 be PyTorch's. On npusim the caches are donated: each step writes its new
 position in place, so the loop copies nothing but the token and the
-position from step to step.
+position from step to step. With --decode-attention the decode step must
+run npusim's decode attention kernel, and its timing-only loop must take the
+functional loop's branches.
 """
 import os
 import re
@@ -28,6 +30,9 @@ def run(cmd):
 
 def main():
     kiln, d, work, target = sys.argv[1:5]
+    decode_attention = sys.argv[5:] == ["--decode-attention"]
+    if sys.argv[5:] and not decode_attention:
+        sys.exit(f"unknown arguments {sys.argv[5:]} (the only option is --decode-attention)")
     os.makedirs(work, exist_ok=True)
     cfg = dict(line.strip().split("=") for line in open(os.path.join(d, "config.txt")))
     layers, steps = int(cfg["layers"]), int(cfg["steps"])
@@ -71,6 +76,8 @@ def main():
                        "--explain-placement"])
         lines = explain.splitlines()
         decode = [l for l in lines if "[decode attention:" in l]
+        if decode_attention and not decode:
+            sys.exit(f"npusim: the decode step runs no decode attention kernel\n{explain}")
         steered = [l for l in lines if "its control flow reads its mask's values" in l]
         feeding = [l for l in lines if "a later kernel's control flow reads its values" in l]
         if steered != decode or (decode and not feeding) or (feeding and not decode):
