@@ -18,9 +18,9 @@
 //   accumulator  what the matrix engine accumulates into
 //   vector       tiles the elementwise and reduction units compute on
 //
-// Loops come in four kinds: `grid` loops are spread over compute units (AI
-// cores, thread blocks: one iteration of the grid nest is one block),
-// `group` loops over the sub-units of one compute unit (its warps; one
+// Loops come in four kinds: `grid` loops are spread over compute units (one
+// iteration of the grid nest is one block), `group` loops over the
+// sub-units of one compute unit (TileTarget::max_group of them; one
 // iteration where the unit has a single matrix engine), `serial` loops run in order, and
 // `pipelined(S)` loops run in order with the copies of iteration i+S-1
 // issued while iteration i computes: a buffer declared with `x S` copies
@@ -247,7 +247,7 @@ struct TileTarget {
   std::string name;  // the target's
   std::map<Scope, int64_t> capacity;
   std::vector<TileMma> mma;
-  int max_group = 1;  // group loops' total iterations per compute unit (warps per block)
+  int max_group = 1;  // group loops' total iterations per compute unit (its sub-units per block)
 };
 
 struct TileKernel {

@@ -174,7 +174,7 @@ inline constexpr int64_t kGemmRasterRows = 8;
 // A GEMM tiling and what the cost model says of it.
 struct GemmTiling {
   int64_t bm = 128, bn = 128, bk = 32;  // the block tile (C tile of one grid iteration) and stage depth
-  int64_t gm = 64, gn = 64;             // the group (warp) tile
+  int64_t gm = 64, gn = 64;             // the group tile (one group loop iteration's)
   int64_t tk = 32;                      // the operand step (bk: no inner loop)
   int stages = 2;                       // stage-scope copies in flight
   int operand_stages = 1;               // operand-scope copies in flight

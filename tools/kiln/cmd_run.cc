@@ -286,10 +286,9 @@ const Command kRunCommand = {
 Runs a model: .onnx and .kir on the host reference executor; a compiled
 artifact (a .kiln file, a package directory, or a plugin target's own
 form) on the device of the target that recognizes it, through that
-target's runtime (a simulated device: its cycle model, with the trace
-and report below; a package of generated code: built with the package's
-own build script when missing and run on its hardware, or a one-line
-error without it).
+target's runtime, which says which of the run features below it has
+(target/api's RunFeatures); a target that cannot run here says why in
+one line.
 Each input is given as NAME=FILE, where FILE is a NumPy .npy file or an
 ONNX TensorProto .pb file; an input with an initial value (a training
 step's parameters and optimizer state with `--state=inputs`) may be left
@@ -299,9 +298,7 @@ digits, '_', '-' and '.' become '_'). A data-parallel step (`kiln opt
 --replicas=N`) takes inputs of R times their batch, one shard per device
 (the target's runtime runs R ranks), or of one shard's size.
 
-The flags below marked * are features of a target's runs (a simulated
-device has them all but --repeat; a package run on real hardware has
---repeat); a flag the
+The flags below marked * are features of a target's runs; a flag the
 artifact's target lacks is refused.
 
 flags:
@@ -334,10 +331,10 @@ flags:
   --steps=N            run N times on the same data inputs, each output NAME.next
                        feeding input NAME of the next run (a training loop); prints
                        each step's one-element outputs (the loss), then the last
-                       step's outputs. A simulated device runs the loop itself:
-                       the steps are pipelined batches, and NAME.next reaches
-                       NAME by a copy within HBM (the report and trace cover
-                       every step)
+                       step's outputs. A target whose runtime runs the loop
+                       on its device pipelines the steps as batches and moves
+                       NAME.next to NAME within device memory (the report and
+                       trace cover every step)
   --cycle-limit=N      * stop with an error past N simulated cycles
   --repeat=N           * run N more times and print the latency (host inputs
                        and outputs, their copies included)
