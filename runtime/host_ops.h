@@ -23,9 +23,9 @@ namespace kiln::runtime {
 // A pointer to a kiln_host_ops whose `user` argument is ignored.
 const void* ReferenceHostOps();
 
-// A string tensor's bytes across a package's C boundary (a host task's
-// operand or result, a string output's data): each element, in order, as
-// a 64-bit little-endian byte count and its bytes.
+// A string tensor's bytes across kiln's C interfaces (kiln_host_ops: a
+// host task's operand or result; kiln_model.h: a string output's data):
+// each element, in order, as a 64-bit little-endian byte count and its bytes.
 std::string SerializeStrings(const Tensor& t);
 // The tensor of `dims` those bytes hold; an error when they do not hold
 // exactly its elements.
