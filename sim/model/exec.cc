@@ -359,6 +359,27 @@ void ForElements(const Inst& in, int dst_es, int src_es, F f) {
   }
 }
 
+// vtranspose: each repeat's matrix of E elements (a 32-byte block a row:
+// 16x16 of 2-byte elements, 8x8 of 4-byte ones). Source row i is the block
+// at (r*src0_rep + i*src0_blk) blocks; it becomes column i of the
+// destination, whose row j is at (r*dst_rep + j*dst_blk) blocks. Each
+// matrix is read whole first.
+template <typename E>
+void Transpose(const Inst& in, uint8_t* d, const uint8_t* s0) {
+  constexpr int n = kBlockBytes / sizeof(E);
+  const auto& a = in.attrs;
+  for (int64_t r = 0; r < a[attr::kRepeat]; ++r) {
+    E m[n][n];
+    for (int i = 0; i < n; ++i)
+      std::memcpy(m[i], s0 + (r * a[attr::kSrc0Rep] + i * a[attr::kSrc0Blk]) * kBlockBytes, kBlockBytes);
+    for (int j = 0; j < n; ++j) {
+      E row[n];
+      for (int i = 0; i < n; ++i) row[i] = m[i][j];
+      std::memcpy(d + (r * a[attr::kDstRep] + j * a[attr::kDstBlk]) * kBlockBytes, row, kBlockBytes);
+    }
+  }
+}
+
 void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContext& ctx) {
   DType t = in.dtype;
   int es = DTypeSize(t);
@@ -488,36 +509,10 @@ void Vector(const Inst& in, const std::array<int64_t, 4>& addr, const ExecContex
         }
       return;
     }
-    case Op::kVtranspose: {
-      // Source row i is one block at (r*src0_rep + i*src0_blk) blocks; it
-      // becomes column i of the destination, whose row j is at
-      // (r*dst_rep + j*dst_blk) blocks. Each matrix is read whole first:
-      // 16x16 of 2-byte elements, or 8x8 of 4-byte ones.
-      if (es == 4) {
-        for (int64_t r = 0; r < a[attr::kRepeat]; ++r) {
-          uint32_t m[8][8];
-          for (int i = 0; i < 8; ++i)
-            std::memcpy(m[i], s0 + (r * a[attr::kSrc0Rep] + i * a[attr::kSrc0Blk]) * kBlockBytes, kBlockBytes);
-          for (int j = 0; j < 8; ++j) {
-            uint32_t row[8];
-            for (int i = 0; i < 8; ++i) row[i] = m[i][j];
-            std::memcpy(d + (r * a[attr::kDstRep] + j * a[attr::kDstBlk]) * kBlockBytes, row, kBlockBytes);
-          }
-        }
-        return;
-      }
-      for (int64_t r = 0; r < a[attr::kRepeat]; ++r) {
-        uint16_t m[16][16];
-        for (int i = 0; i < 16; ++i)
-          std::memcpy(m[i], s0 + (r * a[attr::kSrc0Rep] + i * a[attr::kSrc0Blk]) * kBlockBytes, kBlockBytes);
-        for (int j = 0; j < 16; ++j) {
-          uint16_t row[16];
-          for (int i = 0; i < 16; ++i) row[i] = m[i][j];
-          std::memcpy(d + (r * a[attr::kDstRep] + j * a[attr::kDstBlk]) * kBlockBytes, row, kBlockBytes);
-        }
-      }
+    case Op::kVtranspose:
+      if (es == 4) Transpose<uint32_t>(in, d, s0);
+      else Transpose<uint16_t>(in, d, s0);
       return;
-    }
     default:
       return;
   }
