@@ -52,7 +52,7 @@ void* HostLoad(void*, const char* kir, size_t kir_len, const void* blobs, size_t
     SetError(err, err_len, std::string(model.status().message()));
     return nullptr;
   }
-  auto* g = new HostGraph{*std::move(model), {}, Executor(), {}, {}};
+  auto* g = new HostGraph{*std::move(model), {}, Executor(), {}, {}, {}};
   for (const Node* n : g->model.graph->nodes()) g->nodes.push_back(n);
   return g;
 }
