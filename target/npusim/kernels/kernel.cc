@@ -64,8 +64,16 @@ std::vector<int64_t> FractalDims(int64_t rows, int64_t cols, int element_bytes) 
   return {(rows + 15) / 16, (cols + k0 - 1) / k0, 16, k0};
 }
 
+namespace {
+
+// Whether `f`'s image is L0B's own form (an f32 Conv weight), not the
+// row-major fractals of FractalDims.
+bool InL0bForm(const FractalConstant& f, int element_bytes) { return f.conv_weight && element_bytes == 4; }
+
+}  // namespace
+
 std::vector<int64_t> FractalConstantDims(const FractalConstant& f, int element_bytes) {
-  if (f.conv_weight && element_bytes == 4) return {(f.rows + 7) / 8, (f.cols + 15) / 16, 16, 8};
+  if (InL0bForm(f, element_bytes)) return {(f.rows + 7) / 8, (f.cols + 15) / 16, 16, 8};
   return FractalDims(f.rows, f.cols, element_bytes);
 }
 
@@ -73,7 +81,7 @@ Tensor FractalImage(const Tensor& t, const FractalConstant& f) {
   const int es = static_cast<int>(DTypeSize(t.dtype()));
   const std::vector<int64_t> d = FractalConstantDims(f, es);
   const int64_t c1n = d[1], k0 = d[3];
-  const bool l0b = f.conv_weight && es == 4;  // B in L0B's form
+  const bool l0b = InL0bForm(f, es);
   Tensor out(t.dtype(), d);  // zero-initialized: the padding
   const auto* src = static_cast<const uint8_t*>(t.raw());
   auto* dst = static_cast<uint8_t*>(out.raw());
