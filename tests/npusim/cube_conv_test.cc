@@ -126,6 +126,34 @@ TEST(CubeConv, Img2ColConvolutionsMatchReference) {
                  {DType::kF16, {1, 32, 9, 9}, {16, 32, 3, 3}, true, {1, 1}, {2, 2, 2, 2}, 1, {2, 2}}});
 }
 
+// Deep convolutions (K = C1*KH*KW k-fractals of many steps): the K steps
+// of a tile repeat their img2col attributes every lcm(Kt, KH*KW) / Kt
+// steps, and the program runs those periods in a loop (its label
+// "k_period"), the image and the weights moved in L1 by registers, and the
+// steps after the last full period as written; the results match the
+// reference.
+TEST(CubeConv, Img2ColLoopsOverThePeriodsOfItsKSteps) {
+  for (const ConvCase& c : std::vector<ConvCase>{
+           {DType::kF32, {1, 300, 28, 28}, {32, 300, 3, 3}, true, {1, 1}, {1, 1, 1, 1}},
+           {DType::kF16, {1, 1000, 14, 14}, {32, 1000, 3, 3}, false, {1, 1}, {1, 1, 1, 1}},
+           {DType::kF16, {2, 512, 28, 28}, {24, 512, 3, 3}, true, {2, 2}, {1, 1, 1, 1}},
+           {DType::kF32, {1, 1024, 14, 14}, {32, 1024, 1, 1}, true, {2, 2}, {0, 0, 0, 0}},
+           {DType::kBF16, {1, 2000, 14, 14}, {32, 2000, 1, 1}, true, {2, 2}, {0, 0, 0, 0}}}) {
+    SCOPED_TRACE(::testing::Message() << DTypeName(c.dt) << " X " << ::testing::PrintToString(c.x) << " W "
+                                      << ::testing::PrintToString(c.w));
+    ExpectMatches({c});
+    Graph g;
+    Node* n = nullptr;
+    absl::flat_hash_map<const Value*, Tensor> inputs;
+    auto k = Generate(c, g, &n, &inputs);
+    ASSERT_TRUE(k.ok()) << k.status();
+    ASSERT_NE(k->plan.find("img2col from L1"), std::string::npos) << k->plan;
+    bool looped = false;
+    for (const auto& [index, name] : k->program.labels) looped |= name.rfind("k_period", 0) == 0;
+    EXPECT_TRUE(looped) << k->plan;
+  }
+}
+
 // Grouped, dilated, asymmetric pads, bf16, 1-D.
 TEST(CubeConv, GroupedDilatedAndOtherConvolutionsMatchReference) {
   ExpectMatches({{DType::kF32, {2, 32, 7, 7}, {64, 8, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, 4},

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -63,7 +64,10 @@ enum Reg {
   rT = 12,       // scratch
   rFirst = 13,   // 1 until the section's weights are on their way
   rBias = 14,    // 1 until the bias is converted for FIXP
-  kNumRegs = 15,
+  rSrc = 15,     // the looped K steps: the L1 offset of their first c1 of the band
+  rWk = 16,      // ... and of their first row of the group's weights
+  rIter = 17,    // ... and the periods left
+  kNumRegs = 18,
 };
 
 struct Geom {
@@ -373,32 +377,48 @@ class Program {
 
   // Output channels [t*Nt*16, ...) of the unit: the K steps, then the tile out.
   // `t0`, `cols`: the group's first tile and its fractal columns in L1.
+  //
+  // K step s covers k-fractals [s*Kt, s*Kt + kt) over (c1, kh, kw): its
+  // img2col attributes repeat every P = lcm(Kt, KH*KW) / Kt steps, which
+  // cover whole c1 planes of the band in L1. Where that saves code, the
+  // first period runs as written (its first step starts the accumulation),
+  // the periods after it in a loop whose registers move the image and the
+  // weights in L1 by a period's planes and rows, and the steps after the
+  // last full period as written.
   void Tile(const Run& run, int64_t t, int64_t t0, int64_t cols, bool first_tile, bool last_tile) {
     const int64_t n1 = t * p_.Nt, nt = std::min(p_.Nt, g_.N1 - n1);
     const int64_t steps = CeilDiv(g_.K1, p_.Kt);
-    const int64_t l0a_half = p_.Mt * p_.Kt * 512, l0b_half = p_.Kt * p_.Nt * 512, l0c_half = p_.Mt * p_.Nt * 1024;
     const int64_t channels = std::min(nt * 16, g_.Co - n1 * 16);
-    for (int64_t s = 0; s < steps; ++s) {
-      const int64_t k0 = s * p_.Kt, kt = std::min(p_.Kt, g_.K1 - k0);
-      // MTE1: the step's im2col rows and weights.
-      if (s == 0 && first_tile) e_.Line(Flag("wait_flag", "MTE2", "MTE1", 1));
-      e_.Line(Flag("wait_flag", "CUBE", "MTE1", 0));
-      e_.L("img2col.", g_.dt, " ", Addr("L0A", rL0A, 0), ", L1[0], h=", run.in_rows, ", w=", g_.W, ", c1=", g_.C1,
-           ", kh=", g_.KH, ", kw=", g_.KW, ", stride_h=", g_.sh, ", stride_w=", g_.sw, ", pad_top=", run.pad_top,
-           ", pad_bottom=", run.pad_bottom, ", pad_left=", g_.pl, ", pad_right=", g_.pr, ", dil_h=", g_.dh,
-           ", dil_w=", g_.dw, ", m=", p_.Mt, ", k_start=", k0, ", k=", kt);
-      e_.L("load_l0b.", g_.dt, " ", Addr("L0B", rL0B, 0), ", L1[", p_.band_bytes + (k0 * cols + (n1 - t0 * p_.Nt)) * 512,
-           "], rows=", kt, ", cols=", nt, ", src_row_stride=", cols, g_.es == 4 ? "" : ", transpose=1");
-      if (s == steps - 1 && last_tile) e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
-      e_.Line(Flag("set_flag", "MTE1", "CUBE", 0));
-      // CUBE.
-      e_.Line(Flag("wait_flag", "MTE1", "CUBE", 0));
-      if (s == 0) e_.Line(Flag("wait_flag", "FIXP", "CUBE", 0));
-      e_.L("mmad.", g_.dt, " ", Addr("L0C", rL0C, 0), ", ", Addr("L0A", rL0A, 0), ", ", Addr("L0B", rL0B, 0), ", m=", p_.Mt,
-           ", k=", kt, ", n=", nt, ", init=", s == 0 ? 1 : 0);
-      e_.Line(Flag("set_flag", "CUBE", "MTE1", 0));
-      Toggle(e_, rL0A, l0a_half);
-      Toggle(e_, rL0B, l0b_half);
+    const int64_t taps = g_.KH * g_.KW, span = std::lcm(p_.Kt, taps), period = span / p_.Kt;
+    const int64_t planes = span / taps, plane_bytes = run.in_rows * g_.W * 32, w_row = cols * 512;
+    // The periods after the first, all full, that the loop runs.
+    int64_t looped = g_.K1 / span - 1;
+    if (looped < 2) looped = 0;
+    const int64_t w_base = p_.band_bytes + (n1 - t0 * p_.Nt) * 512;
+    if (looped == 0) {
+      for (int64_t s = 0; s < steps; ++s)
+        Step(run, s, s * p_.Kt, g_.C1, -1, w_base + s * p_.Kt * w_row, nt, cols, first_tile,
+             last_tile && s == steps - 1);
+    } else {
+      for (int64_t s = 0; s < period; ++s)
+        Step(run, s, s * p_.Kt, g_.C1, -1, w_base + s * p_.Kt * w_row, nt, cols, first_tile, false);
+      e_.L("mov ", R(rSrc), ", ", planes * plane_bytes);
+      e_.L("mov ", R(rWk), ", ", w_base + span * w_row);
+      e_.L("mov ", R(rIter), ", ", looped);
+      const std::string loop = e_.NewLabel("k_period");
+      e_.Label(loop);
+      for (int64_t j = 0; j < period; ++j)
+        Step(run, period + j, j * p_.Kt, planes, rSrc, j * p_.Kt * w_row, nt, cols, false, false);
+      e_.L("add ", R(rSrc), ", ", R(rSrc), ", ", planes * plane_bytes);
+      e_.L("add ", R(rWk), ", ", R(rWk), ", ", span * w_row);
+      e_.L("sub ", R(rIter), ", ", R(rIter), ", 1");
+      e_.L("bne ", R(rIter), ", 0, ", loop);
+      const int64_t done = (looped + 1) * period, k_done = done * p_.Kt;  // steps and k-fractals before the tail
+      for (int64_t s = done; s < steps; ++s)
+        Step(run, s, s * p_.Kt - k_done, g_.C1 - k_done / taps, rSrc, (s * p_.Kt - k_done) * w_row, nt, cols,
+             false, false);
+      // The last step's image rows are in L0A: L1's band is free (MTE1 runs its queue in order).
+      if (last_tile) e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
     }
     e_.Line(Flag("set_flag", "CUBE", "FIXP", 0));
     // FIXP: bias, f32 -> f16/bf16, into a UB tile [Mt*16 pixels, nt*16 channels].
@@ -408,7 +428,7 @@ class Program {
          ", UB[", p_.ub_bias + n1 * 16 * 4, "], m=", p_.Mt, ", n=", nt, g_.fixp_relu ? ", relu=1" : "");
     e_.Line(Flag("set_flag", "FIXP", "CUBE", 0));
     e_.Line(Flag("set_flag", "FIXP", "VECTOR", 0));
-    Toggle(e_, rL0C, l0c_half);
+    Toggle(e_, rL0C, p_.Mt * p_.Nt * 1024);
     // VECTOR: channel rows [nt*16, Mt*16].
     e_.Line(Flag("wait_flag", "FIXP", "VECTOR", 0));
     e_.Line(Flag("wait_flag", "MTE3", "VECTOR", 0));
@@ -450,6 +470,39 @@ class Program {
     }
     e_.Line(Flag("set_flag", "MTE3", "VECTOR", 0));
     Toggle(e_, rOut, p_.ub_tile);
+  }
+
+  // K step `s` of a tile: the k-fractals [k_start, k_start + kt) of an
+  // image of `c1` planes at L1[base] (base: register `base_reg`, 0 where it
+  // is -1), the weights' rows at L1[base of rWk + w_off] (rWk where
+  // `base_reg` is not -1), then the MMA (the first step starts the
+  // accumulation). `wait_band`: the step waits for the band; `hand_back`:
+  // it hands L1 back to MTE2.
+  void Step(const Run& run, int64_t s, int64_t k_start, int64_t c1, int base_reg, int64_t w_off, int64_t nt,
+            int64_t cols, bool wait_band, bool hand_back) {
+    const int64_t k0 = s * p_.Kt, kt = std::min(p_.Kt, g_.K1 - k0);
+    const int64_t l0a_half = p_.Mt * p_.Kt * 512, l0b_half = p_.Kt * p_.Nt * 512;
+    const std::string src = base_reg < 0 ? std::string("L1[0]") : Addr("L1", base_reg, 0);
+    const std::string wts = base_reg < 0 ? absl::StrCat("L1[", w_off, "]") : Addr("L1", rWk, w_off);
+    // MTE1: the step's im2col rows and weights.
+    if (s == 0 && wait_band) e_.Line(Flag("wait_flag", "MTE2", "MTE1", 1));
+    e_.Line(Flag("wait_flag", "CUBE", "MTE1", 0));
+    e_.L("img2col.", g_.dt, " ", Addr("L0A", rL0A, 0), ", ", src, ", h=", run.in_rows, ", w=", g_.W, ", c1=", c1,
+         ", kh=", g_.KH, ", kw=", g_.KW, ", stride_h=", g_.sh, ", stride_w=", g_.sw, ", pad_top=", run.pad_top,
+         ", pad_bottom=", run.pad_bottom, ", pad_left=", g_.pl, ", pad_right=", g_.pr, ", dil_h=", g_.dh,
+         ", dil_w=", g_.dw, ", m=", p_.Mt, ", k_start=", k_start, ", k=", kt);
+    e_.L("load_l0b.", g_.dt, " ", Addr("L0B", rL0B, 0), ", ", wts, ", rows=", kt, ", cols=", nt,
+         ", src_row_stride=", cols, g_.es == 4 ? "" : ", transpose=1");
+    if (hand_back) e_.Line(Flag("set_flag", "MTE1", "MTE2", 1));
+    e_.Line(Flag("set_flag", "MTE1", "CUBE", 0));
+    // CUBE.
+    e_.Line(Flag("wait_flag", "MTE1", "CUBE", 0));
+    if (s == 0) e_.Line(Flag("wait_flag", "FIXP", "CUBE", 0));
+    e_.L("mmad.", g_.dt, " ", Addr("L0C", rL0C, 0), ", ", Addr("L0A", rL0A, 0), ", ", Addr("L0B", rL0B, 0), ", m=", p_.Mt,
+         ", k=", kt, ", n=", nt, ", init=", s == 0 ? 1 : 0);
+    e_.Line(Flag("set_flag", "CUBE", "MTE1", 0));
+    Toggle(e_, rL0A, l0a_half);
+    Toggle(e_, rL0B, l0b_half);
   }
 
   // The fused epilogue's vector steps over the tile in its outgoing layout
