@@ -77,29 +77,58 @@ std::vector<int64_t> FractalConstantDims(const FractalConstant& f, int element_b
   return FractalDims(f.rows, f.cols, element_bytes);
 }
 
+namespace {
+
+// FractalImage's copy for elements of type E: row i of the matrix is
+// src[row_base + j * col_stride] over its columns j.
+template <typename E>
+void FillFractalImage(const E* src, E* dst, const FractalConstant& f, const std::vector<int64_t>& wd, int64_t c1n,
+                      int64_t k0, bool l0b) {
+  const int64_t cin = f.conv_weight ? wd[1] : 0, taps = f.conv_weight ? wd[2] * wd[3] : 0;
+  for (int64_t i = 0; i < f.rows; ++i) {
+    int64_t row_base = i * f.cols, col_stride = 1;
+    if (f.conv_weight) {
+      // A Conv weight [Cout, Cin, KH, KW]: B row i is input channel c at tap `tap`.
+      const int64_t c = i / k0 / taps * k0 + i % k0, tap = i / k0 % taps;
+      if (c >= cin) continue;  // zero past Cin
+      row_base = c * taps + tap;
+      col_stride = cin * taps;
+    } else if (f.transpose) {
+      row_base = i;
+      col_stride = f.rows;
+    }
+    const E* s = src + row_base;
+    if (l0b) {
+      // Element (i, j) at ((i/k0 * c1n + j/16) * 16 + j%16) * k0 + i%k0.
+      E* d = dst + (i / k0) * c1n * 16 * k0 + i % k0;
+      for (int64_t j = 0; j < f.cols; ++j) d[j * k0] = s[j * col_stride];
+    } else {
+      // Element (i, j) at ((i/16 * c1n + j/k0) * 16 + i%16) * k0 + j%k0.
+      E* d = dst + ((i / 16) * c1n * 16 + i % 16) * k0;
+      for (int64_t j0 = 0; j0 < f.cols; j0 += k0) {
+        E* db = d + (j0 / k0) * 16 * k0;
+        const int64_t n = std::min(k0, f.cols - j0);
+        for (int64_t j = 0; j < n; ++j) db[j] = s[(j0 + j) * col_stride];
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Tensor FractalImage(const Tensor& t, const FractalConstant& f) {
   const int es = static_cast<int>(DTypeSize(t.dtype()));
   const std::vector<int64_t> d = FractalConstantDims(f, es);
   const int64_t c1n = d[1], k0 = d[3];
   const bool l0b = InL0bForm(f, es);
   Tensor out(t.dtype(), d);  // zero-initialized: the padding
-  const auto* src = static_cast<const uint8_t*>(t.raw());
-  auto* dst = static_cast<uint8_t*>(out.raw());
-  // A Conv weight [Cout, Cin, KH, KW]: the element of B row i, column j.
   const std::vector<int64_t>& wd = t.dims();
-  const int64_t cin = f.conv_weight ? wd[1] : 0, taps = f.conv_weight ? wd[2] * wd[3] : 0;
-  for (int64_t i = 0; i < f.rows; ++i)
-    for (int64_t j = 0; j < f.cols; ++j) {
-      int64_t from = f.transpose ? j * f.rows + i : i * f.cols + j;
-      if (f.conv_weight) {
-        const int64_t c = i / k0 / taps * k0 + i % k0, tap = i / k0 % taps;
-        if (c >= cin) continue;
-        from = (j * cin + c) * taps + tap;
-      }
-      const int64_t to = l0b ? (((i / k0) * c1n + j / 16) * 16 + j % 16) * k0 + i % k0
-                             : (((i / 16) * c1n + j / k0) * 16 + i % 16) * k0 + j % k0;
-      std::memcpy(dst + to * es, src + from * es, es);
-    }
+  if (es == 4)
+    FillFractalImage(static_cast<const uint32_t*>(t.raw()), static_cast<uint32_t*>(out.raw()), f, wd, c1n, k0, l0b);
+  else if (es == 2)
+    FillFractalImage(static_cast<const uint16_t*>(t.raw()), static_cast<uint16_t*>(out.raw()), f, wd, c1n, k0, l0b);
+  else
+    FillFractalImage(static_cast<const uint8_t*>(t.raw()), static_cast<uint8_t*>(out.raw()), f, wd, c1n, k0, l0b);
   return out;
 }
 
