@@ -1,10 +1,38 @@
 //===- encode.cc - Programs to and from their protobuf form ---------------===//
 #include "sim/isa/encode.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "absl/base/casts.h"
 #include "graph/support/status.h"
 #include "sim/isa/verify.h"
 
 namespace kiln::sim {
+
+namespace {
+
+// The head word of an instruction (isa.proto, Program.code).
+constexpr int64_t kOpRange = 1024, kDTypeRange = 16;
+
+// Reads Program.code word by word; false past its end.
+class CodeReader {
+ public:
+  explicit CodeReader(const google::protobuf::RepeatedField<int64_t>& code) : code_(code) {}
+  bool done() const { return at_ >= code_.size(); }
+  bool Next(int64_t* v) {
+    if (at_ >= code_.size()) return false;
+    *v = code_.Get(at_++);
+    return true;
+  }
+
+ private:
+  const google::protobuf::RepeatedField<int64_t>& code_;
+  int at_ = 0;
+};
+
+}  // namespace
 
 isa::Program ToProto(const Program& p) {
   isa::Program out;
@@ -21,34 +49,33 @@ isa::Program ToProto(const Program& p) {
     l->set_index(index);
     l->set_name(name);
   }
+  google::protobuf::RepeatedField<int64_t>& code = *out.mutable_code();
+  code.Reserve(static_cast<int>(std::min<size_t>(p.insts.size() * 16, INT32_MAX / 2)));
   for (const Inst& in : p.insts) {
-    isa::Instruction* x = out.add_insts();
     const OpInfo& info = Info(in.op);
-    x->set_op(static_cast<isa::Opcode>(in.op));
-    x->set_dtype(static_cast<isa::DType>(in.dtype));
-    x->set_dtype2(static_cast<isa::DType>(in.dtype2));
+    int64_t operands = 0;
+    for (size_t k = 0; k < info.operands.size(); ++k) operands += in.ops[k].kind != Operand::Kind::kNone;
+    code.Add(static_cast<int64_t>(in.op) +
+             kOpRange * (static_cast<int64_t>(in.dtype) +
+                         kDTypeRange * (static_cast<int64_t>(in.dtype2) + kDTypeRange * operands)));
     for (size_t k = 0; k < info.operands.size(); ++k) {
       const Operand& o = in.ops[k];
       if (o.kind == Operand::Kind::kNone) continue;
-      isa::Operand* y = x->add_operands();
+      code.Add(static_cast<int64_t>(o.kind));
       switch (o.kind) {
-        case Operand::Kind::kReg: y->set_reg(o.reg); break;
-        case Operand::Kind::kImm: y->set_imm(o.imm); break;
-        case Operand::Kind::kFloat: y->set_fimm(o.fimm); break;
-        case Operand::Kind::kPipe: y->set_pipe(static_cast<isa::Pipe>(o.imm)); break;
-        case Operand::Kind::kLabel: y->set_label(o.imm); break;
-        case Operand::Kind::kAddr: {
-          isa::Address* a = y->mutable_addr();
-          a->set_space(static_cast<isa::Space>(o.space));
-          a->set_arg(o.arg < 0 ? 0 : o.arg);
-          if (o.reg >= 0) a->set_reg(o.reg);
-          a->set_offset(o.imm);
+        case Operand::Kind::kReg: code.Add(o.reg); break;
+        case Operand::Kind::kFloat: code.Add(absl::bit_cast<int64_t>(o.fimm)); break;
+        case Operand::Kind::kAddr:
+          code.Add(static_cast<int64_t>(o.space));
+          code.Add(o.reg);
+          code.Add(o.space == Space::kGm ? o.arg : -1);
+          code.Add(o.imm);
           break;
-        }
+        case Operand::Kind::kImm: case Operand::Kind::kPipe: case Operand::Kind::kLabel: code.Add(o.imm); break;
         case Operand::Kind::kNone: break;
       }
     }
-    for (size_t k = 0; k < info.attrs.size(); ++k) x->add_attrs(in.attrs[k]);
+    for (size_t k = 0; k < info.attrs.size(); ++k) code.Add(in.attrs[k]);
   }
   return out;
 }
@@ -72,50 +99,59 @@ absl::StatusOr<Program> FromProto(const isa::Program& x) {
   }
   for (const isa::Label& l : x.labels()) p.labels.emplace_back(l.index(), l.name());
   std::sort(p.labels.begin(), p.labels.end());
-  p.insts.reserve(static_cast<size_t>(x.insts_size()));
-  for (int i = 0; i < x.insts_size(); ++i) {
-    const isa::Instruction& y = x.insts(i);
-    if (y.op() < 0 || y.op() >= static_cast<int>(Op::kNumOps)) return InvalidArgument("instruction ", i, ": bad opcode");
+  CodeReader r(x.code());
+  for (int64_t i = 0; !r.done(); ++i) {
+    auto truncated = [&] { return InvalidArgument("instruction ", i, ": the code ends inside it"); };
+    int64_t head = 0;
+    r.Next(&head);
+    if (head < 0) return InvalidArgument("instruction ", i, ": bad head word ", head);
+    const int64_t op = head % kOpRange, dtype = head / kOpRange % kDTypeRange,
+                  dtype2 = head / (kOpRange * kDTypeRange) % kDTypeRange,
+                  operands = head / (kOpRange * kDTypeRange * kDTypeRange);
+    if (op >= static_cast<int64_t>(Op::kNumOps)) return InvalidArgument("instruction ", i, ": bad opcode");
     Inst in;
-    in.op = static_cast<Op>(y.op());
+    in.op = static_cast<Op>(op);
     const OpInfo& info = Info(in.op);
-    if (y.dtype() < 0 || y.dtype() > isa::S8 || y.dtype2() < 0 || y.dtype2() > isa::S8)
-      return InvalidArgument("instruction ", i, ": bad dtype");
-    in.dtype = static_cast<DType>(y.dtype());
-    in.dtype2 = static_cast<DType>(y.dtype2());
+    if (dtype > isa::S8 || dtype2 > isa::S8) return InvalidArgument("instruction ", i, ": bad dtype");
+    in.dtype = static_cast<DType>(dtype);
+    in.dtype2 = static_cast<DType>(dtype2);
     if ((info.ndtypes >= 1) != (in.dtype != DType::kNone) || (info.ndtypes == 2) != (in.dtype2 != DType::kNone))
       return InvalidArgument("instruction ", i, " (", info.name, "): takes ", info.ndtypes, " dtypes");
-    if (y.operands_size() > static_cast<int>(info.operands.size()))
+    if (operands > static_cast<int64_t>(info.operands.size()))
       return InvalidArgument("instruction ", i, " (", info.name, "): too many operands");
-    for (int k = 0; k < y.operands_size(); ++k) {
-      const isa::Operand& z = y.operands(k);
+    auto reg_ok = [](int64_t reg) { return reg >= 0 && reg <= 32767; };
+    for (int64_t k = 0; k < operands; ++k) {
       Operand& o = in.ops[k];
-      switch (z.kind_case()) {
-        case isa::Operand::kReg: o = Operand::Reg(z.reg()); break;
-        case isa::Operand::kImm: o = Operand::Imm(z.imm()); break;
-        case isa::Operand::kFimm: o = Operand::Float(z.fimm()); break;
-        case isa::Operand::kPipe:
-          if (z.pipe() < 0 || z.pipe() > isa::ALL) return InvalidArgument("instruction ", i, ": bad pipe");
-          o = Operand::PipeOp(static_cast<Pipe>(z.pipe()));
+      int64_t kind = 0, v = 0;
+      if (!r.Next(&kind) || !r.Next(&v)) return truncated();
+      switch (kind) {
+        case static_cast<int64_t>(Operand::Kind::kReg):
+          if (!reg_ok(v)) return InvalidArgument("instruction ", i, ": bad register");
+          o = Operand::Reg(static_cast<int>(v));
           break;
-        case isa::Operand::kLabel: o = Operand::Label(z.label()); break;
-        case isa::Operand::kAddr: {
-          const isa::Address& a = z.addr();
-          if (a.space() <= isa::SPACE_NONE || a.space() > isa::UB) return InvalidArgument("instruction ", i, ": bad space");
-          Space s = static_cast<Space>(a.space());
-          o = Operand::Addr(s, a.has_reg() ? a.reg() : -1, a.offset(), s == Space::kGm ? a.arg() : -1);
-          if (a.has_reg() && (a.reg() < 0 || a.reg() > 32767)) return InvalidArgument("instruction ", i, ": bad register");
+        case static_cast<int64_t>(Operand::Kind::kImm): o = Operand::Imm(v); break;
+        case static_cast<int64_t>(Operand::Kind::kFloat): o = Operand::Float(absl::bit_cast<double>(v)); break;
+        case static_cast<int64_t>(Operand::Kind::kPipe):
+          if (v < 0 || v > isa::ALL) return InvalidArgument("instruction ", i, ": bad pipe");
+          o = Operand::PipeOp(static_cast<Pipe>(v));
+          break;
+        case static_cast<int64_t>(Operand::Kind::kLabel): o = Operand::Label(v); break;
+        case static_cast<int64_t>(Operand::Kind::kAddr): {
+          int64_t reg = 0, arg = 0, offset = 0;
+          if (!r.Next(&reg) || !r.Next(&arg) || !r.Next(&offset)) return truncated();
+          if (v <= isa::SPACE_NONE || v > isa::UB) return InvalidArgument("instruction ", i, ": bad space");
+          if (reg != -1 && !reg_ok(reg)) return InvalidArgument("instruction ", i, ": bad register");
+          const Space s = static_cast<Space>(v);
+          if (s == Space::kGm ? (arg < 0 || arg > INT32_MAX) : arg != -1)
+            return InvalidArgument("instruction ", i, ": bad argument index");
+          o = Operand::Addr(s, static_cast<int>(reg), offset, static_cast<int>(arg));
           break;
         }
-        case isa::Operand::KIND_NOT_SET: return InvalidArgument("instruction ", i, ": empty operand");
+        default: return InvalidArgument("instruction ", i, ": bad operand kind ", kind);
       }
-      if (z.kind_case() == isa::Operand::kReg && (z.reg() < 0 || z.reg() > 32767))
-        return InvalidArgument("instruction ", i, ": bad register");
     }
-    if (y.attrs_size() != static_cast<int>(info.attrs.size()))
-      return InvalidArgument("instruction ", i, " (", info.name, "): expected ", info.attrs.size(), " attributes, got ",
-                             y.attrs_size());
-    for (int k = 0; k < y.attrs_size(); ++k) in.attrs[k] = y.attrs(k);
+    for (size_t k = 0; k < info.attrs.size(); ++k)
+      if (!r.Next(&in.attrs[k])) return truncated();
     p.insts.push_back(in);
   }
   KILN_RETURN_IF_ERROR(VerifyProgram(p));

@@ -11,8 +11,9 @@ namespace kiln::artifact {
 
 // Bumped whenever the meaning of a field or the file's layout changes
 // (version 3: the CRC-32 trailer; 4: data-parallel modules, whose
-// collectives an older reader would skip).
-inline constexpr uint32_t kArtifactFormatVersion = 4;
+// collectives an older reader would skip; 5: programs' instructions packed
+// as integers, sim/isa/isa.proto's Program.code).
+inline constexpr uint32_t kArtifactFormatVersion = 5;
 
 absl::Status WriteArtifact(const Artifact& artifact, const std::string& path);
 // Rejects files that are not artifacts, are truncated or corrupted (the

@@ -88,24 +88,35 @@ class Artifacts:
             f.write(b"KILNART\n" + body + struct.pack("<I", zlib.crc32(body) & 0xFFFFFFFF))
 
 
-def first_inst(a, has):
-    for p in a.npusim.programs:
-        for inst in p.insts:
-            if has(inst):
-                return inst
-    raise AssertionError("no such instruction in the artifact")
+# Opcodes and operand kinds of the packed program code (sim/isa/isa.proto,
+# Program.code).
+OP_MOV, OP_COPY_GM_UB = 0, 20
+REG, IMM, ADDR = 1, 2, 4
+GM, UB = 1, 6
 
 
-def with_addr(inst):
-    return any(o.HasField("addr") for o in inst.operands)
+def inst(op, operands, attrs=()):
+    """One instruction's words: its head, its operands (kind, fields...), its attributes."""
+    words = [op + 1024 * 16 * 16 * len(operands)]
+    for kind, *fields in operands:
+        words += [kind, *fields]
+    return words + list(attrs)
+
+
+def set_code(a, words):
+    """The first program's code replaced by `words`."""
+    p = a.npusim.programs[0]
+    del p.code[:]
+    p.code.extend(words)
+
+
+def copy_in(offset=0, nburst=1):
+    """copy_gm_ub UB[0], ARG0[offset], nburst=.., len=32: the first program's first argument into UB."""
+    return inst(OP_COPY_GM_UB, [(ADDR, UB, -1, -1, 0), (ADDR, GM, -1, 0, offset)], [nburst, 32, 0, 0])
 
 
 def set_addr_offset(a, offset):
-    inst = first_inst(a, with_addr)
-    for o in inst.operands:
-        if o.HasField("addr"):
-            o.addr.offset = offset
-            return
+    set_code(a, copy_in(offset=offset))
 
 
 def set_buffer_offset(a, offset):
@@ -122,15 +133,11 @@ def set_arg_shape(a, shape):
 
 
 def set_first_attr(a, value):
-    first_inst(a, lambda i: len(i.attrs) > 0).attrs[0] = value
+    set_code(a, copy_in(nburst=value))
 
 
 def set_reg(a, value):
-    inst = first_inst(a, lambda i: any(o.HasField("reg") for o in i.operands))
-    for o in inst.operands:
-        if o.HasField("reg"):
-            o.reg = value
-            return
+    set_code(a, inst(OP_MOV, [(REG, value), (IMM, 0)]))
 
 
 def onnx_shape_model(op, shape):

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "sim/isa/encode.h"
 #include "target/artifact/artifact_io.h"
 #include "tests/target/npusim_test_util.h"
 
@@ -32,12 +33,20 @@ absl::Status LoadMutated(const std::string& name, const std::function<void(artif
   return (*loaded)->Run({Random({8, 32}, 3)}).status();
 }
 
-// The first instruction of `op` in the artifact's programs.
-sim::isa::Instruction* FirstOf(artifact::Artifact& a, sim::Op op) {
-  for (sim::isa::Program& p : *a.mutable_npusim()->mutable_programs())
-    for (sim::isa::Instruction& in : *p.mutable_insts())
-      if (in.op() == static_cast<int>(op)) return &in;
-  return nullptr;
+// Changes the first instruction of `op` in the artifact's programs by `f`
+// (the program decoded, changed and encoded again); false when there is none.
+bool ChangeFirst(artifact::Artifact& a, sim::Op op, const std::function<void(sim::Inst&)>& f) {
+  for (sim::isa::Program& p : *a.mutable_npusim()->mutable_programs()) {
+    absl::StatusOr<sim::Program> prog = sim::FromProto(p);
+    if (!prog.ok()) continue;
+    for (sim::Inst& in : prog->insts)
+      if (in.op == op) {
+        f(in);
+        p = sim::ToProto(*prog);
+        return true;
+      }
+  }
+  return false;
 }
 
 TEST(NpusimHostileArtifact, TheUnchangedArtifactRuns) { EXPECT_TRUE(LoadMutated("same", [](auto&) {}).ok()); }
@@ -80,9 +89,7 @@ TEST(NpusimHostileArtifact, AnArgumentWhoseBytesOverflowIsRefused) {
 
 TEST(NpusimHostileArtifact, AnAttributeWiderThanItsFieldIsRefused) {
   absl::Status s = LoadMutated("attr", [](artifact::Artifact& a) {
-    sim::isa::Instruction* in = FirstOf(a, sim::Op::kMmad);
-    ASSERT_NE(in, nullptr);
-    in->set_attrs(0, int64_t{1} << 40);
+    ASSERT_TRUE(ChangeFirst(a, sim::Op::kMmad, [](sim::Inst& in) { in.attrs[0] = int64_t{1} << 40; }));
   });
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("more than a 32-bit field holds"));
 }
