@@ -37,24 +37,36 @@ absl::Status CheckInput(const artifact::TensorSignature& s, const Tensor& t, int
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& path, ModuleLoader loader) {
-  auto a = artifact::ReadArtifact(path);
-  if (!a.ok()) return a.status();
-  return FromArtifact(*std::move(a), path, std::move(loader));
+  auto f = artifact::ReadArtifactFile(path);
+  if (!f.ok()) return f.status();
+  artifact::Artifact message = std::move(f->message);
+  return Build(std::move(message), &*f, path, nullptr, loader);
 }
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact::Artifact artifact,
                                                                        const std::string& path, ModuleLoader loader) {
-  return Build(std::move(artifact), path, nullptr, loader);
+  return Build(std::move(artifact), nullptr, path, nullptr, loader);
 }
 
-absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifact artifact, const std::string& path,
-                                                                const BlobStore* shared, const ModuleLoader& loader) {
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifact artifact,
+                                                                const artifact::ArtifactFile* file,
+                                                                const std::string& path, const BlobStore* shared,
+                                                                const ModuleLoader& loader) {
   auto m = std::make_unique<LoadedModel>();
   m->path_ = path;
   m->artifact_ = std::move(artifact);
+  // The constants: the file's section, borrowed where they lie in its
+  // mapping (an artifact is a compiler's output, read back under its
+  // CRC-32: its blobs' hashes need not be computed again), or the message's.
+  const bool in_file = file && !file->section.empty();
+  const absl::string_view constants = in_file ? file->section : absl::string_view(m->artifact_.constants());
+  auto read_constants = [&](BlobStore* blobs) {
+    return DeserializeBlobStore(constants, blobs, BlobHashes::kTrusted,
+                                in_file ? std::shared_ptr<const void>(file->file) : nullptr);
+  };
   if (m->artifact_.gears_size() > 0) {
     BlobStore bundle_blobs;
-    if (absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &bundle_blobs, BlobHashes::kTrusted); !s.ok())
+    if (absl::Status s = read_constants(&bundle_blobs); !s.ok())
       return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
     for (artifact::Gear& g : *m->artifact_.mutable_gears()) {
       const std::string label = artifact::GearLabel(m->artifact_, g);
@@ -63,8 +75,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
           g.artifact().outputs_size() != m->artifact_.outputs_size() || g.artifact().gears_size() > 0)
         return absl::InvalidArgumentError(absl::StrCat(path, ": gear ", label, " does not match the model's signature"));
       // The gear's artifact moves into its model (the bundle keeps the rest).
-      auto gear =
-          Build(std::move(*g.mutable_artifact()), absl::StrCat(path, " (gear ", label, ")"), &bundle_blobs, loader);
+      auto gear = Build(std::move(*g.mutable_artifact()), nullptr, absl::StrCat(path, " (gear ", label, ")"),
+                        &bundle_blobs, loader);
       g.clear_artifact();
       if (!gear.ok()) return gear.status();
       (*gear)->gear_label_ = label;
@@ -73,12 +85,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
     return m;
   }
   // A gear of a bundle has no constants of its own: it reads the bundle's.
-  const bool use_shared = shared && m->artifact_.constants().empty();
+  const bool use_shared = shared && constants.empty();
   BlobStore blobs;
   if (!use_shared) {
-    // An artifact is a compiler's output, read back under its CRC-32: its
-    // blobs' hashes need not be computed again.
-    absl::Status s = DeserializeBlobStore(m->artifact_.constants(), &blobs, BlobHashes::kTrusted);
+    absl::Status s = read_constants(&blobs);
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": constants: ", s.message()));
   }
   auto model = ParseModel(m->artifact_.graph_kir(), path, use_shared ? shared : &blobs);

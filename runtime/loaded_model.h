@@ -17,6 +17,7 @@
 #include "graph/ir/printer.h"
 #include "runtime/device_module.h"
 #include "target/artifact/artifact.pb.h"
+#include "target/artifact/artifact_io.h"
 
 namespace kiln::runtime {
 
@@ -53,10 +54,14 @@ class LoadedModel {
   const std::string& gear_label() const { return gear_label_; }
 
  private:
-  // `shared`: the blobs of a gear bundle, for a gear without constants of
-  // its own.
-  static absl::StatusOr<std::unique_ptr<LoadedModel>> Build(artifact::Artifact artifact, const std::string& name,
-                                                            const BlobStore* shared, const ModuleLoader& loader);
+  // `file`: the artifact's file as read, whose mapping the constants'
+  // tensors borrow (null for an artifact in memory, whose constants are
+  // the message's). `shared`: the blobs of a gear bundle, for a gear without
+  // constants of its own.
+  static absl::StatusOr<std::unique_ptr<LoadedModel>> Build(artifact::Artifact artifact,
+                                                            const artifact::ArtifactFile* file,
+                                                            const std::string& name, const BlobStore* shared,
+                                                            const ModuleLoader& loader);
   const LoadedModel& current() const { return gears_.empty() ? *this : *gears_[current_gear_]; }
   absl::Status CheckInputs(const std::vector<Tensor>& inputs) const;
   // The first gear the inputs fit, or an error naming the gears.

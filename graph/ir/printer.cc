@@ -164,7 +164,11 @@ const Tensor* BlobStore::Find(uint64_t hash) const {
 namespace {
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'B', 'L', 'O', 'B'};
-constexpr uint32_t kBlobVersion = 1;
+// Version 2 starts every payload at a multiple of kBlobAlignment bytes from
+// the store's start (zero padding after its length); version 1, still read,
+// has no padding.
+constexpr uint32_t kBlobVersion = 2;
+constexpr size_t kBlobAlignment = 64;
 
 void PutU64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -208,13 +212,14 @@ std::string SerializeBlobStore(const BlobStore& store) {
   // Sized up front: the blobs are a model's constants (100 MB for ResNet-50).
   size_t size = sizeof(kBlobMagic) + 12;
   for (const auto& [hash, t] : store.blobs)
-    size += 8 + 4 + DTypeName(t.dtype()).size() + 4 + 8 * static_cast<size_t>(t.rank()) + 8 +
+    size += 8 + 4 + DTypeName(t.dtype()).size() + 4 + 8 * static_cast<size_t>(t.rank()) + 8 + kBlobAlignment +
             (t.dtype() == DType::kString ? 0 : static_cast<size_t>(t.nbytes()));
   std::string out;
   out.reserve(size);
   out.append(kBlobMagic, sizeof(kBlobMagic));
   PutU32(&out, kBlobVersion);
   PutU64(&out, store.blobs.size());
+  auto align = [&out] { out.append((kBlobAlignment - out.size() % kBlobAlignment) % kBlobAlignment, '\0'); };
   for (const auto& [hash, t] : store.blobs) {
     PutU64(&out, hash);
     absl::string_view name = DTypeName(t.dtype());
@@ -230,16 +235,19 @@ std::string SerializeBlobStore(const BlobStore& store) {
         payload += s[i];
       }
       PutU64(&out, payload.size());
+      align();
       out += payload;
     } else {
       PutU64(&out, t.nbytes());
+      align();
       out.append(static_cast<const char*>(t.raw()), t.nbytes());
     }
   }
   return out;
 }
 
-absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store, BlobHashes hashes) {
+absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store, BlobHashes hashes,
+                                  std::shared_ptr<const void> owner) {
   auto bad = [](auto&&... what) {
     return absl::InvalidArgumentError(absl::StrCat("blob store: ", what...));
   };
@@ -250,7 +258,7 @@ absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store, Blo
   uint32_t version;
   uint64_t count;
   if (!r.U32(&version) || !r.U64(&count)) return bad("truncated header");
-  if (version != kBlobVersion) return bad("unsupported version ", version);
+  if (version != kBlobVersion && version != 1) return bad("unsupported version ", version);
   for (uint64_t e = 0; e < count; ++e) {
     auto trunc = [&] { return bad("entry ", e, " is truncated"); };
     uint64_t hash, payload_len;
@@ -272,6 +280,10 @@ absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store, Blo
     if (!counted || *counted > (int64_t{1} << 62)) return bad("entry ", e, " has too many elements");
     const uint64_t numel = static_cast<uint64_t>(*counted);
     if (!r.U64(&payload_len)) return trunc();
+    absl::string_view padding;
+    if (version >= 2 && !r.Bytes((kBlobAlignment - r.pos() % kBlobAlignment) % kBlobAlignment, &padding))
+      return trunc();
+    if (padding.find_first_not_of('\0') != absl::string_view::npos) return bad("entry ", e, " has nonzero padding");
     if (payload_len > r.remaining()) return trunc();
     absl::string_view payload;
     r.Bytes(payload_len, &payload);
@@ -293,8 +305,12 @@ absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store, Blo
       uint64_t size = DTypeSize(*dt);
       if (numel > payload_len / size || numel * size != payload_len)
         return bad("entry ", e, ": payload has ", payload_len, " bytes, expected ", numel * size);
-      t = Tensor(*dt, dims);
-      if (payload_len) std::memcpy(t.raw(), payload.data(), payload_len);
+      if (owner && payload_len > 0 && reinterpret_cast<uintptr_t>(payload.data()) % kBlobAlignment == 0) {
+        t = Tensor::Borrowed(*dt, dims, const_cast<char*>(payload.data()), owner);
+      } else {
+        t = Tensor(*dt, dims);
+        if (payload_len) std::memcpy(t.raw(), payload.data(), payload_len);
+      }
     }
     if (hashes == BlobHashes::kVerify && StableTensorHash(t) != hash)
       return bad("entry ", e, ": contents do not match hash ", BlobHashString(hash), " (corrupt file)");

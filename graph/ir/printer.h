@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -58,10 +59,14 @@ struct BlobStore {
 // layout). Loading verifies every entry's hash against its contents, unless
 // the bytes come inside a container that checked them already (an
 // artifact's CRC-32): kTrusted skips the hashes, never the structure.
+// With an `owner` that holds `bytes` (writable: a copy-on-write mapping),
+// numeric tensors borrow their payloads instead of copying them
+// (Tensor::Borrowed): every payload starts 64-byte aligned in the store.
 std::string SerializeBlobStore(const BlobStore& store);
 enum class BlobHashes { kVerify, kTrusted };
 absl::Status DeserializeBlobStore(absl::string_view bytes, BlobStore* store,
-                                  BlobHashes hashes = BlobHashes::kVerify);
+                                  BlobHashes hashes = BlobHashes::kVerify,
+                                  std::shared_ptr<const void> owner = nullptr);
 absl::Status SaveBlobStore(const BlobStore& store, const std::string& path);
 // Adds the blobs of the file at `path` to `store`.
 absl::Status LoadBlobStore(const std::string& path, BlobStore* store);

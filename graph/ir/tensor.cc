@@ -23,6 +23,7 @@ int64_t NumElements(const Dims& dims) { return CheckedProduct(dims).value_or(-1)
 struct Tensor::Storage {
   void* bytes = nullptr;  // 64-byte aligned
   void* block = nullptr;  // a separate allocation holding `bytes`, if any
+  std::shared_ptr<const void> owner;  // who holds `bytes` when the tensor borrows them
   std::vector<std::string> strings;
   ~Storage() { std::free(block); }
 };
@@ -67,6 +68,19 @@ Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
     if (!storage_->bytes) throw std::bad_alloc();
   }
   std::memset(storage_->bytes, 0, alloc);
+}
+
+Tensor Tensor::Borrowed(DType dtype, Dims dims, void* bytes, std::shared_ptr<const void> owner) {
+  assert(dtype != DType::kString && "a borrowed tensor is numeric");
+  assert(reinterpret_cast<uintptr_t>(bytes) % kAlignment == 0 && "borrowed bytes are 64-byte aligned");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.numel_ = NumElements(t.dims_);
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->bytes = bytes;
+  t.storage_->owner = std::move(owner);
+  return t;
 }
 
 void* Tensor::raw() {

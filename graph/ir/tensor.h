@@ -42,6 +42,12 @@ class Tensor {
   }
   template <typename T>
   static Tensor Scalar(T value) { return FromVector<T>({value}, {}); }
+  // A numeric tensor over `bytes` (64-byte aligned, nbytes() of them) that
+  // someone else holds: `owner` keeps them alive while any copy of the
+  // tensor lives (a mapped file's constants, read without a copy). The
+  // bytes must stay writable by the tensor, as any tensor's are (a
+  // copy-on-write mapping).
+  static Tensor Borrowed(DType dtype, Dims dims, void* bytes, std::shared_ptr<const void> owner);
 
   bool defined() const { return dtype_ != DType::kUndefined; }
   DType dtype() const { return dtype_; }

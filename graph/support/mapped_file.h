@@ -27,12 +27,17 @@ namespace kiln {
 
 class MappedFile {
  public:
-  static absl::StatusOr<MappedFile> Open(const std::string& path) {
+  // kCopyOnWrite: the mapped bytes may be written, each written page
+  // becoming the process's own copy (the file never changes): for bytes
+  // that tensors borrow, which are writable as any tensor's are.
+  enum Access { kReadOnly, kCopyOnWrite };
+  static absl::StatusOr<MappedFile> Open(const std::string& path, Access access = kReadOnly) {
     MappedFile m;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-      void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+      const int prot = access == kCopyOnWrite ? PROT_READ | PROT_WRITE : PROT_READ;
+      void* p = mmap(nullptr, static_cast<size_t>(st.st_size), prot, MAP_PRIVATE, fd, 0);
       if (p != MAP_FAILED) {
         ::close(fd);
         m.map_ = p;

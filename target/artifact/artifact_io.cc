@@ -26,13 +26,23 @@ namespace {
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\n'};
 constexpr size_t kChecksumBytes = 4;
 
-uint32_t Crc32(const char* data, size_t size) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  // zlib takes the length as a 32-bit uInt: feed larger payloads in pieces.
+constexpr size_t kSectionAlignment = 64;
+constexpr size_t kSectionTrailerBytes = 16;  // the message's size and the section's
+
+// `crc` carried over `size` more bytes (zlib takes the length as a 32-bit
+// uInt: larger payloads go in pieces).
+uLong Crc32(uLong crc, const char* data, size_t size) {
   constexpr size_t kPiece = size_t{1} << 30;
   for (size_t at = 0; at < size; at += kPiece)
     crc = crc32(crc, reinterpret_cast<const Bytef*>(data + at), static_cast<uInt>(std::min(kPiece, size - at)));
-  return static_cast<uint32_t>(crc);
+  return crc;
+}
+uint32_t Crc32(const char* data, size_t size) { return static_cast<uint32_t>(Crc32(crc32(0L, Z_NULL, 0), data, size)); }
+
+uint64_t ReadLe64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
 }
 
 // A protobuf output stream into a file descriptor through a buffer of its
@@ -58,13 +68,20 @@ class ChecksummedFileStream : public google::protobuf::io::ZeroCopyOutputStream 
 
   // Writes `n` bytes after those buffered, outside the checksum.
   bool WriteRaw(const char* data, size_t n) { return Flush() && WriteFd(data, n); }
+  // Writes `n` bytes after those buffered, summed, without copying them.
+  bool WriteSummed(const char* data, size_t n) {
+    if (!Flush()) return false;
+    crc_ = Crc32(crc_, data, n);
+    total_ += n;
+    return WriteFd(data, n);
+  }
   uint32_t checksum() {
     Flush();
     return static_cast<uint32_t>(crc_);
   }
   bool Flush() {
     if (used_ == 0) return ok_;
-    crc_ = crc32(crc_, reinterpret_cast<const Bytef*>(buf_.data()), static_cast<uInt>(used_));
+    crc_ = Crc32(crc_, buf_.data(), used_);
     ok_ = WriteFd(buf_.data(), used_) && ok_;
     used_ = 0;
     return ok_;
@@ -126,7 +143,10 @@ std::string DescribeSignature(const TensorSignature& s) {
   return absl::StrCat(s.name(), ": ", s.dtype(), "[", absl::StrJoin(dims, ","), "]");
 }
 
-absl::Status WriteArtifact(const Artifact& artifact, const std::string& path) {
+absl::Status WriteArtifact(Artifact artifact, const std::string& path) {
+  // The constants go after the message, in a section of their own.
+  const std::string constants = std::move(*artifact.mutable_constants());
+  artifact.clear_constants();
   const size_t size = artifact.ByteSizeLong();
   if (size > static_cast<size_t>(INT32_MAX))
     return absl::InvalidArgumentError(absl::StrCat("the artifact (", size, " bytes) is past protobuf's 2 GiB"));
@@ -142,19 +162,32 @@ absl::Status WriteArtifact(const Artifact& artifact, const std::string& path) {
     cos.SetSerializationDeterministic(true);
     ok = ok && artifact.SerializeToCodedStream(&cos) && cos.ByteCount() == static_cast<int64_t>(size);
   }
+  if (!constants.empty()) {
+    const size_t at = sizeof kMagic + size;
+    const std::string padding((kSectionAlignment - at % kSectionAlignment) % kSectionAlignment, '\0');
+    char trailer[kSectionTrailerBytes];
+    for (int i = 0; i < 8; ++i) {
+      trailer[i] = static_cast<char>((static_cast<uint64_t>(size) >> (8 * i)) & 0xff);
+      trailer[8 + i] = static_cast<char>((static_cast<uint64_t>(constants.size()) >> (8 * i)) & 0xff);
+    }
+    ok = ok && out.WriteSummed(padding.data(), padding.size()) && out.WriteSummed(constants.data(), constants.size()) &&
+         out.WriteSummed(trailer, sizeof trailer);
+  }
   const uint32_t crc = out.checksum();
-  char trailer[kChecksumBytes];
-  for (size_t i = 0; i < kChecksumBytes; ++i) trailer[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  ok = ok && out.WriteRaw(trailer, sizeof trailer);
+  char crc_bytes[kChecksumBytes];
+  for (size_t i = 0; i < kChecksumBytes; ++i) crc_bytes[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  ok = ok && out.WriteRaw(crc_bytes, sizeof crc_bytes);
   ok = (::close(fd) == 0) && ok;
   if (!ok) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Artifact> ReadArtifact(const std::string& path) {
-  absl::StatusOr<MappedFile> read = MappedFile::Open(path);
+absl::StatusOr<ArtifactFile> ReadArtifactFile(const std::string& path) {
+  absl::StatusOr<MappedFile> read = MappedFile::Open(path, MappedFile::kCopyOnWrite);
   if (!read.ok()) return read.status();
-  const absl::string_view bytes = read->bytes();
+  ArtifactFile out;
+  out.file = std::make_shared<const MappedFile>(*std::move(read));
+  const absl::string_view bytes = out.file->bytes();
   if (bytes.size() < sizeof kMagic || bytes.substr(0, sizeof kMagic) != absl::string_view(kMagic, sizeof kMagic))
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a kiln artifact (bad magic)"));
   auto version_error = [&](uint32_t version) {
@@ -174,17 +207,42 @@ absl::StatusOr<Artifact> ReadArtifact(const std::string& path) {
     // Artifacts of format version 2 and before end without a checksum: name
     // their version rather than calling them damaged.
     Artifact old;
-    if (old.ParseFromArray(payload, static_cast<int>(bytes.size() - sizeof kMagic)) && old.format_version() != 0 &&
-        old.format_version() < kArtifactFormatVersion)
+    if (old.ParseFromArray(payload, static_cast<int>(std::min<size_t>(bytes.size() - sizeof kMagic, INT32_MAX))) &&
+        old.format_version() != 0 && old.format_version() < kArtifactFormatVersion)
       return version_error(old.format_version());
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": the artifact is truncated or corrupted (its checksum does not match)"));
   }
-  Artifact a;
-  if (!a.ParseFromArray(payload, static_cast<int>(payload_size)))
+  // A section of constants where the bytes end with a trailer that places
+  // the message and the section exactly (artifact.proto); else the message
+  // is all the bytes.
+  size_t message_size = payload_size;
+  if (payload_size >= kSectionTrailerBytes) {
+    const uint64_t n = ReadLe64(payload + payload_size - kSectionTrailerBytes);
+    const uint64_t c = ReadLe64(payload + payload_size - 8);
+    const size_t body = payload_size - kSectionTrailerBytes;
+    if (c > 0 && n <= body && c <= body) {
+      const size_t start = (sizeof kMagic + n + kSectionAlignment - 1) / kSectionAlignment * kSectionAlignment;
+      if (start - sizeof kMagic <= body && body - (start - sizeof kMagic) == c) {
+        message_size = n;
+        out.section = absl::string_view(bytes.data() + start, c);
+      }
+    }
+  }
+  if (message_size > static_cast<size_t>(INT32_MAX) ||
+      !out.message.ParseFromArray(payload, static_cast<int>(message_size)))
     return absl::InvalidArgumentError(absl::StrCat(path, ": the artifact is truncated or corrupted"));
-  if (a.format_version() != kArtifactFormatVersion) return version_error(a.format_version());
-  return a;
+  if (out.message.format_version() != kArtifactFormatVersion) return version_error(out.message.format_version());
+  if (!out.section.empty() && !out.message.constants().empty())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the artifact holds its constants twice"));
+  return out;
+}
+
+absl::StatusOr<Artifact> ReadArtifact(const std::string& path) {
+  absl::StatusOr<ArtifactFile> f = ReadArtifactFile(path);
+  if (!f.ok()) return f.status();
+  if (!f->section.empty()) f->message.set_constants(std::string(f->section));
+  return std::move(f->message);
 }
 
 std::string PeekArtifactTarget(const std::string& path) {

@@ -127,7 +127,7 @@ class NpusimTarget final : public Target {
                                 "): what depends on them runs off the cores; --dynamic-batch or --dynamic-dims "
                                 "compiles static gears"));
     KILN_ASSIGN_OR_RETURN(artifact::Artifact a, CompileForNpusim(model, *this, options));
-    return artifact::WriteArtifact(a, output_path);
+    return artifact::WriteArtifact(std::move(a), output_path);
   }
 
   bool Recognizes(const std::string& path) const override {

@@ -42,7 +42,7 @@ class ReferenceTarget final : public Target {
     BlobStore blobs;
     a.set_graph_kir(PrintModel(narrowed, PrintOptions(), &blobs));
     a.set_constants(SerializeBlobStore(blobs));
-    return artifact::WriteArtifact(a, output_path);
+    return artifact::WriteArtifact(std::move(a), output_path);
   }
 
   bool Recognizes(const std::string& path) const override {

@@ -77,11 +77,21 @@ class Artifacts:
         with open(self.path, "rb") as f:
             data = f.read()
         assert data[:8] == b"KILNART\n"
-        self.message = data[8:-4]
+        # The message, and the constants' section after it where the file
+        # has one (target/artifact/artifact.proto): written back as the
+        # message's own constants, with the message and its checksum alone.
+        n, c = struct.unpack("<QQ", data[-20:-4])
+        start = (8 + n + 63) // 64 * 64
+        if c and start + c + 20 == len(data):
+            self.message, self.constants = data[8:8 + n], data[start:start + c]
+        else:
+            self.message, self.constants = data[8:-4], b""
 
     def write(self, path, mutate):
         a = self.pb.Artifact()
         a.ParseFromString(self.message)
+        if self.constants:
+            a.constants = self.constants
         mutate(a)
         body = a.SerializeToString()
         with open(path, "wb") as f:

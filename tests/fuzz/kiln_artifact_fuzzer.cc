@@ -1,7 +1,8 @@
-// Fuzz target for .kiln artifacts: the bytes are an Artifact message, framed
-// as a file with the magic and a valid checksum (so mutations reach the
-// loader, not only the checksum), read, and loaded by the npusim target
-// when it is one; either step fails with a status or the artifact loads.
+// Fuzz target for .kiln artifacts: the bytes are a whole .kiln file or an
+// Artifact message, framed as a file with the magic, with a valid checksum
+// either way (so mutations reach the loader, not only the checksum), read,
+// and loaded by the npusim target when it is one; either step fails with a
+// status or the artifact loads.
 // Nothing runs: loading alone verifies every program, every buffer and
 // every declared size, and allocates the device memory.
 #include <unistd.h>
@@ -18,8 +19,11 @@
 #include "target/npusim/npusim_executable.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // A whole .kiln file as a seed stands for its message.
-  if (size >= 12 && std::memcmp(data, "KILNART\n", 8) == 0) {
+  // A whole .kiln file (a seed, and what mutations make of one) keeps its
+  // layout, message and constants' section, with its checksum made valid
+  // again; other bytes stand for the message alone.
+  const bool whole = size >= 12 && std::memcmp(data, "KILNART\n", 8) == 0;
+  if (whole) {
     data += 8;
     size -= 12;
   }

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -373,6 +375,64 @@ TEST(KirBlobs, CorruptStoreIsAnError) {
   BlobStore b;
   absl::Status st = DeserializeBlobStore("not a blob store", &b);
   EXPECT_NE(st.message().find("bad magic"), absl::string_view::npos) << st;
+}
+
+// Every payload starts at a multiple of 64 bytes from the store's start;
+// read with an owner of 64-byte aligned bytes, numeric tensors borrow their
+// payloads where they lie (strings are copied). Version 1 stores, without
+// the padding, still load.
+TEST(KirBlobs, PayloadsAreAlignedAndBorrowedWhereTheyLie) {
+  BlobStore blobs;
+  blobs.Add(Tensor::FromVector<float>({1, 2, 3}, {3}));
+  blobs.Add(Tensor::FromVector<int64_t>({7, 8}, {1, 2}));
+  Tensor s(DType::kString, {1});
+  s.data<std::string>()[0] = "xyz";
+  blobs.Add(s);
+  const std::string bytes = SerializeBlobStore(blobs);
+  // An aligned copy of the bytes, held by the owner.
+  auto owner = std::make_shared<Tensor>(DType::kU8, Dims{static_cast<int64_t>(bytes.size())});
+  std::memcpy(owner->raw(), bytes.data(), bytes.size());
+  const char* base = static_cast<const char*>(owner->raw());
+  BlobStore read;
+  ASSERT_TRUE(DeserializeBlobStore(absl::string_view(base, bytes.size()), &read, BlobHashes::kVerify, owner).ok());
+  ASSERT_EQ(read.size(), 3u);
+  for (const auto& [h, t] : blobs.blobs) {
+    const Tensor* r = read.Find(h);
+    ASSERT_NE(r, nullptr);
+    EXPECT_TRUE(r->Equals(t));
+    const char* at = static_cast<const char*>(r->raw());
+    const bool inside = at >= base && at < base + bytes.size();
+    EXPECT_EQ(inside, t.dtype() != DType::kString) << DTypeName(t.dtype());
+    if (inside) {
+      EXPECT_EQ((at - base) % 64, 0) << DTypeName(t.dtype());
+    }
+  }
+  // Without an owner, the tensors are copies.
+  BlobStore copied;
+  ASSERT_TRUE(DeserializeBlobStore(bytes, &copied).ok());
+  for (const auto& [h, t] : copied.blobs) {
+    const char* at = static_cast<const char*>(t.raw());
+    EXPECT_FALSE(at >= bytes.data() && at < bytes.data() + bytes.size());
+  }
+  // Version 1: the same entry without padding.
+  std::string v1("KILNBLOB", 8);
+  auto put = [&v1](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) v1.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  const Tensor f = Tensor::FromVector<float>({1, 2, 3}, {3});
+  put(1, 4);
+  put(1, 8);
+  put(StableTensorHash(f), 8);
+  put(3, 4);
+  v1 += "f32";
+  put(1, 4);
+  put(3, 8);
+  put(12, 8);
+  v1.append(static_cast<const char*>(f.raw()), 12);
+  BlobStore old;
+  ASSERT_TRUE(DeserializeBlobStore(v1, &old).ok());
+  ASSERT_NE(old.Find(StableTensorHash(f)), nullptr);
+  EXPECT_TRUE(old.Find(StableTensorHash(f))->Equals(f));
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,6 +1,7 @@
 //===- artifact_io_test.cc - The .kiln file: magic, message, checksum -----===//
 #include "target/artifact/artifact_io.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 
 namespace kiln::artifact {
 namespace {
@@ -38,17 +40,31 @@ Artifact Sample() {
   return a;
 }
 
-// The message, then the CRC-32 of its bytes, little-endian: the layout the
-// proto file documents.
-TEST(ArtifactIo, WritesMagicMessageAndChecksum) {
+uint64_t Le64(const std::string& b, size_t at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(b[at + i])) << (8 * i);
+  return v;
+}
+
+// The message, the constants in a section of their own (64-byte aligned,
+// after zero padding), the two sizes, and the CRC-32 of every byte after the
+// magic, little-endian: the layout the proto file documents.
+TEST(ArtifactIo, WritesMagicMessageConstantsAndChecksum) {
   std::string path = TempPath("layout.kiln");
   ASSERT_TRUE(WriteArtifact(Sample(), path).ok());
   std::string bytes = ReadBytes(path);
-  ASSERT_GT(bytes.size(), 12u);
+  ASSERT_GT(bytes.size(), 4096u + 28);
   EXPECT_EQ(bytes.substr(0, 8), "KILNART\n");
+  const uint64_t n = Le64(bytes, bytes.size() - 20), c = Le64(bytes, bytes.size() - 12);
+  EXPECT_EQ(c, 4096u);
+  const size_t start = (8 + n + 63) / 64 * 64;
+  EXPECT_EQ(start + c + 20, bytes.size());
+  EXPECT_EQ(bytes.substr(8 + n, start - 8 - n), std::string(start - 8 - n, '\0'));
+  EXPECT_EQ(bytes.substr(start, c), Sample().constants());
   Artifact parsed;
-  ASSERT_TRUE(parsed.ParseFromString(bytes.substr(8, bytes.size() - 12)));
+  ASSERT_TRUE(parsed.ParseFromString(bytes.substr(8, n)));
   EXPECT_EQ(parsed.target(), "npusim");
+  EXPECT_TRUE(parsed.constants().empty());
   auto read = ReadArtifact(path);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->graph_kir(), Sample().graph_kir());
@@ -56,6 +72,39 @@ TEST(ArtifactIo, WritesMagicMessageAndChecksum) {
   // Deterministic: a second write gives the same bytes.
   ASSERT_TRUE(WriteArtifact(*read, path).ok());
   EXPECT_EQ(ReadBytes(path), bytes);
+  std::remove(path.c_str());
+}
+
+// Read as a file, the constants stay where they lie in its mapping: the
+// section is a view of the file's bytes, aligned as the layout says, and
+// the message holds none.
+TEST(ArtifactIo, TheConstantsAreReadWhereTheyLie) {
+  std::string path = TempPath("mapped.kiln");
+  ASSERT_TRUE(WriteArtifact(Sample(), path).ok());
+  auto f = ReadArtifactFile(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->message.constants().empty());
+  EXPECT_EQ(f->constants(), Sample().constants());
+  const absl::string_view file = f->file->bytes();
+  EXPECT_GE(f->section.data(), file.data());
+  EXPECT_LE(f->section.data() + f->section.size(), file.data() + file.size());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(f->section.data()) % 64, 0u);
+  std::remove(path.c_str());
+}
+
+// An artifact without constants is the message and its checksum alone.
+TEST(ArtifactIo, WithoutConstantsTheFileIsTheMessageAndItsChecksum) {
+  std::string path = TempPath("plain.kiln");
+  Artifact a = Sample();
+  a.clear_constants();
+  ASSERT_TRUE(WriteArtifact(a, path).ok());
+  std::string bytes = ReadBytes(path);
+  Artifact parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes.substr(8, bytes.size() - 12)));
+  EXPECT_EQ(parsed.graph_kir(), a.graph_kir());
+  auto f = ReadArtifactFile(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->section.empty());
   std::remove(path.c_str());
 }
 

@@ -89,7 +89,7 @@ absl::Status CompileGearsInto(Model& model, const PassOptions& po, const target:
     *g->mutable_artifact() = *std::move(a);
   }
   bundle.set_constants(SerializeBlobStore(shared));
-  return artifact::WriteArtifact(bundle, out);
+  return artifact::WriteArtifact(std::move(bundle), out);
 }
 
 int Compile(const std::vector<std::string>& args) {
