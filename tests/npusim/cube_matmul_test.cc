@@ -246,6 +246,40 @@ TEST(FractalImage, LaysOutAMatrixAsNd2nzWould) {
   EXPECT_EQ(tt.data<float>()[((0 * 3 + 1) * 16 + 2) * 8 + 1], t.data<float>()[9 * 10 + 2]);  // op(B)[2][9] = t[9][2]
 }
 
+// A Conv weight [Cout, Cin, KH, KW] as img2col's B: row
+// ((c1*KH + kh)*KW + kw)*k0 + c0 holds channel c1*k0 + c0 at tap (kh, kw)
+// (zero past Cin), column co output channel co; f32 in L0B's own form,
+// 16-bit dtypes as nd2nz's fractals. Every element checked, padding too.
+TEST(FractalImage, LaysOutAConvWeightAsImg2colsB) {
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    const int64_t co = 20, ci = 11, kh = 3, kw = 2, taps = kh * kw;
+    const int64_t k0 = dt == DType::kF32 ? 8 : 16, c1n = (ci + k0 - 1) / k0, rows = c1n * taps * k0;
+    Tensor w(dt, {co, ci, kh, kw});
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      if (dt == DType::kF32) w.data<float>()[i] = static_cast<float>(i + 1);
+      else w.data<uint16_t>()[i] = static_cast<uint16_t>(i + 1);
+    }
+    target::npusim::FractalConstant f{0, rows, co, false, true};
+    Tensor img = target::npusim::FractalImage(w, f);
+    const int64_t es = static_cast<int64_t>(DTypeSize(dt));
+    EXPECT_EQ(img.dims(), target::npusim::FractalConstantDims(f, static_cast<int>(es)));
+    const int64_t ncol = img.dim(1);
+    auto value = [&](int64_t at) {
+      return dt == DType::kF32 ? static_cast<int64_t>(img.data<float>()[at]) : img.data<uint16_t>()[at];
+    };
+    const int64_t grid_rows = img.dim(0) * (dt == DType::kF32 ? 8 : 16), grid_cols = ncol * 16;
+    for (int64_t i = 0; i < grid_rows; ++i)
+      for (int64_t j = 0; j < grid_cols; ++j) {
+        const int64_t c = i / k0 / taps * k0 + i % k0, tap = i / k0 % taps;
+        const int64_t want = i < rows && j < co && c < ci ? (j * ci + c) * taps + tap + 1 : 0;
+        const int64_t at = dt == DType::kF32 ? (((i / 8) * ncol + j / 16) * 16 + j % 16) * 8 + i % 8
+                                             : (((i / 16) * ncol + j / 16) * 16 + i % 16) * 16 + j % 16;
+        ASSERT_EQ(value(at), want) << "row " << i << " column " << j;
+      }
+  }
+}
+
 TEST_P(CubeMatMulDTypes, GemmTransposesAlphaBeta) {
   const DType dt = GetParam();
   const int64_t M = 45, N = 70, K = 100;

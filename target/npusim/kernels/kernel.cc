@@ -79,21 +79,36 @@ std::vector<int64_t> FractalConstantDims(const FractalConstant& f, int element_b
 
 namespace {
 
-// FractalImage's copy for elements of type E: row i of the matrix is
-// src[row_base + j * col_stride] over its columns j.
+// FractalImage's copy for elements of type E: a Conv weight in its own
+// order; a matrix row by row, row i being src[row_base + j * col_stride]
+// over its columns j.
 template <typename E>
 void FillFractalImage(const E* src, E* dst, const FractalConstant& f, const std::vector<int64_t>& wd, int64_t c1n,
                       int64_t k0, bool l0b) {
-  const int64_t cin = f.conv_weight ? wd[1] : 0, taps = f.conv_weight ? wd[2] * wd[3] : 0;
+  if (f.conv_weight) {
+    const int64_t cin = wd[1], taps = wd[2] * wd[3];
+    // The weight read in its own order, [Cout][Cin][taps], so that each
+    // output channel's run of channels and taps is one sequential read;
+    // B row i = (c1 * taps + tap) * k0 + c0 holds channel c1 * k0 + c0 at
+    // `tap`, column j output channel j.
+    for (int64_t j = 0; j < f.cols; ++j)
+      for (int64_t c = 0; c < cin; ++c) {
+        const E* s = src + (j * cin + c) * taps;
+        const int64_t c1 = c / k0, c0 = c % k0;
+        for (int64_t tap = 0; tap < taps; ++tap) {
+          const int64_t i = (c1 * taps + tap) * k0 + c0;
+          // As below: (i/k0 * c1n * 16 + j) * k0 + i%k0, or
+          // ((i/16 * c1n + j/k0) * 16 + i%16) * k0 + j%k0.
+          const int64_t to = l0b ? ((c1 * taps + tap) * c1n * 16 + j) * k0 + c0
+                                 : (((i / 16) * c1n + j / k0) * 16 + i % 16) * k0 + j % k0;
+          dst[to] = s[tap];
+        }
+      }
+    return;
+  }
   for (int64_t i = 0; i < f.rows; ++i) {
     int64_t row_base = i * f.cols, col_stride = 1;
-    if (f.conv_weight) {
-      // A Conv weight [Cout, Cin, KH, KW]: B row i is input channel c at tap `tap`.
-      const int64_t c = i / k0 / taps * k0 + i % k0, tap = i / k0 % taps;
-      if (c >= cin) continue;  // zero past Cin
-      row_base = c * taps + tap;
-      col_stride = cin * taps;
-    } else if (f.transpose) {
+    if (f.transpose) {
       row_base = i;
       col_stride = f.rows;
     }
