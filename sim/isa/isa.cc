@@ -157,6 +157,7 @@ std::vector<OpInfo> BuildTable() {
   add(Op::kSetFlag, "set_flag", kS, 0, {S::kPipe, S::kPipe, S::kImm}, {});
   add(Op::kWaitFlag, "wait_flag", kS, 0, {S::kPipe, S::kPipe, S::kImm}, {});
   add(Op::kPipeBarrier, "pipe_barrier", kS, 0, {S::kPipeAll}, {});
+  add(Op::kSyncAll, "sync_all", kS, 0, {}, {});
   return t;
 }
 

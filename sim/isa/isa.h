@@ -101,6 +101,8 @@ enum class Op : uint16_t {
   kVtranspose,
   // SCALAR: a word of UB into a register
   kLd,
+  // SCALAR: a barrier across the blocks of the launch
+  kSyncAll,
   kNumOps
 };
 

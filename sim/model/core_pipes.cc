@@ -380,8 +380,19 @@ bool Device::Impl::RunBlock(CoreState& c, LaunchState& L, int64_t block) {
     for (int i = 0; i < 4; ++i)
       if (o[i].kind == Operand::Kind::kAddr) x.addr[i] = o[i].imm + (o[i].reg >= 0 ? c.regs[o[i].reg] : 0);
     if (target == Pipe::kScalar) {
-      // A barrier on ALL, or a flag set or awaited by the scalar unit itself.
-      if (in.op == Op::kPipeBarrier) {
+      // A barrier across the launch's blocks or on ALL, or a flag set or
+      // awaited by the scalar unit itself.
+      if (in.op == Op::kSyncAll) {
+        if (!sync_to_local()) return false;
+        double s = Now();
+        c.scalar_state = "sync_all";
+        if (!Drain(c) || !SyncAll(L, block)) return false;
+        c.scalar_state = nullptr;
+        ss.stall_cycles += Now() - s;
+        ++ss.instructions;
+        trace.Instruction(c.id, Pipe::kScalar, &p, static_cast<int>(pc), s, Now(), false);
+        local = run_start = Now();
+      } else if (in.op == Op::kPipeBarrier) {
         if (!sync_to_local()) return false;
         double s = Now();
         c.scalar_state = "pipe_barrier ALL";
@@ -431,6 +442,31 @@ bool Device::Impl::RunBlock(CoreState& c, LaunchState& L, int64_t block) {
   return true;
 }
 
+bool Device::Impl::SyncAll(LaunchState& L, int64_t block) {
+  // A block waiting here holds its core: the blocks it waits for must all
+  // be running, or be able to start on the other cores.
+  if (L.block_dim > static_cast<int64_t>(cores.size())) {
+    Fail(InvalidArgument("block ", block, ": sync_all in a launch of ", L.block_dim, " blocks on ", cores.size(),
+                         " AI cores: a barrier needs every block running at once"));
+    return false;
+  }
+  const int64_t released = L.sync_released;
+  ++L.sync_arrived;
+  MaybeReleaseSync(L);
+  while (L.sync_released == released)
+    if (!WaitEvent(L.sync_ev)) return false;
+  // Each block's arrival written to a word in GM and the release read
+  // back, both served by the L2.
+  return WaitCycles(2.0 * static_cast<double>(machine.chip().l2_hit_latency_cycles()));
+}
+
+void Device::Impl::MaybeReleaseSync(LaunchState& L) {
+  if (L.sync_arrived == 0 || L.sync_arrived + L.done_blocks < L.block_dim) return;
+  L.sync_arrived = 0;
+  ++L.sync_released;
+  L.sync_ev.notify();
+}
+
 void Device::Impl::CoreMain(CoreState& c) {
   while (true) {
     LaunchState* L = nullptr;
@@ -455,7 +491,9 @@ void Device::Impl::CoreMain(CoreState& c) {
       L->stats->pipes[p].energy_pj += c.stats[p].energy_pj - before[p].energy_pj;
     }
     c.launch = nullptr;
-    if (++L->done_blocks == L->block_dim) {
+    ++L->done_blocks;
+    MaybeReleaseSync(*L);  // an ended block no longer holds a barrier back
+    if (L->done_blocks == L->block_dim) {
       L->finished = true;
       L->stats->end_cycle = Now();
       L->stats->cores_used = static_cast<int>(L->cores.size());

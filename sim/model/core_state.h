@@ -45,6 +45,11 @@ struct LaunchState {
   bool finished = false;
   std::set<int> cores;
   bool computes = false;  // computes its values in a timing-only run too (Device::Launch)
+  // sync_all: the blocks waiting at the current barrier, and the barriers
+  // released so far (a waiting block resumes when the count moves on).
+  int64_t sync_arrived = 0;
+  int64_t sync_released = 0;
+  sc_event sync_ev;
 };
 
 // A FIFO in a ring of power-of-two capacity that grows when full and never

@@ -216,6 +216,11 @@ struct Device::Impl {
   void PipeMain(CoreState& c, Pipe p);
   bool WaitForSlot(CoreState& c, PipeState& ps, size_t depth, double* local);
   bool RunBlock(CoreState& c, LaunchState& L, int64_t block);
+  // sync_all: waits until every block of the launch has reached
+  // the barrier or ended, then the barrier's latency; false when aborted.
+  bool SyncAll(LaunchState& L, int64_t block);
+  // Releases the launch's barrier when every block not ended is at it.
+  void MaybeReleaseSync(LaunchState& L);
   void CoreMain(CoreState& c);
 
   // ----- Streams (streams.cc) -----

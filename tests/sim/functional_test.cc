@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "graph/support/float16.h"
 #include "gtest/gtest.h"
 #include "tests/sim/sim_test_util.h"
@@ -363,6 +364,60 @@ TEST(FunctionalTest, LdOutsideUbFails) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("ld.s32"), std::string::npos) << r.status();
   EXPECT_NE(r.status().message().find("not a word inside UB"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace kiln::sim
+
+namespace kiln::sim {
+namespace {
+
+// The blocks of a launch exchange data through GM across `sync_all`: each
+// writes its part of x (the others late, after a scalar loop), and block 0
+// copies all of x out after the barrier. Without the barrier block 0 copies
+// x before the others have written it.
+std::string Exchange(bool barrier) {
+  return absl::StrCat(R"(.program exchange
+.block_dim 4
+.arg src f32[32] init=random(3)
+.arg x f32[32]
+.arg y f32[32]
+  block_idx r0
+  mul r1, r0, 32
+  beq r0, 0, copy
+  mov r2, 0
+late:
+  add r2, r2, 1
+  blt r2, 500, late
+copy:
+  copy_gm_ub UB[0], src[r1 + 0], len=32
+  set_flag MTE2, MTE3, 0
+  wait_flag MTE2, MTE3, 0
+  copy_ub_gm x[r1 + 0], UB[0], len=32
+)",
+                      barrier ? "  sync_all\n" : "", R"(  bne r0, 0, done
+  copy_gm_ub UB[64], x[0], len=128
+  set_flag MTE2, MTE3, 0
+  wait_flag MTE2, MTE3, 0
+  copy_ub_gm y[0], UB[64], len=128
+done:
+)");
+}
+
+TEST(FunctionalTest, BlocksExchangeDataThroughGmAcrossSyncAll) {
+  for (bool barrier : {true, false}) {
+    SCOPED_TRACE(barrier ? "sync_all" : "no barrier");
+    auto l = testing::Load(Exchange(barrier));
+    ASSERT_TRUE(l);
+    RunOptions o;
+    o.functional = true;
+    auto r = l->Run(o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::vector<float> src = l->Values<float>("src"), y = l->Values<float>("y");
+    int same = 0;  // of the late blocks' parts
+    for (size_t i = 8; i < src.size(); ++i) same += y[i] == src[i];
+    EXPECT_EQ(same, barrier ? 24 : 0);
+  }
 }
 
 }  // namespace

@@ -627,3 +627,59 @@ TEST(TimingTest, AicpuTasksRunWithTheirCost) {
 
 }  // namespace
 }  // namespace kiln::sim
+
+namespace kiln::sim {
+namespace {
+
+// Block b spins 200*b iterations of three scalar instructions, then (with
+// `barrier`) reaches sync_all; block `skipper` (-1: none) ends at once.
+std::string Staggered(bool barrier, int skipper = -1) {
+  return absl::StrCat(".program staggered\n.block_dim 4\n  block_idx r0\n",
+                      skipper >= 0 ? absl::StrCat("  beq r0, ", skipper, ", done\n") : "", R"(  mul r1, r0, 200
+  mov r2, 0
+spin:
+  bge r2, r1, spun
+  add r2, r2, 1
+  jmp spin
+spun:
+)",
+                      barrier ? "  sync_all\n" : "", "done:\n");
+}
+
+// sync_all releases every block when the last one not ended reaches it,
+// after twice the L2's hit latency (each arrival written to a word in GM
+// and the release read back through the L2): the launch ends that much
+// after the latest block's arrival.
+TEST(TimingTest, SyncAllReleasesTheBlocksTwoL2LatenciesAfterTheLastArrives) {
+  const Machine m = DefaultMachine();
+  auto cycles = [&](const std::string& text) {
+    auto l = testing::Load(text, m);
+    if (!l) return -1.0;
+    auto r = l->Run();
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->total_cycles : -1.0;
+  };
+  const double without = cycles(Staggered(false)), with = cycles(Staggered(true));
+  ASSERT_GT(without, 600 * 3 * m.core().scalar_latency_cycles());  // block 3's spin
+  EXPECT_NEAR(with - without, 2.0 * static_cast<double>(m.chip().l2_hit_latency_cycles()), 2.0);
+  // A block that ends without reaching the barrier no longer holds it
+  // back: the others pass when the last of them (block 2) arrives.
+  const double skip_last = cycles(Staggered(true, 3)), without_last = cycles(Staggered(false, 3));
+  EXPECT_NEAR(skip_last - without_last, 2.0 * static_cast<double>(m.chip().l2_hit_latency_cycles()), 2.0);
+  EXPECT_LT(skip_last, with - 500);
+}
+
+// A barrier needs every block running at once: a launch of more blocks
+// than the AI cores is refused at its sync_all, not hung.
+TEST(TimingTest, SyncAllInALaunchOfMoreBlocksThanCoresIsRefused) {
+  const Machine m = DefaultMachine();
+  auto l = testing::Load(Staggered(true), m);
+  ASSERT_TRUE(l);
+  auto r = l->Run({}, m.chip().ai_cores() + 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("a barrier needs every block running at once"), std::string::npos)
+      << r.status();
+}
+
+}  // namespace
+}  // namespace kiln::sim
