@@ -9,6 +9,7 @@
 // refused with a reason.
 //
 //===----------------------------------------------------------------------===//
+#include <iostream>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -151,19 +152,61 @@ TEST(CubeAttention, DecodeMatchesTheReference) {
 
 TEST(CubeAttention, DecodeReadsOnlyTheLiveCache) {
   sim::Machine m = sim::DefaultMachine();
+  int64_t blocks = 0;
   auto hbm_read = [&](int64_t live) {
     Case c{.b = 1, .h = 4, .s = 1, .l = 1024, .d = 64, .mask = {1, 1024}, .dt = DType::kF32, .live = live};
     auto b = Build(c);
     auto k = Generate(*b, m);
     EXPECT_TRUE(k.ok()) << k.status();
+    blocks = k.ok() ? k->block_dim : 0;
     auto run = RunKernelOnSim(*k, *b->node, b->inputs, m);
     EXPECT_TRUE(run.ok()) << run.status();
     return run.ok() ? run->stats.kernels.at(0).l2_miss_bytes + run->stats.kernels.at(0).l2_hit_bytes : 0;
   };
-  // Keys 0 .. 70: two of the sixteen tiles of K and V per head (16 KiB each), the query and the mask.
-  const int64_t two_tiles = hbm_read(70), all = hbm_read(1023);
-  EXPECT_LT(two_tiles, 4 * 2 * 2 * 16384 + 4 * 8192);
+  // Keys 0 .. 70: two of the sixteen tiles of K and V per head (16 KiB
+  // each), and each block's query (256 B) and mask row (4 KiB), which every
+  // block that shares a row reads to find the live tiles.
+  const int64_t two_tiles = hbm_read(70);
+  EXPECT_GE(blocks, 4);
+  EXPECT_LT(two_tiles, 4 * 2 * 2 * 16384 + blocks * (256 + 4096) + 4096);
+  const int64_t all = hbm_read(1023);
   EXPECT_GT(all, 4 * 16 * 2 * 16384);
+}
+
+// With fewer query rows than cores, each row's live tiles are split among
+// blocks (flash-decoding): partial softmaxes into the workspace, a
+// `sync_all`, and the row's first block combining them. The results match
+// the reference (the split path for 16 and 4 live tiles, the row's first
+// block alone for 2), and a long cache's row takes a fraction of the
+// cycles it takes on one block.
+TEST(CubeAttention, DecodeSplitsARowsLiveTilesAcrossBlocks) {
+  sim::Machine m = sim::DefaultMachine();
+  for (DType dt : {DType::kF32, DType::kF16})
+    for (int64_t live : {1000, 200, 100}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dt) << " live " << live);
+      Case c{.b = 1, .h = 2, .s = 1, .l = 1024, .d = 64, .mask = {1, 1024}, .dt = dt, .live = live};
+      Check(c);
+      auto b = Build(c);
+      auto split = Generate(*b, m), one = Generate(*b, m, /*max_blocks=*/2);
+      ASSERT_TRUE(split.ok() && one.ok());
+      EXPECT_NE(split->plan.find("split among 8 blocks"), std::string::npos) << split->plan;
+      EXPECT_EQ(split->block_dim, 16);
+      EXPECT_EQ(one->block_dim, 2);
+      auto cycles = [&](const target::npusim::GeneratedKernel& k) {
+        auto run = RunKernelOnSim(k, *b->node, b->inputs, m, /*functional=*/false);
+        EXPECT_TRUE(run.ok()) << run.status();
+        return run.ok() ? run->stats.total_cycles : -1.0;
+      };
+      const double with_split = cycles(*split), without = cycles(*one);
+      std::cout << DTypeName(dt) << " live " << live << ": " << with_split << " cycles split, " << without
+                << " on one block a row\n";
+      if (live == 1000) {
+        EXPECT_LT(with_split, 0.5 * without);
+      }
+      if (live == 100) {
+        EXPECT_LT(with_split, without + 10);  // the few scalar instructions that find the row's first block alone
+      }
+    }
 }
 
 // Its control flow reads the mask (the live tiles): a timing-only run
