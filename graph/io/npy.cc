@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/support/checked_math.h"
 #include "graph/support/read_file.h"
+#include "graph/support/replace_file.h"
 #include "graph/support/status.h"
 
 namespace kiln {
@@ -253,7 +254,7 @@ uint32_t ReadLE(const unsigned char* p, int n) {
 
 }  // namespace
 
-absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes) {
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, std::shared_ptr<const void> owner) {
   const unsigned char* b = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() < kMagicLen + 2 || bytes.substr(0, kMagicLen) != absl::string_view(kMagic, kMagicLen))
     return Bad("missing the \\x93NUMPY magic");
@@ -304,8 +305,12 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes) {
   if (available != need)
     return Bad(absl::StrCat("the data has ", available, " bytes, shape ", shape_text, " of ",
                             DTypeName(type->dtype), " needs ", need));
+  const char* data = bytes.data() + header_start + header_len;
+  if (owner && need && !type->big_endian && type->dtype != DType::kBool &&
+      reinterpret_cast<uintptr_t>(data) % 64 == 0)
+    return Tensor::Borrowed(type->dtype, dims, const_cast<char*>(data), std::move(owner));
   Tensor t(type->dtype, dims);
-  if (need) std::memcpy(t.raw(), bytes.data() + header_start + header_len, need);
+  if (need) std::memcpy(t.raw(), data, need);
   if (type->big_endian) {
     size_t word = static_cast<size_t>(type->dtype == DType::kC64 || type->dtype == DType::kC128 ? item / 2 : item);
     unsigned char* p = static_cast<unsigned char*>(t.raw());
@@ -347,9 +352,11 @@ absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor) {
 }
 
 absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
-  // Mapped, so the data is copied once, into the tensor.
-  KILN_ASSIGN_OR_RETURN(const MappedFile file, MappedFile::Open(path));
-  auto t = ParseNpy(file.bytes());
+  // Mapped copy-on-write: the tensor borrows the data where it lies, or
+  // copies it once.
+  KILN_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(path, MappedFile::kCopyOnWrite));
+  auto file = std::make_shared<const MappedFile>(std::move(mapped));
+  auto t = ParseNpy(file->bytes(), file);
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
   return t;
 }
@@ -357,11 +364,10 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
 absl::Status WriteNpy(const std::string& path, const Tensor& tensor) {
   auto bytes = SerializeNpy(tensor);
   if (!bytes.ok()) return absl::Status(bytes.status().code(), absl::StrCat(path, ": ", bytes.status().message()));
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open for writing"));
-  f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-  f.close();
-  if (!f) return absl::DataLossError(absl::StrCat(path, ": write failed"));
+  // Beside the path and renamed over it: a mapped reader of the old file
+  // (ReadNpy's borrowed tensors) keeps its bytes.
+  absl::Status s = WriteReplacing(path, [&](int fd) { return WriteAll(fd, bytes->data(), bytes->size()); });
+  if (!s.ok()) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open for writing"));
   return absl::OkStatus();
 }
 

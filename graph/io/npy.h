@@ -34,8 +34,11 @@ namespace kiln {
 absl::StatusOr<Tensor> ReadNpy(const std::string& path);
 absl::Status WriteNpy(const std::string& path, const Tensor& tensor);
 
-// The same, in memory: `bytes` is a whole .npy file.
-absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes);
+// The same, in memory: `bytes` is a whole .npy file. With an `owner` that
+// holds `bytes` (writable: a copy-on-write mapping), a little-endian
+// numeric array whose data lies 64-byte aligned (as numpy writes it) is
+// borrowed where it lies (Tensor::Borrowed) instead of copied.
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, std::shared_ptr<const void> owner = nullptr);
 absl::StatusOr<std::string> SerializeNpy(const Tensor& tensor);
 
 }  // namespace kiln

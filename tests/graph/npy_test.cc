@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -360,6 +361,39 @@ TEST(NpyTest, NeverCrashesOnDamagedFiles) {
     for (int k = 0; k < flips; ++k) b[rng() % b.size()] = static_cast<char>(rng());
     (void)ParseNpy(b);
   }
+}
+
+// A read array borrows the file's data where it lies (numpy's data starts
+// 64-byte aligned); without an owner it is a copy. Writing the same path
+// again replaces the file rather than rewriting it under the mapping: the
+// borrowed tensor keeps the old values.
+TEST(NpyTest, ReadArraysBorrowTheFileAndSurviveItsReplacement) {
+  const Tensor a = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  auto bytes = SerializeNpy(a);
+  ASSERT_TRUE(bytes.ok());
+  auto owner = std::make_shared<Tensor>(DType::kU8, Dims{static_cast<int64_t>(bytes->size())});
+  std::memcpy(owner->raw(), bytes->data(), bytes->size());
+  const char* base = static_cast<const char*>(owner->raw());
+  auto borrowed = ParseNpy(absl::string_view(base, bytes->size()), owner);
+  ASSERT_TRUE(borrowed.ok()) << borrowed.status();
+  const char* at = static_cast<const char*>(borrowed->raw());
+  EXPECT_TRUE(at > base && at < base + bytes->size());
+  EXPECT_TRUE(borrowed->Equals(a));
+  auto copied = ParseNpy(absl::string_view(base, bytes->size()));
+  ASSERT_TRUE(copied.ok());
+  at = static_cast<const char*>(copied->raw());
+  EXPECT_FALSE(at >= base && at < base + bytes->size());
+
+  const std::string path = (std::filesystem::temp_directory_path() / "kiln_npy_borrow_test.npy").string();
+  ASSERT_TRUE(WriteNpy(path, a).ok());
+  auto read = ReadNpy(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(WriteNpy(path, Tensor::FromVector<float>({9}, {1})).ok());
+  EXPECT_TRUE(read->Equals(a));  // the old file's bytes, still mapped
+  auto again = ReadNpy(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->numel(), 1);
+  std::remove(path.c_str());
 }
 
 }  // namespace
