@@ -18,6 +18,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "graph/support/mapped_file.h"
+#include "graph/support/replace_file.h"
 #include "graph/support/status.h"
 
 namespace kiln::artifact {
@@ -90,13 +91,7 @@ class ChecksummedFileStream : public google::protobuf::io::ZeroCopyOutputStream 
  private:
   static constexpr size_t kBufferBytes = size_t{1} << 20;
   bool WriteFd(const char* p, size_t n) {
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return ok_ = false;
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
+    if (!WriteAll(fd_, p, n)) ok_ = false;
     return ok_;
   }
 
@@ -150,35 +145,36 @@ absl::Status WriteArtifact(Artifact artifact, const std::string& path) {
   const size_t size = artifact.ByteSizeLong();
   if (size > static_cast<size_t>(INT32_MAX))
     return absl::InvalidArgumentError(absl::StrCat("the artifact (", size, " bytes) is past protobuf's 2 GiB"));
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
-  // Serialized straight into the file through a small buffer (the
-  // constants are not copied into a buffer of the artifact's size first),
-  // the checksum taken as the bytes pass.
-  ChecksummedFileStream out(fd);
-  bool ok = out.WriteRaw(kMagic, sizeof kMagic);
-  {
-    google::protobuf::io::CodedOutputStream cos(&out);
-    cos.SetSerializationDeterministic(true);
-    ok = ok && artifact.SerializeToCodedStream(&cos) && cos.ByteCount() == static_cast<int64_t>(size);
-  }
-  if (!constants.empty()) {
-    const size_t at = sizeof kMagic + size;
-    const std::string padding((kSectionAlignment - at % kSectionAlignment) % kSectionAlignment, '\0');
-    char trailer[kSectionTrailerBytes];
-    for (int i = 0; i < 8; ++i) {
-      trailer[i] = static_cast<char>((static_cast<uint64_t>(size) >> (8 * i)) & 0xff);
-      trailer[8 + i] = static_cast<char>((static_cast<uint64_t>(constants.size()) >> (8 * i)) & 0xff);
+  // Written beside the path and renamed over it (replace_file.h): a run
+  // that has the old artifact mapped keeps its bytes.
+  absl::Status written = WriteReplacing(path, [&](int fd) {
+    // Serialized straight into the file through a small buffer (the
+    // constants are not copied into a buffer of the artifact's size first),
+    // the checksum taken as the bytes pass.
+    ChecksummedFileStream out(fd);
+    bool ok = out.WriteRaw(kMagic, sizeof kMagic);
+    {
+      google::protobuf::io::CodedOutputStream cos(&out);
+      cos.SetSerializationDeterministic(true);
+      ok = ok && artifact.SerializeToCodedStream(&cos) && cos.ByteCount() == static_cast<int64_t>(size);
     }
-    ok = ok && out.WriteSummed(padding.data(), padding.size()) && out.WriteSummed(constants.data(), constants.size()) &&
-         out.WriteSummed(trailer, sizeof trailer);
-  }
-  const uint32_t crc = out.checksum();
-  char crc_bytes[kChecksumBytes];
-  for (size_t i = 0; i < kChecksumBytes; ++i) crc_bytes[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  ok = ok && out.WriteRaw(crc_bytes, sizeof crc_bytes);
-  ok = (::close(fd) == 0) && ok;
-  if (!ok) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
+    if (!constants.empty()) {
+      const size_t at = sizeof kMagic + size;
+      const std::string padding((kSectionAlignment - at % kSectionAlignment) % kSectionAlignment, '\0');
+      char trailer[kSectionTrailerBytes];
+      for (int i = 0; i < 8; ++i) {
+        trailer[i] = static_cast<char>((static_cast<uint64_t>(size) >> (8 * i)) & 0xff);
+        trailer[8 + i] = static_cast<char>((static_cast<uint64_t>(constants.size()) >> (8 * i)) & 0xff);
+      }
+      ok = ok && out.WriteSummed(padding.data(), padding.size()) &&
+           out.WriteSummed(constants.data(), constants.size()) && out.WriteSummed(trailer, sizeof trailer);
+    }
+    const uint32_t crc = out.checksum();
+    char crc_bytes[kChecksumBytes];
+    for (size_t i = 0; i < kChecksumBytes; ++i) crc_bytes[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+    return ok && out.WriteRaw(crc_bytes, sizeof crc_bytes);
+  });
+  if (!written.ok()) return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "'"));
   return absl::OkStatus();
 }
 

@@ -92,6 +92,23 @@ TEST(ArtifactIo, TheConstantsAreReadWhereTheyLie) {
   std::remove(path.c_str());
 }
 
+// Writing an artifact over one that a run has mapped replaces the file:
+// the run keeps reading the constants it mapped.
+TEST(ArtifactIo, AMappedArtifactSurvivesItsReplacement) {
+  std::string path = TempPath("replaced.kiln");
+  ASSERT_TRUE(WriteArtifact(Sample(), path).ok());
+  auto f = ReadArtifactFile(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  Artifact other = Sample();
+  other.set_constants(std::string(64, '\x11'));
+  ASSERT_TRUE(WriteArtifact(other, path).ok());
+  EXPECT_EQ(f->constants(), Sample().constants());
+  auto read = ReadArtifact(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->constants(), other.constants());
+  std::remove(path.c_str());
+}
+
 // An artifact without constants is the message and its checksum alone.
 TEST(ArtifactIo, WithoutConstantsTheFileIsTheMessageAndItsChecksum) {
   std::string path = TempPath("plain.kiln");
