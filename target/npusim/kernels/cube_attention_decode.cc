@@ -359,9 +359,9 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
       "decode attention: one query row against %d keys, head %d, %d heads x batches on the vector unit, %d blocks; "
       "tiles of 64 keys double-buffered%s%s",
       g.l, d, g.bh, blocks, mask ? ", only the tiles the mask leaves live" : "",
-      split >= 2 ? absl::StrFormat(", each row's live tiles split among %d blocks (from %d live tiles) and combined "
-                                   "after a barrier",
-                                   split, kSplitMinTiles)
+      split >= 2 ? absl::StrFormat(", a row of %d live tiles or more split among %d blocks and combined after a "
+                                   "barrier",
+                                   kSplitMinTiles, split)
                  : "");
   if (mask) k.steering_inputs = {3};
   return k;
