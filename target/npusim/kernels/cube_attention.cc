@@ -19,7 +19,10 @@
 // key tiles) body is straight-line code whose flags PipeSync derives from
 // the buffers each instruction touches; a causal attention has a body per
 // row tile (its key tiles end at the diagonal, whose tile adds a
-// triangular mask), the others one body for all.
+// triangular mask); a masked one with more keys than queries (a prefill
+// into a static cache) a body for each count of key tiles, the row tile
+// running the one that ends at its last live key tile (EmitLiveScan); the
+// others one body for all.
 //
 // Runs: f16 or f32 Q, K, V (K not transposed) with the same batch dims, head size
 // a multiple of 16 up to 128, sequence lengths multiples of 64; no mask, a
@@ -319,6 +322,54 @@ void EmitBody(std::string& t, const Geometry& g, const Layout& y, int64_t nk, bo
   absl::StrAppend(&t, "  pipe_barrier ALL\n");
 }
 
+// The last key tile that the mask leaves live for the row tile whose mask
+// offset is in rMask, into rB: the elementwise maximum of the tile's mask
+// rows (one row where the mask has one for all), each key tile's maximum
+// (`vcmax`), and the scalar unit (`ld`) stepping back from the last tile
+// over those at -inf. UB is free at a row tile's start (the last body
+// drained, and a body writes every buffer before it reads it).
+void EmitLiveScan(std::string& t, const Geometry& g) {
+  const int64_t rows = g.mask_row == 0 ? 1 : kAttTile, row_bytes = g.l * g.mask_es;
+  const int64_t acc = 0, maxes = RoundUp(g.l * 4, 32), conv = maxes + RoundUp(g.nk * 4, 32);
+  const int64_t buf = conv + (g.mask_es == 2 ? g.l * 4 : 0);
+  const int64_t chunk = std::clamp<int64_t>((int64_t{128} << 10) / row_bytes, 1, rows);
+  Emitter e;
+  for (int64_t c0 = 0; c0 < rows; c0 += chunk) {
+    const int64_t n = std::min(chunk, rows - c0);
+    if (c0 > 0) {  // the staging rows read
+      e.L("set_flag VECTOR, MTE2, 0");
+      e.L("wait_flag VECTOR, MTE2, 0");
+    }
+    e.L("copy_gm_ub ", Ub(buf), ", ", Addr("mask", rMask, c0 * g.mask_row * g.mask_es), ", nburst=", n, ", len=",
+        row_bytes, ", src_stride=", g.mask_row * g.mask_es, ", dst_stride=", row_bytes);
+    e.L("set_flag MTE2, VECTOR, 0");
+    e.L("wait_flag MTE2, VECTOR, 0");
+    for (int64_t r = 0; r < n; ++r) {
+      int64_t row = buf + r * row_bytes;
+      if (g.mask_es == 2) {
+        VecOver(e, "vconv.f32.f16", g.l, 4, conv, 2, row, -1, "");
+        row = conv;
+      }
+      if (c0 + r == 0) VecOver(e, "vadds.f32", g.l, 4, acc, 4, row, -1, ", 0");
+      else VecOver(e, "vmax.f32", g.l, 4, acc, 4, acc, row, "");
+    }
+  }
+  e.L("vcmax.f32 ", Ub(maxes), ", ", Ub(acc), ", repeat=", g.nk);
+  e.L("set_flag VECTOR, SCALAR, 0");
+  e.L("wait_flag VECTOR, SCALAR, 0");
+  // -inf in fp32 is the word 0xff800000.
+  e.L("mov r", rB, ", ", g.nk - 1);
+  e.Label("live_hi");
+  e.L("beq r", rB, ", 0, live_hi_done");
+  e.L("mul r", rTmp, ", r", rB, ", 4");
+  e.L("ld.s32 r", rTmp, ", UB[r", rTmp, " + ", maxes, "]");
+  e.L("bne r", rTmp, ", -8388608, live_hi_done");
+  e.L("sub r", rB, ", r", rB, ", 1");
+  e.L("jmp live_hi");
+  e.Label("live_hi_done");
+  absl::StrAppend(&t, e.text());
+}
+
 // The triangle of -inf above the diagonal of a 64 x 64 tile, once per block.
 void EmitTriangle(std::string& t, const Layout& y) {
   Emitter e;
@@ -351,6 +402,9 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
   if (GeometryOf(n, /*narrow_later=*/false, /*decode=*/true).ok()) return GenerateDecodeAttention(req);
   KILN_ASSIGN_OR_RETURN(Geometry g, GeometryOf(n, /*narrow_later=*/false, /*decode=*/false));
   KILN_ASSIGN_OR_RETURN(Layout y, LayoutOf(g, m));
+  auto live_scan = [](const Geometry& g) {
+    return g.mask_es != 0 && !g.causal && g.l > g.s && g.nk >= 2 && g.nk * (g.nk + 1) / 2 <= kMaxBodyTiles;
+  };
   const int64_t body_tiles = g.causal ? g.nq * (g.nq + 1) / 2 : g.nk;
   if (body_tiles > kMaxBodyTiles)
     return Refuse(absl::StrCat(body_tiles, " key tiles of straight-line code (at most ", kMaxBodyTiles, ")"));
@@ -392,7 +446,20 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
                     g.mask_h * g.mask_es, "\n  add r", rMask, ", r", rMask, ", r", rTmp, "\n  mul r", rTmp, ", r", rI,
                     ", ", kAttTile * g.mask_row * g.mask_es, "\n  add r", rMask, ", r", rMask, ", r", rTmp, "\n");
   }
-  if (g.causal) {
+  // More keys than queries under a mask (a static cache masked beyond the
+  // position): a body for each count of key tiles, and each row tile runs
+  // the one that ends at its last live tile (EmitLiveScan). The tiles past
+  // it add nothing to the softmax (their scores are -inf in every row).
+  const bool scan = live_scan(g);
+  if (scan) {
+    EmitLiveScan(t, g);
+    for (int64_t hi = 0; hi + 1 < g.nk; ++hi) absl::StrAppend(&t, "  beq r", rB, ", ", hi, ", keys", hi + 1, "\n");
+    for (int64_t nk = g.nk; nk >= 1; --nk) {
+      absl::StrAppend(&t, "keys", nk, ":\n");
+      EmitBody(t, g, y, nk, /*diagonal=*/false);
+      absl::StrAppend(&t, "  jmp next\n");
+    }
+  } else if (g.causal) {
     for (int64_t i = 0; i + 1 < g.nq; ++i) absl::StrAppend(&t, "  beq r", rI, ", ", i, ", body", i, "\n");
     for (int64_t i = g.nq - 1; i >= 0; --i) {
       absl::StrAppend(&t, "body", i, ":\n");
@@ -407,6 +474,7 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
 
   KILN_ASSIGN_OR_RETURN(GeneratedKernel k, AssembledKernel(t, "attention.kasm", "attention", blocks, "cube"));
   k.workspace_bytes = blocks * 2 * y.ws_slot;  // the `ws` argument: two P tiles per block
+  if (scan) k.steering_inputs = {3};  // the mask picks the body: computed in a timing-only run too
   // The schedule as the tile IR states it (for `kiln tile`), where it does
   // (causal too: the IR masks each tile, this kernel skips the tiles past
   // the diagonal, which the IR's meaning allows).
@@ -431,7 +499,8 @@ absl::StatusOr<GeneratedKernel> GenerateCubeAttention(const KernelRequest& req) 
   k.plan = absl::StrFormat(
       "fused attention %dx%d over %d keys, head %d, %d heads x batches: 64x64 tiles, online softmax on the vector "
       "unit, P through a %d KiB workspace per block, %d blocks%s%s",
-      g.s, g.s, g.l, g.d, g.bh, 2 * y.ws_slot / 1024, blocks, g.causal ? ", causal" : "", has_mask ? ", masked" : "");
+      g.s, g.s, g.l, g.d, g.bh, 2 * y.ws_slot / 1024, blocks, g.causal ? ", causal" : "",
+      !has_mask ? "" : scan ? ", masked (only up to the last key tile the mask leaves live)" : ", masked");
   return k;
 }
 
