@@ -176,6 +176,53 @@ TEST(MoveKernels, GatherByIndicesReadAtRunTime) {
   }
 }
 
+// A KV cache's scatter: the indices an Expand of one position per (batch,
+// row), the same for every head and along the head's elements. Each run
+// (one row of a head) shares its index with the same row of the other
+// heads: one index read, and the heads' rows as the bursts of one strided
+// copy each way. Bit for bit the reference's, negative indices included;
+// without the shared axis (an index per head) the runs go one by one.
+TEST(MoveKernels, ScatterRunsShareAnIndexAcrossHeads) {
+  for (bool shared : {true, false}) {
+    SCOPED_TRACE(shared ? "index shared by the heads" : "an index per head");
+    Graph g;
+    const Dims cache_dims = {2, 3, 16, 8}, upd_dims = {2, 3, 4, 8};
+    const Dims pos_dims = shared ? Dims{2, 1, 4, 1} : Dims{2, 3, 4, 1};
+    Value* cache = g.AddInput("cache", Type::Tensor(DType::kF32, Shape::Static(cache_dims)));
+    Value* pos = g.AddInput("pos", Type::Tensor(DType::kI64, Shape::Static(pos_dims)));
+    Value* upd = g.AddInput("upd", Type::Tensor(DType::kF32, Shape::Static(upd_dims)));
+    Value* shape = g.AddConstant("shape", Tensor::FromVector<int64_t>(upd_dims, {4}));
+    Node* expand = Op(g, "Expand", {pos, shape});
+    Node* n = Op(g, "ScatterElements", {cache, expand->output(0), upd});
+    n->SetAttr("axis", Attribute::Int(2));
+    g.AddOutput(n->output(0));
+    ASSERT_TRUE(InferShapes(g).ok());
+    Tensor p(DType::kI64, pos_dims);
+    for (int64_t j = 0; j < p.numel(); ++j) p.data<int64_t>()[j] = j % 4 == 1 ? -3 : 3 * (j % 4) + 1;  // 1, 13, 7, 10
+    Tensor idx(DType::kI64, upd_dims);
+    for (int64_t j = 0; j < idx.numel(); ++j) {
+      const int64_t row = j / 8 % 4, h = j / 32 % 3, b = j / 96;  // of [b, h, row, d]
+      idx.data<int64_t>()[j] = p.data<int64_t>()[shared ? b * 4 + row : (b * 3 + h) * 4 + row];
+    }
+    sim::Machine m = sim::DefaultMachine();
+    target::npusim::KernelRequest req;
+    req.node = n;
+    req.machine = &m;
+    auto k = target::npusim::GenerateScatterKernel(req);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(k->plan.find("x 3 bursts sharing their index") != std::string::npos, shared) << k->plan;
+    EXPECT_NE(k->plan.find(shared ? "8 runs of 32 B" : "24 runs of 32 B"), std::string::npos) << k->plan;
+    absl::flat_hash_map<const Value*, Tensor> inputs = {
+        {cache, Iota(DType::kF32, cache_dims, 3)}, {expand->output(0), idx}, {upd, Iota(DType::kF32, upd_dims, 4)}};
+    auto run = RunKernelOnSim(*k, *n, inputs, m);
+    ASSERT_TRUE(run.ok()) << run.status();
+    auto ref = RunNodeOnReference(*n, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ASSERT_EQ(run->outputs[0].nbytes(), (*ref)[0].nbytes());
+    EXPECT_EQ(0, std::memcmp(run->outputs[0].raw(), (*ref)[0].raw(), (*ref)[0].nbytes()));
+  }
+}
+
 // An index out of range makes its row's DMA fall outside the table: the run
 // fails with an error, it does not read a neighbour's row or crash.
 TEST(MoveKernels, GatherIndexOutOfRangeFailsTheRun) {

@@ -11,7 +11,10 @@
 // reads the index (`ld`, a negative one counting from the end), addresses
 // the run's place in the output and MTE3 writes it there. An index out of
 // range puts the run's write outside the output: a run-time error. Runs are
-// unrolled (their static offsets differ), a UB's worth at a time.
+// unrolled (their static offsets differ), a UB's worth at a time. Where the
+// Expand also repeats the index along an axis before `axis` (a KV cache's
+// heads), the runs along it share one index: one `ld`, and their updates
+// in and out as the bursts of one strided copy each way.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -91,7 +94,14 @@ absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req) 
     run *= id[inner];
     if (id[inner] != dd[inner]) break;
   }
-  const int64_t runs = count == 0 ? 0 : count / run;
+  // A leading axis (before the run's) along which the index also repeats
+  // (a KV cache's heads, whose new position is the same): its runs share
+  // one index and go out as the bursts of one strided copy.
+  int64_t gax = -1;
+  for (int64_t k = 0; k < inner; ++k)
+    if (k != axis && constant[k] && id[k] > 1 && id[k] <= 4095 && (gax < 0 || id[k] > id[gax])) gax = k;
+  const int64_t bursts = gax < 0 ? 1 : id[gax];
+  const int64_t runs = count == 0 ? 0 : count / run / bursts;
   if (runs > kMaxRuns)
     return absl::UnimplementedError(absl::StrCat("ScatterElements of ", runs, " runs (more than ", kMaxRuns, ")"));
   // Strides in elements of data (the output) and of indices/updates.
@@ -103,7 +113,7 @@ absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req) 
 
   const int64_t ub = m.core().ub_kib() * 1024;
   const int64_t run_bytes = run * es, run_a = RoundUp(run_bytes, 32);
-  const int64_t per_chunk = std::min<int64_t>(runs, (ub - 64) / (32 + run_a));
+  const int64_t per_chunk = std::min<int64_t>(runs, (ub - 64) / (32 + bursts * run_a));
   if (runs > 0 && per_chunk < 1)
     return absl::UnimplementedError(absl::StrCat("a run of ", run_bytes, " bytes does not fit UB"));
   std::string t = absl::StrCat(".program move_ScatterElements\n.regs 4\n", KasmByteArgLine("data", *data), "\n",
@@ -135,6 +145,10 @@ absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req) 
     for (int64_t i = first; i < last; ++i) {
       int64_t rem = i, u = 0, yb = 0;
       for (int64_t k = inner - 1; k >= 0; --k) {
+        if (k == gax) {  // the bursts of the run's copies
+          at[k] = 0;
+          continue;
+        }
         at[k] = rem % id[k];
         rem /= id[k];
         u += at[k] * is[k];
@@ -146,16 +160,22 @@ absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req) 
     if (chunks > 0) absl::StrAppend(&t, "  wait_flag MTE3, MTE2, 2\n");
     for (size_t j = 0; j < u_off.size(); ++j)
       absl::StrAppendFormat(&t, "  copy_gm_ub UB[%d], idx[%d], len=%d\n", j * 32, u_off[j] * ib, ib);
+    // A run's bursts: its updates along the shared axis, one after another in UB.
+    const std::string burst_in =
+        gax < 0 ? "" : absl::StrFormat(", nburst=%d, src_stride=%d, dst_stride=%d", bursts, is[gax] * es, run_a);
+    const std::string burst_out =
+        gax < 0 ? "" : absl::StrFormat(", nburst=%d, src_stride=%d, dst_stride=%d", bursts, run_a, ds[gax] * es);
     for (size_t j = 0; j < u_off.size(); ++j)
-      absl::StrAppendFormat(&t, "  copy_gm_ub UB[%d], upd[%d], len=%d\n", upd_base + j * run_a, u_off[j] * es,
-                            run_bytes);
+      absl::StrAppendFormat(&t, "  copy_gm_ub UB[%d], upd[%d], len=%d%s\n", upd_base + j * bursts * run_a,
+                            u_off[j] * es, run_bytes, burst_in);
     absl::StrAppend(&t, "  set_flag MTE2, SCALAR, 0\n  wait_flag MTE2, SCALAR, 0\n",
                     "  set_flag MTE2, MTE3, 2\n  wait_flag MTE2, MTE3, 2\n");
     for (size_t j = 0; j < u_off.size(); ++j)
       absl::StrAppendFormat(&t,
                             "  ld.s32 r1, UB[%d]\n  shr r2, r1, 63\n  and r2, r2, %d\n  add r1, r1, r2\n"
-                            "  mul r1, r1, %d\n  add r1, r1, %d\n  copy_ub_gm y[r1], UB[%d], len=%d\n",
-                            j * 32, dd[axis], ds[axis] * es, y_base[j], upd_base + j * run_a, run_bytes);
+                            "  mul r1, r1, %d\n  add r1, r1, %d\n  copy_ub_gm y[r1], UB[%d], len=%d%s\n",
+                            j * 32, dd[axis], ds[axis] * es, y_base[j], upd_base + j * bursts * run_a, run_bytes,
+                            burst_out);
     absl::StrAppend(&t, "  set_flag MTE3, MTE2, 2\n");
   }
   if (chunks > 0) absl::StrAppend(&t, "  wait_flag MTE3, MTE2, 2\n");
@@ -166,8 +186,9 @@ absl::StatusOr<GeneratedKernel> GenerateScatterKernel(const KernelRequest& req) 
   const double lat = m.chip().hbm_latency_cycles() + m.core().mte2_latency_cycles();
   const double rate = UbLoadBytesPerCycle(m, 1);
   k.estimated_cycles = (copies ? 2.0 * static_cast<double>(total) / rate + lat * 2 : 0) + lat * 2.0 * chunks +
-                       static_cast<double>(runs) * (static_cast<double>(run_bytes) / rate + 8);
-  k.plan = absl::StrFormat("ScatterElements: %d runs of %d B by indices read at run time (ld)%s", runs, run_bytes,
+                       static_cast<double>(runs) * (static_cast<double>(bursts * run_bytes) / rate + 8);
+  k.plan = absl::StrFormat("ScatterElements: %d runs of %d B%s by indices read at run time (ld)%s", runs, run_bytes,
+                           bursts > 1 ? absl::StrFormat(" x %d bursts sharing their index", bursts) : "",
                            req.in_place ? ", in place (the output is the donated data)"
                                         : absl::StrFormat(" after copying %d B of data", total));
   return k;
