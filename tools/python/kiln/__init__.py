@@ -1,19 +1,19 @@
 """kiln from Python: compile ONNX models and PyTorch modules for a target, run them.
 
     import kiln
-    m = kiln.compile("model.onnx", target="npusim", precision="fp16")
+    m = kiln.compile("model.onnx", target=NAME, precision="fp16")  # NAME: one of kiln.targets()
     y = m(x)                  # NumPy arrays or torch tensors in, the same kind out
-    print(m.report())         # per-task cycles, utilization and bound (npusim)
+    print(m.report())         # per-task cycles, utilization and bound (targets whose runs report them)
     m.trace("run.json", x)    # a run with its trace written (Perfetto, chrome://tracing)
     print(m.explain())        # where each node runs, and why
 
     net = torchvision.models.resnet18().eval()
-    m = kiln.compile(net, [torch.randn(1, 3, 224, 224)], target="npusim")
+    m = kiln.compile(net, [torch.randn(1, 3, 224, 224)], target=NAME)
 
 A model is an ONNX file path (or a .kir file), the bytes of an ONNX model,
 or a torch.nn.Module with example inputs (exported with torch.onnx.export).
 Settings a target declares (`kiln compile --target=NAME --help`) are keyword
-arguments: kiln.compile(path, target="npusim", machine="ascend910b-like.textproto").
+arguments: kiln.compile(path, target=NAME, SETTING=VALUE).
 Every failure raises kiln.Error with kiln's one-line message.
 """
 import difflib
