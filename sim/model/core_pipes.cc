@@ -382,21 +382,13 @@ bool Device::Impl::RunBlock(CoreState& c, LaunchState& L, int64_t block) {
     if (target == Pipe::kScalar) {
       // A barrier across the launch's blocks or on ALL, or a flag set or
       // awaited by the scalar unit itself.
-      if (in.op == Op::kSyncAll) {
+      if (in.op == Op::kSyncAll || in.op == Op::kPipeBarrier) {
+        // Every pipe drains; sync_all then waits for the launch's other blocks.
         if (!sync_to_local()) return false;
         double s = Now();
-        c.scalar_state = "sync_all";
-        if (!Drain(c) || !SyncAll(L, block)) return false;
-        c.scalar_state = nullptr;
-        ss.stall_cycles += Now() - s;
-        ++ss.instructions;
-        trace.Instruction(c.id, Pipe::kScalar, &p, static_cast<int>(pc), s, Now(), false);
-        local = run_start = Now();
-      } else if (in.op == Op::kPipeBarrier) {
-        if (!sync_to_local()) return false;
-        double s = Now();
-        c.scalar_state = "pipe_barrier ALL";
-        if (!Drain(c)) return false;
+        const bool all_blocks = in.op == Op::kSyncAll;
+        c.scalar_state = all_blocks ? "sync_all" : "pipe_barrier ALL";
+        if (!Drain(c) || (all_blocks && !SyncAll(L, block))) return false;
         c.scalar_state = nullptr;
         ss.stall_cycles += Now() - s;
         ++ss.instructions;
