@@ -357,16 +357,8 @@ void EmitLiveScan(std::string& t, const Geometry& g) {
   e.L("vcmax.f32 ", Ub(maxes), ", ", Ub(acc), ", repeat=", g.nk);
   e.L("set_flag VECTOR, SCALAR, 0");
   e.L("wait_flag VECTOR, SCALAR, 0");
-  // -inf in fp32 is the word 0xff800000.
   e.L("mov r", rB, ", ", g.nk - 1);
-  e.Label("live_hi");
-  e.L("beq r", rB, ", 0, live_hi_done");
-  e.L("mul r", rTmp, ", r", rB, ", 4");
-  e.L("ld.s32 r", rTmp, ", UB[r", rTmp, " + ", maxes, "]");
-  e.L("bne r", rTmp, ", -8388608, live_hi_done");
-  e.L("sub r", rB, ", r", rB, ", 1");
-  e.L("jmp live_hi");
-  e.Label("live_hi_done");
+  SkipMaskedTiles(e, "live_hi", rB, rTmp, maxes, -1, absl::StrCat("beq r", rB, ", 0"));
   absl::StrAppend(&t, e.text());
 }
 

@@ -155,22 +155,9 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
     e.L("vcmax.f32 ", Ub(maxes), ", ", Ub(mrow), ", repeat=", g.nk);
     e.L("set_flag VECTOR, SCALAR, 0");
     e.L("wait_flag VECTOR, SCALAR, 0");
-    // -inf in fp32 is the word 0xff800000.
-    constexpr int64_t kNegInfWord = -8388608;
-    // From each end, the tiles whose maximum is -inf (their words compared as integers).
-    auto scan = [&](const char* label, int reg, const std::string& stop, int step) {
-      const std::string done = absl::StrCat(label, "_done");
-      e.Label(label);
-      e.L(stop, ", ", done);
-      e.L("mul r", rTmp, ", r", reg, ", 4");
-      e.L("ld.s32 r", rTmp, ", UB[r", rTmp, " + ", maxes, "]");
-      e.L("bne r", rTmp, ", ", kNegInfWord, ", ", done);
-      e.L("add r", reg, ", r", reg, ", ", step);
-      e.L("jmp ", label);
-      e.Label(done);
-    };
-    scan("lo", rLo, absl::StrCat("bge r", rLo, ", ", g.nk - 1), 1);
-    scan("hi", rHi, absl::StrCat("bge r", rLo, ", r", rHi), -1);
+    // From each end, the tiles whose maximum is -inf.
+    SkipMaskedTiles(e, "lo", rLo, rTmp, maxes, 1, absl::StrCat("bge r", rLo, ", ", g.nk - 1));
+    SkipMaskedTiles(e, "hi", rHi, rTmp, maxes, -1, absl::StrCat("bge r", rLo, ", r", rHi));
   }
   if (split >= 2) {
     // n live tiles. Fewer than kSplitMinTiles: the row's first block takes
@@ -311,9 +298,7 @@ absl::StatusOr<GeneratedKernel> GenerateDecodeAttention(const KernelRequest& req
     const int64_t m0 = recs + d * 4, l0 = m0 + 32;
     for (int64_t i = 1; i < split; ++i) {
       const int64_t oi = recs + i * rec, mi = oi + d * 4, li = mi + 32;
-      e.L("bge r", rCnt, ", ", i + 1, ", chunk", i);
-      e.L("jmp combined");
-      e.Label(absl::StrCat("chunk", i));
+      e.L("blt r", rCnt, ", ", i + 1, ", combined");  // chunk i had no work
       e.L("vmax.f32 ", Ub(mn_blk), ", ", Ub(m0), ", ", Ub(mi), ", mask=8");
       e.L("vsub.f32 ", Ub(tmp_blk), ", ", Ub(m0), ", ", Ub(mn_blk), ", mask=8");
       e.L("vexp.f32 ", Ub(alpha), ", ", Ub(tmp_blk), ", mask=8");

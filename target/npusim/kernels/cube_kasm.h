@@ -74,6 +74,25 @@ class Emitter {
   int next_ = 0;
 };
 
+// Steps register `reg` (a tile index) by `step` over the tiles whose
+// maximum, an fp32 word at UB[maxes + 4 * tile] (as `vcmax` leaves them),
+// is -inf, stopping at the first that is not or where the branch `stop`
+// ("bge r1, 7": completed with the end label) is taken; `tmp` is scratch.
+// The attention kernels find the tiles a mask leaves live this way.
+inline void SkipMaskedTiles(Emitter& e, absl::string_view label, int reg, int tmp, int64_t maxes, int step,
+                            absl::string_view stop) {
+  constexpr int64_t kNegInfWord = -8388608;  // -inf in fp32, 0xff800000, compared as an integer
+  const std::string done = absl::StrCat(label, "_done");
+  e.Label(label);
+  e.L(stop, ", ", done);
+  e.L("mul r", tmp, ", r", reg, ", 4");
+  e.L("ld.s32 r", tmp, ", UB[r", tmp, " + ", maxes, "]");
+  e.L("bne r", tmp, ", ", kNegInfWord, ", ", done);
+  e.L("add r", reg, ", r", reg, ", ", step);
+  e.L("jmp ", label);
+  e.Label(done);
+}
+
 // r = half - r: flips a slot offset between 0 and `half`.
 inline void Toggle(Emitter& e, int r, int64_t half) {
   e.L("mul ", R(r), ", ", R(r), ", -1");
