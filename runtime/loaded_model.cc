@@ -39,17 +39,17 @@ absl::Status CheckInput(const artifact::TensorSignature& s, const Tensor& t, int
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& path, ModuleLoader loader) {
   auto f = artifact::ReadArtifactFile(path);
   if (!f.ok()) return f.status();
-  artifact::Artifact message = std::move(f->message);
-  return Build(std::move(message), &*f, path, nullptr, loader);
+  return Build(std::move(f->message), f->section, f->file, path, nullptr, loader);
 }
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::FromArtifact(artifact::Artifact artifact,
                                                                        const std::string& path, ModuleLoader loader) {
-  return Build(std::move(artifact), nullptr, path, nullptr, loader);
+  return Build(std::move(artifact), {}, nullptr, path, nullptr, loader);
 }
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifact artifact,
-                                                                const artifact::ArtifactFile* file,
+                                                                absl::string_view section,
+                                                                std::shared_ptr<const void> owner,
                                                                 const std::string& path, const BlobStore* shared,
                                                                 const ModuleLoader& loader) {
   auto m = std::make_unique<LoadedModel>();
@@ -58,11 +58,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
   // The constants: the file's section, borrowed where they lie in its
   // mapping (an artifact is a compiler's output, read back under its
   // CRC-32: its blobs' hashes need not be computed again), or the message's.
-  const bool in_file = file && !file->section.empty();
-  const absl::string_view constants = in_file ? file->section : absl::string_view(m->artifact_.constants());
+  const bool in_file = !section.empty();
+  const absl::string_view constants = in_file ? section : absl::string_view(m->artifact_.constants());
   auto read_constants = [&](BlobStore* blobs) {
-    return DeserializeBlobStore(constants, blobs, BlobHashes::kTrusted,
-                                in_file ? std::shared_ptr<const void>(file->file) : nullptr);
+    return DeserializeBlobStore(constants, blobs, BlobHashes::kTrusted, in_file ? owner : nullptr);
   };
   if (m->artifact_.gears_size() > 0) {
     BlobStore bundle_blobs;
@@ -75,7 +74,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Build(artifact::Artifa
           g.artifact().outputs_size() != m->artifact_.outputs_size() || g.artifact().gears_size() > 0)
         return absl::InvalidArgumentError(absl::StrCat(path, ": gear ", label, " does not match the model's signature"));
       // The gear's artifact moves into its model (the bundle keeps the rest).
-      auto gear = Build(std::move(*g.mutable_artifact()), nullptr, absl::StrCat(path, " (gear ", label, ")"),
+      auto gear = Build(std::move(*g.mutable_artifact()), {}, nullptr, absl::StrCat(path, " (gear ", label, ")"),
                         &bundle_blobs, loader);
       g.clear_artifact();
       if (!gear.ok()) return gear.status();

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "graph/ir/graph.h"
 #include "graph/ir/printer.h"
 #include "runtime/device_module.h"
 #include "target/artifact/artifact.pb.h"
-#include "target/artifact/artifact_io.h"
 
 namespace kiln::runtime {
 
@@ -54,12 +54,12 @@ class LoadedModel {
   const std::string& gear_label() const { return gear_label_; }
 
  private:
-  // `file`: the artifact's file as read, whose mapping the constants'
-  // tensors borrow (null for an artifact in memory, whose constants are
-  // the message's). `shared`: the blobs of a gear bundle, for a gear without
-  // constants of its own.
-  static absl::StatusOr<std::unique_ptr<LoadedModel>> Build(artifact::Artifact artifact,
-                                                            const artifact::ArtifactFile* file,
+  // `section`: the constants as the artifact's file holds them, in a
+  // mapping that `owner` keeps and their tensors borrow (empty for an
+  // artifact in memory, whose constants are the message's). `shared`: the
+  // blobs of a gear bundle, for a gear without constants of its own.
+  static absl::StatusOr<std::unique_ptr<LoadedModel>> Build(artifact::Artifact artifact, absl::string_view section,
+                                                            std::shared_ptr<const void> owner,
                                                             const std::string& name, const BlobStore* shared,
                                                             const ModuleLoader& loader);
   const LoadedModel& current() const { return gears_.empty() ? *this : *gears_[current_gear_]; }
